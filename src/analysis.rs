@@ -1,0 +1,207 @@
+//! One analysis: read the inputs in order, decode, track, and keep what reports need.
+//!
+//! Inputs given together are one capture: the tracker's state carries from one file to the next,
+//! so a connection that spans a file boundary stays one connection.
+
+use crate::decode::{self, Skip};
+use crate::flow::{Connection, Flow, FlowKey, FrameRef, Tracker, TrackerOptions};
+use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AnalyzeOptions {
+    pub tracker: TrackerOptions,
+}
+
+/// What one input file held and how reading it ended.
+#[derive(Clone, Debug)]
+pub struct FileReport {
+    pub path: String,
+    pub format: Option<Format>,
+    pub gzip: bool,
+    pub packets: u64,
+    pub tcp_segments: u64,
+    pub sections: u32,
+    pub interfaces: u32,
+    pub first_time_ns: Option<i64>,
+    pub last_time_ns: Option<i64>,
+    pub time_went_backwards: u64,
+    /// (LINKTYPE, packets), in order of first appearance.
+    pub link_types: Vec<(u32, u64)>,
+    pub stop: ReadStop,
+}
+
+/// Counts of frames that were not usable TCP segments, by reason.
+#[derive(Clone, Debug, Default)]
+pub struct SkipCounts {
+    counts: Vec<(Skip, u64)>,
+}
+
+impl SkipCounts {
+    pub fn add(&mut self, skip: Skip, n: u64) {
+        match self.counts.iter_mut().find(|(s, _)| *s == skip) {
+            Some((_, count)) => *count += n,
+            None => self.counts.push((skip, n)),
+        }
+    }
+
+    /// Counts by reason slug, sorted by slug; unknown link types fold into one reason.
+    pub fn by_reason(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut out: Vec<(&'static str, &'static str, u64)> = Vec::new();
+        for (skip, n) in &self.counts {
+            match out.iter_mut().find(|(slug, _, _)| *slug == skip.slug()) {
+                Some((_, _, count)) => *count += n,
+                None => out.push((skip.slug(), skip.meaning(), *n)),
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Link types that could not be decoded, with their packet counts, sorted.
+    pub fn unknown_link_types(&self) -> Vec<(u32, u64)> {
+        let mut out: Vec<(u32, u64)> =
+            self.counts.iter().filter_map(|(s, n)| if let Skip::UnknownLinkType(t) = s { Some((*t, *n)) } else { None }).collect();
+        out.sort();
+        out
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|(_, n)| n).sum()
+    }
+
+    pub fn merge(&mut self, other: &SkipCounts) {
+        for (skip, n) in &other.counts {
+            self.add(*skip, *n);
+        }
+    }
+}
+
+/// The result of analysing one capture (one or more time-adjacent files).
+pub struct Analysis {
+    pub files: Vec<FileReport>,
+    /// Every connection, in order of its first packet.
+    pub connections: Vec<Connection>,
+    /// Tracker state of the connections still live when the input ended (what a merge with the
+    /// next capture continues from).
+    pub live: Vec<(FlowKey, Flow)>,
+    pub skipped: SkipCounts,
+    pub options: AnalyzeOptions,
+}
+
+/// Counts over the connections, for the summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub packets: u64,
+    pub tcp_segments: u64,
+    pub skipped: u64,
+    pub connections: u64,
+    pub handshakes_completed: u64,
+    pub with_syn_retransmits: u64,
+    pub with_synack_retransmits: u64,
+    pub with_data_retransmits: u64,
+    pub with_dup_acks: u64,
+    pub with_zero_window: u64,
+    pub reset: u64,
+    pub partial: u64,
+    pub port_reuse: u64,
+    pub snaplen_cut_segments: u64,
+}
+
+impl Analysis {
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary {
+            packets: self.files.iter().map(|f| f.packets).sum(),
+            tcp_segments: self.files.iter().map(|f| f.tcp_segments).sum(),
+            skipped: self.skipped.total(),
+            connections: self.connections.len() as u64,
+            ..Summary::default()
+        };
+        for c in &self.connections {
+            let any = |f: &dyn Fn(&crate::flow::connection::DirectionCounts) -> bool| c.counts.iter().any(f);
+            s.handshakes_completed += u64::from(c.handshake_completed());
+            s.with_syn_retransmits += u64::from(c.syn_count > 1);
+            s.with_synack_retransmits += u64::from(c.synack_count > 1);
+            s.with_data_retransmits += u64::from(any(&|d| d.data_retransmits > 0));
+            s.with_dup_acks += u64::from(any(&|d| d.dup_acks > 0));
+            s.with_zero_window += u64::from(any(&|d| d.zero_windows > 0));
+            s.reset += u64::from(any(&|d| d.rst));
+            s.partial += u64::from(c.partial);
+            s.port_reuse += u64::from(c.follows.is_some());
+            s.snaplen_cut_segments += u64::from(c.snaplen_cut);
+        }
+        s
+    }
+
+    /// Sentences about anything that makes the result less than complete.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for f in &self.files {
+            if let Some(why) = f.stop.describe() {
+                out.push(format!("{}: {why}", shown(&f.path)));
+            }
+            if f.time_went_backwards > 0 {
+                out.push(format!(
+                    "{}: {} packets have an earlier timestamp than the packet before them; events are kept in file order",
+                    shown(&f.path),
+                    f.time_went_backwards
+                ));
+            }
+        }
+        for (linktype, n) in self.skipped.unknown_link_types() {
+            out.push(format!("{n} packets of link type {linktype} ({}) were not decoded", CaptureReader::linktype_name(linktype)));
+        }
+        out
+    }
+}
+
+fn shown(path: &str) -> &str {
+    if path == "-" {
+        "standard input"
+    } else {
+        path
+    }
+}
+
+/// Analyses the files in order as one capture. Fails only if a file cannot be opened or is not
+/// a capture; damage inside a file stops reading that file and is reported in its `FileReport`.
+pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, ReadError> {
+    let mut tracker = Tracker::new(options.tracker);
+    let mut files = Vec::with_capacity(paths.len());
+    let mut skipped = SkipCounts::default();
+    for (index, path) in paths.iter().enumerate() {
+        let mut reader = CaptureReader::open(path)?;
+        let mut tcp_segments = 0u64;
+        let mut link_types: Vec<(u32, u64)> = Vec::new();
+        let file = index as u32;
+        let stop = reader.for_each_packet(|packet| {
+            match link_types.iter_mut().find(|(t, _)| *t == packet.linktype) {
+                Some((_, n)) => *n += 1,
+                None => link_types.push((packet.linktype, 1)),
+            }
+            match decode::decode(packet.linktype, packet.data) {
+                Ok(segment) => {
+                    tcp_segments += 1;
+                    tracker.on_segment(&segment, FrameRef { file, frame: packet.frame }, packet.time_ns);
+                }
+                Err(skip) => skipped.add(skip, 1),
+            }
+        });
+        let info = &reader.info;
+        files.push(FileReport {
+            path: path.clone(),
+            format: info.format,
+            gzip: info.gzip,
+            packets: info.records,
+            tcp_segments,
+            sections: info.sections,
+            interfaces: info.interfaces,
+            first_time_ns: info.first_time_ns,
+            last_time_ns: info.last_time_ns,
+            time_went_backwards: info.time_went_backwards,
+            link_types,
+            stop,
+        });
+    }
+    let (connections, live) = tracker.finish();
+    Ok(Analysis { files, connections, live, skipped, options })
+}

@@ -1,0 +1,225 @@
+//! The Python module `pcapq._core`. The only place that knows about Python.
+//!
+//! The work runs with the GIL released, and a panic in the core becomes `InternalError` here
+//! instead of unwinding into Python.
+
+mod errors;
+
+use std::io::{self, Write};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::analysis::{self, AnalyzeOptions};
+use crate::flow::TrackerOptions;
+use crate::output::json;
+use errors::{internal_error, CaptureError, InternalError, PcapqError};
+
+/// Panics are caught and reported as `InternalError`; the default hook would also print them.
+fn quiet_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| panic::set_hook(Box::new(|_| {})));
+}
+
+fn catch<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+    quiet_panics();
+    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_string());
+        internal_error(what)
+    })
+}
+
+/// The result of one analysis, held in Rust. Python reads summaries and asks for connections
+/// one at a time or writes them all as JSON; it never gets one object per packet.
+#[pyclass(module = "pcapq._core", frozen)]
+pub struct Analysis {
+    inner: analysis::Analysis,
+}
+
+#[pymethods]
+impl Analysis {
+    /// Counts over the whole capture.
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.summary();
+        let d = PyDict::new(py);
+        d.set_item("packets", s.packets)?;
+        d.set_item("tcp_segments", s.tcp_segments)?;
+        d.set_item("skipped", s.skipped)?;
+        d.set_item("connections", s.connections)?;
+        d.set_item("handshakes_completed", s.handshakes_completed)?;
+        d.set_item("with_syn_retransmits", s.with_syn_retransmits)?;
+        d.set_item("with_synack_retransmits", s.with_synack_retransmits)?;
+        d.set_item("with_data_retransmits", s.with_data_retransmits)?;
+        d.set_item("with_dup_acks", s.with_dup_acks)?;
+        d.set_item("with_zero_window", s.with_zero_window)?;
+        d.set_item("reset", s.reset)?;
+        d.set_item("partial", s.partial)?;
+        d.set_item("port_reuse", s.port_reuse)?;
+        d.set_item("snaplen_cut_segments", s.snaplen_cut_segments)?;
+        Ok(d)
+    }
+
+    /// One dict per input file: path, format, gzip, packets, tcp_segments, first_time,
+    /// last_time, link_types, read_stop ("end", "truncated", "corrupt", "io_error").
+    fn captures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for f in &self.inner.files {
+            let d = PyDict::new(py);
+            d.set_item("path", &f.path)?;
+            d.set_item("format", f.format.map(|x| x.name()))?;
+            d.set_item("gzip", f.gzip)?;
+            d.set_item("packets", f.packets)?;
+            d.set_item("tcp_segments", f.tcp_segments)?;
+            d.set_item("first_time", f.first_time_ns.map(|t| t as f64 / 1e9))?;
+            d.set_item("last_time", f.last_time_ns.map(|t| t as f64 / 1e9))?;
+            let links = PyDict::new(py);
+            for (t, n) in &f.link_types {
+                links.set_item(crate::reader::CaptureReader::linktype_name(*t), n)?;
+            }
+            d.set_item("link_types", links)?;
+            d.set_item("read_stop", f.stop.kind())?;
+            d.set_item("read_stop_detail", f.stop.describe())?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// Frames that were not usable TCP segments: {reason slug: (count, meaning)}.
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (slug, meaning, n) in self.inner.skipped.by_reason() {
+            d.set_item(slug, (n, meaning))?;
+        }
+        Ok(d)
+    }
+
+    /// Sentences about anything that makes the result incomplete (truncation, unknown link types).
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.connections.len()
+    }
+
+    /// Connection `index` (0-based, in order of first packet) as a JSON object string.
+    fn connection_json(&self, index: usize) -> PyResult<String> {
+        let c = self.inner.connections.get(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("no such connection"))?;
+        Ok(json::connection_json(c))
+    }
+
+    /// Writes the JSON document (docs/json.md) to a text file object, in chunks.
+    #[pyo3(signature = (file, pretty = false))]
+    fn write_json(&self, file: Bound<'_, PyAny>, pretty: bool) -> PyResult<()> {
+        let mut writer = PyTextWriter { file, buffer: Vec::with_capacity(CHUNK) };
+        let written = catch(|| json::write_document(&self.inner, &mut writer, pretty))?;
+        let flushed = written.and_then(|_| writer.flush());
+        flushed.map_err(|e| {
+            let text = e.to_string();
+            e.downcast_pyerr().unwrap_or_else(|| pyo3::exceptions::PyOSError::new_err(text))
+        })?;
+        Ok(())
+    }
+}
+
+const CHUNK: usize = 1 << 20;
+
+/// Adapts a Python text file object (`.write(str)`) to `io::Write`, in 1 MiB chunks.
+struct PyTextWriter<'py> {
+    file: Bound<'py, PyAny>,
+    buffer: Vec<u8>,
+}
+
+impl PyTextWriter<'_> {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        // Cut after the last ASCII byte: that is always a character boundary in UTF-8.
+        let cut = self.buffer.iter().rposition(|b| b.is_ascii()).map_or(0, |i| i + 1);
+        let rest = self.buffer.split_off(cut);
+        let text = String::from_utf8_lossy(&self.buffer).into_owned();
+        self.buffer = rest;
+        self.file.call_method1("write", (text,)).map_err(PyErrInIo::wrap)?;
+        Ok(())
+    }
+}
+
+impl Write for PyTextWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.buffer.extend_from_slice(buf);
+        if self.buffer.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()?;
+        if !self.buffer.is_empty() {
+            let text = String::from_utf8_lossy(&self.buffer).into_owned();
+            self.buffer.clear();
+            self.file.call_method1("write", (text,)).map_err(PyErrInIo::wrap)?;
+        }
+        Ok(())
+    }
+}
+
+/// Carries a Python exception through `io::Error`.
+#[derive(Debug)]
+struct PyErrInIo(PyErr);
+
+impl std::fmt::Display for PyErrInIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::error::Error for PyErrInIo {}
+
+impl PyErrInIo {
+    fn wrap(e: PyErr) -> io::Error {
+        io::Error::other(PyErrInIo(e))
+    }
+}
+
+trait DowncastPyErr {
+    fn downcast_pyerr(self) -> Option<PyErr>;
+}
+
+impl DowncastPyErr for io::Error {
+    fn downcast_pyerr(self) -> Option<PyErr> {
+        self.into_inner()?.downcast::<PyErrInIo>().ok().map(|b| b.0)
+    }
+}
+
+/// Reads the captures in `paths` (in order, as one capture; "-" is stdin) and rebuilds every
+/// TCP connection. Raises CaptureError if a file cannot be opened or is not a capture.
+#[pyfunction]
+#[pyo3(signature = (paths, *, keep_events = true))]
+fn analyze(py: Python<'_>, paths: Vec<String>, keep_events: bool) -> PyResult<Analysis> {
+    let options = AnalyzeOptions { tracker: TrackerOptions { keep_events } };
+    let result = py.allow_threads(|| catch(|| analysis::analyze(&paths, options)))?;
+    match result {
+        Ok(inner) => Ok(Analysis { inner }),
+        Err(e) => Err(errors::capture_error(&e)),
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("JSON_SCHEMA_VERSION", json::SCHEMA_VERSION)?;
+    m.add_class::<Analysis>()?;
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add("PcapqError", m.py().get_type::<PcapqError>())?;
+    m.add("CaptureError", m.py().get_type::<CaptureError>())?;
+    m.add("InternalError", m.py().get_type::<InternalError>())?;
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! Link layers: find where the IP packet starts in a captured frame.
+//!
+//! Link-type numbers are the LINKTYPE_* values of tcpdump.org/linktypes.html.
+
+use super::bytes::{be16, be32, le32};
+use super::Skip;
+
+pub const LINKTYPE_NULL: u32 = 0;
+pub const LINKTYPE_ETHERNET: u32 = 1;
+/// DLT_RAW as OpenBSD and BSD/OS number it; libpcap maps both to LINKTYPE_RAW in files, but
+/// old captures carry them.
+pub const LINKTYPE_RAW_OPENBSD: u32 = 12;
+pub const LINKTYPE_RAW_BSDOS: u32 = 14;
+pub const LINKTYPE_RAW: u32 = 101;
+pub const LINKTYPE_LOOP: u32 = 108;
+pub const LINKTYPE_LINUX_SLL: u32 = 113;
+pub const LINKTYPE_IPV4: u32 = 228;
+pub const LINKTYPE_IPV6: u32 = 229;
+pub const LINKTYPE_LINUX_SLL2: u32 = 276;
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// IEEE 802.1Q customer tag, 802.1ad service tag, and the pre-standard 0x9100 QinQ tag.
+const ETHERTYPE_VLAN: [u16; 3] = [0x8100, 0x88a8, 0x9100];
+/// More tags than this is not a real frame.
+const MAX_VLAN_TAGS: usize = 8;
+
+/// Which IP version the link layer announced, where it announces one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Network {
+    Ipv4,
+    Ipv6,
+    /// Raw IP: the version nibble decides.
+    Either,
+}
+
+/// Returns the offset of the IP header and the version the link layer announced.
+pub fn ip_offset(linktype: u32, frame: &[u8]) -> Result<(usize, Network), Skip> {
+    match linktype {
+        LINKTYPE_ETHERNET => ethernet(frame),
+        LINKTYPE_LINUX_SLL => {
+            // SLL: packet type, ARPHRD, address length, 8 address bytes, then the protocol.
+            let protocol = be16(frame, 14).ok_or(Skip::LinkHeaderCut)?;
+            ethertype_payload(frame, 16, protocol, 0)
+        }
+        LINKTYPE_LINUX_SLL2 => {
+            // SLL2 puts the protocol first and has a 20-byte header.
+            let protocol = be16(frame, 0).ok_or(Skip::LinkHeaderCut)?;
+            if frame.len() < 20 {
+                return Err(Skip::LinkHeaderCut);
+            }
+            ethertype_payload(frame, 20, protocol, 0)
+        }
+        LINKTYPE_RAW | LINKTYPE_RAW_OPENBSD | LINKTYPE_RAW_BSDOS => Ok((0, Network::Either)),
+        LINKTYPE_IPV4 => Ok((0, Network::Ipv4)),
+        LINKTYPE_IPV6 => Ok((0, Network::Ipv6)),
+        LINKTYPE_NULL => {
+            // The address family in the capturing host's byte order.
+            let family = le32(frame, 0).ok_or(Skip::LinkHeaderCut)?;
+            let family = if family > 0xffff { family.swap_bytes() } else { family };
+            bsd_family(family)
+        }
+        LINKTYPE_LOOP => {
+            // OpenBSD loopback: the same family field, always in network byte order.
+            let family = be32(frame, 0).ok_or(Skip::LinkHeaderCut)?;
+            bsd_family(family)
+        }
+        other => Err(Skip::UnknownLinkType(other)),
+    }
+}
+
+fn ethernet(frame: &[u8]) -> Result<(usize, Network), Skip> {
+    let ethertype = be16(frame, 12).ok_or(Skip::LinkHeaderCut)?;
+    ethertype_payload(frame, 14, ethertype, 0)
+}
+
+/// Follows 802.1Q/802.1ad tags (each 4 bytes: TCI, then the next EtherType) to the IP header.
+fn ethertype_payload(frame: &[u8], at: usize, ethertype: u16, tags: usize) -> Result<(usize, Network), Skip> {
+    match ethertype {
+        ETHERTYPE_IPV4 => Ok((at, Network::Ipv4)),
+        ETHERTYPE_IPV6 => Ok((at, Network::Ipv6)),
+        t if ETHERTYPE_VLAN.contains(&t) => {
+            if tags >= MAX_VLAN_TAGS {
+                return Err(Skip::TooManyVlanTags);
+            }
+            let inner = be16(frame, at + 2).ok_or(Skip::LinkHeaderCut)?;
+            ethertype_payload(frame, at + 4, inner, tags + 1)
+        }
+        _ => Err(Skip::NotIp),
+    }
+}
+
+/// BSD AF_INET is 2 everywhere; AF_INET6 is 24 (NetBSD, OpenBSD), 28 (FreeBSD), 30 (macOS).
+fn bsd_family(family: u32) -> Result<(usize, Network), Skip> {
+    match family {
+        2 => Ok((4, Network::Ipv4)),
+        24 | 28 | 30 | 10 => Ok((4, Network::Ipv6)),
+        _ => Err(Skip::NotIp),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eth(ethertype: u16, rest: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(rest);
+        f
+    }
+
+    #[test]
+    fn test_ethernet_ipv4() {
+        assert_eq!(ip_offset(LINKTYPE_ETHERNET, &eth(0x0800, &[0x45])), Ok((14, Network::Ipv4)));
+    }
+
+    #[test]
+    fn test_ethernet_qinq_two_tags() {
+        // 802.1ad outer tag, 802.1Q inner tag, then IPv6.
+        let frame = eth(0x88a8, &[0, 10, 0x81, 0x00, 0, 20, 0x86, 0xdd, 0x60]);
+        assert_eq!(ip_offset(LINKTYPE_ETHERNET, &frame), Ok((22, Network::Ipv6)));
+    }
+
+    #[test]
+    fn test_ethernet_endless_vlan_tags_are_refused() {
+        let mut rest = Vec::new();
+        for _ in 0..20 {
+            rest.extend_from_slice(&[0, 1, 0x81, 0x00]);
+        }
+        assert_eq!(ip_offset(LINKTYPE_ETHERNET, &eth(0x8100, &rest)), Err(Skip::TooManyVlanTags));
+    }
+
+    #[test]
+    fn test_ethernet_arp_is_not_ip() {
+        assert_eq!(ip_offset(LINKTYPE_ETHERNET, &eth(0x0806, &[0; 28])), Err(Skip::NotIp));
+    }
+
+    #[test]
+    fn test_sll_and_sll2_protocol_fields() {
+        let mut sll = vec![0u8; 16];
+        sll[14] = 0x08;
+        assert_eq!(ip_offset(LINKTYPE_LINUX_SLL, &sll), Ok((16, Network::Ipv4)));
+        let mut sll2 = vec![0u8; 20];
+        sll2[0] = 0x86;
+        sll2[1] = 0xdd;
+        assert_eq!(ip_offset(LINKTYPE_LINUX_SLL2, &sll2), Ok((20, Network::Ipv6)));
+        assert_eq!(ip_offset(LINKTYPE_LINUX_SLL2, &sll2[..10]), Err(Skip::LinkHeaderCut));
+    }
+
+    #[test]
+    fn test_null_family_either_byte_order_and_loop_network_order() {
+        assert_eq!(ip_offset(LINKTYPE_NULL, &[2, 0, 0, 0]), Ok((4, Network::Ipv4)));
+        assert_eq!(ip_offset(LINKTYPE_NULL, &[0, 0, 0, 30]), Ok((4, Network::Ipv6)));
+        assert_eq!(ip_offset(LINKTYPE_LOOP, &[0, 0, 0, 2]), Ok((4, Network::Ipv4)));
+        assert_eq!(ip_offset(LINKTYPE_LOOP, &[0, 0, 0, 99]), Err(Skip::NotIp));
+    }
+
+    #[test]
+    fn test_unknown_link_type_is_reported() {
+        assert_eq!(ip_offset(147, &[0; 40]), Err(Skip::UnknownLinkType(147)));
+    }
+}

@@ -1,0 +1,164 @@
+//! The TCP header (RFC 9293 §3.1) and the options pcapq uses.
+
+use super::bytes::{be16, be32, u8_at};
+use super::Skip;
+
+/// TCP flag bits, RFC 9293 §3.1.
+pub mod flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+}
+
+/// Option kinds, RFC 9293 §3.2 and RFC 7323 / RFC 2018.
+const OPT_END: u8 = 0;
+const OPT_NOP: u8 = 1;
+const OPT_MSS: u8 = 2;
+const OPT_WINDOW_SCALE: u8 = 3;
+const OPT_SACK_PERMITTED: u8 = 4;
+const OPT_SACK: u8 = 5;
+const OPT_TIMESTAMP: u8 = 8;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    /// Number of SACK blocks (RFC 2018 §3).
+    pub sack_blocks: u8,
+    /// TSval, TSecr (RFC 7323 §3).
+    pub timestamp: Option<(u32, u32)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpHeader {
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+    /// Header length including options (data offset x 4).
+    pub header_len: u32,
+    pub options: TcpOptions,
+}
+
+/// Parses the fixed header and whatever options were captured. A header cut by the snaplen
+/// before its 20 fixed bytes is `TcpHeaderCut`; cut options are parsed as far as they go.
+pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
+    if segment.len() < 20 {
+        return Err(Skip::TcpHeaderCut);
+    }
+    let offset_byte = u8_at(segment, 12).ok_or(Skip::TcpHeaderCut)?;
+    let header_len = u32::from(offset_byte >> 4) * 4;
+    if header_len < 20 {
+        return Err(Skip::MalformedTcp);
+    }
+    let options_end = (header_len as usize).min(segment.len());
+    let options = segment.get(20..options_end).map(parse_options).unwrap_or_default();
+    Ok(TcpHeader {
+        src_port: be16(segment, 0).ok_or(Skip::TcpHeaderCut)?,
+        dst_port: be16(segment, 2).ok_or(Skip::TcpHeaderCut)?,
+        seq: be32(segment, 4).ok_or(Skip::TcpHeaderCut)?,
+        ack: be32(segment, 8).ok_or(Skip::TcpHeaderCut)?,
+        flags: u8_at(segment, 13).ok_or(Skip::TcpHeaderCut)?,
+        window: be16(segment, 14).ok_or(Skip::TcpHeaderCut)?,
+        header_len,
+        options,
+    })
+}
+
+fn parse_options(mut opts: &[u8]) -> TcpOptions {
+    let mut out = TcpOptions::default();
+    while let Some((&kind, rest)) = opts.split_first() {
+        match kind {
+            OPT_END => break,
+            OPT_NOP => {
+                opts = rest;
+                continue;
+            }
+            _ => {}
+        }
+        let Some(&len) = rest.first() else { break };
+        let len = usize::from(len);
+        if len < 2 {
+            break;
+        }
+        let Some(body) = opts.get(2..len) else { break };
+        match (kind, body.len()) {
+            (OPT_MSS, 2) => out.mss = be16(body, 0),
+            (OPT_WINDOW_SCALE, 1) => out.window_scale = u8_at(body, 0),
+            (OPT_SACK_PERMITTED, 0) => out.sack_permitted = true,
+            (OPT_SACK, n) if n % 8 == 0 => out.sack_blocks = (n / 8) as u8,
+            (OPT_TIMESTAMP, 8) => out.timestamp = be32(body, 0).zip(be32(body, 4)),
+            _ => {}
+        }
+        opts = opts.get(len..).unwrap_or_default();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(data_offset_words: u8, flags: u8, options: &[u8]) -> Vec<u8> {
+        let mut h = vec![0u8; 20];
+        h[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        h[2..4].copy_from_slice(&9000u16.to_be_bytes());
+        h[4..8].copy_from_slice(&0xffff_fff0u32.to_be_bytes());
+        h[12] = data_offset_words << 4;
+        h[13] = flags;
+        h[14..16].copy_from_slice(&64240u16.to_be_bytes());
+        h.extend_from_slice(options);
+        h
+    }
+
+    #[test]
+    fn test_syn_options_linux_default_set() {
+        // What Linux sends in a SYN: MSS, SACK-permitted, timestamps, NOP, window scale.
+        let opts = [2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7];
+        let h = parse(&header(10, flags::SYN, &opts)).unwrap();
+        assert_eq!(h.seq, 0xffff_fff0);
+        assert_eq!(h.options.mss, Some(1460));
+        assert!(h.options.sack_permitted);
+        assert_eq!(h.options.timestamp, Some((1, 0)));
+        assert_eq!(h.options.window_scale, Some(7));
+        assert_eq!(h.header_len, 40);
+    }
+
+    #[test]
+    fn test_sack_blocks_counted() {
+        let mut opts = vec![1, 1, 5, 18];
+        opts.extend_from_slice(&[0; 16]);
+        let h = parse(&header(10, flags::ACK, &opts)).unwrap();
+        assert_eq!(h.options.sack_blocks, 2);
+    }
+
+    #[test]
+    fn test_options_cut_by_snaplen_still_parse_fixed_header() {
+        let opts = [2, 4, 0x05, 0xb4, 4, 2, 8, 10];
+        let h = parse(&header(10, flags::SYN, &opts)).unwrap();
+        assert_eq!(h.options.mss, Some(1460));
+        assert_eq!(h.options.timestamp, None);
+    }
+
+    #[test]
+    fn test_option_length_zero_or_past_end_stops_parsing() {
+        assert_eq!(parse(&header(6, 0, &[2, 0, 0, 0])).unwrap().options, TcpOptions::default());
+        assert_eq!(parse(&header(6, 0, &[8, 200, 0, 0])).unwrap().options, TcpOptions::default());
+    }
+
+    #[test]
+    fn test_short_or_lying_header() {
+        assert_eq!(parse(&[0; 19]), Err(Skip::TcpHeaderCut));
+        assert_eq!(parse(&header(4, 0, &[])), Err(Skip::MalformedTcp));
+        // Data offset 15 words with only 20 bytes captured: fixed header still parses.
+        assert_eq!(parse(&header(15, 0, &[])).unwrap().header_len, 60);
+    }
+}

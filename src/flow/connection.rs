@@ -1,0 +1,156 @@
+//! The record of one TCP connection: who, when, what happened. This is what reports read;
+//! the tracker's working state lives in `tracker::Flow` and is dropped when the connection ends.
+
+use super::event::{Event, FrameRef, Side};
+use super::key::Endpoint;
+use crate::decode::TcpOptions;
+
+/// Where the handshake and teardown got to, as seen at the capture point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnState {
+    /// Client SYN seen, no SYN-ACK yet (RFC 9293 §3.3.2 SYN-SENT, from the client's view).
+    SynSent,
+    /// SYN-ACK seen, the client's ACK of it not yet (SYN-RECEIVED at the server).
+    SynReceived,
+    /// The handshake completed, or the capture started mid-connection.
+    Established,
+    /// A FIN from one side.
+    Closing,
+    /// FINs from both sides.
+    Closed,
+    /// An RST ended it.
+    Reset,
+}
+
+impl ConnState {
+    pub fn slug(self) -> &'static str {
+        match self {
+            ConnState::SynSent => "syn_sent",
+            ConnState::SynReceived => "syn_received",
+            ConnState::Established => "established",
+            ConnState::Closing => "closing",
+            ConnState::Closed => "closed",
+            ConnState::Reset => "reset",
+        }
+    }
+
+    pub fn is_over(self) -> bool {
+        matches!(self, ConnState::Closed | ConnState::Reset)
+    }
+}
+
+/// Per-direction counts, indexed by `Side::index()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirectionCounts {
+    pub packets: u64,
+    pub payload_bytes: u64,
+    pub data_retransmits: u32,
+    pub dup_acks: u32,
+    pub zero_windows: u32,
+    /// Segments that start beyond the highest sequence seen: the one before was not captured.
+    pub unseen_before: u32,
+    pub fin: bool,
+    pub rst: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// Order of first appearance in the analysis, from 0.
+    pub id: u64,
+    pub client: Endpoint,
+    pub server: Endpoint,
+    /// The capture does not show the client's first SYN; `client` is then a guess.
+    pub partial: bool,
+    pub first: FrameRef,
+    pub first_time_ns: i64,
+    pub last_time_ns: i64,
+    pub state: ConnState,
+    /// Bases of the relative sequence numbers: the ISN of each side (for a side whose SYN was
+    /// not seen, its first sequence number minus one, as Wireshark does).
+    pub base_seq: [Option<u32>; 2],
+    pub syn_count: u32,
+    pub synack_count: u32,
+    pub syn_time_ns: Option<i64>,
+    pub synack_time_ns: Option<i64>,
+    pub handshake_ack_time_ns: Option<i64>,
+    pub counts: [DirectionCounts; 2],
+    /// Options of the SYN (client) and SYN-ACK (server).
+    pub options: [Option<TcpOptions>; 2],
+    /// The connection this one replaced on the same 4-tuple (a SYN with a new ISN).
+    pub follows: Option<u64>,
+    pub events: Vec<Event>,
+    /// Events not kept because the connection reached `MAX_EVENTS`.
+    pub events_dropped: u32,
+    /// Segments whose payload the snaplen cut.
+    pub snaplen_cut: u32,
+}
+
+/// Most events one connection keeps; a long bulk transfer can produce endless duplicate ACKs.
+pub const MAX_EVENTS: usize = 4096;
+
+impl Connection {
+    pub fn new(id: u64, client: Endpoint, server: Endpoint, partial: bool, first: FrameRef, time_ns: i64) -> Connection {
+        Connection {
+            id,
+            client,
+            server,
+            partial,
+            first,
+            first_time_ns: time_ns,
+            last_time_ns: time_ns,
+            state: if partial { ConnState::Established } else { ConnState::SynSent },
+            base_seq: [None, None],
+            syn_count: 0,
+            synack_count: 0,
+            syn_time_ns: None,
+            synack_time_ns: None,
+            handshake_ack_time_ns: None,
+            counts: [DirectionCounts::default(); 2],
+            options: [None, None],
+            follows: None,
+            events: Vec::new(),
+            events_dropped: 0,
+            snaplen_cut: 0,
+        }
+    }
+
+    pub fn side_of(&self, source: Endpoint) -> Side {
+        if source == self.client {
+            Side::Client
+        } else {
+            Side::Server
+        }
+    }
+
+    pub fn endpoint(&self, side: Side) -> Endpoint {
+        match side {
+            Side::Client => self.client,
+            Side::Server => self.server,
+        }
+    }
+
+    pub fn handshake_completed(&self) -> bool {
+        self.handshake_ack_time_ns.is_some()
+    }
+
+    pub fn push(&mut self, event: Event, keep_events: bool) {
+        if !keep_events {
+            return;
+        }
+        if self.events.len() < MAX_EVENTS {
+            self.events.push(event);
+        } else {
+            self.events_dropped += 1;
+        }
+    }
+
+    /// Changes the state; every transition goes through here.
+    pub fn set_state(&mut self, state: ConnState) {
+        self.state = state;
+    }
+
+    /// The wait for the handshake: first SYN to the client's handshake ACK.
+    pub fn handshake_duration_ns(&self) -> Option<i64> {
+        Some(self.handshake_ack_time_ns? - self.syn_time_ns?)
+    }
+}

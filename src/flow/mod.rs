@@ -1,0 +1,13 @@
+//! Connections: identity (4-tuple plus ISN), the tracker that assigns segments to them, and the
+//! events it labels packets with.
+
+pub mod connection;
+pub mod event;
+pub mod key;
+pub mod seq;
+pub mod tracker;
+
+pub use connection::{ConnState, Connection};
+pub use event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
+pub use key::{Endpoint, FlowKey};
+pub use tracker::{Flow, Tracker, TrackerOptions};

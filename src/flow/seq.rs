@@ -1,0 +1,56 @@
+//! Sequence numbers compare modulo 2^32 (RFC 9293 §3.4).
+
+/// A TCP sequence number. `a.before(b)` is true when `a` comes earlier in sequence space,
+/// wrapping included, as RFC 9293 §3.4 defines "<" for sequence numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SeqNumber(pub u32);
+
+impl SeqNumber {
+    pub fn before(self, other: SeqNumber) -> bool {
+        (self.0.wrapping_sub(other.0) as i32) < 0
+    }
+
+    pub fn after(self, other: SeqNumber) -> bool {
+        other.before(self)
+    }
+
+    pub fn add(self, n: u32) -> SeqNumber {
+        SeqNumber(self.0.wrapping_add(n))
+    }
+
+    /// Later of the two, in sequence space.
+    pub fn max(self, other: SeqNumber) -> SeqNumber {
+        if self.before(other) {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// Distance from `base` to `self`, as Wireshark's relative sequence numbers show it.
+    pub fn relative_to(self, base: u32) -> u32 {
+        self.0.wrapping_sub(base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_before_across_wrap() {
+        let near_end = SeqNumber(u32::MAX - 10);
+        let wrapped = near_end.add(100);
+        assert_eq!(wrapped.0, 89);
+        assert!(near_end.before(wrapped));
+        assert!(wrapped.after(near_end));
+        assert_eq!(near_end.max(wrapped), wrapped);
+        assert_eq!(wrapped.relative_to(near_end.0), 100);
+    }
+
+    #[test]
+    fn test_equal_is_neither_before_nor_after() {
+        let s = SeqNumber(5);
+        assert!(!s.before(s) && !s.after(s));
+    }
+}

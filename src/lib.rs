@@ -1,0 +1,16 @@
+//! pcapq's core: reads tcpdump captures and rebuilds every TCP connection with its events.
+//!
+//! Layers, each depending only on the ones before it:
+//! `reader` (pcap, pcapng, gzip, stdin) → `decode` (link, IP, TCP) → `flow` (connections and
+//! their events) → `analysis` (one run over the inputs) → `output` (JSON). Only `bindings`
+//! knows about Python.
+#![deny(unsafe_code)]
+
+pub mod analysis;
+pub mod decode;
+pub mod flow;
+pub mod output;
+pub mod reader;
+
+#[cfg(feature = "python")]
+mod bindings;

@@ -1,0 +1,406 @@
+//! The JSON document (schema in docs/json.md). Version 1; later versions only add fields.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::analysis::{Analysis, FileReport, Summary};
+use crate::decode::{flags, TcpOptions};
+use crate::flow::{Connection, Detail, Event, FrameRef, Side};
+use crate::reader::CaptureReader;
+
+pub const SCHEMA_NAME: &str = "pcapq.analysis";
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A duration in seconds.
+fn seconds(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// A point in time as Unix epoch seconds, rounded to the microsecond: an f64 cannot hold
+/// nanoseconds at today's epoch, and rounding first keeps the printed number short and exact.
+fn epoch(ns: i64) -> f64 {
+    let us = ns.div_euclid(1000) + i64::from(ns.rem_euclid(1000) >= 500);
+    us as f64 / 1e6
+}
+
+/// TCP flags the way tcpdump prints them: F S R P U W E, then "." for ACK.
+pub fn flags_text(bits: u8) -> String {
+    let mut out = String::with_capacity(8);
+    for (bit, letter) in [
+        (flags::FIN, 'F'),
+        (flags::SYN, 'S'),
+        (flags::RST, 'R'),
+        (flags::PSH, 'P'),
+        (flags::URG, 'U'),
+        (flags::CWR, 'W'),
+        (flags::ECE, 'E'),
+        (flags::ACK, '.'),
+    ] {
+        if bits & bit != 0 {
+            out.push(letter);
+        }
+    }
+    if out.is_empty() {
+        out.push_str("none");
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    schema: &'static str,
+    schema_version: u32,
+    pcapq_version: &'static str,
+    captures: Vec<CaptureView<'a>>,
+    summary: SummaryView,
+    skipped: BTreeMap<&'static str, u64>,
+    warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct CaptureView<'a> {
+    path: &'a str,
+    format: Option<&'static str>,
+    gzip: bool,
+    packets: u64,
+    tcp_segments: u64,
+    sections: u32,
+    interfaces: u32,
+    first_time: Option<f64>,
+    last_time: Option<f64>,
+    link_types: BTreeMap<String, u64>,
+    read_stop: &'static str,
+    read_stop_detail: Option<String>,
+}
+
+impl<'a> CaptureView<'a> {
+    fn of(f: &'a FileReport) -> CaptureView<'a> {
+        CaptureView {
+            path: &f.path,
+            format: f.format.map(|x| x.name()),
+            gzip: f.gzip,
+            packets: f.packets,
+            tcp_segments: f.tcp_segments,
+            sections: f.sections,
+            interfaces: f.interfaces,
+            first_time: f.first_time_ns.map(epoch),
+            last_time: f.last_time_ns.map(epoch),
+            link_types: f.link_types.iter().map(|(t, n)| (CaptureReader::linktype_name(*t), *n)).collect(),
+            read_stop: f.stop.kind(),
+            read_stop_detail: f.stop.describe(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct SummaryView {
+    pub packets: u64,
+    pub tcp_segments: u64,
+    pub skipped: u64,
+    pub connections: u64,
+    pub handshakes_completed: u64,
+    pub with_syn_retransmits: u64,
+    pub with_synack_retransmits: u64,
+    pub with_data_retransmits: u64,
+    pub with_dup_acks: u64,
+    pub with_zero_window: u64,
+    pub reset: u64,
+    pub partial: u64,
+    pub port_reuse: u64,
+    pub snaplen_cut_segments: u64,
+}
+
+impl From<Summary> for SummaryView {
+    fn from(s: Summary) -> Self {
+        SummaryView {
+            packets: s.packets,
+            tcp_segments: s.tcp_segments,
+            skipped: s.skipped,
+            connections: s.connections,
+            handshakes_completed: s.handshakes_completed,
+            with_syn_retransmits: s.with_syn_retransmits,
+            with_synack_retransmits: s.with_synack_retransmits,
+            with_data_retransmits: s.with_data_retransmits,
+            with_dup_acks: s.with_dup_acks,
+            with_zero_window: s.with_zero_window,
+            reset: s.reset,
+            partial: s.partial,
+            port_reuse: s.port_reuse,
+            snaplen_cut_segments: s.snaplen_cut_segments,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ConnectionView {
+    id: u64,
+    client: String,
+    server: String,
+    ip_version: u8,
+    partial: bool,
+    follows: Option<u64>,
+    state: &'static str,
+    first_file: u32,
+    first_frame: u64,
+    first_time: f64,
+    last_time: f64,
+    duration: f64,
+    isn: SidePair<Option<u32>>,
+    handshake: HandshakeView,
+    sides: SidePair<SideView>,
+    snaplen_cut: u32,
+    events: Vec<EventView>,
+    events_dropped: u32,
+}
+
+#[derive(Serialize)]
+struct SidePair<T> {
+    client: T,
+    server: T,
+}
+
+#[derive(Serialize)]
+struct HandshakeView {
+    completed: bool,
+    syn_attempts: u32,
+    synack_attempts: u32,
+    syn_time: Option<f64>,
+    synack_time: Option<f64>,
+    ack_time: Option<f64>,
+    /// First SYN to the handshake ACK, seconds.
+    duration: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct SideView {
+    packets: u64,
+    payload_bytes: u64,
+    data_retransmits: u32,
+    dup_acks: u32,
+    zero_windows: u32,
+    unseen_segments: u32,
+    fin: bool,
+    rst: bool,
+    options: Option<OptionsView>,
+}
+
+#[derive(Serialize)]
+struct OptionsView {
+    mss: Option<u16>,
+    window_scale: Option<u8>,
+    sack_permitted: bool,
+    timestamps: bool,
+}
+
+impl From<TcpOptions> for OptionsView {
+    fn from(o: TcpOptions) -> Self {
+        OptionsView { mss: o.mss, window_scale: o.window_scale, sack_permitted: o.sack_permitted, timestamps: o.timestamp.is_some() }
+    }
+}
+
+#[derive(Serialize)]
+struct EventView {
+    file: u32,
+    frame: u64,
+    time: f64,
+    /// Seconds since the connection's first packet.
+    offset: f64,
+    kind: &'static str,
+    from: &'static str,
+    flags: String,
+    seq: Option<u32>,
+    ack: Option<u32>,
+    len: u32,
+    win: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    original: Option<FrameView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since_previous: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_handshake_ack: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dup_count: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dup_of: Option<FrameView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers_frame: Option<FrameView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct FrameView {
+    file: u32,
+    frame: u64,
+}
+
+impl From<FrameRef> for FrameView {
+    fn from(f: FrameRef) -> Self {
+        FrameView { file: f.file, frame: f.frame }
+    }
+}
+
+fn event_view(c: &Connection, e: &Event) -> EventView {
+    let me = e.from.index();
+    let peer = e.from.other().index();
+    let mut v = EventView {
+        file: e.at.file,
+        frame: e.at.frame,
+        time: epoch(e.time_ns),
+        offset: seconds(e.time_ns - c.first_time_ns),
+        kind: e.kind.slug(),
+        from: e.from.name(),
+        flags: flags_text(e.flags),
+        seq: c.base_seq[me].map(|base| e.seq.wrapping_sub(base)),
+        ack: if e.flags & flags::ACK != 0 { c.base_seq[peer].map(|base| e.ack.wrapping_sub(base)) } else { None },
+        len: e.len,
+        win: e.window,
+        attempt: None,
+        original: None,
+        since_previous: None,
+        after_handshake_ack: None,
+        dup_count: None,
+        dup_of: None,
+        answers: None,
+        answers_frame: None,
+        after: None,
+    };
+    match e.detail {
+        Detail::None => {}
+        Detail::Attempt { attempt, original, since_previous_ns, after_handshake_ack } => {
+            v.attempt = Some(attempt);
+            v.original = original.map(FrameView::from);
+            v.since_previous = since_previous_ns.map(seconds);
+            v.after_handshake_ack = Some(after_handshake_ack);
+        }
+        Detail::DupAck { count, of } => {
+            v.dup_count = Some(count);
+            v.dup_of = Some(of.into());
+        }
+        Detail::Rst { answers, answers_frame, after_ns } => {
+            v.answers = Some(answers.map_or("nothing", |r| r.slug()));
+            v.answers_frame = answers_frame.map(FrameView::from);
+            v.after = after_ns.map(seconds);
+        }
+    }
+    v
+}
+
+fn side_view(c: &Connection, side: Side) -> SideView {
+    let d = &c.counts[side.index()];
+    SideView {
+        packets: d.packets,
+        payload_bytes: d.payload_bytes,
+        data_retransmits: d.data_retransmits,
+        dup_acks: d.dup_acks,
+        zero_windows: d.zero_windows,
+        unseen_segments: d.unseen_before,
+        fin: d.fin,
+        rst: d.rst,
+        options: c.options[side.index()].map(OptionsView::from),
+    }
+}
+
+fn connection_view(c: &Connection) -> ConnectionView {
+    ConnectionView {
+        id: c.id,
+        client: c.client.to_string(),
+        server: c.server.to_string(),
+        ip_version: if c.client.ip.is_ipv4() { 4 } else { 6 },
+        partial: c.partial,
+        follows: c.follows,
+        state: c.state.slug(),
+        first_file: c.first.file,
+        first_frame: c.first.frame,
+        first_time: epoch(c.first_time_ns),
+        last_time: epoch(c.last_time_ns),
+        duration: seconds(c.last_time_ns - c.first_time_ns),
+        isn: SidePair {
+            client: if c.syn_count > 0 { c.base_seq[0] } else { None },
+            server: if c.synack_count > 0 { c.base_seq[1] } else { None },
+        },
+        handshake: HandshakeView {
+            completed: c.handshake_completed(),
+            syn_attempts: c.syn_count,
+            synack_attempts: c.synack_count,
+            syn_time: c.syn_time_ns.map(epoch),
+            synack_time: c.synack_time_ns.map(epoch),
+            ack_time: c.handshake_ack_time_ns.map(epoch),
+            duration: c.handshake_duration_ns().map(seconds),
+        },
+        sides: SidePair { client: side_view(c, Side::Client), server: side_view(c, Side::Server) },
+        snaplen_cut: c.snaplen_cut,
+        events: c.events.iter().map(|e| event_view(c, e)).collect(),
+        events_dropped: c.events_dropped,
+    }
+}
+
+/// One connection as a JSON object.
+pub fn connection_json(c: &Connection) -> String {
+    serde_json::to_string(&connection_view(c)).unwrap_or_default()
+}
+
+pub fn summary_view(a: &Analysis) -> SummaryView {
+    a.summary().into()
+}
+
+/// Writes the whole document. Connections are written one at a time, so memory does not grow
+/// with the output.
+pub fn write_document<W: Write>(a: &Analysis, out: &mut W, pretty: bool) -> io::Result<()> {
+    let doc = Document {
+        schema: SCHEMA_NAME,
+        schema_version: SCHEMA_VERSION,
+        pcapq_version: env!("CARGO_PKG_VERSION"),
+        captures: a.files.iter().map(CaptureView::of).collect(),
+        summary: summary_view(a),
+        skipped: a.skipped.by_reason().into_iter().map(|(slug, _, n)| (slug, n)).collect(),
+        warnings: a.warnings(),
+    };
+    let head = if pretty { serde_json::to_vec_pretty(&doc) } else { serde_json::to_vec(&doc) }.map_err(io::Error::other)?;
+    // Reopen the object to append the connections array.
+    let close: &[u8] = if pretty { b"\n}" } else { b"}" };
+    let head = head.strip_suffix(close).unwrap_or(&head);
+    out.write_all(head)?;
+    out.write_all(if pretty { b",\n  \"connections\": [" } else { b",\"connections\":[" })?;
+    for (i, c) in a.connections.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        if pretty {
+            out.write_all(b"\n    ")?;
+            let text = serde_json::to_string_pretty(&connection_view(c)).map_err(io::Error::other)?;
+            out.write_all(text.replace('\n', "\n    ").as_bytes())?;
+        } else {
+            serde_json::to_writer(&mut *out, &connection_view(c)).map_err(io::Error::other)?;
+        }
+    }
+    out.write_all(if pretty { b"\n  ]\n}\n" } else { b"]}\n" })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_flags_text_matches_tcpdump() {
+        assert_eq!(flags_text(flags::SYN), "S");
+        assert_eq!(flags_text(flags::SYN | flags::ACK), "S.");
+        assert_eq!(flags_text(flags::PSH | flags::ACK), "P.");
+        assert_eq!(flags_text(flags::FIN | flags::PSH | flags::ACK), "FP.");
+        assert_eq!(flags_text(flags::RST), "R");
+        assert_eq!(flags_text(0), "none");
+    }
+
+    #[test]
+    fn test_epoch_rounds_to_microseconds() {
+        assert_eq!(epoch(1_795_242_024_886_201_100).to_string(), "1795242024.886201");
+        assert_eq!(epoch(1_795_242_024_886_201_600).to_string(), "1795242024.886202");
+    }
+}

@@ -1,0 +1,3 @@
+//! Machine-readable output written by the core (the Python front renders everything for people).
+
+pub mod json;

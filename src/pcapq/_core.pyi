@@ -1,0 +1,87 @@
+"""Type stubs for pcapq's Rust core (src/bindings/mod.rs)."""
+
+from typing import Final, Protocol, TypedDict, final
+
+__version__: Final[str]
+JSON_SCHEMA_VERSION: Final[int]
+
+class PcapqError(Exception):
+    """Base class of every error pcapq raises."""
+
+class CaptureError(PcapqError):
+    """A capture could not be opened or is not a capture.
+
+    args: (message, kind, path); kind is one of "not_found", "permission_denied",
+    "is_directory", "io", "gzip", "empty", "not_a_capture", "bad_header".
+    """
+
+class InternalError(PcapqError):
+    """The core panicked: a bug in pcapq. args: (message,)."""
+
+class _TextFile(Protocol):
+    def write(self, text: str, /) -> object: ...
+
+class Summary(TypedDict):
+    packets: int
+    tcp_segments: int
+    skipped: int
+    connections: int
+    handshakes_completed: int
+    with_syn_retransmits: int
+    with_synack_retransmits: int
+    with_data_retransmits: int
+    with_dup_acks: int
+    with_zero_window: int
+    reset: int
+    partial: int
+    port_reuse: int
+    snaplen_cut_segments: int
+
+class CaptureInfo(TypedDict):
+    path: str
+    format: str | None
+    gzip: bool
+    packets: int
+    tcp_segments: int
+    first_time: float | None
+    last_time: float | None
+    link_types: dict[str, int]
+    read_stop: str
+    read_stop_detail: str | None
+
+@final
+class Analysis:
+    """The result of one analysis, held in Rust."""
+
+    def summary(self) -> Summary:
+        """Counts over the whole capture."""
+
+    def captures(self) -> list[CaptureInfo]:
+        """One entry per input file, in the order given."""
+
+    def skipped(self) -> dict[str, tuple[int, str]]:
+        """Frames that were not usable TCP segments: {reason: (count, meaning)}."""
+
+    def warnings(self) -> list[str]:
+        """Sentences about anything that makes the result incomplete."""
+
+    def __len__(self) -> int:
+        """Number of connections."""
+
+    def connection_json(self, index: int) -> str:
+        """Connection `index` (in order of first packet) as a JSON object.
+
+        Raises:
+            IndexError: no such connection.
+        """
+
+    def write_json(self, file: _TextFile, pretty: bool = False) -> None:
+        """Writes the whole JSON document (docs/json.md) to `file`, in chunks."""
+
+def analyze(paths: list[str], *, keep_events: bool = True) -> Analysis:
+    """Reads the captures in order, as one capture ("-" is stdin), and rebuilds every TCP connection.
+
+    Raises:
+        CaptureError: a file cannot be opened or is not a capture.
+        InternalError: a bug in pcapq's core.
+    """

@@ -1,0 +1,160 @@
+"""The `pcapq` command. Thin: parse options, call the core, hand the result to a renderer."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn, TextIO
+
+import click
+
+from pcapq import _core
+from pcapq.exitcodes import ExitCode
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _fail(message: str, code: ExitCode) -> NoReturn:
+    click.echo(f"pcapq: {message}", err=True)
+    sys.exit(int(code))
+
+
+def _warn(message: str) -> None:
+    click.echo(f"pcapq: warning: {message}", err=True)
+
+
+def _console(file: TextIO | None = None, no_color: bool = False):  # -> rich.console.Console
+    from rich.console import Console
+
+    return Console(file=file, no_color=no_color or None, highlight=False, soft_wrap=False)
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(_core.__version__, "-V", "--version", prog_name="pcapq")
+def cli() -> None:
+    """Explain why TCP connections between a proxy and its upstream failed.
+
+    pcapq reads captures taken with tcpdump (pcap or pcapng, plain or gzip) and rebuilds
+    every TCP connection: its handshake, SYN and SYN-ACK retransmissions, data
+    retransmissions, duplicate ACKs, zero windows, FINs and RSTs, each with the frame
+    number Wireshark shows for it.
+
+    \b
+    Start here:
+      $ pcapq analyze dump.pcap                 summary of every connection
+      $ pcapq analyze --format json dump.pcap   one JSON record per connection
+      $ tcpdump -i any -w - port 9000 | pcapq analyze -
+    """
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a summary for people. json: every connection with its events (schema in docs/json.md).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+    default="-",
+    help="Write the report to this file instead of standard output.",
+)
+@click.option("--pretty", is_flag=True, help="Indent the JSON for reading.")
+@click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
+def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool) -> None:
+    """Rebuild every TCP connection in the captures and summarise them.
+
+    FILE is a pcap or pcapng capture, optionally gzip-compressed; '-' reads standard
+    input. Several files are read in the order given as one capture, so a connection
+    that spans two files of a ring buffer stays one connection.
+
+    \b
+    Examples:
+      $ pcapq analyze dump.pcap
+      $ pcapq analyze ring.pcap0 ring.pcap1 ring.pcap2
+      $ pcapq analyze --format json -o report.json dump.pcap.gz
+      $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
+
+    \b
+    Exit codes: 0 analysed; 3 a capture could not be read; 4 a capture is damaged
+    (analysed up to the damage); 5 no TCP in the capture; 70 a bug in pcapq.
+    """
+    _refuse_overwriting_inputs(files, output)
+    try:
+        result = _core.analyze(list(files), keep_events=(fmt == "json"))
+    except _core.CaptureError as e:
+        _fail(e.args[0], ExitCode.UNREADABLE)
+
+    if output == "-":
+        _write_report(result, fmt, pretty, no_color, sys.stdout)
+    else:
+        with open(output, "w", encoding="utf-8") as out:
+            _write_report(result, fmt, pretty, True, out)
+
+    for warning in result.warnings():
+        _warn(warning)
+    damaged = [c for c in result.captures() if c["read_stop"] in ("corrupt", "io_error")]
+    summary = result.summary()
+    if summary["tcp_segments"] == 0:
+        what = ", ".join(f"{n:,} {meaning}" for n, meaning in result.skipped().values()) or "no packets at all"
+        _fail(f"no TCP segments to analyse in {summary['packets']:,} packets ({what})", ExitCode.NO_TCP)
+    if damaged:
+        sys.exit(int(ExitCode.DAMAGED))
+
+
+def _write_report(result: _core.Analysis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+    if fmt == "json":
+        result.write_json(out, pretty=pretty)
+        out.flush()
+        return
+    from pcapq.report.summary import print_summary
+
+    print_summary(result, _console(out, no_color))
+
+
+def _refuse_overwriting_inputs(files: tuple[str, ...], output: str) -> None:
+    """Nothing the user gave is modified: the report never goes over an input capture."""
+    if output == "-" or not os.path.exists(output):
+        return
+    for f in files:
+        if f != "-" and os.path.exists(f) and os.path.samefile(f, output):
+            _fail(f"refusing to write the report over the input capture {f}", ExitCode.USAGE)
+
+
+def main() -> None:
+    """Console-script entry point: maps every failure to a documented exit code, no tracebacks."""
+    try:
+        cli.main(prog_name="pcapq", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(int(ExitCode.USAGE))
+    except click.exceptions.Abort:
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except KeyboardInterrupt:
+        click.echo("pcapq: interrupted", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except BrokenPipeError:
+        # `pcapq ... | head` is fine; stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(int(ExitCode.OK))
+    except _core.InternalError as e:
+        click.echo(f"pcapq: {e.args[0]}", err=True)
+        sys.exit(int(ExitCode.INTERNAL))
+    except _core.PcapqError as e:
+        click.echo(f"pcapq: {e.args[0] if e.args else e}", err=True)
+        sys.exit(int(ExitCode.INTERNAL))
+    except OSError as e:
+        click.echo(f"pcapq: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}", err=True)
+        sys.exit(int(ExitCode.UNREADABLE))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""Exit codes of the `pcapq` command (documented in docs/exit-codes.md)."""
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    """Analysed. A capture cut short at its last record still exits 0, with a warning on stderr."""
+    USAGE = 2
+    """The command line is wrong (unknown option, missing argument)."""
+    UNREADABLE = 3
+    """A capture could not be read at all: missing, not readable, empty, or not a capture."""
+    DAMAGED = 4
+    """A capture is damaged in the middle: it was analysed up to the damage, the rest was lost."""
+    NO_TCP = 5
+    """The capture holds no TCP segment pcapq could decode: nothing to analyse."""
+    INTERNAL = 70
+    """A bug in pcapq (EX_SOFTWARE). Please report it."""
+    INTERRUPTED = 130
+    """Stopped with Ctrl-C."""

@@ -1,0 +1,1 @@
+"""Renderers: turn an analysis into text for people (terminal) or files (JSON)."""

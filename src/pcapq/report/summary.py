@@ -1,0 +1,79 @@
+"""The compact terminal summary of `pcapq analyze`."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from pcapq._core import Analysis
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+def _count(n: int, of: int | None = None) -> Text:
+    text = Text(f"{n:,}")
+    if of:
+        text.append(f"  ({100.0 * n / of:.1f}%)", style="dim")
+    return text
+
+
+def render_summary(analysis: Analysis) -> Group:
+    """Captures read, then connection counts, then what was skipped."""
+    s = analysis.summary()
+    parts: list[object] = []
+
+    files = Table(title="Captures", title_justify="left", show_edge=False, pad_edge=False)
+    files.add_column("file", overflow="fold")
+    files.add_column("format")
+    files.add_column("packets", justify="right")
+    files.add_column("TCP", justify="right")
+    files.add_column("from")
+    files.add_column("to")
+    for c in analysis.captures():
+        fmt = (c["format"] or "?") + (" (gzip)" if c["gzip"] else "")
+        name = "standard input" if c["path"] == "-" else c["path"]
+        files.add_row(name, fmt, f"{c['packets']:,}", f"{c['tcp_segments']:,}", _when(c["first_time"]), _when(c["last_time"]))
+    parts.append(files)
+
+    total = s["connections"]
+    conns = Table(title="\nConnections", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
+    conns.add_column("what", style="bold")
+    conns.add_column("count", justify="right")
+    conns.add_row("connections", _count(total))
+    conns.add_row("handshakes completed", _count(s["handshakes_completed"], total))
+    rows = [
+        ("with SYN retransmits", s["with_syn_retransmits"], "yellow"),
+        ("with SYN-ACK retransmits", s["with_synack_retransmits"], "yellow"),
+        ("with data retransmits", s["with_data_retransmits"], "yellow"),
+        ("with duplicate ACKs", s["with_dup_acks"], ""),
+        ("with a zero window", s["with_zero_window"], ""),
+        ("reset (RST)", s["reset"], "red"),
+        ("partial (began before the capture)", s["partial"], "dim"),
+        ("new connection on a reused 4-tuple", s["port_reuse"], ""),
+    ]
+    for label, n, style in rows:
+        conns.add_row(Text(label, style=style if n else ""), _count(n, total))
+    parts.append(conns)
+
+    skipped = analysis.skipped()
+    if skipped:
+        skip = Table(title="\nNot analysed", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
+        skip.add_column("count", justify="right")
+        skip.add_column("why")
+        for _slug, (n, meaning) in sorted(skipped.items(), key=lambda kv: -kv[1][0]):
+            skip.add_row(f"{n:,}", meaning)
+        parts.append(skip)
+    if s["snaplen_cut_segments"]:
+        parts.append(Text(f"\n{s['snaplen_cut_segments']:,} segments were cut by the snaplen; their lengths come from the IP header.", style="dim"))
+    return Group(*parts)
+
+
+def print_summary(analysis: Analysis, console: Console) -> None:
+    console.print(render_summary(analysis))

@@ -1,0 +1,353 @@
+//! Reading captures: classic pcap and pcapng (through the `pcap-parser` crate), gzip, stdin.
+//!
+//! The reader streams: it holds one buffer of `BUFFER_LEN` bytes (grown, up to `MAX_RECORD_LEN`,
+//! only for a record that does not fit), never the file. Every record, packet or not, gets the
+//! next frame number, as Wireshark numbers them: 1-based, counting every record in the file.
+
+mod error;
+mod source;
+
+pub use error::{ReadError, ReadStop};
+pub use source::Format;
+
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{PcapBlockOwned, PcapError};
+
+const BUFFER_LEN: usize = 256 * 1024;
+
+/// The largest record we accept. libpcap's MAXIMUM_SNAPLEN is 262144; pcapng blocks add options.
+/// A length field above this is corrupt, not a jumbo packet.
+pub const MAX_RECORD_LEN: usize = 4 * 1024 * 1024;
+
+/// pcapng Obsolete Packet Block (block type 2), which `pcap-parser` hands over as unknown.
+const OPB_BLOCK_TYPE: u32 = 0x0000_0002;
+
+/// One captured packet, borrowed from the reader's buffer.
+#[derive(Debug)]
+pub struct RawPacket<'a> {
+    /// 1-based record number in the file (Wireshark's frame number).
+    pub frame: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub time_ns: i64,
+    /// LINKTYPE_* value of the packet's interface.
+    pub linktype: u32,
+    /// Length on the wire; `data.len()` is the captured length.
+    pub orig_len: u32,
+    pub data: &'a [u8],
+}
+
+/// What a capture file turned out to be, filled in while reading.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureInfo {
+    pub format: Option<Format>,
+    pub gzip: bool,
+    /// Records read (packets and, in pcapng, other blocks that Wireshark numbers: none).
+    pub records: u64,
+    pub sections: u32,
+    pub interfaces: u32,
+    pub first_time_ns: Option<i64>,
+    pub last_time_ns: Option<i64>,
+    /// Packets whose timestamp is earlier than the packet before them.
+    pub time_went_backwards: u64,
+}
+
+/// Per-interface facts from a pcapng IDB (or the pcap file header).
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    linktype: u32,
+    snaplen: u32,
+    /// Timestamp units per second (10^n or 2^n).
+    units_per_second: u64,
+    /// if_tsoffset: seconds added to every timestamp.
+    offset_seconds: i64,
+}
+
+/// A streaming capture reader. `for_each_packet` drives it.
+pub struct CaptureReader {
+    path: String,
+    inner: Box<dyn PcapReaderIterator + Send>,
+    section: Section,
+    pub info: CaptureInfo,
+}
+
+/// What the current section (the pcap file header, or a pcapng SHB and its IDBs) says.
+#[derive(Default)]
+struct Section {
+    interfaces: Vec<Interface>,
+    /// Byte order of the current pcapng section.
+    big_endian: bool,
+}
+
+impl CaptureReader {
+    pub fn open(path: &str) -> Result<CaptureReader, ReadError> {
+        let source = source::open(path)?;
+        let bad_header = |e: PcapError<&[u8]>| ReadError::BadHeader { path: path.to_string(), reason: header_reason(&e) };
+        let inner: Box<dyn PcapReaderIterator + Send> = match source.format {
+            Format::Pcap => Box::new(pcap_parser::LegacyPcapReader::new(BUFFER_LEN, source.stream).map_err(bad_header)?),
+            Format::PcapNg => Box::new(pcap_parser::PcapNGReader::new(BUFFER_LEN, source.stream).map_err(bad_header)?),
+        };
+        let info = CaptureInfo { format: Some(source.format), gzip: source.gzip, ..CaptureInfo::default() };
+        Ok(CaptureReader { path: path.to_string(), inner, section: Section::default(), info })
+    }
+
+    /// Calls `on_packet` for every packet in file order. Returns how reading ended: the end of
+    /// the file, or a break (truncation, corruption, I/O error) after which nothing more can be read.
+    pub fn for_each_packet(&mut self, mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+        loop {
+            let consumed_before = self.inner.consumed() as u64;
+            match self.inner.next() {
+                Ok((len, block)) => {
+                    let packet = match block {
+                        PcapBlockOwned::LegacyHeader(header) => {
+                            self.info.sections += 1;
+                            self.info.interfaces += 1;
+                            self.section.interfaces.clear();
+                            self.section.interfaces.push(Interface {
+                                linktype: header.network.0 as u32,
+                                snaplen: header.snaplen,
+                                units_per_second: if header.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 },
+                                offset_seconds: 0,
+                            });
+                            None
+                        }
+                        PcapBlockOwned::Legacy(record) => self.section.interfaces.first().map(|iface| {
+                            let time_ns = seconds_and_fraction_to_ns(record.ts_sec, record.ts_usec, iface.units_per_second);
+                            (time_ns, iface.linktype, record.origlen, clamp(record.data, record.caplen))
+                        }),
+                        PcapBlockOwned::NG(block) => ng_block(&mut self.section, &mut self.info, block),
+                    };
+                    if let Some((time_ns, linktype, orig_len, data)) = packet {
+                        self.info.records += 1;
+                        let frame = self.info.records;
+                        note_time(&mut self.info, time_ns);
+                        on_packet(&RawPacket { frame, time_ns, linktype, orig_len, data });
+                    }
+                    self.inner.consume(len);
+                }
+                Err(PcapError::Eof) => return ReadStop::End,
+                Err(PcapError::Incomplete(_)) => {
+                    if let Err(stop) = self.refill(consumed_before) {
+                        return stop;
+                    }
+                }
+                Err(PcapError::UnexpectedEof) => {
+                    return ReadStop::Truncated { offset: consumed_before, frame: self.info.records + 1 };
+                }
+                Err(PcapError::BufferTooSmall) => {
+                    let capacity = self.inner.data().len().max(BUFFER_LEN);
+                    if capacity >= MAX_RECORD_LEN || !self.inner.grow(MAX_RECORD_LEN) {
+                        return ReadStop::Corrupt {
+                            offset: consumed_before,
+                            frame: self.info.records + 1,
+                            reason: format!("a record claims more than {} bytes", MAX_RECORD_LEN),
+                        };
+                    }
+                    if let Err(stop) = self.refill(consumed_before) {
+                        return stop;
+                    }
+                }
+                Err(PcapError::ReadError) => {
+                    return ReadStop::IoError { offset: consumed_before, reason: format!("could not read {}", self.path) };
+                }
+                Err(e) => {
+                    return ReadStop::Corrupt { offset: consumed_before, frame: self.info.records + 1, reason: record_reason(&e) };
+                }
+            }
+        }
+    }
+
+    fn refill(&mut self, offset: u64) -> Result<(), ReadStop> {
+        self.inner.refill().map_err(|_| ReadStop::IoError { offset, reason: format!("could not read {}", self.path) })
+    }
+
+    /// The LINKTYPE_ name without its prefix ("ETHERNET", "LINUX_SLL2"), or the number.
+    pub fn linktype_name(linktype: u32) -> String {
+        let name = match linktype {
+            0 => "NULL",
+            1 => "ETHERNET",
+            12 | 14 | 101 => "RAW",
+            108 => "LOOP",
+            113 => "LINUX_SLL",
+            228 => "IPV4",
+            229 => "IPV6",
+            276 => "LINUX_SLL2",
+            other => return format!("LINKTYPE_{other}"),
+        };
+        name.to_string()
+    }
+}
+
+/// Turns a pcapng block into a packet (time, link type, original length, data), or records
+/// what it says about the section and its interfaces.
+fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>) -> Option<(i64, u32, u32, &'b [u8])> {
+    match block {
+        Block::SectionHeader(shb) => {
+            // pcapng §4.1: interface ids are numbered per section, and each section has
+            // its own byte order.
+            info.sections += 1;
+            section.big_endian = shb.big_endian();
+            section.interfaces.clear();
+            None
+        }
+        Block::InterfaceDescription(idb) => {
+            info.interfaces += 1;
+            // pcapng §4.2 if_tsresol: bit 7 clear is 10^-n, set is 2^-n; absent is 10^-6.
+            let units_per_second = idb.ts_resolution().unwrap_or(1_000_000).max(1);
+            section.interfaces.push(Interface {
+                linktype: idb.linktype.0 as u32,
+                snaplen: idb.snaplen,
+                units_per_second,
+                offset_seconds: idb.if_tsoffset,
+            });
+            None
+        }
+        Block::EnhancedPacket(epb) => {
+            let iface = *section.interfaces.get(epb.if_id as usize)?;
+            let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+            let time_ns = ticks_to_ns(ticks, iface.units_per_second, iface.offset_seconds);
+            Some((time_ns, iface.linktype, epb.origlen, clamp(epb.data, epb.caplen)))
+        }
+        Block::SimplePacket(spb) => {
+            // pcapng §4.4: an SPB belongs to interface 0 and has no timestamp; its captured
+            // length is min(original length, snaplen).
+            let iface = *section.interfaces.first()?;
+            let snap = if iface.snaplen == 0 { u32::MAX } else { iface.snaplen };
+            let time_ns = info.last_time_ns.unwrap_or(0);
+            Some((time_ns, iface.linktype, spb.origlen, clamp(spb.data, spb.origlen.min(snap))))
+        }
+        Block::Unknown(unknown) if unknown.block_type == OPB_BLOCK_TYPE => {
+            let opb = parse_obsolete_packet(unknown.data, section.big_endian)?;
+            let iface = *section.interfaces.get(usize::from(opb.interface))?;
+            let time_ns = ticks_to_ns(opb.ticks, iface.units_per_second, iface.offset_seconds);
+            Some((time_ns, iface.linktype, opb.orig_len, opb.data))
+        }
+        _ => None,
+    }
+}
+
+fn note_time(info: &mut CaptureInfo, time_ns: i64) {
+    if let Some(last) = info.last_time_ns {
+        if time_ns < last {
+            info.time_went_backwards += 1;
+        }
+    }
+    info.first_time_ns.get_or_insert(time_ns);
+    info.last_time_ns = Some(time_ns);
+}
+
+/// The captured bytes, never longer than the record says.
+fn clamp(data: &[u8], caplen: u32) -> &[u8] {
+    data.get(..caplen as usize).unwrap_or(data)
+}
+
+fn seconds_and_fraction_to_ns(seconds: u32, fraction: u32, units_per_second: u64) -> i64 {
+    let fraction_ns = u128::from(fraction) * 1_000_000_000 / u128::from(units_per_second.max(1));
+    i64::from(seconds) * 1_000_000_000 + fraction_ns as i64
+}
+
+/// pcapng timestamps count units since the epoch (plus if_tsoffset seconds).
+fn ticks_to_ns(ticks: u64, units_per_second: u64, offset_seconds: i64) -> i64 {
+    let units = u128::from(units_per_second.max(1));
+    let whole = u128::from(ticks) / units;
+    let rest = u128::from(ticks) % units;
+    let ns = whole * 1_000_000_000 + rest * 1_000_000_000 / units;
+    let ns = i64::try_from(ns).unwrap_or(i64::MAX);
+    ns.saturating_add(offset_seconds.saturating_mul(1_000_000_000))
+}
+
+struct ObsoletePacket<'a> {
+    interface: u16,
+    ticks: u64,
+    orig_len: u32,
+    data: &'a [u8],
+}
+
+/// pcapng appendix (Obsolete Packet Block): interface id u16, drops count u16, timestamp
+/// high/low u32, captured length u32, packet length u32, then the data. `body` is the block
+/// between the two length fields.
+fn parse_obsolete_packet(body: &[u8], be: bool) -> Option<ObsoletePacket<'_>> {
+    let field = |at: usize| -> Option<u32> {
+        let bytes: [u8; 4] = body.get(at..at + 4)?.try_into().ok()?;
+        Some(if be { u32::from_be_bytes(bytes) } else { u32::from_le_bytes(bytes) })
+    };
+    let half = |at: usize| -> Option<u16> {
+        let bytes: [u8; 2] = body.get(at..at + 2)?.try_into().ok()?;
+        Some(if be { u16::from_be_bytes(bytes) } else { u16::from_le_bytes(bytes) })
+    };
+    let caplen = field(12)? as usize;
+    Some(ObsoletePacket {
+        interface: half(0)?,
+        ticks: (u64::from(field(4)?) << 32) | u64::from(field(8)?),
+        orig_len: field(16)?,
+        data: body.get(20..20usize.checked_add(caplen)?)?,
+    })
+}
+
+fn header_reason(e: &PcapError<&[u8]>) -> String {
+    match e {
+        PcapError::Incomplete(_) | PcapError::UnexpectedEof => "the file header is cut short".into(),
+        PcapError::HeaderNotRecognized => "the file header is not recognised".into(),
+        PcapError::ReadError => "reading failed".into(),
+        _ => "the file header is malformed".into(),
+    }
+}
+
+fn record_reason(e: &PcapError<&[u8]>) -> String {
+    match e {
+        PcapError::HeaderNotRecognized => "a block header is not recognised".into(),
+        _ => "a record's length fields are inconsistent".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_ticks_to_ns_decimal_and_binary_resolutions() {
+        // 10^-6: 1.5 s
+        assert_eq!(ticks_to_ns(1_500_000, 1_000_000, 0), 1_500_000_000);
+        // 10^-9
+        assert_eq!(ticks_to_ns(1_000_000_001, 1_000_000_000, 0), 1_000_000_001);
+        // 2^-10: 1024 units per second, 1536 ticks = 1.5 s
+        assert_eq!(ticks_to_ns(1536, 1024, 0), 1_500_000_000);
+        // if_tsoffset adds whole seconds
+        assert_eq!(ticks_to_ns(0, 1_000_000, 10), 10_000_000_000);
+    }
+
+    #[test]
+    fn test_ticks_to_ns_saturates_on_absurd_timestamps() {
+        assert_eq!(ticks_to_ns(u64::MAX, 1, 0), i64::MAX);
+    }
+
+    #[test]
+    fn test_seconds_and_fraction_microseconds_and_nanoseconds() {
+        assert_eq!(seconds_and_fraction_to_ns(2, 250_000, 1_000_000), 2_250_000_000);
+        assert_eq!(seconds_and_fraction_to_ns(2, 250, 1_000_000_000), 2_000_000_250);
+    }
+
+    #[test]
+    fn test_obsolete_packet_block_little_endian() {
+        let mut body = Vec::new();
+        body.extend_from_slice(&1u16.to_le_bytes());
+        body.extend_from_slice(&0u16.to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
+        body.extend_from_slice(&5_000_000u32.to_le_bytes());
+        body.extend_from_slice(&3u32.to_le_bytes());
+        body.extend_from_slice(&60u32.to_le_bytes());
+        body.extend_from_slice(&[7, 8, 9, 0]);
+        body.extend_from_slice(&32u32.to_le_bytes());
+        let opb = parse_obsolete_packet(&body, false).unwrap();
+        assert_eq!(opb.interface, 1);
+        assert_eq!(opb.ticks, 5_000_000);
+        assert_eq!(opb.orig_len, 60);
+        assert_eq!(opb.data, &[7, 8, 9]);
+    }
+
+    #[test]
+    fn test_obsolete_packet_block_too_short_is_none() {
+        assert!(parse_obsolete_packet(&[0; 10], false).is_none());
+        assert!(parse_obsolete_packet(&[0xff; 24], true).is_none());
+    }
+}

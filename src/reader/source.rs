@@ -1,0 +1,159 @@
+//! Opening a capture: a file or stdin, gzip-compressed or not, and what its first bytes say it is.
+
+use std::fs::File;
+use std::io::{self, Chain, Cursor, Read};
+
+use flate2::read::MultiGzDecoder;
+
+use super::ReadError;
+
+/// How many bytes are read up front to recognise the format. Enough for any section header block
+/// tcpdump or dumpcap writes, so the pcapng reader finds its whole first block in one read.
+const PEEK_LEN: usize = 64 * 1024;
+
+/// The container format, from the first four bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Classic libpcap, either byte order, micro- or nanosecond timestamps.
+    Pcap,
+    /// pcapng (a section header block comes first).
+    PcapNg,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Pcap => "pcap",
+            Format::PcapNg => "pcapng",
+        }
+    }
+}
+
+/// A byte stream positioned at the start of a capture, with its format known.
+pub struct Source {
+    pub format: Format,
+    pub gzip: bool,
+    pub stream: Chain<Cursor<Vec<u8>>, Box<dyn Read + Send>>,
+}
+
+/// Opens `path` (`-` is stdin), undoes gzip if the stream starts with its magic, and recognises
+/// the capture format. Nothing is written anywhere.
+pub fn open(path: &str) -> Result<Source, ReadError> {
+    let raw: Box<dyn Read + Send> = if path == "-" {
+        Box::new(io::stdin())
+    } else {
+        let meta = std::fs::metadata(path).map_err(|e| ReadError::io(path, e))?;
+        if meta.is_dir() {
+            return Err(ReadError::IsDirectory { path: path.to_string() });
+        }
+        Box::new(File::open(path).map_err(|e| ReadError::io(path, e))?)
+    };
+    let (head, rest) = peek(raw, PEEK_LEN).map_err(|e| ReadError::io(path, e))?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        let inflated: Box<dyn Read + Send> =
+            Box::new(MultiGzDecoder::new(Cursor::new(head).chain(rest)));
+        let (head, rest) = peek(inflated, PEEK_LEN).map_err(|e| ReadError::gzip(path, e))?;
+        return recognise(path, head, rest, true);
+    }
+    recognise(path, head, rest, false)
+}
+
+fn recognise(
+    path: &str,
+    head: Vec<u8>,
+    rest: Box<dyn Read + Send>,
+    gzip: bool,
+) -> Result<Source, ReadError> {
+    let format = match head.get(..4) {
+        None if head.is_empty() => return Err(ReadError::Empty { path: path.to_string() }),
+        None => return Err(ReadError::NotACapture { path: path.to_string(), reason: format!("only {} bytes", head.len()) }),
+        // pcap magic 0xa1b2c3d4 (microseconds) and 0xa1b23c4d (nanoseconds), in either byte order.
+        Some([0xa1, 0xb2, 0xc3, 0xd4] | [0xd4, 0xc3, 0xb2, 0xa1] | [0xa1, 0xb2, 0x3c, 0x4d] | [0x4d, 0x3c, 0xb2, 0xa1]) => {
+            Format::Pcap
+        }
+        // pcapng section header block type 0x0A0D0D0A reads the same in both byte orders.
+        Some([0x0a, 0x0d, 0x0d, 0x0a]) => Format::PcapNg,
+        Some(magic) => {
+            return Err(ReadError::NotACapture { path: path.to_string(), reason: describe_magic(magic, &head) })
+        }
+    };
+    Ok(Source { format, gzip, stream: Cursor::new(head).chain(rest) })
+}
+
+/// A short guess at what a non-capture file is, for the error message.
+fn describe_magic(magic: &[u8], head: &[u8]) -> String {
+    let hex = magic.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ");
+    let printable = head.iter().take(512).all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace());
+    if magic == [0xa1, 0xb2, 0xcd, 0x34] || magic == [0x34, 0xcd, 0xb2, 0xa1] {
+        "a modified (Kuznetzov) pcap, which is not supported; convert it with `editcap -F pcap`".into()
+    } else if printable {
+        "it is text, not a pcap or pcapng capture (tcpdump -w writes captures; tcpdump's printed output cannot be analysed)".into()
+    } else {
+        format!("unknown magic number {hex}; expected pcap (a1b2c3d4), pcapng (0a0d0d0a) or gzip (1f8b)")
+    }
+}
+
+/// Reads up to `len` bytes (fewer only at end of stream) and hands back the rest of the stream.
+fn peek(mut stream: Box<dyn Read + Send>, len: usize) -> io::Result<(Vec<u8>, Box<dyn Read + Send>)> {
+    let mut head = Vec::with_capacity(len);
+    (&mut stream).take(len as u64).read_to_end(&mut head)?;
+    Ok((head, stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn temp_file(name: &str, bytes: &[u8]) -> String {
+        let dir = std::env::temp_dir().join(format!("pcapq-source-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::File::create(&path).unwrap().write_all(bytes).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn test_open_empty_file_is_empty_error() {
+        let path = temp_file("empty.pcap", b"");
+        assert!(matches!(open(&path), Err(ReadError::Empty { .. })));
+    }
+
+    #[test]
+    fn test_open_text_file_says_text() {
+        let path = temp_file("notes.txt", b"12:00:00.000 IP 10.0.0.1.5555 > 10.0.0.2.80: Flags [S]\n");
+        let err = open(&path).err().unwrap();
+        assert!(err.to_string().contains("it is text"), "{err}");
+    }
+
+    #[test]
+    fn test_open_recognises_both_pcap_byte_orders_and_pcapng() {
+        for (magic, format) in [
+            ([0xd4, 0xc3, 0xb2, 0xa1], Format::Pcap),
+            ([0xa1, 0xb2, 0xc3, 0xd4], Format::Pcap),
+            ([0x4d, 0x3c, 0xb2, 0xa1], Format::Pcap),
+            ([0x0a, 0x0d, 0x0d, 0x0a], Format::PcapNg),
+        ] {
+            let path = temp_file("magic.bin", &magic);
+            assert_eq!(open(&path).ok().unwrap().format, format);
+        }
+    }
+
+    #[test]
+    fn test_open_missing_file_names_path() {
+        let err = open("/nonexistent/dump.pcap").err().unwrap();
+        assert!(err.to_string().contains("/nonexistent/dump.pcap"));
+        assert!(matches!(err, ReadError::NotFound { .. }));
+    }
+
+    #[test]
+    fn test_open_gzip_is_transparent() {
+        use flate2::write::GzEncoder;
+        let mut enc = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&[0x0a, 0x0d, 0x0d, 0x0a, 1, 2, 3]).unwrap();
+        let path = temp_file("dump.pcapng.gz", &enc.finish().unwrap());
+        let source = open(&path).ok().unwrap();
+        assert!(source.gzip);
+        assert_eq!(source.format, Format::PcapNg);
+    }
+}
