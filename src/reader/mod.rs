@@ -10,7 +10,7 @@ mod source;
 pub use error::{ReadError, ReadStop};
 pub use source::Format;
 
-use pcap_parser::pcapng::Block;
+use pcap_parser::pcapng::{Block, OptionCode};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
@@ -192,14 +192,26 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
         }
         Block::InterfaceDescription(idb) => {
             info.interfaces += 1;
-            // pcapng §4.2 if_tsresol: bit 7 clear is 10^-n, set is 2^-n; absent is 10^-6.
-            let units_per_second = idb.ts_resolution().unwrap_or(1_000_000).max(1);
-            section.interfaces.push(Interface {
-                linktype: idb.linktype.0 as u32,
-                snaplen: idb.snaplen,
-                units_per_second,
-                offset_seconds: idb.if_tsoffset,
-            });
+            // pcap-parser's ts_resolution() rejects every binary resolution and reads
+            // if_tsoffset as little-endian in any section, so both are decoded here.
+            let mut units_per_second = 1_000_000;
+            let mut offset_seconds = 0;
+            for option in &idb.options {
+                match option.code {
+                    OptionCode::IfTsresol => {
+                        if let Some(units) = option.value.first().and_then(|&r| units_per_second_of(r)) {
+                            units_per_second = units;
+                        }
+                    }
+                    OptionCode::IfTsoffset => {
+                        if let Some(bytes) = option.value.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+                            offset_seconds = if section.big_endian { i64::from_be_bytes(bytes) } else { i64::from_le_bytes(bytes) };
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            section.interfaces.push(Interface { linktype: idb.linktype.0 as u32, snaplen: idb.snaplen, units_per_second, offset_seconds });
             None
         }
         Block::EnhancedPacket(epb) => {
@@ -234,6 +246,17 @@ fn note_time(info: &mut CaptureInfo, time_ns: i64) {
     }
     info.first_time_ns.get_or_insert(time_ns);
     info.last_time_ns = Some(time_ns);
+}
+
+/// pcapng §4.2 if_tsresol: with bit 7 clear the unit is 10^-n seconds, with it set 2^-n.
+/// `None` for a resolution finer than a u64 can count (10^-20, 2^-64).
+fn units_per_second_of(tsresol: u8) -> Option<u64> {
+    let exponent = u32::from(tsresol & 0x7f);
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(exponent)
+    } else {
+        1u64.checked_shl(exponent).filter(|_| exponent < 64)
+    }
 }
 
 /// The captured bytes, never longer than the record says.
@@ -319,6 +342,15 @@ mod tests {
     #[test]
     fn test_ticks_to_ns_saturates_on_absurd_timestamps() {
         assert_eq!(ticks_to_ns(u64::MAX, 1, 0), i64::MAX);
+    }
+
+    #[test]
+    fn test_units_per_second_decimal_and_binary() {
+        assert_eq!(units_per_second_of(6), Some(1_000_000));
+        assert_eq!(units_per_second_of(9), Some(1_000_000_000));
+        assert_eq!(units_per_second_of(0x80 | 20), Some(1 << 20));
+        assert_eq!(units_per_second_of(0x80 | 64), None);
+        assert_eq!(units_per_second_of(20), None);
     }
 
     #[test]

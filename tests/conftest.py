@@ -1,0 +1,31 @@
+"""Shared fixtures. Test captures are crafted per test in tmp_path (see craft.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_pcapq(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """Runs the installed `pcapq` command as a user would."""
+    return subprocess.run(["pcapq", *args], input=input, capture_output=True, timeout=120)
+
+
+def analyze_json(*paths: str | Path) -> dict:
+    """The JSON document for the given captures, through the CLI."""
+    proc = run_pcapq("analyze", "--format", "json", *map(str, paths))
+    assert proc.returncode == 0, proc.stderr.decode()
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
