@@ -4,7 +4,7 @@
 //! so a connection that spans a file boundary stays one connection.
 
 use crate::decode::{self, Skip};
-use crate::flow::{Connection, Flow, FlowKey, FrameRef, Tracker, TrackerOptions};
+use crate::flow::{merge, Connection, Flow, FlowKey, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -77,6 +77,7 @@ impl SkipCounts {
 }
 
 /// The result of analysing one capture (one or more time-adjacent files).
+#[derive(Default)]
 pub struct Analysis {
     pub files: Vec<FileReport>,
     /// Every connection, in order of its first packet.
@@ -108,6 +109,20 @@ pub struct Summary {
 }
 
 impl Analysis {
+    /// Joins the analysis of the capture that came right after this one (analysed with
+    /// `mergeable` on): files are appended, connections spanning the boundary become one.
+    pub fn merge(self, later: Analysis) -> Analysis {
+        let file_offset = self.files.len() as u32;
+        let earlier = merge::Tracked { connections: self.connections, live: self.live };
+        let later_tracked = merge::Tracked { connections: later.connections, live: later.live };
+        let joined = merge::join(self.options.tracker, earlier, later_tracked, file_offset);
+        let mut files = self.files;
+        files.extend(later.files);
+        let mut skipped = self.skipped;
+        skipped.merge(&later.skipped);
+        Analysis { files, connections: joined.connections, live: joined.live, skipped, options: self.options }
+    }
+
     pub fn summary(&self) -> Summary {
         let mut s = Summary {
             packets: self.files.iter().map(|f| f.packets).sum(),

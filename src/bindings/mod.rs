@@ -37,7 +37,7 @@ fn catch<T>(f: impl FnOnce() -> T) -> PyResult<T> {
 
 /// The result of one analysis, held in Rust. Python reads summaries and asks for connections
 /// one at a time or writes them all as JSON; it never gets one object per packet.
-#[pyclass(module = "pcapq._core", frozen)]
+#[pyclass(module = "pcapq._core")]
 pub struct Analysis {
     inner: analysis::Analysis,
 }
@@ -112,6 +112,15 @@ impl Analysis {
     fn connection_json(&self, index: usize) -> PyResult<String> {
         let c = self.inner.connections.get(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("no such connection"))?;
         Ok(json::connection_json(c))
+    }
+
+    /// Joins the analysis of the capture that came right after this one (made with
+    /// `mergeable=True`). Both are used up: they are empty afterwards.
+    fn merge(&mut self, later: &mut Analysis) -> PyResult<Analysis> {
+        let earlier = std::mem::take(&mut self.inner);
+        let later = std::mem::take(&mut later.inner);
+        let inner = catch(move || earlier.merge(later))?;
+        Ok(Analysis { inner })
     }
 
     /// Writes the JSON document (docs/json.md) to a text file object, in chunks.
@@ -200,11 +209,13 @@ impl DowncastPyErr for io::Error {
 }
 
 /// Reads the captures in `paths` (in order, as one capture; "-" is stdin) and rebuilds every
-/// TCP connection. Raises CaptureError if a file cannot be opened or is not a capture.
+/// TCP connection. `mergeable` keeps what `Analysis.merge` needs to join this analysis onto
+/// the one of the capture before. Raises CaptureError if a file cannot be opened or is not a
+/// capture.
 #[pyfunction]
-#[pyo3(signature = (paths, *, keep_events = true))]
-fn analyze(py: Python<'_>, paths: Vec<String>, keep_events: bool) -> PyResult<Analysis> {
-    let options = AnalyzeOptions { tracker: TrackerOptions { keep_events } };
+#[pyo3(signature = (paths, *, keep_events = true, mergeable = false))]
+fn analyze(py: Python<'_>, paths: Vec<String>, keep_events: bool, mergeable: bool) -> PyResult<Analysis> {
+    let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable } };
     let result = py.allow_threads(|| catch(|| analysis::analyze(&paths, options)))?;
     match result {
         Ok(inner) => Ok(Analysis { inner }),

@@ -3,7 +3,7 @@
 
 use super::event::{Event, FrameRef, Side};
 use super::key::Endpoint;
-use crate::decode::TcpOptions;
+use crate::decode::{Segment, TcpOptions};
 
 /// Where the handshake and teardown got to, as seen at the capture point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,10 +83,50 @@ pub struct Connection {
     pub events_dropped: u32,
     /// Segments whose payload the snaplen cut.
     pub snaplen_cut: u32,
+    /// In a mergeable analysis, the first segments of a connection that may have begun in the
+    /// capture before this one (see `merge`).
+    pub prefix: Option<Box<Prefix>>,
 }
+
+/// A segment as the tracker saw it, kept so a merge can feed it again.
+#[derive(Clone, Copy, Debug)]
+pub struct SeenSegment {
+    pub segment: Segment,
+    pub at: FrameRef,
+    pub time_ns: i64,
+}
+
+/// The first `PREFIX_LEN` segments of a connection and the record as it stood after them.
+/// A merge replays the segments into the earlier capture's connection and adds what came
+/// after the snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Prefix {
+    pub segments: Vec<SeenSegment>,
+    /// The record after the last prefix segment (without events); `None` while the whole
+    /// connection fits in the prefix.
+    pub snapshot: Option<Box<Connection>>,
+}
+
+/// How many segments a prefix keeps. A merge is exact when each direction's sequence state
+/// is re-established within them (docs/merging.md).
+pub const PREFIX_LEN: usize = 16;
 
 /// Most events one connection keeps; a long bulk transfer can produce endless duplicate ACKs.
 pub const MAX_EVENTS: usize = 4096;
+
+impl DirectionCounts {
+    /// Adds what `later` counted beyond `snapshot` (both of the same connection).
+    pub fn add_since(&mut self, later: &DirectionCounts, snapshot: &DirectionCounts) {
+        self.packets += later.packets - snapshot.packets;
+        self.payload_bytes += later.payload_bytes - snapshot.payload_bytes;
+        self.data_retransmits += later.data_retransmits - snapshot.data_retransmits;
+        self.dup_acks += later.dup_acks - snapshot.dup_acks;
+        self.zero_windows += later.zero_windows - snapshot.zero_windows;
+        self.unseen_before += later.unseen_before - snapshot.unseen_before;
+        self.fin |= later.fin;
+        self.rst |= later.rst;
+    }
+}
 
 impl Connection {
     pub fn new(id: u64, client: Endpoint, server: Endpoint, partial: bool, first: FrameRef, time_ns: i64) -> Connection {
@@ -111,6 +151,7 @@ impl Connection {
             events: Vec::new(),
             events_dropped: 0,
             snaplen_cut: 0,
+            prefix: None,
         }
     }
 

@@ -4,6 +4,7 @@
 pub mod connection;
 pub mod event;
 pub mod key;
+pub mod merge;
 pub mod seq;
 pub mod tracker;
 

@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::connection::{ConnState, Connection};
+use super::connection::{ConnState, Connection, SeenSegment, PREFIX_LEN};
 use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
@@ -30,13 +30,20 @@ const MAX_IN_FLIGHT: usize = 8;
 pub struct TrackerOptions {
     /// Keep each connection's event list (JSON, timelines). Off, only counts are kept.
     pub keep_events: bool,
+    /// Keep what a merge with the capture before this one needs (connection prefixes).
+    pub mergeable: bool,
 }
 
 impl Default for TrackerOptions {
     fn default() -> Self {
-        TrackerOptions { keep_events: true }
+        TrackerOptions { keep_events: true, mergeable: false }
     }
 }
+
+/// In a mergeable analysis, a connection that starts this long after the first segment can
+/// no longer be the continuation of a handshake from the capture before: the client's SYN
+/// retries end after 131 s with tcp_syn_linear_timeouts=4 (127 s classic).
+const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
 
 /// One segment sent and not yet acknowledged, remembered to number its retransmissions.
 #[derive(Clone, Copy, Debug)]
@@ -105,15 +112,31 @@ impl Packet<'_> {
 
 pub struct Tracker {
     options: TrackerOptions,
-    table: FxHashMap<FlowKey, Flow>,
+    pub(crate) table: FxHashMap<FlowKey, Flow>,
     pub connections: Vec<Connection>,
     segments_since_sweep: u32,
     last_sweep_ns: Option<i64>,
+    first_time_ns: Option<i64>,
 }
 
 impl Tracker {
     pub fn new(options: TrackerOptions) -> Tracker {
-        Tracker { options, table: FxHashMap::default(), connections: Vec::new(), segments_since_sweep: 0, last_sweep_ns: None }
+        Tracker {
+            options,
+            table: FxHashMap::default(),
+            connections: Vec::new(),
+            segments_since_sweep: 0,
+            last_sweep_ns: None,
+            first_time_ns: None,
+        }
+    }
+
+    /// A tracker that continues where an earlier one stopped (`finish()`'s result).
+    pub fn resume(options: TrackerOptions, connections: Vec<Connection>, live: Vec<(FlowKey, Flow)>) -> Tracker {
+        let mut tracker = Tracker::new(options);
+        tracker.connections = connections;
+        tracker.table = live.into_iter().collect();
+        tracker
     }
 
     pub fn live_connections(&self) -> usize {
@@ -122,6 +145,13 @@ impl Tracker {
 
     /// Feeds one segment. `at` says where it is in the input, `time_ns` when it was captured.
     pub fn on_segment(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
+        self.track(seg, at, time_ns);
+        self.maybe_sweep(time_ns);
+    }
+
+    /// `on_segment` without forgetting idle connections (a merge replays segments out of
+    /// global time order).
+    pub(crate) fn track(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
         let key = FlowKey::of(seg);
         let source = Endpoint::source(seg);
         let follows = match self.table.get(&key) {
@@ -144,8 +174,10 @@ impl Tracker {
         if let Some(flow) = self.table.get_mut(&key) {
             let conn = &mut self.connections[flow.conn];
             observe(flow, conn, seg, at, time_ns, self.options.keep_events);
+            if self.options.mergeable {
+                record_prefix(conn, seg, at, time_ns);
+            }
         }
-        self.maybe_sweep(time_ns);
     }
 
     fn open_connection(&mut self, seg: &Segment, at: FrameRef, time_ns: i64, follows: Option<u64>) -> usize {
@@ -162,6 +194,10 @@ impl Tracker {
         let id = self.connections.len() as u64;
         let mut conn = Connection::new(id, client, server, partial, at, time_ns);
         conn.follows = follows;
+        let first_time_ns = *self.first_time_ns.get_or_insert(time_ns);
+        if self.options.mergeable && follows.is_none() && (partial || time_ns - first_time_ns <= JOIN_WINDOW_NS) {
+            conn.prefix = Some(Box::default());
+        }
         self.connections.push(conn);
         self.connections.len() - 1
     }
@@ -180,12 +216,7 @@ impl Tracker {
         }
         self.last_sweep_ns = Some(now_ns);
         let connections = &self.connections;
-        self.table.retain(|_, flow| {
-            let idle = now_ns - flow.last_time_ns;
-            let state = connections[flow.conn].state;
-            let lingering = !matches!(state, ConnState::Established | ConnState::Closing);
-            !(lingering && idle > LINGER_NS)
-        });
+        self.table.retain(|_, flow| !is_forgotten(flow, &connections[flow.conn], now_ns));
     }
 
     /// The connection records, in order of first packet, and the flows still live at the end.
@@ -196,8 +227,29 @@ impl Tracker {
     }
 }
 
+/// A connection that is over (or was never answered) and idle for `LINGER_NS` is forgotten:
+/// a later segment on its 4-tuple starts a new connection.
+pub(crate) fn is_forgotten(flow: &Flow, conn: &Connection, now_ns: i64) -> bool {
+    let lingering = !matches!(conn.state, ConnState::Established | ConnState::Closing);
+    lingering && now_ns - flow.last_time_ns > LINGER_NS
+}
+
+/// Keeps the connection's first `PREFIX_LEN` segments, and a snapshot of the record after them.
+fn record_prefix(conn: &mut Connection, seg: &Segment, at: FrameRef, time_ns: i64) {
+    let Some(mut prefix) = conn.prefix.take() else { return };
+    if prefix.segments.len() < PREFIX_LEN {
+        prefix.segments.push(SeenSegment { segment: *seg, at, time_ns });
+        if prefix.segments.len() == PREFIX_LEN {
+            let events = std::mem::take(&mut conn.events);
+            prefix.snapshot = Some(Box::new(conn.clone()));
+            conn.events = events;
+        }
+    }
+    conn.prefix = Some(prefix);
+}
+
 /// Does this segment start a new connection on a 4-tuple that already has one?
-fn starts_new_connection(conn: &Connection, source: Endpoint, seg: &Segment) -> bool {
+pub(crate) fn starts_new_connection(conn: &Connection, source: Endpoint, seg: &Segment) -> bool {
     if !seg.has(flags::SYN) || seg.has(flags::ACK) {
         return false;
     }

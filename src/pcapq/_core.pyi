@@ -75,11 +75,22 @@ class Analysis:
             IndexError: no such connection.
         """
 
+    def merge(self, later: Analysis) -> Analysis:
+        """Joins the analysis of the capture that came right after this one.
+
+        `later` must come from ``analyze(..., mergeable=True)``. Connections spanning the
+        boundary become one; file indices of `later` follow this one's. Both inputs are
+        used up (empty afterwards).
+        """
+
     def write_json(self, file: _TextFile, pretty: bool = False) -> None:
         """Writes the whole JSON document (docs/json.md) to `file`, in chunks."""
 
-def analyze(paths: list[str], *, keep_events: bool = True) -> Analysis:
+def analyze(paths: list[str], *, keep_events: bool = True, mergeable: bool = False) -> Analysis:
     """Reads the captures in order, as one capture ("-" is stdin), and rebuilds every TCP connection.
+
+    keep_events: keep each connection's events (needed for JSON); off, only counts.
+    mergeable: keep what `Analysis.merge` needs to join this onto the capture before.
 
     Raises:
         CaptureError: a file cannot be opened or is not a capture.

@@ -1,0 +1,150 @@
+//! Joining the connections of two time-adjacent captures analysed separately.
+//!
+//! The later capture's analysis must have been made with `TrackerOptions::mergeable`: each of
+//! its connections that could have begun earlier keeps its first `PREFIX_LEN` segments and a
+//! snapshot of its record after them. A join replays those segments into the earlier
+//! capture's live connection (so they are labelled with the earlier state: a SYN with the same
+//! ISN becomes a retransmission, data below the earlier highest sequence a retransmission),
+//! then adds what the later analysis counted after the snapshot.
+//!
+//! The result equals analysing both captures in one run when every connection's sequence
+//! state is re-established within its prefix, which holds unless a connection re-sends data
+//! from the earlier capture more than `PREFIX_LEN` segments into the later one.
+
+use rustc_hash::FxHashMap;
+
+use super::connection::Connection;
+use super::event::{Detail, FrameRef, Side};
+use super::key::{Endpoint, FlowKey};
+use super::tracker::{is_forgotten, starts_new_connection, Flow, Tracker, TrackerOptions};
+
+/// Connections and live flows of an analysis, as `Tracker::finish()` returns them.
+pub struct Tracked {
+    pub connections: Vec<Connection>,
+    pub live: Vec<(FlowKey, Flow)>,
+}
+
+/// Joins `later` onto `earlier`. `file_offset` is the number of input files of the earlier
+/// analysis: the later one's file indices move up by it.
+pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offset: u32) -> Tracked {
+    let mut tracker = Tracker::resume(options, earlier.connections, earlier.live);
+    let mut later_live: FxHashMap<usize, (FlowKey, Flow)> =
+        later.live.into_iter().map(|(key, flow)| (flow.conn, (key, flow))).collect();
+    // Later-local connection index -> merged id, for `follows`.
+    let mut merged_id: Vec<u64> = Vec::with_capacity(later.connections.len());
+
+    for (index, mut conn) in later.connections.into_iter().enumerate() {
+        shift_files(&mut conn, file_offset);
+        let key = FlowKey { low: conn.client.min(conn.server), high: conn.client.max(conn.server) };
+        let live_flow = later_live.remove(&index);
+        let first = conn.prefix.as_ref().and_then(|p| p.segments.first().copied());
+        let earlier_flow = tracker.table.get(&key).map(|f| f.conn);
+
+        let joins = match (first, earlier_flow) {
+            (Some(first), Some(e)) => {
+                let flow = &tracker.table[&key];
+                let earlier_conn = &tracker.connections[e];
+                !is_forgotten(flow, earlier_conn, first.time_ns)
+                    && !starts_new_connection(earlier_conn, Endpoint::source(&first.segment), &first.segment)
+            }
+            _ => false,
+        };
+
+        if joins {
+            let e = earlier_flow.unwrap_or_default();
+            graft(&mut tracker, e, key, conn, live_flow);
+            merged_id.push(tracker.connections[e].id);
+            continue;
+        }
+
+        // A new connection. If the earlier capture had one on the same 4-tuple, this replaces it.
+        if let Some(previous) = conn.follows {
+            conn.follows = merged_id.get(previous as usize).copied();
+        }
+        if let Some(e) = earlier_flow {
+            if first.is_some_and(|f| starts_new_connection(&tracker.connections[e], Endpoint::source(&f.segment), &f.segment)) {
+                conn.follows = Some(tracker.connections[e].id);
+            }
+            tracker.table.remove(&key);
+        }
+        let new_index = tracker.connections.len();
+        conn.id = new_index as u64;
+        merged_id.push(conn.id);
+        tracker.connections.push(conn);
+        if let Some((key, mut flow)) = live_flow {
+            flow.conn = new_index;
+            tracker.table.insert(key, flow);
+        }
+    }
+    let (connections, live) = tracker.finish();
+    Tracked { connections, live }
+}
+
+/// Replays the later connection's prefix into earlier connection `e`, then adds what the later
+/// analysis saw after its snapshot.
+fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_flow: Option<(FlowKey, Flow)>) {
+    let Some(prefix) = later.prefix else { return };
+    for seen in &prefix.segments {
+        tracker.track(&seen.segment, seen.at, seen.time_ns);
+    }
+    let Some(snapshot) = prefix.snapshot else {
+        // The whole connection was in the prefix: the replay did everything.
+        return;
+    };
+    let last_replayed = prefix.segments.last().map(|s| s.at).unwrap_or_default();
+    let conn = &mut tracker.connections[e];
+    // The later analysis may have guessed the client the other way round.
+    let flipped = later.client != conn.client;
+    let side = |s: Side| if flipped { s.other() } else { s };
+    for s in [Side::Client, Side::Server] {
+        let target = side(s).index();
+        conn.counts[target].add_since(&later.counts[s.index()], &snapshot.counts[s.index()]);
+    }
+    conn.syn_count += later.syn_count - snapshot.syn_count;
+    conn.synack_count += later.synack_count - snapshot.synack_count;
+    conn.snaplen_cut += later.snaplen_cut - snapshot.snaplen_cut;
+    // A handshake completed before the boundary was not known to the later analysis.
+    let completed_before = conn.handshake_completed();
+    conn.handshake_ack_time_ns = conn.handshake_ack_time_ns.or(later.handshake_ack_time_ns);
+    conn.last_time_ns = conn.last_time_ns.max(later.last_time_ns);
+    conn.state = later.state;
+    let later_events = later.events.into_iter().filter(|ev| ev.at > last_replayed);
+    for mut event in later_events {
+        event.from = side(event.from);
+        if let Detail::Attempt { after_handshake_ack, .. } = &mut event.detail {
+            *after_handshake_ack |= completed_before;
+        }
+        conn.push(event, true);
+    }
+    conn.events_dropped += later.events_dropped;
+
+    match live_flow {
+        Some((_, mut flow)) => {
+            flow.conn = e;
+            if flipped {
+                flow.direction.swap(0, 1);
+            }
+            tracker.table.insert(key, flow);
+        }
+        // Forgotten by the later analysis: forget it here too.
+        None => {
+            tracker.table.remove(&key);
+        }
+    }
+}
+
+fn shift_files(conn: &mut Connection, offset: u32) {
+    let shift = |f: &mut FrameRef| f.file += offset;
+    shift(&mut conn.first);
+    for event in conn.events.iter_mut() {
+        shift(&mut event.at);
+        match &mut event.detail {
+            Detail::Attempt { original: Some(f), .. } | Detail::Rst { answers_frame: Some(f), .. } => shift(f),
+            Detail::DupAck { of, .. } => shift(of),
+            _ => {}
+        }
+    }
+    if let Some(prefix) = conn.prefix.as_mut() {
+        prefix.segments.iter_mut().for_each(|s| shift(&mut s.at));
+    }
+}
