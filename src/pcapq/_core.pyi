@@ -2,6 +2,8 @@
 
 from typing import Final, Protocol, TypedDict, final
 
+__all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "PcapqError", "CaptureError", "InternalError"]
+
 __version__: Final[str]
 JSON_SCHEMA_VERSION: Final[int]
 
@@ -21,7 +23,7 @@ class InternalError(PcapqError):
 class _TextFile(Protocol):
     def write(self, text: str, /) -> object: ...
 
-class Summary(TypedDict):
+class _Summary(TypedDict):
     packets: int
     tcp_segments: int
     skipped: int
@@ -37,7 +39,7 @@ class Summary(TypedDict):
     port_reuse: int
     snaplen_cut_segments: int
 
-class CaptureInfo(TypedDict):
+class _CaptureInfo(TypedDict):
     path: str
     format: str | None
     gzip: bool
@@ -53,10 +55,10 @@ class CaptureInfo(TypedDict):
 class Analysis:
     """The result of one analysis, held in Rust."""
 
-    def summary(self) -> Summary:
+    def summary(self) -> _Summary:
         """Counts over the whole capture."""
 
-    def captures(self) -> list[CaptureInfo]:
+    def captures(self) -> list[_CaptureInfo]:
         """One entry per input file, in the order given."""
 
     def skipped(self) -> dict[str, tuple[int, str]]:
