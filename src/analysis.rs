@@ -4,7 +4,8 @@
 //! so a connection that spans a file boundary stays one connection.
 
 use crate::decode::{self, Skip};
-use crate::flow::{merge, Connection, Flow, FlowKey, FrameRef, Tracker, TrackerOptions};
+use crate::flow::table::FlowTable;
+use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -82,9 +83,9 @@ pub struct Analysis {
     pub files: Vec<FileReport>,
     /// Every connection, in order of its first packet.
     pub connections: Vec<Connection>,
-    /// Tracker state of the connections still live when the input ended (what a merge with the
-    /// next capture continues from).
-    pub live: Vec<(FlowKey, Flow)>,
+    /// Tracker state of the connections still remembered when the input ended (what a merge
+    /// with the next capture continues from).
+    pub live: FlowTable,
     pub skipped: SkipCounts,
     pub options: AnalyzeOptions,
 }

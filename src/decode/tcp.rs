@@ -48,8 +48,10 @@ pub struct TcpHeader {
     pub options: TcpOptions,
 }
 
-/// Parses the fixed header and whatever options were captured. A header cut by the snaplen
-/// before its 20 fixed bytes is `TcpHeaderCut`; cut options are parsed as far as they go.
+/// Parses the fixed header and, on SYN segments, whatever options were captured (nothing reads
+/// the options of other segments, and parsing them costs more than the rest of the header).
+/// A header cut by the snaplen before its 20 fixed bytes is `TcpHeaderCut`; cut options are
+/// parsed as far as they go.
 pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
     if segment.len() < 20 {
         return Err(Skip::TcpHeaderCut);
@@ -59,21 +61,26 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
     if header_len < 20 {
         return Err(Skip::MalformedTcp);
     }
-    let options_end = (header_len as usize).min(segment.len());
-    let options = segment.get(20..options_end).map(parse_options).unwrap_or_default();
+    let flag_bits = u8_at(segment, 13).ok_or(Skip::TcpHeaderCut)?;
+    let options = if flag_bits & flags::SYN != 0 {
+        let options_end = (header_len as usize).min(segment.len());
+        segment.get(20..options_end).map(parse_options).unwrap_or_default()
+    } else {
+        TcpOptions::default()
+    };
     Ok(TcpHeader {
         src_port: be16(segment, 0).ok_or(Skip::TcpHeaderCut)?,
         dst_port: be16(segment, 2).ok_or(Skip::TcpHeaderCut)?,
         seq: be32(segment, 4).ok_or(Skip::TcpHeaderCut)?,
         ack: be32(segment, 8).ok_or(Skip::TcpHeaderCut)?,
-        flags: u8_at(segment, 13).ok_or(Skip::TcpHeaderCut)?,
+        flags: flag_bits,
         window: be16(segment, 14).ok_or(Skip::TcpHeaderCut)?,
         header_len,
         options,
     })
 }
 
-fn parse_options(mut opts: &[u8]) -> TcpOptions {
+pub fn parse_options(mut opts: &[u8]) -> TcpOptions {
     let mut out = TcpOptions::default();
     while let Some((&kind, rest)) = opts.split_first() {
         match kind {
@@ -136,8 +143,14 @@ mod tests {
     fn test_sack_blocks_counted() {
         let mut opts = vec![1, 1, 5, 18];
         opts.extend_from_slice(&[0; 16]);
-        let h = parse(&header(10, flags::ACK, &opts)).unwrap();
-        assert_eq!(h.options.sack_blocks, 2);
+        assert_eq!(parse_options(&opts).sack_blocks, 2);
+    }
+
+    #[test]
+    fn test_options_of_non_syn_segments_are_not_parsed() {
+        let opts = [1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7];
+        assert_eq!(parse(&header(8, flags::ACK, &opts)).unwrap().options, TcpOptions::default());
+        assert_eq!(parse(&header(8, flags::SYN | flags::ACK, &opts)).unwrap().options.timestamp, Some((9, 7)));
     }
 
     #[test]
@@ -150,8 +163,8 @@ mod tests {
 
     #[test]
     fn test_option_length_zero_or_past_end_stops_parsing() {
-        assert_eq!(parse(&header(6, 0, &[2, 0, 0, 0])).unwrap().options, TcpOptions::default());
-        assert_eq!(parse(&header(6, 0, &[8, 200, 0, 0])).unwrap().options, TcpOptions::default());
+        assert_eq!(parse(&header(6, flags::SYN, &[2, 0, 0, 0])).unwrap().options, TcpOptions::default());
+        assert_eq!(parse(&header(6, flags::SYN, &[8, 200, 0, 0])).unwrap().options, TcpOptions::default());
     }
 
     #[test]

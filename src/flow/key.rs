@@ -32,19 +32,40 @@ impl Endpoint {
 }
 
 /// The 4-tuple with its endpoints in a fixed order, so both directions find the same entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Addresses are packed into integers (IPv4 in the low 32 bits, with `v6` telling the
+/// families apart): hashing and comparing it is on the path of every packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlowKey {
-    pub low: Endpoint,
-    pub high: Endpoint,
+    low: (u128, u16),
+    high: (u128, u16),
+    v6: bool,
+}
+
+fn packed(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
 }
 
 impl FlowKey {
-    pub fn of(seg: &Segment) -> FlowKey {
-        let (a, b) = (Endpoint::source(seg), Endpoint::destination(seg));
+    pub fn new(a: Endpoint, b: Endpoint) -> FlowKey {
+        let v6 = a.ip.is_ipv6();
+        let (a, b) = ((packed(a.ip), a.port), (packed(b.ip), b.port));
         if a <= b {
-            FlowKey { low: a, high: b }
+            FlowKey { low: a, high: b, v6 }
         } else {
-            FlowKey { low: b, high: a }
+            FlowKey { low: b, high: a, v6 }
+        }
+    }
+
+    pub fn of(seg: &Segment) -> FlowKey {
+        let v6 = seg.src.is_ipv6();
+        let (a, b) = ((packed(seg.src), seg.src_port), (packed(seg.dst), seg.dst_port));
+        if a <= b {
+            FlowKey { low: a, high: b, v6 }
+        } else {
+            FlowKey { low: b, high: a, v6 }
         }
     }
 }
@@ -52,6 +73,16 @@ impl FlowKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_key_is_the_same_both_ways_and_tells_families_apart() {
+        let a = Endpoint { ip: "10.0.0.1".parse().unwrap(), port: 40000 };
+        let b = Endpoint { ip: "10.0.0.2".parse().unwrap(), port: 9000 };
+        assert_eq!(FlowKey::new(a, b), FlowKey::new(b, a));
+        let mapped = Endpoint { ip: "::a00:1".parse().unwrap(), port: 40000 };
+        let mapped_b = Endpoint { ip: "::a00:2".parse().unwrap(), port: 9000 };
+        assert_ne!(FlowKey::new(a, b), FlowKey::new(mapped, mapped_b));
+    }
 
     #[test]
     fn test_display_ipv4_and_ipv6() {

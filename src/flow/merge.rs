@@ -16,12 +16,13 @@ use rustc_hash::FxHashMap;
 use super::connection::Connection;
 use super::event::{Detail, FrameRef, Side};
 use super::key::{Endpoint, FlowKey};
-use super::tracker::{is_forgotten, starts_new_connection, Flow, Tracker, TrackerOptions};
+use super::table::{is_forgotten, FlowTable};
+use super::tracker::{starts_new_connection, Flow, Tracker, TrackerOptions};
 
-/// Connections and live flows of an analysis, as `Tracker::finish()` returns them.
+/// Connections and the flow table of an analysis, as `Tracker::finish()` returns them.
 pub struct Tracked {
     pub connections: Vec<Connection>,
-    pub live: Vec<(FlowKey, Flow)>,
+    pub live: FlowTable,
 }
 
 /// Joins `later` onto `earlier`. `file_offset` is the number of input files of the earlier
@@ -29,26 +30,26 @@ pub struct Tracked {
 pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offset: u32) -> Tracked {
     let mut tracker = Tracker::resume(options, earlier.connections, earlier.live);
     let mut later_live: FxHashMap<usize, (FlowKey, Flow)> =
-        later.live.into_iter().map(|(key, flow)| (flow.conn, (key, flow))).collect();
+        later.live.into_flows().map(|(key, flow)| (flow.conn, (key, flow))).collect();
     // Later-local connection index -> merged id, for `follows`.
     let mut merged_id: Vec<u64> = Vec::with_capacity(later.connections.len());
 
     for (index, mut conn) in later.connections.into_iter().enumerate() {
         shift_files(&mut conn, file_offset);
-        let key = FlowKey { low: conn.client.min(conn.server), high: conn.client.max(conn.server) };
+        let key = FlowKey::new(conn.client, conn.server);
         let live_flow = later_live.remove(&index);
         let first = conn.prefix.as_ref().and_then(|p| p.segments.first().copied());
-        let earlier_flow = tracker.table.get(&key).map(|f| f.conn);
+        let earlier_flow = tracker.table.get_mut(&key).map(|f| (f.conn, f.last_time_ns));
 
         let joins = match (first, earlier_flow) {
-            (Some(first), Some(e)) => {
-                let flow = &tracker.table[&key];
+            (Some(first), Some((e, last_time_ns))) => {
                 let earlier_conn = &tracker.connections[e];
-                !is_forgotten(flow, earlier_conn, first.time_ns)
+                !is_forgotten(last_time_ns, earlier_conn.state, first.time_ns)
                     && !starts_new_connection(earlier_conn, Endpoint::source(&first.segment), &first.segment)
             }
             _ => false,
         };
+        let earlier_flow = earlier_flow.map(|(e, _)| e);
 
         if joins {
             let e = earlier_flow.unwrap_or_default();

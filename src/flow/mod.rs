@@ -6,6 +6,7 @@ pub mod event;
 pub mod key;
 pub mod merge;
 pub mod seq;
+pub mod table;
 pub mod tracker;
 
 pub use connection::{ConnState, Connection};

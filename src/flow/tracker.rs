@@ -8,21 +8,19 @@
 //! The rules for retransmissions and duplicate ACKs follow Wireshark's tcp_analyze_sequence_number()
 //! so that pcapq and Wireshark label the same frames; see docs/json.md for each event.
 
-use rustc_hash::FxHashMap;
-
 use super::connection::{ConnState, Connection, SeenSegment, PREFIX_LEN};
 use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
+use super::table::FlowTable;
 use crate::decode::{flags, Segment};
 
 /// Linux's default ephemeral port range starts here (net.ipv4.ip_local_port_range = 32768 60999).
 const EPHEMERAL_PORT_START: u16 = 32768;
-/// A finished or never-answered connection is forgotten after this much capture time without
-/// packets: longer than TIME-WAIT (60 s, Linux TCP_TIMEWAIT_LEN) and the SYN-ACK retries (63 s).
-const LINGER_NS: i64 = 120 * 1_000_000_000;
-/// Look for connections to forget every this many segments.
+/// Look for connections to retire every this many segments...
 const SWEEP_EVERY: u32 = 16 * 1024;
+/// ...once this much capture time has passed since the last look.
+const SWEEP_INTERVAL_NS: i64 = 500_000_000;
 /// Segments remembered per direction to number retransmission attempts.
 const MAX_IN_FLIGHT: usize = 8;
 
@@ -47,7 +45,7 @@ const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
 
 /// One segment sent and not yet acknowledged, remembered to number its retransmissions.
 #[derive(Clone, Copy, Debug)]
-struct SentSegment {
+pub(crate) struct SentSegment {
     seq: SeqNumber,
     end: SeqNumber,
     first: FrameRef,
@@ -59,21 +57,23 @@ struct SentSegment {
 #[derive(Clone, Debug, Default)]
 pub struct DirectionState {
     /// Highest sequence number sent plus one (SYN and FIN count one), Wireshark's nextseq.
-    next_seq: Option<SeqNumber>,
-    last_ack: Option<u32>,
-    last_window: u16,
-    dup_acks: u32,
+    pub(crate) next_seq: Option<SeqNumber>,
+    pub(crate) last_ack: Option<u32>,
+    pub(crate) last_window: u16,
+    pub(crate) dup_acks: u32,
     /// The last ACK that was not a duplicate.
-    last_ack_at: FrameRef,
-    zero_window: bool,
-    data_seen: bool,
-    fin_seen: bool,
+    pub(crate) last_ack_at: FrameRef,
+    pub(crate) zero_window: bool,
+    /// The last segment sent this way was a keep-alive (Wireshark's lastsegmentflags).
+    pub(crate) keep_alive: bool,
+    pub(crate) data_seen: bool,
+    pub(crate) fin_seen: bool,
     /// The last packet sent this way, what it was and when: what an RST from the other side answers.
-    last_packet: Option<(PacketRole, FrameRef, i64)>,
+    pub(crate) last_packet: Option<(PacketRole, FrameRef, i64)>,
     /// First SYN (client) or SYN-ACK (server), and the latest one.
-    first_handshake: Option<FrameRef>,
-    last_handshake_ns: i64,
-    in_flight: Vec<SentSegment>,
+    pub(crate) first_handshake: Option<FrameRef>,
+    pub(crate) last_handshake_ns: i64,
+    pub(crate) in_flight: Vec<SentSegment>,
 }
 
 /// The tracker's working state for a connection that may still see packets.
@@ -91,6 +91,7 @@ struct Packet<'a> {
     at: FrameRef,
     time_ns: i64,
     side: Side,
+    keep_alive: bool,
 }
 
 impl Packet<'_> {
@@ -112,7 +113,7 @@ impl Packet<'_> {
 
 pub struct Tracker {
     options: TrackerOptions,
-    pub(crate) table: FxHashMap<FlowKey, Flow>,
+    pub(crate) table: FlowTable,
     pub connections: Vec<Connection>,
     segments_since_sweep: u32,
     last_sweep_ns: Option<i64>,
@@ -123,7 +124,7 @@ impl Tracker {
     pub fn new(options: TrackerOptions) -> Tracker {
         Tracker {
             options,
-            table: FxHashMap::default(),
+            table: FlowTable::default(),
             connections: Vec::new(),
             segments_since_sweep: 0,
             last_sweep_ns: None,
@@ -132,15 +133,16 @@ impl Tracker {
     }
 
     /// A tracker that continues where an earlier one stopped (`finish()`'s result).
-    pub fn resume(options: TrackerOptions, connections: Vec<Connection>, live: Vec<(FlowKey, Flow)>) -> Tracker {
+    pub fn resume(options: TrackerOptions, connections: Vec<Connection>, table: FlowTable) -> Tracker {
         let mut tracker = Tracker::new(options);
         tracker.connections = connections;
-        tracker.table = live.into_iter().collect();
+        tracker.table = table;
         tracker
     }
 
+    /// Connections in the hot table (not yet finished, or finished less than a second ago).
     pub fn live_connections(&self) -> usize {
-        self.table.len()
+        self.table.live_len()
     }
 
     /// Feeds one segment. `at` says where it is in the input, `time_ns` when it was captured.
@@ -153,31 +155,28 @@ impl Tracker {
     /// global time order).
     pub(crate) fn track(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
         let key = FlowKey::of(seg);
-        let source = Endpoint::source(seg);
-        let follows = match self.table.get(&key) {
+        let follows = match self.table.get_mut(&key) {
             Some(flow) => {
-                let conn = &self.connections[flow.conn];
-                if !starts_new_connection(conn, source, seg) {
-                    None
-                } else {
-                    let previous = conn.id;
-                    self.table.remove(&key);
-                    Some(previous)
+                let conn = &mut self.connections[flow.conn];
+                if !starts_new_connection(conn, Endpoint::source(seg), seg) {
+                    observe(flow, conn, seg, at, time_ns, self.options.keep_events);
+                    if self.options.mergeable {
+                        record_prefix(conn, seg, at, time_ns);
+                    }
+                    return;
                 }
+                Some(conn.id)
             }
             None => None,
         };
-        if !self.table.contains_key(&key) {
-            let conn = self.open_connection(seg, at, time_ns, follows);
-            self.table.insert(key, Flow { conn, direction: Default::default(), last_time_ns: time_ns });
+        let conn_index = self.open_connection(seg, at, time_ns, follows);
+        let mut flow = Flow { conn: conn_index, direction: Default::default(), last_time_ns: time_ns };
+        let conn = &mut self.connections[conn_index];
+        observe(&mut flow, conn, seg, at, time_ns, self.options.keep_events);
+        if self.options.mergeable {
+            record_prefix(conn, seg, at, time_ns);
         }
-        if let Some(flow) = self.table.get_mut(&key) {
-            let conn = &mut self.connections[flow.conn];
-            observe(flow, conn, seg, at, time_ns, self.options.keep_events);
-            if self.options.mergeable {
-                record_prefix(conn, seg, at, time_ns);
-            }
-        }
+        self.table.insert(key, flow);
     }
 
     fn open_connection(&mut self, seg: &Segment, at: FrameRef, time_ns: i64, follows: Option<u64>) -> usize {
@@ -202,8 +201,8 @@ impl Tracker {
         self.connections.len() - 1
     }
 
-    /// Forgets connections that are over (or never answered) and idle for `LINGER_NS`, so the
-    /// table holds live connections only. Their records stay in `connections`.
+    /// Every `SWEEP_EVERY` segments, and at most every `SWEEP_INTERVAL_NS` of capture time,
+    /// lets the table retire finished connections (their records stay in `connections`).
     fn maybe_sweep(&mut self, now_ns: i64) {
         self.segments_since_sweep += 1;
         if self.segments_since_sweep < SWEEP_EVERY {
@@ -211,27 +210,17 @@ impl Tracker {
         }
         self.segments_since_sweep = 0;
         let last = *self.last_sweep_ns.get_or_insert(now_ns);
-        if now_ns - last < LINGER_NS / 12 {
+        if now_ns - last < SWEEP_INTERVAL_NS {
             return;
         }
         self.last_sweep_ns = Some(now_ns);
-        let connections = &self.connections;
-        self.table.retain(|_, flow| !is_forgotten(flow, &connections[flow.conn], now_ns));
+        self.table.sweep(&self.connections, now_ns);
     }
 
-    /// The connection records, in order of first packet, and the flows still live at the end.
-    pub fn finish(self) -> (Vec<Connection>, Vec<(FlowKey, Flow)>) {
-        let mut live: Vec<(FlowKey, Flow)> = self.table.into_iter().collect();
-        live.sort_by_key(|(_, flow)| flow.conn);
-        (self.connections, live)
+    /// The connection records, in order of first packet, and the table of flows still remembered.
+    pub fn finish(self) -> (Vec<Connection>, FlowTable) {
+        (self.connections, self.table)
     }
-}
-
-/// A connection that is over (or was never answered) and idle for `LINGER_NS` is forgotten:
-/// a later segment on its 4-tuple starts a new connection.
-pub(crate) fn is_forgotten(flow: &Flow, conn: &Connection, now_ns: i64) -> bool {
-    let lingering = !matches!(conn.state, ConnState::Established | ConnState::Closing);
-    lingering && now_ns - flow.last_time_ns > LINGER_NS
 }
 
 /// Keeps the connection's first `PREFIX_LEN` segments, and a snapshot of the record after them.
@@ -254,9 +243,10 @@ pub(crate) fn starts_new_connection(conn: &Connection, source: Endpoint, seg: &S
         return false;
     }
     if source == conn.client {
-        // Same ISN: a retransmission. A new ISN, or a SYN where the capture began mid-stream:
-        // a new connection (Wireshark's tcp.analysis.reused_ports).
-        conn.syn_count == 0 || conn.base_seq[Side::Client.index()] != Some(seg.seq)
+        // Same ISN: a retransmission. A different one: a new connection (Wireshark's
+        // tcp.analysis.reused_ports). Without the SYN, Wireshark compares with the client's
+        // base (a SYN-ACK's ACK number - 1, or first seq - 1); an unknown base means new.
+        conn.base_seq[Side::Client.index()] != Some(seg.seq)
     } else {
         // The former server opens a connection back on the same 4-tuple.
         conn.state.is_over() || conn.partial
@@ -288,7 +278,9 @@ fn observe(flow: &mut Flow, conn: &mut Connection, seg: &Segment, at: FrameRef, 
     if seg.snaplen_cut {
         conn.snaplen_cut += 1;
     }
-    let pkt = Packet { seg, at, time_ns, side };
+    let keep_alive = is_keep_alive(&flow.direction[me], seg);
+    flow.direction[me].keep_alive = keep_alive;
+    let pkt = Packet { seg, at, time_ns, side, keep_alive };
 
     // Reset. RFC 9293 §3.10.7: an acceptable RST ends the connection in any state. What it
     // answered is the peer's last packet.
@@ -387,16 +379,27 @@ fn observe(flow: &mut Flow, conn: &mut Connection, seg: &Segment, at: FrameRef, 
     flow.direction[me].last_packet = Some((role, at, time_ns));
 }
 
-/// A side whose SYN was not captured gets its relative-sequence base from its first packet:
-/// that sequence number minus one, as Wireshark does.
+/// A side whose SYN was not captured gets its relative-sequence base as Wireshark does: its
+/// first sequence number minus one, or the first ACK number the peer sent it minus one,
+/// whichever comes first.
 fn note_base(conn: &mut Connection, flow: &mut Flow, side: Side, seg: &Segment) {
-    let me = side.index();
+    let (me, peer) = (side.index(), side.other().index());
     if conn.base_seq[me].is_none() {
         conn.base_seq[me] = Some(seg.seq.wrapping_sub(1));
+    }
+    if conn.base_seq[peer].is_none() && seg.has(flags::ACK) {
+        conn.base_seq[peer] = Some(seg.ack.wrapping_sub(1));
     }
     if flow.direction[me].next_seq.is_none() && !seg.has(flags::RST) {
         flow.direction[me].next_seq = Some(SeqNumber(seg.seq));
     }
+}
+
+/// Wireshark's keep-alive: zero or one byte at nextseq - 1, no SYN, FIN or RST.
+fn is_keep_alive(dir: &DirectionState, seg: &Segment) -> bool {
+    seg.payload_len <= 1
+        && seg.flags & (flags::SYN | flags::FIN | flags::RST) == 0
+        && dir.next_seq == Some(SeqNumber(seg.seq.wrapping_add(1)))
 }
 
 /// Sequence analysis of a segment without SYN: first data, retransmissions, FIN.
@@ -407,13 +410,19 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
     if seg.payload_len == 0 && !fin {
         return None;
     }
-    let dir = &mut flow.direction[me];
     let seq = SeqNumber(seg.seq);
+    // Wireshark's zero-window probe: one byte at nextseq while the peer's window is zero. The
+    // receiver may drop the byte, so the probe does not advance nextseq; otherwise the data
+    // sent once the window opens would look retransmitted.
+    let peer = &flow.direction[side.other().index()];
+    let window_closed = peer.last_ack.is_some() && peer.last_window == 0;
+    if window_closed && !fin && seg.payload_len == 1 && flow.direction[me].next_seq == Some(seq) {
+        return Some(PacketRole::Data);
+    }
+    let dir = &mut flow.direction[me];
     let end = seq.add(seg.payload_len + u32::from(fin));
     let next = dir.next_seq.unwrap_or(seq);
-    // Wireshark's keep-alive: zero or one byte at nextseq - 1, no FIN.
-    let keep_alive = !fin && seg.payload_len <= 1 && seq == SeqNumber(next.0.wrapping_sub(1));
-    let role = if keep_alive {
+    let role = if pkt.keep_alive {
         PacketRole::Ack
     } else if seq.before(next) {
         // The range starts below the highest sequence number already sent: a retransmission.
@@ -472,8 +481,11 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
         return;
     }
     let me = side.index();
+    // Wireshark's keep-alive ACK (the same ACK answering the peer's keep-alive) is no duplicate.
+    let answers_keep_alive = flow.direction[side.other().index()].keep_alive;
     let dir = &mut flow.direction[me];
     let duplicate = seg.payload_len == 0
+        && !answers_keep_alive
         && seg.flags & (flags::SYN | flags::FIN | flags::RST) == 0
         && dir.last_ack == Some(seg.ack)
         && seg.window == dir.last_window
