@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
-from typing import NoReturn, TextIO
+from typing import NoReturn, TextIO, cast
 
 import click
 
@@ -23,10 +24,18 @@ def _warn(message: str) -> None:
     click.echo(f"pcapq: warning: {message}", err=True)
 
 
+# Width of the summary in a file or pipe, where rich would otherwise wrap at 80 columns and
+# split a row (a timestamp) over two lines. COLUMNS still wins.
+FILE_WIDTH = 200
+
+
 def _console(file: TextIO | None = None, no_color: bool = False):  # -> rich.console.Console
     from rich.console import Console
 
-    return Console(file=file, no_color=no_color or None, highlight=False, soft_wrap=False)
+    stream = file if file is not None else sys.stdout
+    to_terminal = hasattr(stream, "isatty") and stream.isatty()
+    width = None if to_terminal or os.environ.get("COLUMNS") else FILE_WIDTH
+    return Console(file=file, no_color=no_color or None, highlight=False, soft_wrap=False, width=width)
 
 
 @click.group(context_settings=CONTEXT)
@@ -81,8 +90,9 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
 
     \b
-    Exit codes: 0 analysed; 3 a capture could not be read; 4 a capture is damaged
-    (analysed up to the damage); 5 no TCP in the capture; 70 a bug in pcapq.
+    Exit codes: 0 analysed; 2 usage error; 3 a capture could not be read; 4 a capture is
+    damaged (analysed up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the
+    report could not be written.
     """
     _refuse_overwriting_inputs(files, output)
     try:
@@ -91,10 +101,21 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         _fail(e.args[0], ExitCode.UNREADABLE)
 
     if output == "-":
-        _write_report(result, fmt, pretty, no_color, sys.stdout)
+        stdout = _PipeWatch(sys.stdout)
+        try:
+            _write_report(result, fmt, pretty, no_color, cast(TextIO, stdout))
+            stdout.flush()
+        except OSError as e:
+            # The core re-raises a failed write as a plain OSError; click would exit 1 on EPIPE.
+            if isinstance(e, BrokenPipeError) or stdout.broken:
+                _stop_on_broken_pipe()
+            _fail(f"cannot write the report to standard output: {_reason(e)}", ExitCode.CANT_WRITE)
     else:
-        with open(output, "w", encoding="utf-8") as out:
-            _write_report(result, fmt, pretty, True, out)
+        try:
+            with open(output, "w", encoding="utf-8") as out:
+                _write_report(result, fmt, pretty, True, out)
+        except OSError as e:
+            _fail(f"cannot write the report to {output}: {_reason(e)}", ExitCode.CANT_WRITE)
 
     for warning in result.warnings():
         _warn(warning)
@@ -105,6 +126,45 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         _fail(f"no TCP segments to analyse in {summary['packets']:,} packets ({what})", ExitCode.NO_TCP)
     if damaged:
         sys.exit(int(ExitCode.DAMAGED))
+
+
+class _PipeWatch:
+    """Standard output, remembering whether the reader went away (`pcapq ... | head`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self.broken = True
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self.broken = True
+            raise
+
+    def __getattr__(self, name: str):  # isatty, fileno, encoding... for rich
+        return getattr(self._stream, name)
+
+
+def _reason(e: OSError) -> str:
+    """'No space left on device', also from the core, which passes only the text of the error."""
+    if e.strerror:
+        return e.strerror
+    return re.sub(r"^\w+Error: (\[Errno \d+\] )?", "", str(e)) or type(e).__name__
+
+
+def _stop_on_broken_pipe() -> NoReturn:
+    """The reader of our output is gone: stop quietly, exit 0."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(int(ExitCode.OK))
 
 
 def _write_report(result: _core.Analysis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
@@ -142,9 +202,7 @@ def main() -> None:
         sys.exit(int(ExitCode.INTERRUPTED))
     except BrokenPipeError:
         # `pcapq ... | head` is fine; stop quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(int(ExitCode.OK))
+        _stop_on_broken_pipe()
     except _core.InternalError as e:
         click.echo(f"pcapq: {e.args[0]}", err=True)
         sys.exit(int(ExitCode.INTERNAL))

@@ -16,5 +16,7 @@ class ExitCode(IntEnum):
     """The capture holds no TCP segment pcapq could decode: nothing to analyse."""
     INTERNAL = 70
     """A bug in pcapq (EX_SOFTWARE). Please report it."""
+    CANT_WRITE = 74
+    """The report could not be written (EX_IOERR): the -o file cannot be created, or the disk is full."""
     INTERRUPTED = 130
     """Stopped with Ctrl-C."""

@@ -77,6 +77,9 @@ pub enum ReadStop {
     End,
     /// The file ends in the middle of a record (a capture that was still being written, or cut).
     Truncated { offset: u64, frame: u64 },
+    /// The gzip data ends early, at byte `offset` of the inflated capture: like `Truncated`, but
+    /// the cut may fall between records.
+    GzipCut { offset: u64, frame: u64 },
     /// A record's length fields cannot be right; nothing after it can be found.
     Corrupt { offset: u64, frame: u64, reason: String },
     IoError { offset: u64, reason: String },
@@ -86,7 +89,7 @@ impl ReadStop {
     pub fn kind(&self) -> &'static str {
         match self {
             ReadStop::End => "end",
-            ReadStop::Truncated { .. } => "truncated",
+            ReadStop::Truncated { .. } | ReadStop::GzipCut { .. } => "truncated",
             ReadStop::Corrupt { .. } => "corrupt",
             ReadStop::IoError { .. } => "io_error",
         }
@@ -98,6 +101,10 @@ impl ReadStop {
             ReadStop::End => None,
             ReadStop::Truncated { offset, frame } => Some(format!(
                 "the capture is cut short: record {frame} at byte {offset} is incomplete; analysed the {} records before it",
+                frame.saturating_sub(1)
+            )),
+            ReadStop::GzipCut { offset, frame } => Some(format!(
+                "the capture is cut short: its gzip data ends early; analysed the {} records before byte {offset} of the uncompressed capture",
                 frame.saturating_sub(1)
             )),
             ReadStop::Corrupt { offset, frame, reason } => Some(format!(
@@ -134,5 +141,15 @@ mod tests {
             "the capture is cut short: record 12 at byte 4096 is incomplete; analysed the 11 records before it"
         );
         assert_eq!(ReadStop::End.describe(), None);
+    }
+
+    #[test]
+    fn test_gzip_cut_is_truncated_and_says_gzip() {
+        let stop = ReadStop::GzipCut { offset: 2170, frame: 30 };
+        assert_eq!(stop.kind(), "truncated");
+        assert_eq!(
+            stop.describe().unwrap(),
+            "the capture is cut short: its gzip data ends early; analysed the 29 records before byte 2170 of the uncompressed capture"
+        );
     }
 }

@@ -9,6 +9,7 @@ mod source;
 
 pub use error::{ReadError, ReadStop};
 pub use source::Format;
+use source::StreamFault;
 
 use pcap_parser::pcapng::{Block, OptionCode};
 use pcap_parser::traits::PcapReaderIterator;
@@ -22,6 +23,10 @@ pub const MAX_RECORD_LEN: usize = 4 * 1024 * 1024;
 
 /// pcapng Obsolete Packet Block (block type 2), which `pcap-parser` hands over as unknown.
 const OPB_BLOCK_TYPE: u32 = 0x0000_0002;
+
+/// LINKTYPE_RAW, and the DLT_RAW values some old captures carry instead of it.
+const LINKTYPE_RAW: u32 = 101;
+const DLT_RAW_VALUES: [u32; 2] = [12, 14];
 
 /// One captured packet, borrowed from the reader's buffer.
 #[derive(Debug)]
@@ -42,7 +47,8 @@ pub struct RawPacket<'a> {
 pub struct CaptureInfo {
     pub format: Option<Format>,
     pub gzip: bool,
-    /// Records read (packets and, in pcapng, other blocks that Wireshark numbers: none).
+    /// Records read: packets and, in pcapng, the other blocks Wireshark shows as frames
+    /// (custom blocks, systemd journal export blocks). The last frame number given.
     pub records: u64,
     pub sections: u32,
     pub interfaces: u32,
@@ -68,6 +74,7 @@ pub struct CaptureReader {
     path: String,
     inner: Box<dyn PcapReaderIterator + Send>,
     section: Section,
+    fault: StreamFault,
     pub info: CaptureInfo,
 }
 
@@ -88,7 +95,7 @@ impl CaptureReader {
             Format::PcapNg => Box::new(pcap_parser::PcapNGReader::new(BUFFER_LEN, source.stream).map_err(bad_header)?),
         };
         let info = CaptureInfo { format: Some(source.format), gzip: source.gzip, ..CaptureInfo::default() };
-        Ok(CaptureReader { path: path.to_string(), inner, section: Section::default(), info })
+        Ok(CaptureReader { path: path.to_string(), inner, section: Section::default(), fault: source.fault, info })
     }
 
     /// Calls `on_packet` for every packet in file order. Returns how reading ended: the end of
@@ -103,8 +110,9 @@ impl CaptureReader {
                             self.info.sections += 1;
                             self.info.interfaces += 1;
                             self.section.interfaces.clear();
+                            self.section.big_endian = header.is_bigendian();
                             self.section.interfaces.push(Interface {
-                                linktype: header.network.0 as u32,
+                                linktype: file_linktype(header.network.0 as u32),
                                 snaplen: header.snaplen,
                                 units_per_second: if header.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 },
                                 offset_seconds: 0,
@@ -125,16 +133,23 @@ impl CaptureReader {
                     }
                     self.inner.consume(len);
                 }
-                Err(PcapError::Eof) => return ReadStop::End,
+                Err(PcapError::Eof) => return self.cut_or(ReadStop::End, consumed_before),
                 Err(PcapError::Incomplete(_)) => {
+                    if let Some(stop) = self.oversized_record(consumed_before) {
+                        return stop;
+                    }
                     if let Err(stop) = self.refill(consumed_before) {
                         return stop;
                     }
                 }
                 Err(PcapError::UnexpectedEof) => {
-                    return ReadStop::Truncated { offset: consumed_before, frame: self.info.records + 1 };
+                    let truncated = ReadStop::Truncated { offset: consumed_before, frame: self.info.records + 1 };
+                    return self.oversized_record(consumed_before).unwrap_or_else(|| self.cut_or(truncated, consumed_before));
                 }
                 Err(PcapError::BufferTooSmall) => {
+                    if let Some(stop) = self.oversized_record(consumed_before) {
+                        return stop;
+                    }
                     let capacity = self.inner.data().len().max(BUFFER_LEN);
                     if capacity >= MAX_RECORD_LEN || !self.inner.grow(MAX_RECORD_LEN) {
                         return ReadStop::Corrupt {
@@ -148,7 +163,7 @@ impl CaptureReader {
                     }
                 }
                 Err(PcapError::ReadError) => {
-                    return ReadStop::IoError { offset: consumed_before, reason: format!("could not read {}", self.path) };
+                    return ReadStop::IoError { offset: consumed_before, reason: self.read_failure() };
                 }
                 Err(e) => {
                     return ReadStop::Corrupt { offset: consumed_before, frame: self.info.records + 1, reason: record_reason(&e) };
@@ -157,8 +172,42 @@ impl CaptureReader {
         }
     }
 
+    /// `Corrupt` when the next record claims more than `MAX_RECORD_LEN` bytes: such a length
+    /// field is damage, not a record the file is too short to hold.
+    fn oversized_record(&self, offset: u64) -> Option<ReadStop> {
+        let claimed = claimed_record_len(self.info.format?, self.inner.data(), self.section.big_endian)?;
+        (claimed > MAX_RECORD_LEN as u64).then(|| ReadStop::Corrupt {
+            offset,
+            frame: self.info.records + 1,
+            reason: format!("a record claims {claimed} bytes, more than the {MAX_RECORD_LEN} a capture record can hold"),
+        })
+    }
+
     fn refill(&mut self, offset: u64) -> Result<(), ReadStop> {
-        self.inner.refill().map_err(|_| ReadStop::IoError { offset, reason: format!("could not read {}", self.path) })
+        let failed = self.inner.refill().is_err();
+        if failed {
+            return Err(ReadStop::IoError { offset, reason: self.read_failure() });
+        }
+        Ok(())
+    }
+
+    /// `GzipCut` instead of `stop` when the gzip data ended early: the inflated capture may end
+    /// on a record boundary, yet records are missing.
+    fn cut_or(&self, stop: ReadStop, offset: u64) -> ReadStop {
+        if self.fault.gzip_cut() {
+            ReadStop::GzipCut { offset, frame: self.info.records + 1 }
+        } else {
+            stop
+        }
+    }
+
+    /// Why reading failed, from the stream's first error.
+    fn read_failure(&self) -> String {
+        match self.fault.error() {
+            Some(why) if self.info.gzip => format!("the gzip data is damaged ({why})"),
+            Some(why) => format!("could not read {}: {why}", self.path),
+            None => format!("could not read {}", self.path),
+        }
     }
 
     /// The LINKTYPE_ name without its prefix ("ETHERNET", "LINUX_SLL2"), or the number.
@@ -211,7 +260,7 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
                     _ => {}
                 }
             }
-            section.interfaces.push(Interface { linktype: idb.linktype.0 as u32, snaplen: idb.snaplen, units_per_second, offset_seconds });
+            section.interfaces.push(Interface { linktype: file_linktype(idb.linktype.0 as u32), snaplen: idb.snaplen, units_per_second, offset_seconds });
             None
         }
         Block::EnhancedPacket(epb) => {
@@ -228,13 +277,63 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
             let time_ns = info.last_time_ns.unwrap_or(0);
             Some((time_ns, iface.linktype, spb.origlen, clamp(spb.data, spb.origlen.min(snap))))
         }
-        Block::Unknown(unknown) if unknown.block_type == OPB_BLOCK_TYPE => {
+        // pcap-parser reads an unknown block's type little-endian, whatever the section's byte order.
+        Block::Unknown(unknown) if section_order(unknown.block_type, section.big_endian) == OPB_BLOCK_TYPE => {
             let opb = parse_obsolete_packet(unknown.data, section.big_endian)?;
             let iface = *section.interfaces.get(usize::from(opb.interface))?;
             let time_ns = ticks_to_ns(opb.ticks, iface.units_per_second, iface.offset_seconds);
             Some((time_ns, iface.linktype, opb.orig_len, opb.data))
         }
+        Block::Custom(_) | Block::SystemdJournalExport(_) => {
+            // Wireshark shows these as frames of their own: they take a frame number.
+            info.records += 1;
+            None
+        }
         _ => None,
+    }
+}
+
+/// A block type read little-endian, as the section's byte order reads it.
+fn section_order(block_type_le: u32, big_endian: bool) -> u32 {
+    if big_endian {
+        block_type_le.swap_bytes()
+    } else {
+        block_type_le
+    }
+}
+
+/// The link type a file's header or IDB gives, with DLT_RAW (12, 14) as LINKTYPE_RAW: one link
+/// type, counted once.
+fn file_linktype(linktype: u32) -> u32 {
+    if DLT_RAW_VALUES.contains(&linktype) {
+        LINKTYPE_RAW
+    } else {
+        linktype
+    }
+}
+
+/// The length a record claims in its own header: pcap's 16-byte record header plus caplen, or a
+/// pcapng block's total length. `None` until the length field is in `data`.
+fn claimed_record_len(format: Format, data: &[u8], big_endian: bool) -> Option<u64> {
+    let u32_at = |at: usize, be: bool| -> Option<u32> {
+        let bytes: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
+        Some(if be { u32::from_be_bytes(bytes) } else { u32::from_le_bytes(bytes) })
+    };
+    match format {
+        Format::Pcap => u32_at(8, big_endian).map(|caplen| 16 + u64::from(caplen)),
+        Format::PcapNg => {
+            // A section header block carries its own byte order (magic 0x1A2B3C4D at byte 8).
+            let be = if data.get(..4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a]) {
+                match data.get(8..12) {
+                    Some([0x1a, 0x2b, 0x3c, 0x4d]) => true,
+                    Some([0x4d, 0x3c, 0x2b, 0x1a]) => false,
+                    _ => big_endian,
+                }
+            } else {
+                big_endian
+            };
+            u32_at(4, be).map(u64::from)
+        }
     }
 }
 
@@ -378,8 +477,215 @@ mod tests {
     }
 
     #[test]
+    fn test_claimed_record_len_pcap_both_byte_orders() {
+        let mut le = vec![0u8; 16];
+        le[8..12].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
+        assert_eq!(claimed_record_len(Format::Pcap, &le, false), Some(16 + 0x7fff_fff0));
+        let mut be = vec![0u8; 16];
+        be[8..12].copy_from_slice(&60u32.to_be_bytes());
+        assert_eq!(claimed_record_len(Format::Pcap, &be, true), Some(76));
+        assert_eq!(claimed_record_len(Format::Pcap, &le[..10], false), None);
+    }
+
+    #[test]
+    fn test_claimed_record_len_pcapng_block_and_section_byte_order() {
+        let mut epb = vec![6, 0, 0, 0];
+        epb.extend_from_slice(&0xffff_fff0u32.to_le_bytes());
+        assert_eq!(claimed_record_len(Format::PcapNg, &epb, false), Some(0xffff_fff0));
+        // A big-endian SHB after a little-endian section is read in its own byte order.
+        let mut shb = vec![0x0a, 0x0d, 0x0d, 0x0a];
+        shb.extend_from_slice(&28u32.to_be_bytes());
+        shb.extend_from_slice(&[0x1a, 0x2b, 0x3c, 0x4d]);
+        assert_eq!(claimed_record_len(Format::PcapNg, &shb, false), Some(28));
+    }
+
+    #[test]
+    fn test_absurd_caplen_mid_file_is_corrupt_not_truncated() {
+        let mut file = Vec::new();
+        for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 262_144, 1] {
+            file.extend_from_slice(&v.to_le_bytes());
+        }
+        for caplen in [4u32, 0x7fff_fff0] {
+            for v in [1_700_000_000u32, 0, caplen, caplen] {
+                file.extend_from_slice(&v.to_le_bytes());
+            }
+            file.extend_from_slice(&[0; 4]);
+        }
+        let dir = std::env::temp_dir().join(format!("pcapq-reader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("caplen.pcap");
+        std::fs::write(&path, &file).unwrap();
+        let mut reader = CaptureReader::open(path.to_str().unwrap()).ok().unwrap();
+        let mut frames = Vec::new();
+        let stop = reader.for_each_packet(|p| frames.push(p.frame));
+        assert_eq!(frames, vec![1]);
+        assert!(matches!(stop, ReadStop::Corrupt { offset: 44, frame: 2, .. }), "{stop:?}");
+    }
+
+    /// A little-endian pcap with `n` records of 40 bytes each.
+    fn pcap_with_records(n: u32) -> Vec<u8> {
+        let mut file = Vec::new();
+        for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 262_144, 101] {
+            file.extend_from_slice(&v.to_le_bytes());
+        }
+        for i in 0..n {
+            for v in [1_700_000_000 + i, 0, 40, 40] {
+                file.extend_from_slice(&v.to_le_bytes());
+            }
+            file.extend_from_slice(&[0x45; 40]);
+        }
+        file
+    }
+
+    fn read_all(name: &str, bytes: &[u8]) -> (u64, ReadStop) {
+        let dir = std::env::temp_dir().join(format!("pcapq-reader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let mut reader = CaptureReader::open(path.to_str().unwrap()).ok().unwrap();
+        let mut packets = 0;
+        let stop = reader.for_each_packet(|_| packets += 1);
+        (packets, stop)
+    }
+
+    #[test]
+    fn test_gzip_cut_short_keeps_records_and_says_truncated() {
+        use std::io::Write;
+        let plain = pcap_with_records(20_000);
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&plain).unwrap();
+        let gz = enc.finish().unwrap();
+        // Cut far past the 64 KiB peek and right before the 8-byte trailer.
+        for (name, cut) in [("half.pcap.gz", gz.len() / 2), ("trailer.pcap.gz", gz.len() - 8)] {
+            let (packets, stop) = read_all(name, &gz[..cut]);
+            assert!(matches!(stop, ReadStop::GzipCut { .. }), "{name}: {stop:?}");
+            assert_eq!(stop.kind(), "truncated");
+            assert!(packets > 0 && packets <= 20_000, "{name}: {packets}");
+        }
+        let (packets, stop) = read_all("whole.pcap.gz", &gz);
+        assert_eq!((packets, stop), (20_000, ReadStop::End));
+    }
+
+    #[test]
+    fn test_gzip_damaged_mid_stream_is_io_error_with_reason() {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&pcap_with_records(20_000)).unwrap();
+        let mut gz = enc.finish().unwrap();
+        let len = gz.len();
+        // A wrong CRC in the trailer: every record inflates, then the stream fails.
+        gz[len - 8] ^= 0xff;
+        let (packets, stop) = read_all("crc.pcap.gz", &gz);
+        assert_eq!(packets, 20_000);
+        match stop {
+            ReadStop::IoError { reason, .. } => assert!(reason.starts_with("the gzip data is damaged ("), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn test_obsolete_packet_block_too_short_is_none() {
         assert!(parse_obsolete_packet(&[0; 10], false).is_none());
         assert!(parse_obsolete_packet(&[0xff; 24], true).is_none());
+    }
+
+    /// A pcapng block in the given byte order; `body` is padded to 4 bytes.
+    fn ng(be: bool, block_type: u32, body: &[u8]) -> Vec<u8> {
+        let word = |v: u32| if be { v.to_be_bytes() } else { v.to_le_bytes() };
+        let padded = body.len().div_ceil(4) * 4;
+        let total = (12 + padded) as u32;
+        let mut out = Vec::new();
+        out.extend_from_slice(&word(block_type));
+        out.extend_from_slice(&word(total));
+        out.extend_from_slice(body);
+        out.resize(8 + padded, 0);
+        out.extend_from_slice(&word(total));
+        out
+    }
+
+    /// SHB and one IDB of `linktype` (default resolution, microseconds).
+    fn ng_head(be: bool, linktype: u16) -> Vec<u8> {
+        let mut shb = Vec::new();
+        shb.extend_from_slice(&if be { 0x1a2b_3c4du32.to_be_bytes() } else { 0x1a2b_3c4du32.to_le_bytes() });
+        shb.extend_from_slice(&if be { [0, 1, 0, 0] } else { [1, 0, 0, 0] });
+        shb.extend_from_slice(&(-1i64).to_le_bytes());
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&if be { linktype.to_be_bytes() } else { linktype.to_le_bytes() });
+        idb.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        let mut out = ng(be, 0x0a0d_0d0a, &shb);
+        out.extend(ng(be, 1, &idb));
+        out
+    }
+
+    /// Frame, time_ns, linktype and captured bytes of one packet.
+    type Seen = (u64, i64, u32, Vec<u8>);
+
+    /// Every packet read, and how many records.
+    fn packets_of(name: &str, bytes: &[u8]) -> (Vec<Seen>, u64) {
+        let dir = std::env::temp_dir().join(format!("pcapq-reader-blocks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let mut reader = CaptureReader::open(path.to_str().unwrap()).ok().unwrap();
+        let mut out = Vec::new();
+        let stop = reader.for_each_packet(|p| out.push((p.frame, p.time_ns, p.linktype, p.data.to_vec())));
+        assert_eq!(stop, ReadStop::End);
+        (out, reader.info.records)
+    }
+
+    #[test]
+    fn test_obsolete_packet_block_in_big_endian_section() {
+        let mut body = Vec::new();
+        body.extend_from_slice(&0u16.to_be_bytes());
+        body.extend_from_slice(&0u16.to_be_bytes());
+        body.extend_from_slice(&0u32.to_be_bytes());
+        body.extend_from_slice(&2_500_000u32.to_be_bytes());
+        body.extend_from_slice(&3u32.to_be_bytes());
+        body.extend_from_slice(&3u32.to_be_bytes());
+        body.extend_from_slice(&[0x45, 0, 0]);
+        let mut file = ng_head(true, 101);
+        file.extend(ng(true, OPB_BLOCK_TYPE, &body));
+        let (packets, records) = packets_of("opb-be.pcapng", &file);
+        assert_eq!(packets, vec![(1, 2_500_000_000, 101, vec![0x45, 0, 0])]);
+        assert_eq!(records, 1);
+    }
+
+    #[test]
+    fn test_custom_and_journal_blocks_take_frame_numbers() {
+        for be in [false, true] {
+            let word = |v: u32| if be { v.to_be_bytes() } else { v.to_le_bytes() };
+            let mut epb = Vec::new();
+            for v in [0, 0, 1_000_000, 1, 1] {
+                epb.extend_from_slice(&word(v));
+            }
+            epb.push(0x45);
+            let custom = [word(32473).as_slice(), b"note"].concat();
+            let mut file = ng_head(be, 101);
+            file.extend(ng(be, 6, &epb));
+            file.extend(ng(be, 0x0000_0bad, &custom));
+            file.extend(ng(be, 0x4000_0bad, &custom));
+            file.extend(ng(be, 9, b"MESSAGE=x\n"));
+            // Name resolution and unknown blocks are not frames.
+            file.extend(ng(be, 4, &[0, 0, 0, 0]));
+            file.extend(ng(be, 0x0000_1234, b"zz"));
+            file.extend(ng(be, 6, &epb));
+            let (packets, records) = packets_of("custom.pcapng", &file);
+            let frames: Vec<u64> = packets.iter().map(|p| p.0).collect();
+            assert_eq!(frames, vec![1, 5], "big endian: {be}");
+            assert_eq!(records, 5);
+        }
+    }
+
+    #[test]
+    fn test_dlt_raw_values_read_as_linktype_raw() {
+        for linktype in [12u32, 14, 101] {
+            let mut file = Vec::new();
+            for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65_535, linktype, 1_700_000_000, 7, 1, 1] {
+                file.extend_from_slice(&v.to_le_bytes());
+            }
+            file.push(0x45);
+            let (packets, _) = packets_of("raw.pcap", &file);
+            assert_eq!(packets, vec![(1, 1_700_000_000_000_007_000, 101, vec![0x45])]);
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, Chain, Cursor, Read};
+use std::sync::{Arc, Mutex};
 
 use flate2::read::MultiGzDecoder;
 
@@ -34,6 +35,65 @@ pub struct Source {
     pub format: Format,
     pub gzip: bool,
     pub stream: Chain<Cursor<Vec<u8>>, Box<dyn Read + Send>>,
+    /// The first read error under the capture reader (which keeps only that reading failed).
+    pub fault: StreamFault,
+}
+
+/// What went wrong under the capture reader, which pcap-parser reduces to "reading failed".
+/// Shared between the stream and the reader that reports the stop.
+#[derive(Clone, Default)]
+pub struct StreamFault(Arc<Mutex<Fault>>);
+
+#[derive(Default)]
+struct Fault {
+    /// The first read error's text.
+    error: Option<String>,
+    /// The gzip data ended before its end-of-stream marker.
+    gzip_cut: bool,
+}
+
+impl StreamFault {
+    fn note(&self, e: &io::Error, gzip_cut: bool) {
+        if let Ok(mut fault) = self.0.lock() {
+            fault.error.get_or_insert_with(|| e.to_string());
+            fault.gzip_cut |= gzip_cut;
+        }
+    }
+
+    /// The text of the first read error, if there was one.
+    pub fn error(&self) -> Option<String> {
+        self.0.lock().ok()?.error.clone()
+    }
+
+    pub fn gzip_cut(&self) -> bool {
+        self.0.lock().map(|f| f.gzip_cut).unwrap_or(false)
+    }
+}
+
+/// Notes every read error in a `StreamFault`. Gzip data that ends early ends the stream there:
+/// what was inflated before the cut is read like a capture cut short.
+struct Watched {
+    inner: Box<dyn Read + Send>,
+    fault: StreamFault,
+    gzip: bool,
+}
+
+impl Read for Watched {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.inner.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                let cut = self.gzip && e.kind() == io::ErrorKind::UnexpectedEof;
+                self.fault.note(&e, cut);
+                if cut {
+                    Ok(0)
+                } else {
+                    Err(e)
+                }
+            }
+            ok => ok,
+        }
+    }
 }
 
 /// Opens `path` (`-` is stdin), undoes gzip if the stream starts with its magic, and recognises
@@ -48,14 +108,19 @@ pub fn open(path: &str) -> Result<Source, ReadError> {
         }
         Box::new(File::open(path).map_err(|e| ReadError::io(path, e))?)
     };
+    let fault = StreamFault::default();
     let (head, rest) = peek(raw, PEEK_LEN).map_err(|e| ReadError::io(path, e))?;
     if head.starts_with(&[0x1f, 0x8b]) {
-        let inflated: Box<dyn Read + Send> =
-            Box::new(MultiGzDecoder::new(Cursor::new(head).chain(rest)));
-        let (head, rest) = peek(inflated, PEEK_LEN).map_err(|e| ReadError::gzip(path, e))?;
-        return recognise(path, head, rest, true);
+        let inflated = MultiGzDecoder::new(Cursor::new(head).chain(rest));
+        let watched: Box<dyn Read + Send> = Box::new(Watched { inner: Box::new(inflated), fault: fault.clone(), gzip: true });
+        let (head, rest) = peek(watched, PEEK_LEN).map_err(|e| ReadError::gzip(path, e))?;
+        if head.len() < 4 && fault.gzip_cut() {
+            let reason = io::Error::new(io::ErrorKind::UnexpectedEof, "cut short before any capture data");
+            return Err(ReadError::gzip(path, reason));
+        }
+        return recognise(path, head, rest, true, fault);
     }
-    recognise(path, head, rest, false)
+    recognise(path, head, rest, false, fault)
 }
 
 fn recognise(
@@ -63,6 +128,7 @@ fn recognise(
     head: Vec<u8>,
     rest: Box<dyn Read + Send>,
     gzip: bool,
+    fault: StreamFault,
 ) -> Result<Source, ReadError> {
     let format = match head.get(..4) {
         None if head.is_empty() => return Err(ReadError::Empty { path: path.to_string() }),
@@ -77,7 +143,8 @@ fn recognise(
             return Err(ReadError::NotACapture { path: path.to_string(), reason: describe_magic(magic, &head) })
         }
     };
-    Ok(Source { format, gzip, stream: Cursor::new(head).chain(rest) })
+    let rest: Box<dyn Read + Send> = if gzip { rest } else { Box::new(Watched { inner: rest, fault: fault.clone(), gzip: false }) };
+    Ok(Source { format, gzip, stream: Cursor::new(head).chain(rest), fault })
 }
 
 /// A short guess at what a non-capture file is, for the error message.
@@ -144,6 +211,18 @@ mod tests {
         let err = open("/nonexistent/dump.pcap").err().unwrap();
         assert!(err.to_string().contains("/nonexistent/dump.pcap"));
         assert!(matches!(err, ReadError::NotFound { .. }));
+    }
+
+    #[test]
+    fn test_open_gzip_cut_in_its_header_is_gzip_error() {
+        use flate2::write::GzEncoder;
+        let mut enc = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&[0xd4, 0xc3, 0xb2, 0xa1]).unwrap();
+        let gz = enc.finish().unwrap();
+        let path = temp_file("cut-header.pcap.gz", &gz[..8]);
+        let err = open(&path).err().unwrap();
+        assert_eq!(err.kind(), "gzip", "{err}");
+        assert!(err.to_string().contains("cut short"), "{err}");
     }
 
     #[test]
