@@ -123,39 +123,43 @@ impl Analysis {
         Ok(Analysis { inner })
     }
 
-    /// Writes the JSON document (docs/json.md) to a text file object, in chunks.
+    /// Writes the JSON document (docs/json.md) to a text file object, in chunks. An exception
+    /// raised by `file.write` (BrokenPipeError, a full disk) propagates as it was raised.
     #[pyo3(signature = (file, pretty = false))]
     fn write_json(&self, file: Bound<'_, PyAny>, pretty: bool) -> PyResult<()> {
-        let mut writer = PyTextWriter { file, buffer: Vec::with_capacity(CHUNK) };
-        let written = catch(|| json::write_document(&self.inner, &mut writer, pretty))?;
-        let flushed = written.and_then(|_| writer.flush());
-        flushed.map_err(|e| {
-            let text = e.to_string();
-            e.downcast_pyerr().unwrap_or_else(|| pyo3::exceptions::PyOSError::new_err(text))
-        })?;
-        Ok(())
+        let mut writer = PyTextWriter { file, buffer: Vec::with_capacity(CHUNK), error: None };
+        let written = catch(|| json::write_document(&self.inner, &mut writer, pretty).and_then(|_| writer.flush()))?;
+        match (written, writer.error.take()) {
+            (Ok(()), _) => Ok(()),
+            (Err(_), Some(raised)) => Err(raised),
+            (Err(e), None) => Err(pyo3::exceptions::PyOSError::new_err(e.to_string())),
+        }
     }
 }
 
 const CHUNK: usize = 1 << 20;
 
-/// Adapts a Python text file object (`.write(str)`) to `io::Write`, in 1 MiB chunks.
+/// Adapts a Python text file object (`.write(str)`) to `io::Write`, in 1 MiB chunks. The
+/// exception of a failed write is kept in `error`; `io::Error` carries only that it failed.
 struct PyTextWriter<'py> {
     file: Bound<'py, PyAny>,
     buffer: Vec<u8>,
+    error: Option<PyErr>,
 }
 
 impl PyTextWriter<'_> {
-    fn send(&mut self) -> io::Result<()> {
-        if self.buffer.is_empty() {
+    /// Writes out the buffer up to `len` bytes (a character boundary).
+    fn send(&mut self, len: usize) -> io::Result<()> {
+        if len == 0 {
             return Ok(());
         }
-        // Cut after the last ASCII byte: that is always a character boundary in UTF-8.
-        let cut = self.buffer.iter().rposition(|b| b.is_ascii()).map_or(0, |i| i + 1);
-        let rest = self.buffer.split_off(cut);
+        let rest = self.buffer.split_off(len);
         let text = String::from_utf8_lossy(&self.buffer).into_owned();
         self.buffer = rest;
-        self.file.call_method1("write", (text,)).map_err(PyErrInIo::wrap)?;
+        if let Err(e) = self.file.call_method1("write", (text,)) {
+            self.error = Some(e);
+            return Err(io::Error::other("the file object's write() raised"));
+        }
         Ok(())
     }
 }
@@ -164,47 +168,15 @@ impl Write for PyTextWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.buffer.extend_from_slice(buf);
         if self.buffer.len() >= CHUNK {
-            self.send()?;
+            // Up to the last ASCII byte: always a character boundary in UTF-8.
+            let cut = self.buffer.iter().rposition(|b| b.is_ascii()).map_or(0, |i| i + 1);
+            self.send(cut)?;
         }
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.send()?;
-        if !self.buffer.is_empty() {
-            let text = String::from_utf8_lossy(&self.buffer).into_owned();
-            self.buffer.clear();
-            self.file.call_method1("write", (text,)).map_err(PyErrInIo::wrap)?;
-        }
-        Ok(())
-    }
-}
-
-/// Carries a Python exception through `io::Error`.
-#[derive(Debug)]
-struct PyErrInIo(PyErr);
-
-impl std::fmt::Display for PyErrInIo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl std::error::Error for PyErrInIo {}
-
-impl PyErrInIo {
-    fn wrap(e: PyErr) -> io::Error {
-        io::Error::other(PyErrInIo(e))
-    }
-}
-
-trait DowncastPyErr {
-    fn downcast_pyerr(self) -> Option<PyErr>;
-}
-
-impl DowncastPyErr for io::Error {
-    fn downcast_pyerr(self) -> Option<PyErr> {
-        self.into_inner()?.downcast::<PyErrInIo>().ok().map(|b| b.0)
+        self.send(self.buffer.len())
     }
 }
 

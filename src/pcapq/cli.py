@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
-from typing import NoReturn, TextIO, cast
+from typing import NoReturn, TextIO
 
 import click
 
@@ -101,14 +100,12 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         _fail(e.args[0], ExitCode.UNREADABLE)
 
     if output == "-":
-        stdout = _PipeWatch(sys.stdout)
         try:
-            _write_report(result, fmt, pretty, no_color, cast(TextIO, stdout))
-            stdout.flush()
+            _write_report(result, fmt, pretty, no_color, sys.stdout)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _stop_on_broken_pipe()
         except OSError as e:
-            # The core re-raises a failed write as a plain OSError; click would exit 1 on EPIPE.
-            if isinstance(e, BrokenPipeError) or stdout.broken:
-                _stop_on_broken_pipe()
             _fail(f"cannot write the report to standard output: {_reason(e)}", ExitCode.CANT_WRITE)
     else:
         try:
@@ -128,36 +125,9 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         sys.exit(int(ExitCode.DAMAGED))
 
 
-class _PipeWatch:
-    """Standard output, remembering whether the reader went away (`pcapq ... | head`)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.broken = False
-
-    def write(self, text: str) -> int:
-        try:
-            return self._stream.write(text)
-        except BrokenPipeError:
-            self.broken = True
-            raise
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            self.broken = True
-            raise
-
-    def __getattr__(self, name: str):  # isatty, fileno, encoding... for rich
-        return getattr(self._stream, name)
-
-
 def _reason(e: OSError) -> str:
-    """'No space left on device', also from the core, which passes only the text of the error."""
-    if e.strerror:
-        return e.strerror
-    return re.sub(r"^\w+Error: (\[Errno \d+\] )?", "", str(e)) or type(e).__name__
+    """'No space left on device' rather than '[Errno 28] No space left on device'."""
+    return e.strerror or str(e) or type(e).__name__
 
 
 def _stop_on_broken_pipe() -> NoReturn:
