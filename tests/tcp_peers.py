@@ -1,0 +1,169 @@
+"""A tiny request/response server and client for kernel tests, run inside a namespace:
+
+    python tcp_peers.py server HOST PORT [--backlog B] [--accept-delay S] [--count N] ...
+    python tcp_peers.py client HOST PORT [--count N] [--concurrent] ...
+
+Protocol: the client sends `--request` bytes ending in a newline; the server reads up to the
+newline, writes `--response` bytes and closes; the client reads to EOF and closes.
+The server prints "ready" once listening. The client prints one JSON line per connection:
+{"port": local port, "sent": bytes, "received": bytes, "error": null or text}.
+Both stop by themselves after `--count` connections or `--deadline` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import selectors
+import socket
+import sys
+import time
+from typing import cast
+
+
+def request_bytes(size: int) -> bytes:
+    return b"q" * (size - 1) + b"\n"
+
+
+def serve(args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.deadline
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((args.host, args.port))
+    lsock.listen(args.backlog)
+    print("ready", flush=True)
+    if args.accept_delay:
+        time.sleep(args.accept_delay)
+    print("accepting", flush=True)
+    served = 0
+    response = b"r" * args.response
+    while (args.count == 0 or served < args.count) and time.monotonic() < deadline:
+        lsock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            conn, _ = lsock.accept()
+        except socket.timeout:
+            break
+        with conn:
+            conn.settimeout(10)
+            data = b""
+            try:
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall(response)
+            except OSError as e:
+                print(f"server: {e}", file=sys.stderr, flush=True)
+        served += 1
+    lsock.close()
+    return 0
+
+
+def sequential(args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.deadline
+    request = request_bytes(args.request)
+    for _ in range(args.count):
+        if time.monotonic() > deadline:
+            break
+        result: dict[str, object] = {"port": None, "sent": 0, "error": None}
+        received = 0
+        try:
+            with socket.create_connection((args.host, args.port), timeout=5) as s:
+                result["port"] = s.getsockname()[1]
+                s.sendall(request)
+                result["sent"] = len(request)
+                while chunk := s.recv(65536):
+                    received += len(chunk)
+        except OSError as e:
+            result["error"] = repr(e)
+        result["received"] = received
+        print(json.dumps(result), flush=True)
+        if args.pause:
+            time.sleep(args.pause)
+    return 0
+
+
+def concurrent(args: argparse.Namespace) -> int:
+    """All connects at once, non-blocking; each sends its request as soon as connect() is done.
+    --first-alone: the first connection completes its handshake and sends its request before
+    the others start; --filler N: then N small UDP datagrams to the server's discard port go out
+    first, so that the SYNs queue behind them on a shaped link."""
+    deadline = time.monotonic() + args.deadline
+    request = request_bytes(args.request)
+    sel = selectors.DefaultSelector()
+    results: list[dict] = []
+
+    def pump(timeout: float) -> None:
+        for key, mask in sel.select(timeout=timeout):
+            s, result = cast(socket.socket, key.fileobj), key.data
+            try:
+                if mask & selectors.EVENT_WRITE:
+                    err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if err:
+                        raise OSError(err, errno.errorcode.get(err, str(err)))
+                    result["sent"] = s.send(request)
+                    sel.modify(s, selectors.EVENT_READ, result)
+                    continue
+                chunk = s.recv(65536)
+                result["received"] += len(chunk)
+                if chunk:
+                    continue
+            except OSError as e:
+                result["error"] = repr(e)
+            sel.unregister(s)
+            s.close()
+
+    for i in range(args.count):
+        if i == 1 and args.first_alone:
+            wait_until = time.monotonic() + 2
+            while not (results[0]["sent"] or results[0]["error"]) and time.monotonic() < wait_until:
+                pump(0.01)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                for _ in range(args.filler):
+                    udp.sendto(b"f" * 40, (args.host, 9))
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        rc = s.connect_ex((args.host, args.port))
+        result = {"port": s.getsockname()[1], "sent": 0, "received": 0, "error": None}
+        results.append(result)
+        if rc not in (0, errno.EINPROGRESS):
+            result["error"] = errno.errorcode.get(rc, str(rc))
+            s.close()
+            continue
+        sel.register(s, selectors.EVENT_WRITE, result)
+    while sel.get_map() and time.monotonic() < deadline:
+        pump(0.1)
+    for key in list(sel.get_map().values()):
+        key.data["error"] = "deadline"
+        sel.unregister(key.fileobj)
+        cast(socket.socket, key.fileobj).close()
+    for result in results:
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("role", choices=["server", "client"])
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("--backlog", type=int, default=128)
+    p.add_argument("--accept-delay", type=float, default=0.0)
+    p.add_argument("--count", type=int, default=1, help="connections; 0: server serves until the deadline")
+    p.add_argument("--request", type=int, default=100)
+    p.add_argument("--response", type=int, default=1000)
+    p.add_argument("--concurrent", action="store_true")
+    p.add_argument("--first-alone", action="store_true", help="concurrent client: see concurrent()")
+    p.add_argument("--filler", type=int, default=0, help="concurrent client: see concurrent()")
+    p.add_argument("--pause", type=float, default=0.0, help="sequential client: sleep between connections")
+    p.add_argument("--deadline", type=float, default=20.0)
+    args = p.parse_args()
+    if args.role == "server":
+        return serve(args)
+    return concurrent(args) if args.concurrent else sequential(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
