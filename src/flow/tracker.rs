@@ -419,13 +419,19 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
     if window_closed && !fin && seg.payload_len == 1 && flow.direction[me].next_seq == Some(seq) {
         return Some(PacketRole::Data);
     }
+    // Wireshark's spurious retransmission: payload the peer has already acknowledged was sent
+    // before, even if the capture missed the first send.
+    let acked_before = seg.payload_len > 0 && peer.last_ack.is_some_and(|ack| !SeqNumber(ack).before(seq.add(seg.payload_len)));
     let dir = &mut flow.direction[me];
     let end = seq.add(seg.payload_len + u32::from(fin));
     let next = dir.next_seq.unwrap_or(seq);
+    if seq.after(next) {
+        conn.counts[me].unseen_before += 1;
+    }
     let role = if pkt.keep_alive {
         PacketRole::Ack
-    } else if seq.before(next) {
-        // The range starts below the highest sequence number already sent: a retransmission.
+    } else if seq.before(next) || acked_before {
+        // The range starts below the highest sequence number already sent, or was acknowledged.
         let time_ns = pkt.time_ns;
         let previous = dir.in_flight.iter_mut().find(|s| s.seq == seq);
         let detail = match previous {
@@ -444,9 +450,6 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
         conn.push(pkt.event(kind, detail), keep_events);
         PacketRole::Retransmit
     } else {
-        if seq.after(next) {
-            conn.counts[me].unseen_before += 1;
-        }
         if seg.payload_len > 0 && !dir.data_seen {
             dir.data_seen = true;
             conn.push(pkt.event(EventKind::DataFirst, Detail::None), keep_events);
@@ -521,5 +524,929 @@ fn window(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_events:
         conn.push(pkt.event(EventKind::ZeroWindow, Detail::None), keep_events);
     } else if seg.window != 0 {
         dir.zero_window = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The state machine driven by hand-made segments: no files, no decoding.
+
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+    use crate::decode::TcpOptions;
+    use crate::flow::connection::MAX_EVENTS;
+
+    const C: Side = Side::Client;
+    const S: Side = Side::Server;
+    const SYN: u8 = flags::SYN;
+    const ACK: u8 = flags::ACK;
+    const FIN: u8 = flags::FIN;
+    const RST: u8 = flags::RST;
+    const PSH: u8 = flags::PSH;
+    const MS: i64 = 1_000_000;
+    const WIN: u16 = 1000;
+    /// Default ISNs: relative numbers are absolute ones minus these.
+    const CISN: u32 = 1000;
+    const SISN: u32 = 5000;
+
+    /// Feeds segments between one client and one server to a tracker, numbering frames from 1.
+    struct Wire {
+        tracker: Tracker,
+        client: Endpoint,
+        server: Endpoint,
+        frames: u64,
+    }
+
+    impl Wire {
+        fn new() -> Wire {
+            Wire::between(40000, 9000)
+        }
+
+        fn between(client_port: u16, server_port: u16) -> Wire {
+            Wire::with_options(client_port, server_port, TrackerOptions::default())
+        }
+
+        fn with_options(client_port: u16, server_port: u16, options: TrackerOptions) -> Wire {
+            let ip = |last| IpAddr::V4(Ipv4Addr::new(10, 0, 0, last));
+            Wire {
+                tracker: Tracker::new(options),
+                client: Endpoint { ip: ip(1), port: client_port },
+                server: Endpoint { ip: ip(2), port: server_port },
+                frames: 0,
+            }
+        }
+
+        /// One segment from `from` at `ms` milliseconds, window `WIN`; returns its frame number.
+        fn send(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32) -> u64 {
+            self.send_win(ms, from, flags, seq, ack, len, WIN)
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        fn send_win(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32, window: u16) -> u64 {
+            let (src, dst) = if from == C { (self.client, self.server) } else { (self.server, self.client) };
+            let seg = Segment {
+                src: src.ip,
+                dst: dst.ip,
+                src_port: src.port,
+                dst_port: dst.port,
+                seq,
+                ack,
+                flags,
+                window,
+                payload_len: len,
+                options: TcpOptions::default(),
+                snaplen_cut: false,
+            };
+            self.frames += 1;
+            self.tracker.on_segment(&seg, FrameRef { file: 0, frame: self.frames }, ms * MS);
+            self.frames
+        }
+
+        /// SYN at 0 ms, SYN-ACK at 1 ms, the client's ACK at 2 ms (frames 1 to 3).
+        fn handshake(&mut self, client_isn: u32, server_isn: u32) {
+            self.send(0, C, SYN, client_isn, 0, 0);
+            self.send(1, S, SYN | ACK, server_isn, client_isn.wrapping_add(1), 0);
+            self.send(2, C, ACK, client_isn.wrapping_add(1), server_isn.wrapping_add(1), 0);
+        }
+
+        fn conns(&self) -> &[Connection] {
+            &self.tracker.connections
+        }
+
+        /// The only connection.
+        fn conn(&self) -> &Connection {
+            assert_eq!(self.conns().len(), 1, "connections: {:?}", self.conns());
+            &self.conns()[0]
+        }
+
+        /// Every event of every connection as (frame, kind), in frame order.
+        fn kinds(&self) -> Vec<(u64, EventKind)> {
+            let mut all: Vec<(u64, EventKind)> =
+                self.conns().iter().flat_map(|c| c.events.iter().map(|e| (e.at.frame, e.kind))).collect();
+            all.sort_by_key(|(frame, _)| *frame);
+            all
+        }
+
+        /// Frames labelled with `kind`.
+        fn frames_of(&self, kind: EventKind) -> Vec<u64> {
+            self.kinds().into_iter().filter(|(_, k)| *k == kind).map(|(f, _)| f).collect()
+        }
+
+        /// The event of `kind` on `frame`, and its connection.
+        fn find(&self, frame: u64, kind: EventKind) -> (&Connection, &Event) {
+            self.conns()
+                .iter()
+                .find_map(|c| c.events.iter().find(|e| e.at.frame == frame && e.kind == kind).map(|e| (c, e)))
+                .unwrap_or_else(|| panic!("no {kind:?} on frame {frame}: {:?}", self.kinds()))
+        }
+
+        fn event(&self, frame: u64, kind: EventKind) -> &Event {
+            self.find(frame, kind).1
+        }
+
+        fn detail(&self, frame: u64, kind: EventKind) -> Detail {
+            self.event(frame, kind).detail
+        }
+
+        /// Relative (seq, ack) of an event, as the JSON shows them; ack 0 without the ACK flag.
+        fn relative(&self, frame: u64, kind: EventKind) -> (u32, u32) {
+            let (c, e) = self.find(frame, kind);
+            let base = |side: Side| c.base_seq[side.index()].expect("base known");
+            let ack = if e.flags & ACK != 0 { e.ack.wrapping_sub(base(e.from.other())) } else { 0 };
+            (e.seq.wrapping_sub(base(e.from)), ack)
+        }
+    }
+
+    fn frame(n: u64) -> Option<FrameRef> {
+        Some(FrameRef { file: 0, frame: n })
+    }
+
+    fn attempt(attempt: u32, original: u64, since_ms: i64, after_handshake_ack: bool) -> Detail {
+        Detail::Attempt { attempt, original: frame(original), since_previous_ns: Some(since_ms * MS), after_handshake_ack }
+    }
+
+    fn dup(count: u32, of: u64) -> Detail {
+        Detail::DupAck { count, of: FrameRef { file: 0, frame: of } }
+    }
+
+    fn rst(answers: PacketRole, frame_n: u64, after_ms: i64) -> Detail {
+        Detail::Rst { answers: Some(answers), answers_frame: frame(frame_n), after_ns: Some(after_ms * MS) }
+    }
+
+    use EventKind::*;
+
+    // ---------------------------------------------------------------------------------------
+    // SYN-SENT
+
+    #[test]
+    fn test_syn_sent_syn_same_isn_is_syn_retransmit_with_attempt_and_gap() {
+        let mut w = Wire::new();
+        for ms in [0, 1000, 2000, 4000] {
+            w.send(ms, C, SYN, CISN, 0, 0);
+        }
+        assert_eq!(w.kinds(), vec![(1, Syn), (2, SynRetransmit), (3, SynRetransmit), (4, SynRetransmit)]);
+        assert_eq!(w.detail(2, SynRetransmit), attempt(2, 1, 1000, false));
+        assert_eq!(w.detail(3, SynRetransmit), attempt(3, 1, 1000, false));
+        assert_eq!(w.detail(4, SynRetransmit), attempt(4, 1, 2000, false));
+        let c = w.conn();
+        assert_eq!((c.syn_count, c.state, c.partial), (4, ConnState::SynSent, false));
+        assert_eq!(c.syn_time_ns, Some(0), "the handshake is timed from the first SYN");
+        assert_eq!(w.relative(4, SynRetransmit).0, 0);
+    }
+
+    #[test]
+    fn test_syn_sent_rst_answers_syn() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        let r = w.send(3, S, RST | ACK, 0, CISN + 1, 0);
+        assert_eq!(w.kinds(), vec![(1, Syn), (r, Rst)]);
+        assert_eq!(w.detail(r, Rst), rst(PacketRole::Syn, 1, 3));
+        assert_eq!(w.conn().state, ConnState::Reset);
+        assert!(w.conn().counts[S.index()].rst);
+        // Wireshark: the server's base is the RST's seq - 1.
+        assert_eq!(w.relative(r, Rst), (1, 1));
+    }
+
+    #[test]
+    fn test_syn_sent_syn_with_fin_is_still_the_syn() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN | FIN, CISN, 0, 0);
+        w.send(1000, C, SYN | FIN, CISN, 0, 0);
+        assert_eq!(w.kinds(), vec![(1, Syn), (2, SynRetransmit)]);
+    }
+
+    #[test]
+    fn test_syn_sent_syn_with_rst_is_an_rst() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN | RST, CISN, 0, 0);
+        assert_eq!(w.kinds(), vec![(1, Rst)]);
+        assert_eq!(w.detail(1, Rst), Detail::Rst { answers: None, answers_frame: None, after_ns: None });
+        assert!(!w.conn().partial, "a SYN (even with RST) names the client");
+    }
+
+    #[test]
+    fn test_syn_sent_odd_flag_combinations_do_not_panic() {
+        let seqs = [0, 1, CISN, u32::MAX, u32::MAX - 1];
+        for bits in 0..=0xffu8 {
+            for &seq in &seqs {
+                for len in [0, 1, 1460] {
+                    // As the first packet, during the handshake, and in an established connection.
+                    let mut w = Wire::new();
+                    w.send(0, C, bits, seq, seq, len);
+                    w.send(1, S, bits, seq.wrapping_add(7), seq, len);
+                    let mut w = Wire::new();
+                    w.send(0, C, SYN, CISN, 0, 0);
+                    w.send(1, S, bits, SISN, CISN + 1, len);
+                    w.send(2, C, bits, seq, SISN + 1, len);
+                    let mut w = Wire::new();
+                    w.handshake(CISN, SISN);
+                    w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+                    w.send(4, S, bits, seq, seq, len);
+                    w.send(5, C, bits, seq, seq, len);
+                    w.send(6, S, ACK, SISN + 1, CISN + 101, 0);
+                    assert!(!w.conns().is_empty());
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // SYN-RECEIVED
+
+    #[test]
+    fn test_syn_received_ack_of_synack_is_handshake_ack() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        assert_eq!(w.kinds(), vec![(1, Syn), (2, Synack), (3, HandshakeAck)]);
+        let c = w.conn();
+        assert_eq!(c.state, ConnState::Established);
+        assert_eq!(c.handshake_duration_ns(), Some(2 * MS));
+        assert_eq!(c.base_seq, [Some(CISN), Some(SISN)]);
+        assert_eq!(w.relative(3, HandshakeAck), (1, 1));
+    }
+
+    #[test]
+    fn test_syn_received_ack_of_something_else_is_not_handshake_ack() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(2, C, ACK, CISN + 1, SISN + 9, 0);
+        assert_eq!(w.kinds(), vec![(1, Syn), (2, Synack)]);
+        assert_eq!(w.conn().state, ConnState::SynReceived);
+    }
+
+    #[test]
+    fn test_syn_received_synack_again_is_synack_retransmit_before_handshake_ack() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(1001, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(3001, S, SYN | ACK, SISN, CISN + 1, 0);
+        assert_eq!(w.frames_of(SynackRetransmit), vec![3, 4]);
+        assert_eq!(w.detail(3, SynackRetransmit), attempt(2, 2, 1000, false));
+        assert_eq!(w.detail(4, SynackRetransmit), attempt(3, 2, 2000, false));
+        assert_eq!(w.conn().synack_count, 3);
+    }
+
+    #[test]
+    fn test_syn_received_syn_again_after_synack_is_syn_retransmit() {
+        // The SYN-ACK was lost on the way to the client: the client's SYN timer fires.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(1000, C, SYN, CISN, 0, 0);
+        w.send(1001, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(1002, C, ACK, CISN + 1, SISN + 1, 0);
+        assert_eq!(w.kinds(), vec![(1, Syn), (2, Synack), (3, SynRetransmit), (4, SynackRetransmit), (5, HandshakeAck)]);
+        assert_eq!(w.detail(3, SynRetransmit), attempt(2, 1, 1000, false));
+        assert_eq!(w.detail(4, SynackRetransmit), attempt(2, 2, 1000, false));
+        assert_eq!(w.conn().state, ConnState::Established);
+        assert_eq!(w.conn().follows, None);
+    }
+
+    #[test]
+    fn test_syn_received_rst_answers_synack() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        let r = w.send(2, C, RST, CISN + 1, 0, 0);
+        assert_eq!(w.detail(r, Rst), rst(PacketRole::Synack, 2, 1));
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // ESTABLISHED
+
+    #[test]
+    fn test_established_synack_again_after_handshake_ack_marks_accept_queue() {
+        // The server dropped the client's ACK (accept queue full) and re-sends the SYN-ACK; the
+        // client answers each with a duplicate ACK and re-sends its request into the void.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let request = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 200);
+        let retry1 = w.send(203, C, PSH | ACK, CISN + 1, SISN + 1, 200);
+        let synack2 = w.send(1001, S, SYN | ACK, SISN, CISN + 1, 0);
+        let dup1 = w.send(1001, C, ACK, CISN + 201, SISN + 1, 0);
+        let retry2 = w.send(1403, C, PSH | ACK, CISN + 1, SISN + 1, 200);
+        let synack3 = w.send(3001, S, SYN | ACK, SISN, CISN + 1, 0);
+        let dup2 = w.send(3001, C, ACK, CISN + 201, SISN + 1, 0);
+        assert_eq!(w.detail(synack2, SynackRetransmit), attempt(2, 2, 1000, true));
+        assert_eq!(w.detail(synack3, SynackRetransmit), attempt(3, 2, 2000, true));
+        assert_eq!(w.detail(retry1, DataRetransmit), attempt(2, request, 200, true));
+        assert_eq!(w.detail(retry2, DataRetransmit), attempt(3, request, 1200, true));
+        // The last ACK number change was the handshake ACK (frame 3).
+        assert_eq!(w.detail(dup1, DupAck), dup(1, 3));
+        assert_eq!(w.detail(dup2, DupAck), dup(2, 3));
+        assert_eq!(w.relative(dup2, DupAck), (201, 1));
+        assert_eq!(w.conn().counts[C.index()].data_retransmits, 2);
+    }
+
+    #[test]
+    fn test_established_data_first_once_each_way() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let c1 = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(4, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        let s1 = w.send(5, S, PSH | ACK, SISN + 1, CISN + 201, 300);
+        w.send(6, S, PSH | ACK, SISN + 301, CISN + 201, 300);
+        assert_eq!(w.frames_of(DataFirst), vec![c1, s1]);
+        assert_eq!(w.event(s1, DataFirst).from, S);
+        assert_eq!(w.relative(s1, DataFirst), (1, 201));
+        assert!(w.frames_of(DataRetransmit).is_empty());
+    }
+
+    #[test]
+    fn test_established_data_below_nextseq_is_data_retransmit_numbered_per_segment() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let a = w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let b = w.send(11, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        let a2 = w.send(210, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let a3 = w.send(610, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let b2 = w.send(611, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        assert_eq!(w.frames_of(DataRetransmit), vec![a2, a3, b2]);
+        assert_eq!(w.detail(a2, DataRetransmit), attempt(2, a, 200, true));
+        assert_eq!(w.detail(a3, DataRetransmit), attempt(3, a, 400, true));
+        assert_eq!(w.detail(b2, DataRetransmit), attempt(2, b, 600, true));
+        assert_eq!(w.relative(b2, DataRetransmit), (101, 1));
+        assert_eq!(w.conn().counts[C.index()].data_retransmits, 3);
+    }
+
+    #[test]
+    fn test_established_retransmit_not_lined_up_with_a_segment_has_no_original() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let r = w.send(300, C, PSH | ACK, CISN + 51, SISN + 1, 100);
+        let expected = Detail::Attempt { attempt: 2, original: None, since_previous_ns: None, after_handshake_ack: true };
+        assert_eq!(w.detail(r, DataRetransmit), expected);
+    }
+
+    #[test]
+    fn test_established_acked_segment_forgets_its_attempts() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        let r = w.send(300, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        // Still a retransmission (below nextseq), but no longer numbered against the original.
+        let expected = Detail::Attempt { attempt: 2, original: None, since_previous_ns: None, after_handshake_ack: true };
+        assert_eq!(w.detail(r, DataRetransmit), expected);
+    }
+
+    #[test]
+    fn test_established_keep_alive_is_not_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        // Zero or one byte at nextseq - 1.
+        w.send(10_000, C, ACK, CISN + 100, SISN + 1, 0);
+        w.send(20_000, C, ACK, CISN + 100, SISN + 1, 1);
+        w.send(30_000, C, ACK, CISN + 100, SISN + 1, 1);
+        assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+        assert_eq!(w.conn().counts[C.index()].data_retransmits, 0);
+        // Two bytes below nextseq are a retransmission.
+        let r = w.send(40_000, C, ACK, CISN + 99, SISN + 1, 2);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+    }
+
+    #[test]
+    fn test_established_keep_alive_ack_is_not_dup_ack() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let new_ack = w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        let d1 = w.send(30, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(10_000, C, ACK, CISN + 100, SISN + 1, 0);
+        let keep_alive_ack = w.send(10_001, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(10_002, C, ACK, CISN + 101, SISN + 1, 0);
+        let d2 = w.send(10_003, S, ACK, SISN + 1, CISN + 101, 0);
+        assert_eq!(w.detail(d1, DupAck), dup(1, new_ack));
+        assert!(!w.frames_of(DupAck).contains(&keep_alive_ack), "{:?}", w.kinds());
+        // Wireshark neither counts the keep-alive ACK nor restarts the count at it.
+        assert_eq!(w.detail(d2, DupAck), dup(2, new_ack));
+    }
+
+    #[test]
+    fn test_established_dup_ack_counts_and_points_at_last_new_ack() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(11, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        w.send(12, C, PSH | ACK, CISN + 201, SISN + 1, 100);
+        let first = w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        let dups: Vec<u64> = (0..3).map(|i| w.send(21 + i, S, ACK, SISN + 1, CISN + 101, 0)).collect();
+        for (n, d) in dups.iter().enumerate() {
+            assert_eq!(w.detail(*d, DupAck), dup(n as u32 + 1, first));
+        }
+        assert_eq!(w.relative(dups[2], DupAck), (1, 101));
+        assert_eq!(w.conn().counts[S.index()].dup_acks, 3);
+    }
+
+    #[test]
+    fn test_established_dup_ack_count_restarts_when_ack_moves() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(11, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(21, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(22, S, ACK, SISN + 1, CISN + 101, 0);
+        let moved = w.send(23, S, ACK, SISN + 1, CISN + 201, 0);
+        let d = w.send(24, S, ACK, SISN + 1, CISN + 201, 0);
+        assert_eq!(w.detail(d, DupAck), dup(1, moved));
+    }
+
+    #[test]
+    fn test_established_dup_ack_count_survives_data_and_window_change_with_same_ack() {
+        // Wireshark only restarts the count when the ACK number changes.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let first = w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(21, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(22, S, PSH | ACK, SISN + 1, CISN + 101, 50);
+        let d2 = w.send(23, S, ACK, SISN + 51, CISN + 101, 0);
+        let update = w.send_win(24, S, ACK, SISN + 51, CISN + 101, 0, 2000);
+        let d3 = w.send_win(25, S, ACK, SISN + 51, CISN + 101, 0, 2000);
+        assert_eq!(w.detail(d2, DupAck), dup(2, first));
+        assert!(!w.frames_of(DupAck).contains(&update));
+        assert_eq!(w.detail(d3, DupAck), dup(3, first));
+    }
+
+    #[test]
+    fn test_established_dup_ack_needs_same_window_no_data_and_seq_at_nextseq() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send_win(21, S, ACK, SISN + 1, CISN + 101, 0, 999); // window update
+        w.send_win(22, S, ACK, SISN + 1, CISN + 101, 0, 0); // zero window
+        w.send_win(23, S, ACK, SISN + 1, CISN + 101, 0, 0); // zero window again
+        w.send_win(24, S, ACK, SISN + 7, CISN + 101, 0, 0); // seq not at nextseq
+        w.send_win(25, S, ACK, SISN + 7, CISN + 101, 0, 999);
+        w.send_win(26, S, FIN | ACK, SISN + 1, CISN + 101, 0, 999);
+        assert!(w.frames_of(DupAck).is_empty(), "{:?}", w.kinds());
+        // Same ACK, same non-zero window, seq at nextseq: now a duplicate.
+        let d = w.send_win(27, S, ACK, SISN + 2, CISN + 101, 0, 999);
+        assert_eq!(w.frames_of(DupAck), vec![d]);
+    }
+
+    #[test]
+    fn test_established_zero_window_once_per_stall() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 1000);
+        let stall1 = w.send_win(20, S, ACK, SISN + 1, CISN + 1001, 0, 0);
+        w.send_win(300, S, ACK, SISN + 1, CISN + 1001, 0, 0);
+        w.send_win(600, S, ACK, SISN + 1, CISN + 1001, 0, 4000);
+        w.send(610, C, PSH | ACK, CISN + 1001, SISN + 1, 1000);
+        let stall2 = w.send_win(620, S, ACK, SISN + 1, CISN + 2001, 0, 0);
+        w.send_win(630, S, FIN | ACK, SISN + 1, CISN + 2001, 0, 0);
+        assert_eq!(w.frames_of(ZeroWindow), vec![stall1, stall2]);
+        assert_eq!(w.conn().counts[S.index()].zero_windows, 2);
+        assert_eq!(w.relative(stall2, ZeroWindow), (1, 2001));
+    }
+
+    #[test]
+    fn test_established_zero_window_probe_does_not_make_later_data_retransmit() {
+        // A one-byte probe at nextseq while the window is zero; the receiver drops the byte.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 1000);
+        w.send_win(20, S, ACK, SISN + 1, CISN + 1001, 0, 0);
+        w.send(300, C, ACK, CISN + 1001, SISN + 1, 1);
+        w.send_win(301, S, ACK, SISN + 1, CISN + 1001, 0, 0);
+        w.send(900, C, ACK, CISN + 1001, SISN + 1, 1);
+        w.send_win(901, S, ACK, SISN + 1, CISN + 1001, 0, 0);
+        w.send_win(1500, S, ACK, SISN + 1, CISN + 1001, 0, 4000);
+        w.send(1510, C, PSH | ACK, CISN + 1001, SISN + 1, 1000);
+        assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+        assert_eq!(w.conn().counts[C.index()].unseen_before, 0);
+        // A byte at nextseq while the window is open is ordinary data.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 1);
+        let r = w.send(300, C, PSH | ACK, CISN + 1, SISN + 1, 2);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+    }
+
+    #[test]
+    fn test_established_rst_after_late_retransmit_answers_retransmit_with_gap() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 200);
+        let late = w.send(3010, C, PSH | ACK, CISN + 1, SISN + 1, 200);
+        let r = w.send(3012, S, RST, SISN + 1, 0, 0);
+        assert_eq!(w.detail(r, Rst), rst(PacketRole::Retransmit, late, 2));
+        assert_eq!(w.conn().state, ConnState::Reset);
+        assert_eq!(w.relative(r, Rst).0, 1);
+    }
+
+    #[test]
+    fn test_established_rst_answers_data_ack_and_handshake_ack() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let r = w.send(5, S, RST, SISN + 1, 0, 0);
+        assert_eq!(w.detail(r, Rst), rst(PacketRole::HandshakeAck, 3, 3));
+
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let d = w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 10);
+        let r = w.send(11, S, RST | ACK, SISN + 1, CISN + 11, 0);
+        assert_eq!(w.detail(r, Rst), rst(PacketRole::Data, d, 1));
+
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, S, PSH | ACK, SISN + 1, CISN + 1, 10);
+        let a = w.send(11, C, ACK, CISN + 1, SISN + 11, 0);
+        let r = w.send(15, S, RST | ACK, SISN + 11, CISN + 1, 0);
+        assert_eq!(w.detail(r, Rst), rst(PacketRole::Ack, a, 4));
+    }
+
+    #[test]
+    fn test_established_data_the_peer_acknowledged_is_retransmit_though_unseen() {
+        // The capture missed bytes 101-400, which the server acknowledged; 101-200 come again.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(20, S, ACK, SISN + 1, CISN + 401, 0);
+        let r = w.send(30, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        let expected = Detail::Attempt { attempt: 2, original: None, since_previous_ns: None, after_handshake_ack: true };
+        assert_eq!(w.detail(r, DataRetransmit), expected);
+        // Bytes 401 on were not acknowledged: new data.
+        w.send(31, C, PSH | ACK, CISN + 401, SISN + 1, 100);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+    }
+
+    #[test]
+    fn test_established_data_beyond_nextseq_counts_unseen_not_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(11, C, PSH | ACK, CISN + 201, SISN + 1, 100);
+        assert!(w.frames_of(DataRetransmit).is_empty());
+        assert_eq!(w.conn().counts[C.index()].unseen_before, 1);
+        // The missing segment, when it comes, starts below nextseq: a retransmission.
+        let late = w.send(12, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        assert_eq!(w.frames_of(DataRetransmit), vec![late]);
+    }
+
+    #[test]
+    fn test_established_dup_acks_beyond_max_events_count_as_dropped() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let extra = 10;
+        for i in 0..(MAX_EVENTS as i64 + extra) {
+            w.send(10 + i, S, ACK, SISN + 1, CISN + 1, 0);
+        }
+        let c = w.conn();
+        assert_eq!(c.events.len(), MAX_EVENTS);
+        // Three handshake events came first.
+        assert_eq!(c.events_dropped, 3 + extra as u32);
+        assert_eq!(c.counts[S.index()].dup_acks, MAX_EVENTS as u32 + extra as u32);
+        assert_eq!(c.events.last().map(|e| e.kind), Some(DupAck));
+    }
+
+    #[test]
+    fn test_established_events_off_keeps_counts_only() {
+        let options = TrackerOptions { keep_events: false, ..TrackerOptions::default() };
+        let mut w = Wire::with_options(40000, 9000, options);
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(300, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(301, S, ACK, SISN + 1, CISN + 1, 0);
+        let c = w.conn();
+        assert!(c.events.is_empty());
+        assert_eq!(c.events_dropped, 0);
+        assert_eq!((c.counts[C.index()].data_retransmits, c.counts[S.index()].dup_acks), (1, 1));
+        assert!(c.handshake_completed());
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // closing
+
+    #[test]
+    fn test_closing_fin_each_way_closes() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let f1 = w.send(10, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        assert_eq!(w.conn().state, ConnState::Closing);
+        let f2 = w.send(11, S, FIN | ACK, SISN + 1, CISN + 2, 0);
+        w.send(12, C, ACK, CISN + 2, SISN + 2, 0);
+        assert_eq!(w.frames_of(Fin), vec![f1, f2]);
+        assert_eq!(w.conn().state, ConnState::Closed);
+        assert_eq!(w.relative(f2, Fin), (1, 2));
+        assert!(w.conn().counts.iter().all(|d| d.fin));
+    }
+
+    #[test]
+    fn test_closing_fin_again_is_fin_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        let fin = w.send(100, C, FIN | ACK, CISN + 101, SISN + 1, 0);
+        let again = w.send(400, C, FIN | ACK, CISN + 101, SISN + 1, 0);
+        let third = w.send(1000, C, FIN | ACK, CISN + 101, SISN + 1, 0);
+        assert_eq!(w.frames_of(Fin), vec![fin]);
+        assert_eq!(w.frames_of(FinRetransmit), vec![again, third]);
+        assert_eq!(w.detail(again, FinRetransmit), attempt(2, fin, 300, true));
+        assert_eq!(w.detail(third, FinRetransmit), attempt(3, fin, 600, true));
+        assert_eq!(w.relative(third, FinRetransmit), (101, 1));
+        assert_eq!(w.conn().counts[C.index()].data_retransmits, 0, "a FIN carries no data");
+    }
+
+    #[test]
+    fn test_closing_fin_with_data_again_is_data_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let fin = w.send(10, C, FIN | PSH | ACK, CISN + 1, SISN + 1, 100);
+        let again = w.send(300, C, FIN | PSH | ACK, CISN + 1, SISN + 1, 100);
+        assert_eq!(w.kinds()[3..], [(fin, DataFirst), (fin, Fin), (again, DataRetransmit)]);
+    }
+
+    #[test]
+    fn test_closing_rst_after_fin_answers_fin() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let fin = w.send(10, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        let r = w.send(15, S, RST, SISN + 1, 0, 0);
+        assert_eq!(w.detail(r, Rst), rst(PacketRole::Fin, fin, 5));
+        assert_eq!(w.conn().state, ConnState::Reset);
+    }
+
+    #[test]
+    fn test_closing_rst_after_rst_answers_rst() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let first = w.send(10, C, RST | ACK, CISN + 1, SISN + 1, 0);
+        let second = w.send(20, S, RST | ACK, SISN + 1, CISN + 1, 0);
+        assert_eq!(w.detail(first, Rst), rst(PacketRole::Synack, 2, 9));
+        assert_eq!(w.detail(second, Rst), rst(PacketRole::Rst, first, 10));
+    }
+
+    #[test]
+    fn test_closing_rst_after_retransmitted_fin_answers_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        let again = w.send(310, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        let r = w.send(311, S, RST, SISN + 1, 0, 0);
+        assert_eq!(w.detail(r, Rst), rst(PacketRole::Retransmit, again, 1));
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // partial captures
+
+    #[test]
+    fn test_partial_ack_only_start_guesses_ephemeral_client() {
+        let mut w = Wire::new();
+        // The server speaks first; the client is still the side on the ephemeral port.
+        w.send(0, S, ACK, SISN + 301, CISN + 101, 0);
+        let d = w.send(1, C, PSH | ACK, CISN + 101, SISN + 301, 50);
+        let c = w.conn();
+        assert!(c.partial);
+        assert_eq!((c.client, c.server), (w.client, w.server));
+        assert_eq!(c.state, ConnState::Established);
+        assert_eq!(w.kinds(), vec![(d, DataFirst)]);
+        // Bases from the first packet: the server's seq - 1, and its ACK number - 1.
+        assert_eq!(c.base_seq, [Some(CISN + 100), Some(SISN + 300)]);
+        assert_eq!(w.relative(d, DataFirst), (1, 1));
+    }
+
+    #[test]
+    fn test_partial_client_guess_falls_back_to_higher_port_then_first_sender() {
+        // Neither port ephemeral: the higher one is the client.
+        let mut w = Wire::between(8080, 5432);
+        w.send(0, S, ACK, 1, 1, 0);
+        assert_eq!(w.conn().client, w.client);
+        // Both ephemeral: the higher one.
+        let mut w = Wire::between(50000, 40000);
+        w.send(0, S, ACK, 1, 1, 0);
+        assert_eq!(w.conn().client, w.client);
+        // Same port: the first sender.
+        let mut w = Wire::between(9000, 9000);
+        w.send(0, S, ACK, 1, 1, 0);
+        assert_eq!(w.conn().client, w.server);
+    }
+
+    #[test]
+    fn test_partial_synack_first_makes_receiver_client() {
+        let mut w = Wire::new();
+        w.send(0, S, SYN | ACK, SISN, CISN + 1, 0);
+        let h = w.send(1, C, ACK, CISN + 1, SISN + 1, 0);
+        let c = w.conn();
+        assert!(c.partial);
+        assert_eq!(c.client, w.client);
+        assert_eq!(w.kinds(), vec![(1, Synack), (h, HandshakeAck)]);
+        assert_eq!(c.base_seq, [Some(CISN), Some(SISN)]);
+        assert_eq!(c.state, ConnState::Established);
+    }
+
+    #[test]
+    fn test_partial_synack_first_then_syn_with_same_isn_stays_one_connection() {
+        // The capture began after the first SYN; the SYN-ACK names the client's ISN.
+        let mut w = Wire::new();
+        w.send(0, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(1000, C, SYN, CISN, 0, 0);
+        let again = w.send(1001, S, SYN | ACK, SISN, CISN + 1, 0);
+        let h = w.send(1002, C, ACK, CISN + 1, SISN + 1, 0);
+        let c = w.conn();
+        assert_eq!(c.follows, None);
+        assert_eq!(w.detail(again, SynackRetransmit), attempt(2, 1, 1001, false));
+        assert_eq!(w.frames_of(HandshakeAck), vec![h]);
+        assert_eq!(c.state, ConnState::Established);
+    }
+
+    #[test]
+    fn test_partial_peer_base_from_first_ack_number() {
+        // Wireshark: the server's base is the client's first ACK number - 1, even when the
+        // server's first captured segment starts later (its earlier data was not captured).
+        let mut w = Wire::new();
+        let c1 = w.send(0, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let s1 = w.send(10, S, PSH | ACK, SISN + 501, CISN + 101, 100);
+        assert_eq!(w.relative(c1, DataFirst), (1, 1));
+        assert_eq!(w.relative(s1, DataFirst), (501, 101));
+    }
+
+    #[test]
+    fn test_partial_retransmit_and_dup_ack_detected_without_handshake() {
+        let mut w = Wire::new();
+        let a = w.send(0, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(1, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        let first = w.send(5, S, ACK, SISN + 1, CISN + 101, 0);
+        let d1 = w.send(6, S, ACK, SISN + 1, CISN + 101, 0);
+        let r = w.send(7, C, PSH | ACK, CISN + 101, SISN + 1, 100);
+        let r2 = w.send(300, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        assert_eq!(w.detail(d1, DupAck), dup(1, first));
+        assert_eq!(w.frames_of(DataRetransmit), vec![r, r2]);
+        assert!(matches!(w.detail(r, DataRetransmit), Detail::Attempt { attempt: 2, after_handshake_ack: false, .. }));
+        // The first segment was acknowledged: its attempts are no longer numbered.
+        assert!(matches!(w.detail(r2, DataRetransmit), Detail::Attempt { original: None, .. }));
+        assert_eq!(w.frames_of(DataFirst), vec![a]);
+    }
+
+    #[test]
+    fn test_partial_rst_alone_answers_nothing() {
+        let mut w = Wire::new();
+        w.send(0, S, RST, SISN + 1, 0, 0);
+        let c = w.conn();
+        assert!(c.partial);
+        assert_eq!(w.detail(1, Rst), Detail::Rst { answers: None, answers_frame: None, after_ns: None });
+        assert_eq!(c.state, ConnState::Reset);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // 4-tuple reuse
+
+    #[test]
+    fn test_reuse_syn_new_isn_starts_connection_following_old() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        w.send(11, S, FIN | ACK, SISN + 1, CISN + 2, 0);
+        w.send(12, C, ACK, CISN + 2, SISN + 2, 0);
+        let syn = w.send(2000, C, SYN, 9_000_000, 0, 0);
+        w.send(2001, S, SYN | ACK, 123, 9_000_001, 0);
+        w.send(2002, C, ACK, 9_000_001, 124, 0);
+        let conns = w.conns();
+        assert_eq!(conns.len(), 2);
+        assert_eq!((conns[0].state, conns[0].follows), (ConnState::Closed, None));
+        assert_eq!((conns[1].state, conns[1].follows, conns[1].partial), (ConnState::Established, Some(0), false));
+        assert_eq!(conns[1].base_seq, [Some(9_000_000), Some(123)]);
+        assert_eq!(conns[1].events.first().map(|e| (e.at.frame, e.kind)), Some((syn, Syn)));
+        assert_eq!(w.relative(syn, Syn).0, 0);
+    }
+
+    #[test]
+    fn test_reuse_syn_new_isn_while_established_starts_connection() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(3000, C, SYN, CISN + 77_777, 0, 0);
+        assert_eq!(w.conns().len(), 2);
+        assert_eq!(w.conns()[1].follows, Some(0));
+    }
+
+    #[test]
+    fn test_reuse_syn_same_isn_after_close_is_syn_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        w.send(11, S, FIN | ACK, SISN + 1, CISN + 2, 0);
+        let syn = w.send(1000, C, SYN, CISN, 0, 0);
+        assert_eq!(w.conns().len(), 1);
+        assert_eq!(w.detail(syn, SynRetransmit), attempt(2, 1, 1000, true));
+    }
+
+    #[test]
+    fn test_reuse_syn_after_midstream_start_starts_connection() {
+        let mut w = Wire::new();
+        w.send(0, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(1, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(5000, C, SYN, 77, 0, 0);
+        let conns = w.conns();
+        assert_eq!(conns.len(), 2);
+        assert!(conns[0].partial && !conns[1].partial);
+        assert_eq!(conns[1].follows, Some(0));
+    }
+
+    #[test]
+    fn test_reuse_server_syn_after_close_opens_reverse_connection() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(10, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        w.send(11, S, FIN | ACK, SISN + 1, CISN + 2, 0);
+        w.send(5000, S, SYN, 42, 0, 0);
+        let conns = w.conns();
+        assert_eq!(conns.len(), 2);
+        assert_eq!((conns[1].client, conns[1].follows), (w.server, Some(0)));
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // sequence wrap
+
+    /// Client ISN 150 below 2^32, server ISN 3 below: data from both sides crosses zero.
+    const WRAP_CISN: u32 = u32::MAX - 149;
+    const WRAP_SISN: u32 = u32::MAX - 2;
+
+    fn wrapped_transfer() -> (Wire, [u64; 4]) {
+        let mut w = Wire::new();
+        w.handshake(WRAP_CISN, WRAP_SISN);
+        let (c, s) = (WRAP_CISN.wrapping_add(1), WRAP_SISN.wrapping_add(1));
+        let a = w.send(10, C, PSH | ACK, c, s, 100);
+        let b = w.send(11, C, PSH | ACK, c.wrapping_add(100), s, 100); // crosses 0
+        let d = w.send(12, C, PSH | ACK, c.wrapping_add(200), s, 100); // after 0
+        let e = w.send(20, S, PSH | ACK, s, c, 100); // crosses 0
+        (w, [a, b, d, e])
+    }
+
+    #[test]
+    fn test_wrap_data_crossing_zero_is_not_retransmit() {
+        let (mut w, _) = wrapped_transfer();
+        let (c, s) = (WRAP_CISN.wrapping_add(301), WRAP_SISN.wrapping_add(101));
+        w.send(21, S, ACK, s, c, 0);
+        w.send(22, C, ACK, c, s, 0);
+        assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+        let counts = w.conn().counts;
+        assert_eq!((counts[0].unseen_before, counts[1].unseen_before), (0, 0));
+        assert!(w.frames_of(DupAck).is_empty(), "{:?}", w.kinds());
+    }
+
+    #[test]
+    fn test_wrap_relative_numbers_count_from_isn() {
+        let (w, [a, _, _, e]) = wrapped_transfer();
+        assert_eq!(w.relative(a, DataFirst), (1, 1));
+        assert_eq!(w.relative(e, DataFirst), (1, 1));
+        assert_eq!(w.conn().base_seq, [Some(WRAP_CISN), Some(WRAP_SISN)]);
+    }
+
+    #[test]
+    fn test_wrap_retransmit_across_zero_is_detected() {
+        let (mut w, [_, b, d, _]) = wrapped_transfer();
+        let c = WRAP_CISN.wrapping_add(1);
+        let b2 = w.send(300, C, PSH | ACK, c.wrapping_add(100), WRAP_SISN.wrapping_add(1), 100);
+        let d2 = w.send(301, C, PSH | ACK, c.wrapping_add(200), WRAP_SISN.wrapping_add(1), 100);
+        assert_eq!(w.detail(b2, DataRetransmit), attempt(2, b, 289, true));
+        assert_eq!(w.detail(d2, DataRetransmit), attempt(2, d, 289, true));
+        assert_eq!(w.relative(d2, DataRetransmit), (201, 1));
+    }
+
+    #[test]
+    fn test_wrap_retransmit_of_data_ending_at_zero_is_detected() {
+        // nextseq lands exactly on 0 (Wireshark takes 0 for "unknown" and misses this one).
+        let isn = u32::MAX - 100;
+        let mut w = Wire::new();
+        w.handshake(isn, SISN);
+        let a = w.send(10, C, PSH | ACK, isn.wrapping_add(1), SISN + 1, 100);
+        let r = w.send(300, C, PSH | ACK, isn.wrapping_add(1), SISN + 1, 100);
+        assert_eq!(w.detail(r, DataRetransmit), attempt(2, a, 290, true));
+    }
+
+    #[test]
+    fn test_wrap_syn_with_isn_at_max_retransmits_and_completes() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, u32::MAX, 0, 0);
+        w.send(1000, C, SYN, u32::MAX, 0, 0);
+        w.send(1001, S, SYN | ACK, SISN, 0, 0);
+        let h = w.send(1002, C, ACK, 0, SISN + 1, 0);
+        assert_eq!(w.frames_of(SynRetransmit), vec![2]);
+        assert_eq!(w.frames_of(HandshakeAck), vec![h]);
+        assert_eq!(w.relative(h, HandshakeAck), (1, 1));
+    }
+
+    #[test]
+    fn test_wrap_dup_acks_across_zero() {
+        let (mut w, [_, _, d, _]) = wrapped_transfer();
+        let (s, acked) = (WRAP_SISN.wrapping_add(101), WRAP_CISN.wrapping_add(201));
+        assert_eq!(acked, 51, "the ACK number has wrapped");
+        let first = w.send(30, S, ACK, s, acked, 0);
+        let d1 = w.send(31, S, ACK, s, acked, 0);
+        let d2 = w.send(32, S, ACK, s, acked, 0);
+        assert_eq!(w.detail(d2, DupAck), dup(2, first));
+        assert_eq!(w.relative(d1, DupAck), (101, 201));
+        let fast = w.send(33, C, PSH | ACK, acked, s, 100);
+        assert_eq!(w.detail(fast, DataRetransmit), attempt(2, d, 21, true));
     }
 }
