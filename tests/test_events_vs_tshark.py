@@ -29,6 +29,9 @@ Where pcapq differs from tshark on purpose, the test states the difference and a
 
 from __future__ import annotations
 
+import asyncio
+import gc
+
 import shutil
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -75,7 +78,10 @@ def _int(layer, name: str) -> int | None:
 
 
 def tshark_frames(path: Path) -> dict[int, Frame]:
-    cap = pyshark.FileCapture(str(path), override_prefs=PREFS, tshark_path=TSHARK, custom_parameters=["-2"])
+    loop = asyncio.new_event_loop()
+    cap = pyshark.FileCapture(
+        str(path), override_prefs=PREFS, tshark_path=TSHARK, custom_parameters=["-2"], eventloop=loop
+    )
     frames = {}
     try:
         for packet in cap:
@@ -97,6 +103,10 @@ def tshark_frames(path: Path) -> dict[int, Frame]:
             )
     finally:
         cap.close()
+        # Finalise tshark's pipe transports while their loop is still open, then close it, so
+        # nothing of pyshark's is left for the garbage collector to complain about later.
+        gc.collect()
+        loop.close()
     return frames
 
 
