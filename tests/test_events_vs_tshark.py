@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-
 import shutil
 from collections.abc import Collection
 from dataclasses import dataclass
