@@ -5,6 +5,7 @@
 
 use crate::decode::{self, Skip};
 use crate::flow::table::FlowTable;
+use crate::flow::tally::Tally;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
 
@@ -81,8 +82,10 @@ impl SkipCounts {
 #[derive(Default)]
 pub struct Analysis {
     pub files: Vec<FileReport>,
-    /// Every connection, in order of its first packet.
+    /// Every connection, in order of its first packet (when `keep_connections` is on).
     pub connections: Vec<Connection>,
+    /// The tally of the connections whose records were dropped (`keep_connections` off).
+    pub dropped: Tally,
     /// Tracker state of the connections still remembered when the input ended (what a merge
     /// with the next capture continues from).
     pub live: FlowTable,
@@ -90,29 +93,25 @@ pub struct Analysis {
     pub options: AnalyzeOptions,
 }
 
-/// Counts over the connections, for the summary.
+/// Counts over the whole capture, for the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     pub packets: u64,
     pub tcp_segments: u64,
     pub skipped: u64,
-    pub connections: u64,
-    pub handshakes_completed: u64,
-    pub with_syn_retransmits: u64,
-    pub with_synack_retransmits: u64,
-    pub with_data_retransmits: u64,
-    pub with_dup_acks: u64,
-    pub with_zero_window: u64,
-    pub reset: u64,
-    pub partial: u64,
-    pub port_reuse: u64,
-    pub snaplen_cut_segments: u64,
+    pub connections: Tally,
 }
 
 impl Analysis {
     /// Joins the analysis of the capture that came right after this one (analysed with
     /// `mergeable` on): files are appended, connections spanning the boundary become one.
-    pub fn merge(self, later: Analysis) -> Analysis {
+    pub fn merge(self, later: Analysis) -> Result<Analysis, String> {
+        if !self.options.tracker.keep_connections || !later.options.tracker.keep_connections {
+            return Err("only analyses that kept every connection can be merged".into());
+        }
+        if !later.options.tracker.mergeable {
+            return Err("the later analysis was not made mergeable".into());
+        }
         let file_offset = self.files.len() as u32;
         let earlier = merge::Tracked { connections: self.connections, live: self.live };
         let later_tracked = merge::Tracked { connections: later.connections, live: later.live };
@@ -121,31 +120,20 @@ impl Analysis {
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
-        Analysis { files, connections: joined.connections, live: joined.live, skipped, options: self.options }
+        Ok(Analysis { files, connections: joined.connections, dropped: Tally::default(), live: joined.live, skipped, options: self.options })
     }
 
     pub fn summary(&self) -> Summary {
-        let mut s = Summary {
+        let mut tally = self.dropped;
+        for c in &self.connections {
+            tally.count(c);
+        }
+        Summary {
             packets: self.files.iter().map(|f| f.packets).sum(),
             tcp_segments: self.files.iter().map(|f| f.tcp_segments).sum(),
             skipped: self.skipped.total(),
-            connections: self.connections.len() as u64,
-            ..Summary::default()
-        };
-        for c in &self.connections {
-            let any = |f: &dyn Fn(&crate::flow::connection::DirectionCounts) -> bool| c.counts.iter().any(f);
-            s.handshakes_completed += u64::from(c.handshake_completed());
-            s.with_syn_retransmits += u64::from(c.syn_count > 1);
-            s.with_synack_retransmits += u64::from(c.synack_count > 1);
-            s.with_data_retransmits += u64::from(any(&|d| d.data_retransmits > 0));
-            s.with_dup_acks += u64::from(any(&|d| d.dup_acks > 0));
-            s.with_zero_window += u64::from(any(&|d| d.zero_windows > 0));
-            s.reset += u64::from(any(&|d| d.rst));
-            s.partial += u64::from(c.partial);
-            s.port_reuse += u64::from(c.follows.is_some());
-            s.snaplen_cut_segments += u64::from(c.snaplen_cut);
+            connections: tally,
         }
-        s
     }
 
     /// Sentences about anything that makes the result less than complete.
@@ -218,6 +206,6 @@ pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, Re
             stop,
         });
     }
-    let (connections, live) = tracker.finish();
-    Ok(Analysis { files, connections, live, skipped, options })
+    let (connections, dropped, live) = tracker.finish();
+    Ok(Analysis { files, connections, dropped, live, skipped, options })
 }

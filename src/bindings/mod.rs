@@ -46,7 +46,7 @@ pub struct Analysis {
 impl Analysis {
     /// Counts over the whole capture.
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.inner.summary();
+        let s = json::summary_view(&self.inner);
         let d = PyDict::new(py);
         d.set_item("packets", s.packets)?;
         d.set_item("tcp_segments", s.tcp_segments)?;
@@ -119,7 +119,7 @@ impl Analysis {
     fn merge(&mut self, later: &mut Analysis) -> PyResult<Analysis> {
         let earlier = std::mem::take(&mut self.inner);
         let later = std::mem::take(&mut later.inner);
-        let inner = catch(move || earlier.merge(later))?;
+        let inner = catch(move || earlier.merge(later))?.map_err(pyo3::exceptions::PyValueError::new_err)?;
         Ok(Analysis { inner })
     }
 
@@ -181,13 +181,18 @@ impl Write for PyTextWriter<'_> {
 }
 
 /// Reads the captures in `paths` (in order, as one capture; "-" is stdin) and rebuilds every
-/// TCP connection. `mergeable` keeps what `Analysis.merge` needs to join this analysis onto
-/// the one of the capture before. Raises CaptureError if a file cannot be opened or is not a
+/// TCP connection. `keep_connections` keeps every connection's record (off, finished
+/// connections are only counted: memory follows the live ones); `keep_events` keeps their
+/// events; `mergeable` keeps what `Analysis.merge` needs to join this analysis onto the one of
+/// the capture before. Raises CaptureError if a file cannot be opened or is not a
 /// capture.
 #[pyfunction]
-#[pyo3(signature = (paths, *, keep_events = true, mergeable = false))]
-fn analyze(py: Python<'_>, paths: Vec<String>, keep_events: bool, mergeable: bool) -> PyResult<Analysis> {
-    let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable } };
+#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false))]
+fn analyze(py: Python<'_>, paths: Vec<String>, keep_connections: bool, keep_events: bool, mergeable: bool) -> PyResult<Analysis> {
+    if !keep_connections && (keep_events || mergeable) {
+        return Err(pyo3::exceptions::PyValueError::new_err("keep_events and mergeable need keep_connections"));
+    }
+    let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections } };
     let result = py.allow_threads(|| catch(|| analysis::analyze(&paths, options)))?;
     match result {
         Ok(inner) => Ok(Analysis { inner }),

@@ -3,6 +3,7 @@
 
 use super::event::{Event, FrameRef, Side};
 use super::key::Endpoint;
+use super::tally::Marks;
 use crate::decode::{Segment, TcpOptions};
 
 /// Where the handshake and teardown got to, as seen at the capture point.
@@ -75,7 +76,7 @@ pub struct Connection {
     pub handshake_ack_time_ns: Option<i64>,
     pub counts: [DirectionCounts; 2],
     /// Options of the SYN (client) and SYN-ACK (server).
-    pub options: [Option<TcpOptions>; 2],
+    pub options: [Option<HandshakeOptions>; 2],
     /// The connection this one replaced on the same 4-tuple (a SYN with a new ISN).
     pub follows: Option<u64>,
     pub events: Vec<Event>,
@@ -86,6 +87,24 @@ pub struct Connection {
     /// In a mergeable analysis, the first segments of a connection that may have begun in the
     /// capture before this one (see `merge`).
     pub prefix: Option<Box<Prefix>>,
+    /// What the summary already counted for this connection: set on a record revived by a late
+    /// packet after its first record was counted and dropped.
+    pub tallied: Marks,
+}
+
+/// The options a SYN or SYN-ACK offered (RFC 9293 §3.7.1, RFC 7323, RFC 2018), in 8 bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandshakeOptions {
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+}
+
+impl From<TcpOptions> for HandshakeOptions {
+    fn from(o: TcpOptions) -> Self {
+        HandshakeOptions { mss: o.mss, window_scale: o.window_scale, sack_permitted: o.sack_permitted, timestamps: o.timestamp.is_some() }
+    }
 }
 
 /// A segment as the tracker saw it, kept so a merge can feed it again.
@@ -152,7 +171,17 @@ impl Connection {
             events_dropped: 0,
             snaplen_cut: 0,
             prefix: None,
+            tallied: Marks::default(),
         }
+    }
+
+    /// A record for a late packet of a connection that was already counted and dropped: it
+    /// carries what was counted, so counting it again adds only what the late packets show.
+    pub fn revived(id: u64, client: Endpoint, server: Endpoint, state: ConnState, tallied: Marks, at: FrameRef, time_ns: i64) -> Connection {
+        let mut conn = Connection::new(id, client, server, tallied.is_partial(), at, time_ns);
+        conn.state = state;
+        conn.tallied = tallied;
+        conn
     }
 
     pub fn side_of(&self, source: Endpoint) -> Side {

@@ -1,6 +1,7 @@
 //! Endpoints and the direction-free key of a TCP 4-tuple.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
 use crate::decode::Segment;
@@ -34,39 +35,64 @@ impl Endpoint {
 /// The 4-tuple with its endpoints in a fixed order, so both directions find the same entry.
 /// Addresses are packed into integers (IPv4 in the low 32 bits, with `v6` telling the
 /// families apart): hashing and comparing it is on the path of every packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowKey {
-    low: (u128, u16),
-    high: (u128, u16),
+    low_ip: [u64; 2],
+    high_ip: [u64; 2],
+    low_port: u16,
+    high_port: u16,
     v6: bool,
 }
 
-fn packed(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
+impl Hash for FlowKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.low_ip[0] ^ self.high_ip[1].rotate_left(32));
+        state.write_u64(self.high_ip[0] ^ self.low_ip[1].rotate_left(32));
+        state.write_u64(u64::from(self.low_port) | u64::from(self.high_port) << 16 | u64::from(self.v6) << 32);
     }
 }
 
+fn packed(ip: IpAddr) -> (u128, bool) {
+    match ip {
+        IpAddr::V4(a) => (u128::from(u32::from(a)), false),
+        IpAddr::V6(a) => (u128::from(a), true),
+    }
+}
+
+fn halves(ip: u128) -> [u64; 2] {
+    [ip as u64, (ip >> 64) as u64]
+}
+
 impl FlowKey {
-    pub fn new(a: Endpoint, b: Endpoint) -> FlowKey {
-        let v6 = a.ip.is_ipv6();
-        let (a, b) = ((packed(a.ip), a.port), (packed(b.ip), b.port));
-        if a <= b {
-            FlowKey { low: a, high: b, v6 }
-        } else {
-            FlowKey { low: b, high: a, v6 }
-        }
+    /// The key of the 4-tuple between `a` and `b`, and whether `a` is its low endpoint.
+    pub fn oriented(a: Endpoint, b: Endpoint) -> (FlowKey, bool) {
+        let ((a_ip, v6), (b_ip, _)) = (packed(a.ip), packed(b.ip));
+        let a_low = (a_ip, a.port) <= (b_ip, b.port);
+        let ((low, low_port), (high, high_port)) =
+            if a_low { ((a_ip, a.port), (b_ip, b.port)) } else { ((b_ip, b.port), (a_ip, a.port)) };
+        (FlowKey { low_ip: halves(low), high_ip: halves(high), low_port, high_port, v6 }, a_low)
     }
 
-    pub fn of(seg: &Segment) -> FlowKey {
-        let v6 = seg.src.is_ipv6();
-        let (a, b) = ((packed(seg.src), seg.src_port), (packed(seg.dst), seg.dst_port));
-        if a <= b {
-            FlowKey { low: a, high: b, v6 }
-        } else {
-            FlowKey { low: b, high: a, v6 }
-        }
+    pub fn new(a: Endpoint, b: Endpoint) -> FlowKey {
+        FlowKey::oriented(a, b).0
+    }
+
+    /// The two endpoints, the low one first.
+    pub fn endpoints(&self) -> (Endpoint, Endpoint) {
+        let ip = |halves: [u64; 2]| -> IpAddr {
+            let value = u128::from(halves[0]) | u128::from(halves[1]) << 64;
+            if self.v6 {
+                IpAddr::from(value.to_be_bytes())
+            } else {
+                IpAddr::from((value as u32).to_be_bytes())
+            }
+        };
+        (Endpoint { ip: ip(self.low_ip), port: self.low_port }, Endpoint { ip: ip(self.high_ip), port: self.high_port })
+    }
+
+    /// The segment's key, and whether its sender is the low endpoint.
+    pub fn of(seg: &Segment) -> (FlowKey, bool) {
+        FlowKey::oriented(Endpoint::source(seg), Endpoint::destination(seg))
     }
 }
 
@@ -79,9 +105,13 @@ mod tests {
         let a = Endpoint { ip: "10.0.0.1".parse().unwrap(), port: 40000 };
         let b = Endpoint { ip: "10.0.0.2".parse().unwrap(), port: 9000 };
         assert_eq!(FlowKey::new(a, b), FlowKey::new(b, a));
+        assert_ne!(FlowKey::oriented(a, b).1, FlowKey::oriented(b, a).1);
+        assert_eq!(FlowKey::new(b, a).endpoints(), (a, b));
         let mapped = Endpoint { ip: "::a00:1".parse().unwrap(), port: 40000 };
         let mapped_b = Endpoint { ip: "::a00:2".parse().unwrap(), port: 9000 };
         assert_ne!(FlowKey::new(a, b), FlowKey::new(mapped, mapped_b));
+        let v6a = Endpoint { ip: "2001:db8::1".parse().unwrap(), port: 1 };
+        assert_eq!(FlowKey::new(v6a, mapped).endpoints(), (mapped, v6a));
     }
 
     #[test]

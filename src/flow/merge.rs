@@ -25,8 +25,9 @@ pub struct Tracked {
     pub live: FlowTable,
 }
 
-/// Joins `later` onto `earlier`. `file_offset` is the number of input files of the earlier
-/// analysis: the later one's file indices move up by it.
+/// Joins `later` onto `earlier`, both analysed keeping every connection's record.
+/// `file_offset` is the number of input files of the earlier analysis: the later one's file
+/// indices move up by it.
 pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offset: u32) -> Tracked {
     let mut tracker = Tracker::resume(options, earlier.connections, earlier.live);
     let mut later_live: FxHashMap<usize, (FlowKey, Flow)> =
@@ -39,13 +40,13 @@ pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offs
         let key = FlowKey::new(conn.client, conn.server);
         let live_flow = later_live.remove(&index);
         let first = conn.prefix.as_ref().and_then(|p| p.segments.first().copied());
-        let earlier_flow = tracker.table.get_mut(&key).map(|f| (f.conn, f.last_time_ns));
+        let earlier_flow = tracker.table.get_mut(&key, &mut tracker.store).map(|f| (f.conn, f.last_time_ns));
 
         let joins = match (first, earlier_flow) {
             (Some(first), Some((e, last_time_ns))) => {
-                let earlier_conn = &tracker.connections[e];
+                let earlier_conn = tracker.store.get(e);
                 !is_forgotten(last_time_ns, earlier_conn.state, first.time_ns)
-                    && !starts_new_connection(earlier_conn, Endpoint::source(&first.segment), &first.segment)
+                    && !starts_new_connection(earlier_conn, earlier_conn.side_of(Endpoint::source(&first.segment)), &first.segment)
             }
             _ => false,
         };
@@ -54,7 +55,7 @@ pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offs
         if joins {
             let e = earlier_flow.unwrap_or_default();
             graft(&mut tracker, e, key, conn, live_flow);
-            merged_id.push(tracker.connections[e].id);
+            merged_id.push(tracker.store.get(e).id);
             continue;
         }
 
@@ -63,21 +64,22 @@ pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offs
             conn.follows = merged_id.get(previous as usize).copied();
         }
         if let Some(e) = earlier_flow {
-            if first.is_some_and(|f| starts_new_connection(&tracker.connections[e], Endpoint::source(&f.segment), &f.segment)) {
-                conn.follows = Some(tracker.connections[e].id);
+            if first.is_some_and(|f| {
+                let earlier_conn = tracker.store.get(e);
+                starts_new_connection(earlier_conn, earlier_conn.side_of(Endpoint::source(&f.segment)), &f.segment)
+            }) {
+                conn.follows = Some(tracker.store.get(e).id);
             }
             tracker.table.remove(&key);
         }
-        let new_index = tracker.connections.len();
-        conn.id = new_index as u64;
-        merged_id.push(conn.id);
-        tracker.connections.push(conn);
+        let new_index = tracker.store.adopt(conn);
+        merged_id.push(tracker.store.get(new_index).id);
         if let Some((key, mut flow)) = live_flow {
             flow.conn = new_index;
             tracker.table.insert(key, flow);
         }
     }
-    let (connections, live) = tracker.finish();
+    let (connections, _, live) = tracker.finish();
     Tracked { connections, live }
 }
 
@@ -93,7 +95,7 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
         return;
     };
     let last_replayed = prefix.segments.last().map(|s| s.at).unwrap_or_default();
-    let conn = &mut tracker.connections[e];
+    let conn = tracker.store.get_mut(e);
     // The later analysis may have guessed the client the other way round.
     let flipped = later.client != conn.client;
     let side = |s: Side| if flipped { s.other() } else { s };
@@ -124,6 +126,7 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
             flow.conn = e;
             if flipped {
                 flow.direction.swap(0, 1);
+                flow.client_is_low = !flow.client_is_low;
             }
             tracker.table.insert(key, flow);
         }

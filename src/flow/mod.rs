@@ -6,7 +6,9 @@ pub mod event;
 pub mod key;
 pub mod merge;
 pub mod seq;
+pub mod store;
 pub mod table;
+pub mod tally;
 pub mod tracker;
 
 pub use connection::{ConnState, Connection};

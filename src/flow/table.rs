@@ -7,54 +7,87 @@
 
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
+use std::collections::VecDeque;
 
-use super::connection::{ConnState, Connection};
-use super::event::{FrameRef, PacketRole};
+use super::connection::ConnState;
 use super::key::FlowKey;
 use super::seq::SeqNumber;
+use super::store::{ConnectionStore, Retired};
 use super::tracker::{DirectionState, Flow};
 
 /// A finished connection stays in the hot table this long after its last packet: a lost last
-/// ACK brings a FIN retransmission after the RTO (at least 200 ms, Linux TCP_RTO_MIN).
-pub const CLOSED_GRACE_NS: i64 = 1_000_000_000;
+/// ACK brings a FIN retransmission after the RTO (at least 200 ms, Linux TCP_RTO_MIN), an
+/// unread response an RST within a round trip. Later packets still find the tombstone.
+pub const CLOSED_GRACE_NS: i64 = 500_000_000;
 /// A finished or never-answered connection is forgotten after this much capture time without
 /// packets: longer than TIME-WAIT (60 s, Linux TCP_TIMEWAIT_LEN) and the SYN-ACK retries
 /// (63 s, tcp_synack_retries=5).
 pub const LINGER_NS: i64 = 120 * 1_000_000_000;
 
 /// What is kept of a finished connection's state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Tombstone {
-    conn: usize,
+    record: Retired,
     last_time_ns: i64,
-    next_seq: [Option<SeqNumber>; 2],
-    data_seen: [bool; 2],
-    fin_seen: [bool; 2],
-    last_packet: [Option<(PacketRole, FrameRef, i64)>; 2],
+    /// Per direction (client, server): the highest sequence number sent plus one.
+    next_seq: [u32; 2],
+    flags: TombstoneFlags,
+    state: ConnState,
 }
 
-impl Tombstone {
-    fn of(flow: &Flow) -> Tombstone {
-        let [c, s] = &flow.direction;
-        Tombstone {
-            conn: flow.conn,
-            last_time_ns: flow.last_time_ns,
-            next_seq: [c.next_seq, s.next_seq],
-            data_seen: [c.data_seen, s.data_seen],
-            fin_seen: [c.fin_seen, s.fin_seen],
-            last_packet: [c.last_packet, s.last_packet],
+/// Per-direction booleans of a tombstone, as bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TombstoneFlags(u8);
+
+impl TombstoneFlags {
+    const NEXT_SEQ_KNOWN: u8 = 0b0000_0001;
+    const DATA_SEEN: u8 = 0b0000_0100;
+    const FIN_SEEN: u8 = 0b0001_0000;
+    const CLIENT_IS_LOW: u8 = 0b0100_0000;
+
+    fn set(&mut self, bit: u8, direction: usize, on: bool) {
+        if on {
+            self.0 |= bit << direction;
         }
     }
 
-    fn into_flow(self) -> Flow {
+    fn get(self, bit: u8, direction: usize) -> bool {
+        self.0 & (bit << direction) != 0
+    }
+}
+
+impl Tombstone {
+    fn of(flow: &Flow, record: Retired, state: ConnState) -> Tombstone {
+        let mut flags = TombstoneFlags::default();
+        let mut next_seq = [0; 2];
+        for (i, d) in flow.direction.iter().enumerate() {
+            flags.set(TombstoneFlags::NEXT_SEQ_KNOWN, i, d.next_seq.is_some());
+            flags.set(TombstoneFlags::DATA_SEEN, i, d.data_seen);
+            flags.set(TombstoneFlags::FIN_SEEN, i, d.fin_seen);
+            next_seq[i] = d.next_seq.map_or(0, |s| s.0);
+        }
+        flags.set(TombstoneFlags::CLIENT_IS_LOW, 0, flow.client_is_low);
+        Tombstone { record, last_time_ns: flow.last_time_ns, next_seq, flags, state }
+    }
+
+    fn client_is_low(&self) -> bool {
+        self.flags.get(TombstoneFlags::CLIENT_IS_LOW, 0)
+    }
+
+    fn into_flow(self, conn: usize) -> Flow {
         let direction = |i: usize| DirectionState {
-            next_seq: self.next_seq[i],
-            data_seen: self.data_seen[i],
-            fin_seen: self.fin_seen[i],
-            last_packet: self.last_packet[i],
+            next_seq: self.flags.get(TombstoneFlags::NEXT_SEQ_KNOWN, i).then_some(SeqNumber(self.next_seq[i])),
+            data_seen: self.flags.get(TombstoneFlags::DATA_SEEN, i),
+            fin_seen: self.flags.get(TombstoneFlags::FIN_SEEN, i),
             ..DirectionState::default()
         };
-        Flow { conn: self.conn, direction: [direction(0), direction(1)], last_time_ns: self.last_time_ns }
+        Flow {
+            conn,
+            client_is_low: self.client_is_low(),
+            state: self.state,
+            direction: [direction(0), direction(1)],
+            last_time_ns: self.last_time_ns,
+        }
     }
 }
 
@@ -62,22 +95,27 @@ impl Tombstone {
 pub struct FlowTable {
     live: FxHashMap<FlowKey, Flow>,
     finished: FxHashMap<FlowKey, Tombstone>,
+    /// Flows that reached CLOSED or RESET, oldest first: what the next sweep looks at.
+    closing: VecDeque<(FlowKey, i64)>,
 }
 
 impl FlowTable {
-    /// The flow of `key`, brought back from its tombstone if it had one.
-    pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
+    /// The flow of `key`, brought back from its tombstone (and its record from the store) if
+    /// it had one.
+    pub fn get_mut(&mut self, key: &FlowKey, store: &mut ConnectionStore) -> Option<&mut Flow> {
         match self.live.entry(*key) {
             Entry::Occupied(flow) => Some(flow.into_mut()),
-            Entry::Vacant(slot) => {
+            Entry::Vacant(place) => {
                 let tombstone = self.finished.remove(key)?;
-                Some(slot.insert(tombstone.into_flow()))
+                let slot = store.revive(&tombstone.record, key, tombstone.client_is_low(), tombstone.state, tombstone.last_time_ns);
+                Some(place.insert(tombstone.into_flow(slot)))
             }
         }
     }
 
+    /// Puts a new connection's flow in the hot table. `get_mut` has already brought back
+    /// any tombstone of `key`, so there is none to remove.
     pub fn insert(&mut self, key: FlowKey, flow: Flow) {
-        self.finished.remove(&key);
         self.live.insert(key, flow);
     }
 
@@ -86,32 +124,76 @@ impl FlowTable {
         self.finished.remove(key);
     }
 
+    /// How many flows in the hot table are in each state.
+    pub fn live_states(&self) -> Vec<(&'static str, usize)> {
+        let mut counts: Vec<(&'static str, usize)> = Vec::new();
+        for flow in self.live.values() {
+            match counts.iter_mut().find(|(name, _)| *name == flow.state.slug()) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((flow.state.slug(), 1)),
+            }
+        }
+        counts.sort();
+        counts
+    }
+
     /// Flows in the hot table (not tombstones).
     pub fn live_len(&self) -> usize {
         self.live.len()
     }
 
-    /// Moves finished flows idle for `CLOSED_GRACE_NS` to tombstones, and forgets flows and
-    /// tombstones that `is_forgotten` says are done.
-    pub fn sweep(&mut self, connections: &[Connection], now_ns: i64) {
-        let finished = &mut self.finished;
-        self.live.retain(|key, flow| {
-            let conn = &connections[flow.conn];
-            if is_forgotten(flow.last_time_ns, conn.state, now_ns) {
-                return false;
-            }
-            if conn.state.is_over() && now_ns - flow.last_time_ns > CLOSED_GRACE_NS {
-                finished.insert(*key, Tombstone::of(flow));
-                return false;
-            }
-            true
-        });
-        self.finished.retain(|_, t| !is_forgotten(t.last_time_ns, connections[t.conn].state, now_ns));
+    /// Notes that the flow of `key` just finished (CLOSED or RESET) at `time_ns`.
+    pub fn note_finished(&mut self, key: FlowKey, time_ns: i64) {
+        self.closing.push_back((key, time_ns));
     }
 
-    /// Every flow still remembered, tombstones brought back, in no particular order.
+    /// Moves finished flows idle for `CLOSED_GRACE_NS` to tombstones; the store retires their
+    /// records. Looks only at flows noted finished, so it costs what finished since the last sweep.
+    pub fn sweep_finished_flows(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+        while let Some(&(key, since)) = self.closing.front() {
+            if now_ns - since <= CLOSED_GRACE_NS {
+                break;
+            }
+            self.closing.pop_front();
+            let Some(flow) = self.live.remove(&key) else { continue };
+            if !flow.state.is_over() {
+                // A new connection took the 4-tuple.
+                self.live.insert(key, flow);
+                continue;
+            }
+            if now_ns - flow.last_time_ns <= CLOSED_GRACE_NS {
+                // A late packet came: look again once the grace has passed.
+                self.closing.push_back((key, flow.last_time_ns));
+                self.live.insert(key, flow);
+                continue;
+            }
+            let record = store.retire(flow.conn);
+            self.finished.insert(key, Tombstone::of(&flow, record, flow.state));
+        }
+    }
+
+    /// Forgets the flows that `is_forgotten` says are done (never answered, idle for minutes);
+    /// looks at every flow, so it runs seldom.
+    pub fn sweep_forgotten_flows(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+        self.live.retain(|_, flow| {
+            let forgotten = is_forgotten(flow.last_time_ns, flow.state, now_ns) && !flow.state.is_over();
+            if forgotten {
+                store.retire(flow.conn);
+            }
+            !forgotten
+        });
+    }
+
+    /// Forgets the tombstones that `is_forgotten` says are done.
+    pub fn sweep_finished(&mut self, now_ns: i64) {
+        self.finished.retain(|_, t| !is_forgotten(t.last_time_ns, t.state, now_ns));
+    }
+
+    /// Every flow still remembered, in no particular order; a tombstone comes back as a flow
+    /// on its record's slot (the record's id: for analyses that keep every record).
     pub fn into_flows(self) -> impl Iterator<Item = (FlowKey, Flow)> {
-        self.live.into_iter().chain(self.finished.into_iter().map(|(key, t)| (key, t.into_flow())))
+        let revived = self.finished.into_iter().map(|(key, t)| (key, t.into_flow(t.record.id as usize)));
+        self.live.into_iter().chain(revived)
     }
 }
 

@@ -12,17 +12,20 @@ use super::connection::{ConnState, Connection, SeenSegment, PREFIX_LEN};
 use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
+use super::store::ConnectionStore;
 use super::table::FlowTable;
+use super::tally::Tally;
 use crate::decode::{flags, Segment};
 
 /// Linux's default ephemeral port range starts here (net.ipv4.ip_local_port_range = 32768 60999).
 const EPHEMERAL_PORT_START: u16 = 32768;
-/// Look for connections to retire every this many segments...
-const SWEEP_EVERY: u32 = 16 * 1024;
-/// ...once this much capture time has passed since the last look.
-const SWEEP_INTERVAL_NS: i64 = 500_000_000;
+/// Look for finished connections to retire every this many segments.
+const SWEEP_EVERY: u32 = 4 * 1024;
+/// Unanswered flows and tombstones are kept for minutes: looking through all of them this
+/// often is enough.
+const FULL_SWEEP_INTERVAL_NS: i64 = 15 * 1_000_000_000;
 /// Segments remembered per direction to number retransmission attempts.
-const MAX_IN_FLIGHT: usize = 8;
+const MAX_IN_FLIGHT: usize = 4;
 
 #[derive(Clone, Copy, Debug)]
 pub struct TrackerOptions {
@@ -30,11 +33,14 @@ pub struct TrackerOptions {
     pub keep_events: bool,
     /// Keep what a merge with the capture before this one needs (connection prefixes).
     pub mergeable: bool,
+    /// Keep every connection's record. Off, a finished connection is counted in the summary
+    /// and its record dropped (events and merging need the records).
+    pub keep_connections: bool,
 }
 
 impl Default for TrackerOptions {
     fn default() -> Self {
-        TrackerOptions { keep_events: true, mergeable: false }
+        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true }
     }
 }
 
@@ -44,13 +50,54 @@ impl Default for TrackerOptions {
 const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
 
 /// One segment sent and not yet acknowledged, remembered to number its retransmissions.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SentSegment {
     seq: SeqNumber,
     end: SeqNumber,
     first: FrameRef,
     last_send_ns: i64,
     sends: u32,
+}
+
+/// The last `MAX_IN_FLIGHT` segments sent and not yet acknowledged, oldest first, kept inline
+/// (no allocation per connection).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct InFlight {
+    segments: [SentSegment; MAX_IN_FLIGHT],
+    len: u8,
+}
+
+impl InFlight {
+    fn live(&mut self) -> &mut [SentSegment] {
+        let len = usize::from(self.len).min(MAX_IN_FLIGHT);
+        &mut self.segments[..len]
+    }
+
+    fn find_mut(&mut self, seq: SeqNumber) -> Option<&mut SentSegment> {
+        self.live().iter_mut().find(|s| s.seq == seq)
+    }
+
+    /// Adds a segment. When all places are taken the newest is replaced: a retransmission
+    /// timeout re-sends the oldest unacknowledged segment (RFC 6298 §5.4), so those stay.
+    fn push(&mut self, segment: SentSegment) {
+        if usize::from(self.len) == MAX_IN_FLIGHT {
+            self.len -= 1;
+        }
+        let at = usize::from(self.len);
+        if let Some(slot) = self.segments.get_mut(at) {
+            *slot = segment;
+            self.len += 1;
+        }
+    }
+
+    /// Forgets the segments `ack` covers entirely.
+    fn acknowledge(&mut self, ack: SeqNumber) {
+        let covered = self.live().iter().take_while(|s| !ack.before(s.end)).count();
+        if covered > 0 {
+            self.segments.rotate_left(covered);
+            self.len -= covered as u8;
+        }
+    }
 }
 
 /// What the tracker knows about one direction of a live connection.
@@ -73,7 +120,7 @@ pub struct DirectionState {
     /// First SYN (client) or SYN-ACK (server), and the latest one.
     pub(crate) first_handshake: Option<FrameRef>,
     pub(crate) last_handshake_ns: i64,
-    pub(crate) in_flight: Vec<SentSegment>,
+    pub(crate) in_flight: InFlight,
 }
 
 /// The tracker's working state for a connection that may still see packets.
@@ -81,6 +128,12 @@ pub struct DirectionState {
 pub struct Flow {
     /// Index of the connection's record in `Tracker::connections`.
     pub conn: usize,
+    /// The client is the low endpoint of the flow's key: a segment's side follows from the
+    /// key's orientation, without comparing addresses.
+    pub client_is_low: bool,
+    /// The record's state, copied after every segment so the table can sweep without
+    /// reading the records.
+    pub state: ConnState,
     pub direction: [DirectionState; 2],
     pub last_time_ns: i64,
 }
@@ -114,9 +167,9 @@ impl Packet<'_> {
 pub struct Tracker {
     options: TrackerOptions,
     pub(crate) table: FlowTable,
-    pub connections: Vec<Connection>,
+    pub(crate) store: ConnectionStore,
     segments_since_sweep: u32,
-    last_sweep_ns: Option<i64>,
+    last_full_sweep_ns: Option<i64>,
     first_time_ns: Option<i64>,
 }
 
@@ -125,19 +178,29 @@ impl Tracker {
         Tracker {
             options,
             table: FlowTable::default(),
-            connections: Vec::new(),
+            store: ConnectionStore::new(options.keep_connections),
             segments_since_sweep: 0,
-            last_sweep_ns: None,
+            last_full_sweep_ns: None,
             first_time_ns: None,
         }
     }
 
-    /// A tracker that continues where an earlier one stopped (`finish()`'s result).
+    /// A tracker that continues where an earlier one, which kept every record, stopped.
     pub fn resume(options: TrackerOptions, connections: Vec<Connection>, table: FlowTable) -> Tracker {
         let mut tracker = Tracker::new(options);
-        tracker.connections = connections;
+        tracker.store = ConnectionStore::resume(connections);
         tracker.table = table;
         tracker
+    }
+
+    /// How many flows in the hot table are in each state (for diagnostics and tests).
+    pub fn live_states(&self) -> Vec<(&'static str, usize)> {
+        self.table.live_states()
+    }
+
+    /// The records in use, by slot (every record, by id, when `keep_connections` is on).
+    pub fn connections(&self) -> &[Connection] {
+        self.store.records()
     }
 
     /// Connections in the hot table (not yet finished, or finished less than a second ago).
@@ -154,14 +217,19 @@ impl Tracker {
     /// `on_segment` without forgetting idle connections (a merge replays segments out of
     /// global time order).
     pub(crate) fn track(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
-        let key = FlowKey::of(seg);
-        let follows = match self.table.get_mut(&key) {
+        let (key, source_is_low) = FlowKey::of(seg);
+        let follows = match self.table.get_mut(&key, &mut self.store) {
             Some(flow) => {
-                let conn = &mut self.connections[flow.conn];
-                if !starts_new_connection(conn, Endpoint::source(seg), seg) {
-                    observe(flow, conn, seg, at, time_ns, self.options.keep_events);
+                let conn = self.store.get_mut(flow.conn);
+                let side = if source_is_low == flow.client_is_low { Side::Client } else { Side::Server };
+                if !starts_new_connection(conn, side, seg) {
+                    let was_over = flow.state.is_over();
+                    observe(flow, conn, seg, side, at, time_ns, self.options.keep_events);
                     if self.options.mergeable {
                         record_prefix(conn, seg, at, time_ns);
+                    }
+                    if !was_over && flow.state.is_over() {
+                        self.table.note_finished(key, time_ns);
                     }
                     return;
                 }
@@ -169,17 +237,22 @@ impl Tracker {
             }
             None => None,
         };
-        let conn_index = self.open_connection(seg, at, time_ns, follows);
-        let mut flow = Flow { conn: conn_index, direction: Default::default(), last_time_ns: time_ns };
-        let conn = &mut self.connections[conn_index];
-        observe(&mut flow, conn, seg, at, time_ns, self.options.keep_events);
+        let (conn_index, side) = self.open_connection(seg, at, time_ns, follows);
+        let client_is_low = source_is_low == (side == Side::Client);
+        let mut flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
+        let conn = self.store.get_mut(conn_index);
+        observe(&mut flow, conn, seg, side, at, time_ns, self.options.keep_events);
         if self.options.mergeable {
             record_prefix(conn, seg, at, time_ns);
+        }
+        if flow.state.is_over() {
+            self.table.note_finished(key, time_ns);
         }
         self.table.insert(key, flow);
     }
 
-    fn open_connection(&mut self, seg: &Segment, at: FrameRef, time_ns: i64, follows: Option<u64>) -> usize {
+    /// Opens the record of a new connection; returns its index and the side that sent `seg`.
+    fn open_connection(&mut self, seg: &Segment, at: FrameRef, time_ns: i64, follows: Option<u64>) -> (usize, Side) {
         let (src, dst) = (Endpoint::source(seg), Endpoint::destination(seg));
         let (client, server, partial) = if seg.has(flags::SYN) && !seg.has(flags::ACK) {
             (src, dst, false)
@@ -190,36 +263,44 @@ impl Tracker {
             let (client, server) = guess_client(src, dst);
             (client, server, true)
         };
-        let id = self.connections.len() as u64;
-        let mut conn = Connection::new(id, client, server, partial, at, time_ns);
-        conn.follows = follows;
         let first_time_ns = *self.first_time_ns.get_or_insert(time_ns);
-        if self.options.mergeable && follows.is_none() && (partial || time_ns - first_time_ns <= JOIN_WINDOW_NS) {
-            conn.prefix = Some(Box::default());
-        }
-        self.connections.push(conn);
-        self.connections.len() - 1
+        let with_prefix = self.options.mergeable && follows.is_none() && (partial || time_ns - first_time_ns <= JOIN_WINDOW_NS);
+        let slot = self.store.add(|id| {
+            let mut conn = Connection::new(id, client, server, partial, at, time_ns);
+            conn.follows = follows;
+            if with_prefix {
+                conn.prefix = Some(Box::default());
+            }
+            conn
+        });
+        let side = if client == src { Side::Client } else { Side::Server };
+        (slot, side)
     }
 
-    /// Every `SWEEP_EVERY` segments, and at most every `SWEEP_INTERVAL_NS` of capture time,
-    /// lets the table retire finished connections (their records stay in `connections`).
+    /// Every `SWEEP_EVERY` segments, retires the connections that finished more than the
+    /// grace period ago (a cost in proportion to them); every `FULL_SWEEP_INTERVAL_NS` of
+    /// capture time, also looks through every flow and tombstone for ones to forget.
     fn maybe_sweep(&mut self, now_ns: i64) {
         self.segments_since_sweep += 1;
         if self.segments_since_sweep < SWEEP_EVERY {
             return;
         }
         self.segments_since_sweep = 0;
-        let last = *self.last_sweep_ns.get_or_insert(now_ns);
-        if now_ns - last < SWEEP_INTERVAL_NS {
-            return;
+        self.table.sweep_finished_flows(&mut self.store, now_ns);
+        let last_full = *self.last_full_sweep_ns.get_or_insert(now_ns);
+        if now_ns - last_full >= FULL_SWEEP_INTERVAL_NS {
+            self.last_full_sweep_ns = Some(now_ns);
+            self.table.sweep_forgotten_flows(&mut self.store, now_ns);
+            self.table.sweep_finished(now_ns);
         }
-        self.last_sweep_ns = Some(now_ns);
-        self.table.sweep(&self.connections, now_ns);
     }
 
-    /// The connection records, in order of first packet, and the table of flows still remembered.
-    pub fn finish(self) -> (Vec<Connection>, FlowTable) {
-        (self.connections, self.table)
+    /// The records kept (every connection in order of first packet when `keep_connections`
+    /// is on, none otherwise), the tally of the connections whose records were dropped, and
+    /// the table of flows still remembered.
+    pub fn finish(self) -> (Vec<Connection>, Tally, FlowTable) {
+        let (connections, tally) = self.store.finish();
+        (connections, tally, self.table)
     }
 }
 
@@ -238,11 +319,11 @@ fn record_prefix(conn: &mut Connection, seg: &Segment, at: FrameRef, time_ns: i6
 }
 
 /// Does this segment start a new connection on a 4-tuple that already has one?
-pub(crate) fn starts_new_connection(conn: &Connection, source: Endpoint, seg: &Segment) -> bool {
+pub(crate) fn starts_new_connection(conn: &Connection, source: Side, seg: &Segment) -> bool {
     if !seg.has(flags::SYN) || seg.has(flags::ACK) {
         return false;
     }
-    if source == conn.client {
+    if source == Side::Client {
         // Same ISN: a retransmission. A different one: a new connection (Wireshark's
         // tcp.analysis.reused_ports). Without the SYN, Wireshark compares with the client's
         // base (a SYN-ACK's ACK number - 1, or first seq - 1); an unknown base means new.
@@ -268,8 +349,12 @@ fn guess_client(src: Endpoint, dst: Endpoint) -> (Endpoint, Endpoint) {
 
 /// The per-connection state machine: labels one segment and updates the connection.
 /// Phases run in order: reset, handshake, sequence, acknowledgement, window.
-fn observe(flow: &mut Flow, conn: &mut Connection, seg: &Segment, at: FrameRef, time_ns: i64, keep_events: bool) {
-    let side = conn.side_of(Endpoint::source(seg));
+fn observe(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: FrameRef, time_ns: i64, keep_events: bool) {
+    label(flow, conn, seg, side, at, time_ns, keep_events);
+    flow.state = conn.state;
+}
+
+fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: FrameRef, time_ns: i64, keep_events: bool) {
     let (me, peer) = (side.index(), side.other().index());
     flow.last_time_ns = time_ns;
     conn.last_time_ns = conn.last_time_ns.max(time_ns);
@@ -308,7 +393,7 @@ fn observe(flow: &mut Flow, conn: &mut Connection, seg: &Segment, at: FrameRef, 
         if conn.syn_count == 0 {
             conn.base_seq[me] = Some(seg.seq);
             conn.syn_time_ns = Some(time_ns);
-            conn.options[me] = Some(seg.options);
+            conn.options[me] = Some(seg.options.into());
             dir.first_handshake = Some(at);
             conn.push(pkt.event(EventKind::Syn, Detail::None), keep_events);
         } else {
@@ -333,7 +418,7 @@ fn observe(flow: &mut Flow, conn: &mut Connection, seg: &Segment, at: FrameRef, 
         if conn.synack_count == 0 {
             conn.base_seq[me] = Some(seg.seq);
             conn.synack_time_ns = Some(time_ns);
-            conn.options[me] = Some(seg.options);
+            conn.options[me] = Some(seg.options.into());
             dir.first_handshake = Some(at);
             if conn.base_seq[peer].is_none() {
                 conn.base_seq[peer] = Some(seg.ack.wrapping_sub(1));
@@ -433,7 +518,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
     } else if seq.before(next) || acked_before {
         // The range starts below the highest sequence number already sent, or was acknowledged.
         let time_ns = pkt.time_ns;
-        let previous = dir.in_flight.iter_mut().find(|s| s.seq == seq);
+        let previous = dir.in_flight.find_mut(seq);
         let detail = match previous {
             Some(sent) => {
                 sent.sends += 1;
@@ -453,9 +538,6 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
         if seg.payload_len > 0 && !dir.data_seen {
             dir.data_seen = true;
             conn.push(pkt.event(EventKind::DataFirst, Detail::None), keep_events);
-        }
-        if dir.in_flight.len() >= MAX_IN_FLIGHT {
-            dir.in_flight.remove(0);
         }
         dir.in_flight.push(SentSegment { seq, end, first: pkt.at, last_send_ns: pkt.time_ns, sends: 1 });
         if fin { PacketRole::Fin } else { PacketRole::Data }
@@ -507,7 +589,7 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
     dir.last_window = seg.window;
     // What the peer sent and this ACK covers needs no more attempt numbers.
     let acked = SeqNumber(seg.ack);
-    flow.direction[side.other().index()].in_flight.retain(|s| acked.before(s.end));
+    flow.direction[side.other().index()].in_flight.acknowledge(acked);
 }
 
 /// A receive window that drops to zero (RFC 9293 §3.8.6.2.2); one event per stall.
@@ -611,7 +693,7 @@ mod tests {
         }
 
         fn conns(&self) -> &[Connection] {
-            &self.tracker.connections
+            self.tracker.connections()
         }
 
         /// The only connection.

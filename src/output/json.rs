@@ -6,7 +6,8 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::analysis::{Analysis, FileReport, Summary};
-use crate::decode::{flags, TcpOptions};
+use crate::decode::flags;
+use crate::flow::connection::HandshakeOptions;
 use crate::flow::{Connection, Detail, Event, FrameRef, Side};
 use crate::reader::CaptureReader;
 
@@ -114,21 +115,22 @@ pub struct SummaryView {
 
 impl From<Summary> for SummaryView {
     fn from(s: Summary) -> Self {
+        let c = s.connections;
         SummaryView {
             packets: s.packets,
             tcp_segments: s.tcp_segments,
             skipped: s.skipped,
-            connections: s.connections,
-            handshakes_completed: s.handshakes_completed,
-            with_syn_retransmits: s.with_syn_retransmits,
-            with_synack_retransmits: s.with_synack_retransmits,
-            with_data_retransmits: s.with_data_retransmits,
-            with_dup_acks: s.with_dup_acks,
-            with_zero_window: s.with_zero_window,
-            reset: s.reset,
-            partial: s.partial,
-            port_reuse: s.port_reuse,
-            snaplen_cut_segments: s.snaplen_cut_segments,
+            connections: c.connections,
+            handshakes_completed: c.handshakes_completed,
+            with_syn_retransmits: c.with_syn_retransmits,
+            with_synack_retransmits: c.with_synack_retransmits,
+            with_data_retransmits: c.with_data_retransmits,
+            with_dup_acks: c.with_dup_acks,
+            with_zero_window: c.with_zero_window,
+            reset: c.reset,
+            partial: c.partial,
+            port_reuse: c.port_reuse,
+            snaplen_cut_segments: c.snaplen_cut_segments,
         }
     }
 }
@@ -194,9 +196,9 @@ struct OptionsView {
     timestamps: bool,
 }
 
-impl From<TcpOptions> for OptionsView {
-    fn from(o: TcpOptions) -> Self {
-        OptionsView { mss: o.mss, window_scale: o.window_scale, sack_permitted: o.sack_permitted, timestamps: o.timestamp.is_some() }
+impl From<HandshakeOptions> for OptionsView {
+    fn from(o: HandshakeOptions) -> Self {
+        OptionsView { mss: o.mss, window_scale: o.window_scale, sack_permitted: o.sack_permitted, timestamps: o.timestamps }
     }
 }
 

@@ -68,7 +68,7 @@ class Analysis:
         """Sentences about anything that makes the result incomplete."""
 
     def __len__(self) -> int:
-        """Number of connections."""
+        """Number of connection records kept (0 with keep_connections=False)."""
 
     def connection_json(self, index: int) -> str:
         """Connection `index` (in order of first packet) as a JSON object.
@@ -83,16 +83,27 @@ class Analysis:
         `later` must come from ``analyze(..., mergeable=True)``. Connections spanning the
         boundary become one; file indices of `later` follow this one's. Both inputs are
         used up (empty afterwards).
+
+        Raises:
+            ValueError: an analysis did not keep its connections, or `later` is not mergeable.
         """
 
     def write_json(self, file: _TextFile, pretty: bool = False) -> None:
         """Writes the whole JSON document (docs/json.md) to `file`, in chunks."""
 
-def analyze(paths: list[str], *, keep_events: bool = True, mergeable: bool = False) -> Analysis:
+def analyze(
+    paths: list[str], *, keep_connections: bool = True, keep_events: bool = True, mergeable: bool = False
+) -> Analysis:
     """Reads the captures in order, as one capture ("-" is stdin), and rebuilds every TCP connection.
 
-    keep_events: keep each connection's events (needed for JSON); off, only counts.
-    mergeable: keep what `Analysis.merge` needs to join this onto the capture before.
+    keep_connections: keep every connection's record; off, a finished connection is only
+        counted in the summary, so memory follows the connections live at once.
+    keep_events: keep each connection's events (needed for JSON; needs keep_connections).
+    mergeable: keep what `Analysis.merge` needs to join this onto the capture before
+        (needs keep_connections).
+
+    Raises:
+        ValueError: keep_events or mergeable without keep_connections.
 
     Raises:
         CaptureError: a file cannot be opened or is not a capture.

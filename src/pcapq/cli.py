@@ -95,7 +95,8 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
     """
     _refuse_overwriting_inputs(files, output)
     try:
-        result = _core.analyze(list(files), keep_events=(fmt == "json"))
+        every_connection = fmt == "json"
+        result = _core.analyze(list(files), keep_connections=every_connection, keep_events=every_connection)
     except _core.CaptureError as e:
         _fail(e.args[0], ExitCode.UNREADABLE)
 

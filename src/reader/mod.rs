@@ -5,6 +5,7 @@
 //! next frame number, as Wireshark numbers them: 1-based, counting every record in the file.
 
 mod error;
+mod pcap;
 mod source;
 
 pub use error::{ReadError, ReadStop};
@@ -12,10 +13,14 @@ pub use source::Format;
 use source::StreamFault;
 
 use pcap_parser::pcapng::{Block, OptionCode};
+use std::io::Read;
+
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
 const BUFFER_LEN: usize = 256 * 1024;
+/// The classic pcap file header: magic, version, thiszone, sigfigs, snaplen, network.
+const PCAP_HEADER_LEN: usize = 24;
 
 /// The largest record we accept. libpcap's MAXIMUM_SNAPLEN is 262144; pcapng blocks add options.
 /// A length field above this is corrupt, not a jumbo packet.
@@ -69,10 +74,21 @@ struct Interface {
     offset_seconds: i64,
 }
 
+/// The stream a capture is read from (a file or stdin, gzip undone, first bytes peeked).
+type Stream = std::io::Chain<std::io::Cursor<Vec<u8>>, Box<dyn std::io::Read + Send>>;
+
+/// How the records of the capture are read.
+enum Records {
+    /// Classic pcap: our own record loop.
+    Pcap(pcap::PcapRecords<Stream>),
+    /// pcapng: pcap-parser's streaming block reader.
+    PcapNg(Box<dyn PcapReaderIterator + Send>),
+}
+
 /// A streaming capture reader. `for_each_packet` drives it.
 pub struct CaptureReader {
     path: String,
-    inner: Box<dyn PcapReaderIterator + Send>,
+    records: Option<Records>,
     section: Section,
     fault: StreamFault,
     pub info: CaptureInfo,
@@ -90,40 +106,76 @@ impl CaptureReader {
     pub fn open(path: &str) -> Result<CaptureReader, ReadError> {
         let source = source::open(path)?;
         let bad_header = |e: PcapError<&[u8]>| ReadError::BadHeader { path: path.to_string(), reason: header_reason(&e) };
-        let inner: Box<dyn PcapReaderIterator + Send> = match source.format {
-            Format::Pcap => Box::new(pcap_parser::LegacyPcapReader::new(BUFFER_LEN, source.stream).map_err(bad_header)?),
-            Format::PcapNg => Box::new(pcap_parser::PcapNGReader::new(BUFFER_LEN, source.stream).map_err(bad_header)?),
+        let mut info = CaptureInfo { format: Some(source.format), gzip: source.gzip, ..CaptureInfo::default() };
+        let mut section = Section::default();
+        let records = match source.format {
+            Format::Pcap => {
+                let mut stream = source.stream;
+                let mut head = [0u8; PCAP_HEADER_LEN];
+                stream.read_exact(&mut head).map_err(|_| bad_header(PcapError::UnexpectedEof))?;
+                let (_, header) = pcap_parser::pcap::parse_pcap_header(&head).map_err(|_| bad_header(PcapError::HeaderNotRecognized))?;
+                info.sections = 1;
+                info.interfaces = 1;
+                section.big_endian = header.is_bigendian();
+                section.interfaces.push(Interface {
+                    linktype: file_linktype(header.network.0 as u32),
+                    snaplen: header.snaplen,
+                    units_per_second: if header.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 },
+                    offset_seconds: 0,
+                });
+                Records::Pcap(pcap::PcapRecords::new(stream, header.is_bigendian(), PCAP_HEADER_LEN as u64))
+            }
+            Format::PcapNg => Records::PcapNg(Box::new(pcap_parser::PcapNGReader::new(BUFFER_LEN, source.stream).map_err(bad_header)?)),
         };
-        let info = CaptureInfo { format: Some(source.format), gzip: source.gzip, ..CaptureInfo::default() };
-        Ok(CaptureReader { path: path.to_string(), inner, section: Section::default(), fault: source.fault, info })
+        Ok(CaptureReader { path: path.to_string(), records: Some(records), section, fault: source.fault, info })
     }
 
     /// Calls `on_packet` for every packet in file order. Returns how reading ended: the end of
     /// the file, or a break (truncation, corruption, I/O error) after which nothing more can be read.
-    pub fn for_each_packet(&mut self, mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+    pub fn for_each_packet(&mut self, on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+        match self.records.take() {
+            Some(Records::Pcap(mut records)) => self.for_each_pcap_record(&mut records, on_packet),
+            Some(Records::PcapNg(mut blocks)) => self.for_each_ng_block(blocks.as_mut(), on_packet),
+            None => ReadStop::End,
+        }
+    }
+
+    fn for_each_pcap_record(&mut self, records: &mut pcap::PcapRecords<Stream>, mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+        let Some(iface) = self.section.interfaces.first().copied() else { return ReadStop::End };
         loop {
-            let consumed_before = self.inner.consumed() as u64;
-            match self.inner.next() {
+            let offset = records.offset();
+            match records.next_record() {
+                Ok(record) => {
+                    let time_ns = seconds_and_fraction_to_ns(record.seconds, record.fraction, iface.units_per_second);
+                    self.info.records += 1;
+                    note_time(&mut self.info, time_ns);
+                    let packet = RawPacket { frame: self.info.records, time_ns, linktype: iface.linktype, orig_len: record.orig_len, data: record.data };
+                    on_packet(&packet);
+                }
+                Err(pcap::Stop::End) => return self.cut_or(ReadStop::End, offset),
+                Err(pcap::Stop::Truncated) => {
+                    return self.cut_or(ReadStop::Truncated { offset, frame: self.info.records + 1 }, offset);
+                }
+                Err(pcap::Stop::Oversized(claimed)) => {
+                    return ReadStop::Corrupt {
+                        offset,
+                        frame: self.info.records + 1,
+                        reason: format!("a record claims {claimed} bytes, more than the {MAX_RECORD_LEN} a capture record can hold"),
+                    }
+                }
+                Err(pcap::Stop::Io) => return ReadStop::IoError { offset, reason: self.read_failure() },
+            }
+        }
+    }
+
+    fn for_each_ng_block(&mut self, inner: &mut (dyn PcapReaderIterator + Send), mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+        loop {
+            let consumed_before = inner.consumed() as u64;
+            match inner.next() {
                 Ok((len, block)) => {
                     let packet = match block {
-                        PcapBlockOwned::LegacyHeader(header) => {
-                            self.info.sections += 1;
-                            self.info.interfaces += 1;
-                            self.section.interfaces.clear();
-                            self.section.big_endian = header.is_bigendian();
-                            self.section.interfaces.push(Interface {
-                                linktype: file_linktype(header.network.0 as u32),
-                                snaplen: header.snaplen,
-                                units_per_second: if header.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 },
-                                offset_seconds: 0,
-                            });
-                            None
-                        }
-                        PcapBlockOwned::Legacy(record) => self.section.interfaces.first().map(|iface| {
-                            let time_ns = seconds_and_fraction_to_ns(record.ts_sec, record.ts_usec, iface.units_per_second);
-                            (time_ns, iface.linktype, record.origlen, clamp(record.data, record.caplen))
-                        }),
                         PcapBlockOwned::NG(block) => ng_block(&mut self.section, &mut self.info, block),
+                        _ => None,
                     };
                     if let Some((time_ns, linktype, orig_len, data)) = packet {
                         self.info.records += 1;
@@ -131,34 +183,34 @@ impl CaptureReader {
                         note_time(&mut self.info, time_ns);
                         on_packet(&RawPacket { frame, time_ns, linktype, orig_len, data });
                     }
-                    self.inner.consume(len);
+                    inner.consume(len);
                 }
                 Err(PcapError::Eof) => return self.cut_or(ReadStop::End, consumed_before),
                 Err(PcapError::Incomplete(_)) => {
-                    if let Some(stop) = self.oversized_record(consumed_before) {
+                    if let Some(stop) = self.oversized_record(inner, consumed_before) {
                         return stop;
                     }
-                    if let Err(stop) = self.refill(consumed_before) {
+                    if let Err(stop) = self.refill(inner, consumed_before) {
                         return stop;
                     }
                 }
                 Err(PcapError::UnexpectedEof) => {
                     let truncated = ReadStop::Truncated { offset: consumed_before, frame: self.info.records + 1 };
-                    return self.oversized_record(consumed_before).unwrap_or_else(|| self.cut_or(truncated, consumed_before));
+                    return self.oversized_record(inner, consumed_before).unwrap_or_else(|| self.cut_or(truncated, consumed_before));
                 }
                 Err(PcapError::BufferTooSmall) => {
-                    if let Some(stop) = self.oversized_record(consumed_before) {
+                    if let Some(stop) = self.oversized_record(inner, consumed_before) {
                         return stop;
                     }
-                    let capacity = self.inner.data().len().max(BUFFER_LEN);
-                    if capacity >= MAX_RECORD_LEN || !self.inner.grow(MAX_RECORD_LEN) {
+                    let capacity = inner.data().len().max(BUFFER_LEN);
+                    if capacity >= MAX_RECORD_LEN || !inner.grow(MAX_RECORD_LEN) {
                         return ReadStop::Corrupt {
                             offset: consumed_before,
                             frame: self.info.records + 1,
                             reason: format!("a record claims more than {} bytes", MAX_RECORD_LEN),
                         };
                     }
-                    if let Err(stop) = self.refill(consumed_before) {
+                    if let Err(stop) = self.refill(inner, consumed_before) {
                         return stop;
                     }
                 }
@@ -174,8 +226,8 @@ impl CaptureReader {
 
     /// `Corrupt` when the next record claims more than `MAX_RECORD_LEN` bytes: such a length
     /// field is damage, not a record the file is too short to hold.
-    fn oversized_record(&self, offset: u64) -> Option<ReadStop> {
-        let claimed = claimed_record_len(self.info.format?, self.inner.data(), self.section.big_endian)?;
+    fn oversized_record(&self, inner: &dyn PcapReaderIterator, offset: u64) -> Option<ReadStop> {
+        let claimed = claimed_record_len(self.info.format?, inner.data(), self.section.big_endian)?;
         (claimed > MAX_RECORD_LEN as u64).then(|| ReadStop::Corrupt {
             offset,
             frame: self.info.records + 1,
@@ -183,8 +235,8 @@ impl CaptureReader {
         })
     }
 
-    fn refill(&mut self, offset: u64) -> Result<(), ReadStop> {
-        let failed = self.inner.refill().is_err();
+    fn refill(&self, inner: &mut dyn PcapReaderIterator, offset: u64) -> Result<(), ReadStop> {
+        let failed = inner.refill().is_err();
         if failed {
             return Err(ReadStop::IoError { offset, reason: self.read_failure() });
         }

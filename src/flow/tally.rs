@@ -1,0 +1,102 @@
+//! Counting connections for the summary. A connection can be counted when it finishes, and its
+//! record then dropped: memory follows the live connections, not the length of the capture.
+
+use super::connection::Connection;
+
+/// What a connection showed, as bits, so that counting it again (after a late packet revived it)
+/// adds only what is new.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Marks(u16);
+
+impl Marks {
+    const COUNTED: u16 = 1 << 0;
+    const HANDSHAKE_COMPLETED: u16 = 1 << 1;
+    const SYN_RETRANSMITS: u16 = 1 << 2;
+    const SYNACK_RETRANSMITS: u16 = 1 << 3;
+    const DATA_RETRANSMITS: u16 = 1 << 4;
+    const DUP_ACKS: u16 = 1 << 5;
+    const ZERO_WINDOW: u16 = 1 << 6;
+    const RESET: u16 = 1 << 7;
+    const PARTIAL: u16 = 1 << 8;
+    const PORT_REUSE: u16 = 1 << 9;
+
+    pub fn of(c: &Connection) -> Marks {
+        let any = |f: &dyn Fn(&super::connection::DirectionCounts) -> bool| c.counts.iter().any(f);
+        let bits = [
+            (true, Marks::COUNTED),
+            (c.handshake_completed(), Marks::HANDSHAKE_COMPLETED),
+            (c.syn_count > 1, Marks::SYN_RETRANSMITS),
+            (c.synack_count > 1, Marks::SYNACK_RETRANSMITS),
+            (any(&|d| d.data_retransmits > 0), Marks::DATA_RETRANSMITS),
+            (any(&|d| d.dup_acks > 0), Marks::DUP_ACKS),
+            (any(&|d| d.zero_windows > 0), Marks::ZERO_WINDOW),
+            (any(&|d| d.rst), Marks::RESET),
+            (c.partial, Marks::PARTIAL),
+            (c.follows.is_some(), Marks::PORT_REUSE),
+        ];
+        Marks(bits.iter().filter(|(on, _)| *on).fold(0, |m, (_, bit)| m | bit))
+    }
+
+    pub fn union(self, other: Marks) -> Marks {
+        Marks(self.0 | other.0)
+    }
+
+    pub fn is_partial(self) -> bool {
+        self.0 & Marks::PARTIAL != 0
+    }
+
+    fn has(self, bit: u16) -> u64 {
+        u64::from(self.0 & bit != 0)
+    }
+}
+
+/// Counts over connections (docs/json.md, `summary`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub connections: u64,
+    pub handshakes_completed: u64,
+    pub with_syn_retransmits: u64,
+    pub with_synack_retransmits: u64,
+    pub with_data_retransmits: u64,
+    pub with_dup_acks: u64,
+    pub with_zero_window: u64,
+    pub reset: u64,
+    pub partial: u64,
+    pub port_reuse: u64,
+    pub snaplen_cut_segments: u64,
+}
+
+impl Tally {
+    /// Counts what `c` shows beyond what was already counted for it (`c.tallied`, set on a
+    /// record revived after it was counted). Returns everything counted for it so far.
+    pub fn count(&mut self, c: &Connection) -> Marks {
+        let now = Marks::of(c).union(c.tallied);
+        let new = Marks(now.0 & !c.tallied.0);
+        self.connections += new.has(Marks::COUNTED);
+        self.handshakes_completed += new.has(Marks::HANDSHAKE_COMPLETED);
+        self.with_syn_retransmits += new.has(Marks::SYN_RETRANSMITS);
+        self.with_synack_retransmits += new.has(Marks::SYNACK_RETRANSMITS);
+        self.with_data_retransmits += new.has(Marks::DATA_RETRANSMITS);
+        self.with_dup_acks += new.has(Marks::DUP_ACKS);
+        self.with_zero_window += new.has(Marks::ZERO_WINDOW);
+        self.reset += new.has(Marks::RESET);
+        self.partial += new.has(Marks::PARTIAL);
+        self.port_reuse += new.has(Marks::PORT_REUSE);
+        self.snaplen_cut_segments += u64::from(c.snaplen_cut);
+        now
+    }
+
+    pub fn add(&mut self, other: &Tally) {
+        self.connections += other.connections;
+        self.handshakes_completed += other.handshakes_completed;
+        self.with_syn_retransmits += other.with_syn_retransmits;
+        self.with_synack_retransmits += other.with_synack_retransmits;
+        self.with_data_retransmits += other.with_data_retransmits;
+        self.with_dup_acks += other.with_dup_acks;
+        self.with_zero_window += other.with_zero_window;
+        self.reset += other.reset;
+        self.partial += other.partial;
+        self.port_reuse += other.port_reuse;
+        self.snaplen_cut_segments += other.snaplen_cut_segments;
+    }
+}
