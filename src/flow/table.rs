@@ -108,6 +108,8 @@ impl FlowTable {
             Entry::Vacant(place) => {
                 let tombstone = self.finished.remove(key)?;
                 let slot = store.revive(&tombstone.record, key, tombstone.client_is_low(), tombstone.state, tombstone.last_time_ns);
+                // Back in the hot table, finished: the next sweeps retire it again.
+                self.closing.push_back((*key, tombstone.last_time_ns));
                 Some(place.insert(tombstone.into_flow(slot)))
             }
         }

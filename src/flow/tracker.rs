@@ -1531,4 +1531,54 @@ mod tests {
         let fast = w.send(33, C, PSH | ACK, acked, s, 100);
         assert_eq!(w.detail(fast, DataRetransmit), attempt(2, d, 21, true));
     }
+
+    // ---------------------------------------------------------------------------------------
+    // Memory: finished connections leave the hot table; without kept records they are counted
+
+    fn closed_connection(options: TrackerOptions) -> Wire {
+        let mut w = Wire::with_options(40000, 9000, options);
+        w.handshake(CISN, SISN);
+        w.send(3, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        w.send(4, S, FIN | ACK, SISN + 1, CISN + 2, 0);
+        w.send(5, C, ACK, CISN + 2, SISN + 2, 0);
+        w
+    }
+
+    #[test]
+    fn test_closed_retired_after_grace_then_late_rst_revives_and_counts_once() {
+        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false };
+        let mut w = closed_connection(options);
+        w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 300 * MS);
+        assert_eq!(w.tracker.live_connections(), 1, "still within the grace period");
+        w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 2_000 * MS);
+        assert_eq!(w.tracker.live_connections(), 0, "retired to a tombstone");
+        w.send(3_000, C, RST, CISN + 2, 0, 0);
+        assert_eq!(w.tracker.live_connections(), 1, "the late RST brought it back");
+        w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 9_000 * MS);
+        assert_eq!(w.tracker.live_connections(), 0, "and it is retired again");
+        let (records, tally, _) = w.tracker.finish();
+        assert!(records.is_empty());
+        assert_eq!((tally.connections, tally.handshakes_completed, tally.reset), (1, 1, 1));
+    }
+
+    #[test]
+    fn test_closed_retired_with_records_kept_late_fin_finds_its_record() {
+        let mut w = closed_connection(TrackerOptions::default());
+        w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 2_000 * MS);
+        assert_eq!(w.tracker.live_connections(), 0);
+        w.send(2_500, S, FIN | ACK, SISN + 1, CISN + 2, 0);
+        let conns = w.conns();
+        assert_eq!(conns.len(), 1);
+        assert_eq!(conns[0].events.last().map(|e| e.kind), Some(EventKind::FinRetransmit));
+    }
+
+    #[test]
+    fn test_new_isn_on_retired_tuple_is_a_new_connection_that_follows() {
+        let mut w = closed_connection(TrackerOptions::default());
+        w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 2_000 * MS);
+        w.send(30_000, C, SYN, 77_777, 0, 0);
+        let conns = w.conns();
+        assert_eq!(conns.len(), 2);
+        assert_eq!(conns[1].follows, Some(0));
+    }
 }
