@@ -123,12 +123,31 @@ impl Analysis {
         Ok(Analysis { inner })
     }
 
-    /// Writes the JSON document (docs/json.md) to a text file object, in chunks. An exception
-    /// raised by `file.write` (BrokenPipeError, a full disk) propagates as it was raised.
-    #[pyo3(signature = (file, pretty = false))]
-    fn write_json(&self, file: Bound<'_, PyAny>, pretty: bool) -> PyResult<()> {
-        let mut writer = PyTextWriter { file, buffer: Vec::with_capacity(CHUNK), error: None };
-        let written = catch(|| json::write_document(&self.inner, &mut writer, pretty).and_then(|_| writer.flush()))?;
+    /// Writes the JSON document (docs/json.md) to `target`: a path, which the core writes
+    /// itself, or a text file object, given chunks of 1 MiB. An exception raised by
+    /// `target.write` (BrokenPipeError, a full disk) propagates as it was raised.
+    #[pyo3(signature = (target, pretty = false))]
+    fn write_json(&self, py: Python<'_>, target: Bound<'_, PyAny>, pretty: bool) -> PyResult<()> {
+        if let Ok(path) = target.extract::<std::path::PathBuf>() {
+            let inner = &self.inner;
+            let written = py.allow_threads(|| {
+                catch(|| {
+                    let file = std::fs::File::create(&path)?;
+                    let mut out = io::BufWriter::with_capacity(CHUNK, file);
+                    json::write_document(inner, &mut out, pretty)?;
+                    out.flush()
+                })
+            })?;
+            return written.map_err(|e| pyo3::exceptions::PyOSError::new_err((e.raw_os_error().unwrap_or(0), e.to_string(), path)));
+        }
+        let mut writer = PyTextWriter { file: target, buffer: Vec::with_capacity(CHUNK), error: None };
+        let written = catch(|| {
+            let mut out = io::BufWriter::with_capacity(64 * 1024, &mut writer);
+            json::write_document(&self.inner, &mut out, pretty)?;
+            out.flush()?;
+            drop(out);
+            writer.flush()
+        })?;
         match (written, writer.error.take()) {
             (Ok(()), _) => Ok(()),
             (Err(_), Some(raised)) => Err(raised),
@@ -153,10 +172,11 @@ impl PyTextWriter<'_> {
         if len == 0 {
             return Ok(());
         }
-        let rest = self.buffer.split_off(len);
-        let text = String::from_utf8_lossy(&self.buffer).into_owned();
-        self.buffer = rest;
-        if let Err(e) = self.file.call_method1("write", (text,)) {
+        let chunk = self.buffer.get(..len).unwrap_or_default();
+        let text = std::str::from_utf8(chunk).map_err(io::Error::other)?;
+        let result = self.file.call_method1("write", (text,));
+        self.buffer.drain(..len);
+        if let Err(e) = result {
             self.error = Some(e);
             return Err(io::Error::other("the file object's write() raised"));
         }

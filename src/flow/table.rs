@@ -91,12 +91,26 @@ impl Tombstone {
     }
 }
 
-#[derive(Default)]
 pub struct FlowTable {
     live: FxHashMap<FlowKey, Flow>,
     finished: FxHashMap<FlowKey, Tombstone>,
     /// Flows that reached CLOSED or RESET, oldest first: what the next sweep looks at.
     closing: VecDeque<(FlowKey, i64)>,
+}
+
+/// Room made at the start for flows and tombstones: growing a large table means copying it
+/// into memory touched for the first time, twice over. Untouched room costs address space only.
+const LIVE_CAPACITY: usize = 16 * 1024;
+const FINISHED_CAPACITY: usize = 64 * 1024;
+
+impl Default for FlowTable {
+    fn default() -> Self {
+        FlowTable {
+            live: FxHashMap::with_capacity_and_hasher(LIVE_CAPACITY, Default::default()),
+            finished: FxHashMap::with_capacity_and_hasher(FINISHED_CAPACITY, Default::default()),
+            closing: VecDeque::new(),
+        }
+    }
 }
 
 impl FlowTable {

@@ -1,5 +1,7 @@
 """Type stubs for pcapq's Rust core (src/bindings/mod.rs)."""
 
+import os
+
 from typing import Final, Protocol, TypedDict, final
 
 __all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "PcapqError", "CaptureError", "InternalError"]
@@ -88,8 +90,13 @@ class Analysis:
             ValueError: an analysis did not keep its connections, or `later` is not mergeable.
         """
 
-    def write_json(self, file: _TextFile, pretty: bool = False) -> None:
-        """Writes the whole JSON document (docs/json.md) to `file`, in chunks."""
+    def write_json(self, target: str | os.PathLike[str] | _TextFile, pretty: bool = False) -> None:
+        """Writes the whole JSON document (docs/json.md) to a path or a text file object.
+
+        Raises:
+            OSError: the path cannot be written (errno, message, path); an exception raised
+                by the file object's write() propagates unchanged.
+        """
 
 def analyze(
     paths: list[str], *, keep_connections: bool = True, keep_events: bool = True, mergeable: bool = False

@@ -110,8 +110,12 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
             _fail(f"cannot write the report to standard output: {_reason(e)}", ExitCode.CANT_WRITE)
     else:
         try:
-            with open(output, "w", encoding="utf-8") as out:
-                _write_report(result, fmt, pretty, True, out)
+            if fmt == "json":
+                # The core writes the file itself, without passing every chunk through Python.
+                result.write_json(output, pretty=pretty)
+            else:
+                with open(output, "w", encoding="utf-8") as out:
+                    _write_report(result, fmt, pretty, True, out)
         except OSError as e:
             _fail(f"cannot write the report to {output}: {_reason(e)}", ExitCode.CANT_WRITE)
 
