@@ -47,7 +47,7 @@ path, runs = sys.argv[1], int(sys.argv[2])
 times = []
 for _ in range(runs):
     t = time.perf_counter()
-    result = pcapq.analyze([path], keep_events=False)
+    result = pcapq.analyze([path], keep_connections=False, keep_events=False)
     times.append(time.perf_counter() - t)
     summary = result.summary()
     del result
@@ -80,7 +80,7 @@ def commands(capture: str) -> dict[str, tuple[list[str], str | None]]:
 
 def shown(argv: list[str], stdout: str | None) -> str:
     if argv[:2] == [sys.executable, "-c"]:
-        return "python -c 'import pcapq; pcapq.analyze([FILE], keep_events=False)' (--runs times in one process)"
+        return "python -c 'import pcapq; pcapq.analyze([FILE], keep_connections=False, keep_events=False)' (--runs times in one process)"
     pq = shutil.which("pcapq")
     words = ["pcapq" if a == pq else a for a in argv]
     return " ".join(words) + (f" > bench/out/{stdout}" if stdout else " > /dev/null")

@@ -116,6 +116,15 @@ def healthy(
         server.wait(10)
     finally:
         net.stop(server)
+    setup = [
+        f"server listen() backlog 128, accepts at once; client: {connections} sequential connections, "
+        f"{request}-byte request, {response}-byte response, server closes first"
+    ]
+    return _run(net, pcap, out, cap, before, started, setup)
+
+
+def _run(net, pcap, out: str, cap, before: dict, started: float, setup: list[str]) -> Run:
+    """What a scenario leaves behind: the capture, what the clients saw, the counters."""
     return Run(
         pcap=pcap,
         server=f"{net.server_ip}:{PORT}",
@@ -126,8 +135,7 @@ def healthy(
         tcpdump_dropped=cap.dropped(),
         elapsed=time.monotonic() - started,
         sysctls=_read_sysctls(net),
-        setup=[f"server listen() backlog 128, accepts at once; client: {connections} sequential connections, "
-               f"{request}-byte request, {response}-byte response, server closes first"],
+        setup=setup,
     )
 
 
@@ -174,21 +182,11 @@ def accept_queue_overflow(
         server.wait(10)
     finally:
         net.stop(server)
-    return Run(
-        pcap=pcap,
-        server=f"{net.server_ip}:{PORT}",
-        clients=parse_clients(out),
-        nstat_before=before,
-        nstat_after=net.nstat(net.server_ns),
-        tcpdump=cap.stderr,
-        tcpdump_dropped=cap.dropped(),
-        elapsed=time.monotonic() - started,
-        sysctls=_read_sysctls(net),
-        setup=[
-            f"server listen() backlog {backlog}, first accept() {accept_delay:g} s after listen()",
-            f"client: 1 connection, then {connections - 1} non-blocking connects at once; "
-            f"{request}-byte request each, {response}-byte response",
-            f"client egress: tc tbf rate {SHAPE_RATE} burst {SHAPE_BURST}, {FILLER} UDP datagrams ahead "
-            "of the burst (SYNs reach the listener before the handshake ACKs)",
-        ],
-    )
+    setup = [
+        f"server listen() backlog {backlog}, first accept() {accept_delay:g} s after listen()",
+        f"client: 1 connection, then {connections - 1} non-blocking connects at once; "
+        f"{request}-byte request each, {response}-byte response",
+        f"client egress: tc tbf rate {SHAPE_RATE} burst {SHAPE_BURST}, {FILLER} UDP datagrams ahead "
+        "of the burst (SYNs reach the listener before the handshake ACKs)",
+    ]
+    return _run(net, pcap, out, cap, before, started, setup)

@@ -46,6 +46,11 @@ impl ConnectionStore {
     pub fn add(&mut self, make: impl FnOnce(u64) -> Connection) -> usize {
         let conn = make(self.next_id);
         self.next_id += 1;
+        self.place(conn)
+    }
+
+    /// Puts a record in a free slot, or a new one.
+    fn place(&mut self, conn: Connection) -> usize {
         match self.free.pop() {
             Some(slot) => {
                 self.slots[slot] = conn;
@@ -97,17 +102,7 @@ impl ConnectionStore {
         }
         let (low, high) = key.endpoints();
         let (client, server) = if client_is_low { (low, high) } else { (high, low) };
-        let conn = Connection::revived(retired.id, client, server, state, retired.tallied, Default::default(), time_ns);
-        match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot] = conn;
-                slot
-            }
-            None => {
-                self.slots.push(conn);
-                self.slots.len() - 1
-            }
-        }
+        self.place(Connection::revived(retired.id, client, server, state, retired.tallied, Default::default(), time_ns))
     }
 
     /// Every kept record in id order (all of them when every record is kept, none otherwise)

@@ -51,7 +51,7 @@ impl Marks {
 }
 
 /// Counts over connections (docs/json.md, `summary`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Tally {
     pub connections: u64,
     pub handshakes_completed: u64,

@@ -386,61 +386,32 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
 
     let mut role = PacketRole::Ack;
     let syn = seg.has(flags::SYN);
-    if syn && !seg.has(flags::ACK) && side == Side::Client {
-        // The client's SYN (RFC 9293 §3.5). Same ISN again: its SYN timer fired
-        // (Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer()).
-        let dir = &mut flow.direction[me];
-        if conn.syn_count == 0 {
-            conn.base_seq[me] = Some(seg.seq);
-            conn.syn_time_ns = Some(time_ns);
-            conn.options[me] = Some(seg.options.into());
-            dir.first_handshake = Some(at);
-            conn.push(pkt.event(EventKind::Syn, Detail::None), keep_events);
-        } else {
-            let detail = Detail::Attempt {
-                attempt: conn.syn_count + 1,
-                original: dir.first_handshake,
-                since_previous_ns: Some(time_ns - dir.last_handshake_ns),
-                after_handshake_ack: conn.handshake_completed(),
-            };
-            conn.push(pkt.event(EventKind::SynRetransmit, detail), keep_events);
-        }
-        conn.syn_count += 1;
-        dir.last_handshake_ns = time_ns;
-        let after_syn = SeqNumber(seg.seq).add(1 + seg.payload_len);
-        dir.next_seq = Some(dir.next_seq.map_or(after_syn, |n| n.max(after_syn)));
-        role = PacketRole::Syn;
-    } else if syn && seg.has(flags::ACK) && side == Side::Server {
-        // The server's SYN-ACK. Again: its request timer fired (Linux v6.6
-        // net/ipv4/inet_connection_sock.c: reqsk_timer_handler()), or a client SYN
-        // retransmission hit the request (net/ipv4/tcp_minisocks.c: tcp_check_req()).
-        let dir = &mut flow.direction[me];
-        if conn.synack_count == 0 {
-            conn.base_seq[me] = Some(seg.seq);
-            conn.synack_time_ns = Some(time_ns);
-            conn.options[me] = Some(seg.options.into());
-            dir.first_handshake = Some(at);
-            if conn.base_seq[peer].is_none() {
-                conn.base_seq[peer] = Some(seg.ack.wrapping_sub(1));
+    if syn && seg.has(flags::ACK) == (side == Side::Server) {
+        // The client's SYN (RFC 9293 §3.5), or the server's SYN-ACK. Again, with the same ISN:
+        // the client's SYN timer fired (Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer()),
+        // or the server's request timer (net/ipv4/inet_connection_sock.c: reqsk_timer_handler()),
+        // or a client SYN retransmission hit the request (net/ipv4/tcp_minisocks.c: tcp_check_req()).
+        let first = handshake_send(flow, conn, &pkt, keep_events);
+        match side {
+            Side::Client => {
+                if first {
+                    conn.syn_time_ns = Some(time_ns);
+                }
+                role = PacketRole::Syn;
             }
-            if conn.state == ConnState::SynSent || (conn.partial && conn.syn_count == 0) {
-                conn.set_state(ConnState::SynReceived);
+            Side::Server => {
+                if first {
+                    conn.synack_time_ns = Some(time_ns);
+                    if conn.base_seq[peer].is_none() {
+                        conn.base_seq[peer] = Some(seg.ack.wrapping_sub(1));
+                    }
+                    if conn.state == ConnState::SynSent || (conn.partial && conn.syn_count == 0) {
+                        conn.set_state(ConnState::SynReceived);
+                    }
+                }
+                role = PacketRole::Synack;
             }
-            conn.push(pkt.event(EventKind::Synack, Detail::None), keep_events);
-        } else {
-            let detail = Detail::Attempt {
-                attempt: conn.synack_count + 1,
-                original: dir.first_handshake,
-                since_previous_ns: Some(time_ns - dir.last_handshake_ns),
-                after_handshake_ack: conn.handshake_completed(),
-            };
-            conn.push(pkt.event(EventKind::SynackRetransmit, detail), keep_events);
         }
-        conn.synack_count += 1;
-        dir.last_handshake_ns = time_ns;
-        let after_syn = SeqNumber(seg.seq).add(1 + seg.payload_len);
-        dir.next_seq = Some(dir.next_seq.map_or(after_syn, |n| n.max(after_syn)));
-        role = PacketRole::Synack;
     } else if side == Side::Client
         && seg.has(flags::ACK)
         && conn.state == ConnState::SynReceived
@@ -462,6 +433,39 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     acknowledgement(flow, conn, &pkt, keep_events);
     window(flow, conn, &pkt, keep_events);
     flow.direction[me].last_packet = Some((role, at, time_ns));
+}
+
+/// A SYN from the client or a SYN-ACK from the server: the first is recorded (ISN, options),
+/// one again is numbered. Returns whether it was the first.
+fn handshake_send(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_events: bool) -> bool {
+    let (seg, me) = (pkt.seg, pkt.side.index());
+    let (sends, first_kind, again_kind) = match pkt.side {
+        Side::Client => (conn.syn_count, EventKind::Syn, EventKind::SynRetransmit),
+        Side::Server => (conn.synack_count, EventKind::Synack, EventKind::SynackRetransmit),
+    };
+    let dir = &mut flow.direction[me];
+    if sends == 0 {
+        conn.base_seq[me] = Some(seg.seq);
+        conn.options[me] = Some(seg.options.into());
+        dir.first_handshake = Some(pkt.at);
+        conn.push(pkt.event(first_kind, Detail::None), keep_events);
+    } else {
+        let detail = Detail::Attempt {
+            attempt: sends + 1,
+            original: dir.first_handshake,
+            since_previous_ns: Some(pkt.time_ns - dir.last_handshake_ns),
+            after_handshake_ack: conn.handshake_completed(),
+        };
+        conn.push(pkt.event(again_kind, detail), keep_events);
+    }
+    match pkt.side {
+        Side::Client => conn.syn_count += 1,
+        Side::Server => conn.synack_count += 1,
+    }
+    dir.last_handshake_ns = pkt.time_ns;
+    let after_syn = SeqNumber(seg.seq).add(1 + seg.payload_len);
+    dir.next_seq = Some(dir.next_seq.map_or(after_syn, |n| n.max(after_syn)));
+    sends == 0
 }
 
 /// A side whose SYN was not captured gets its relative-sequence base as Wireshark does: its

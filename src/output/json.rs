@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::analysis::{Analysis, FileReport, Summary};
 use crate::decode::flags;
 use crate::flow::connection::HandshakeOptions;
+use crate::flow::tally::Tally;
 use crate::flow::{Connection, Detail, Event, FrameRef, Side};
 use crate::reader::CaptureReader;
 
@@ -100,38 +101,13 @@ pub struct SummaryView {
     pub packets: u64,
     pub tcp_segments: u64,
     pub skipped: u64,
-    pub connections: u64,
-    pub handshakes_completed: u64,
-    pub with_syn_retransmits: u64,
-    pub with_synack_retransmits: u64,
-    pub with_data_retransmits: u64,
-    pub with_dup_acks: u64,
-    pub with_zero_window: u64,
-    pub reset: u64,
-    pub partial: u64,
-    pub port_reuse: u64,
-    pub snaplen_cut_segments: u64,
+    #[serde(flatten)]
+    pub connections: Tally,
 }
 
 impl From<Summary> for SummaryView {
     fn from(s: Summary) -> Self {
-        let c = s.connections;
-        SummaryView {
-            packets: s.packets,
-            tcp_segments: s.tcp_segments,
-            skipped: s.skipped,
-            connections: c.connections,
-            handshakes_completed: c.handshakes_completed,
-            with_syn_retransmits: c.with_syn_retransmits,
-            with_synack_retransmits: c.with_synack_retransmits,
-            with_data_retransmits: c.with_data_retransmits,
-            with_dup_acks: c.with_dup_acks,
-            with_zero_window: c.with_zero_window,
-            reset: c.reset,
-            partial: c.partial,
-            port_reuse: c.port_reuse,
-            snaplen_cut_segments: c.snaplen_cut_segments,
-        }
+        SummaryView { packets: s.packets, tcp_segments: s.tcp_segments, skipped: s.skipped, connections: s.connections }
     }
 }
 
