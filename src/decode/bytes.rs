@@ -1,6 +1,13 @@
 //! Bounds-checked big-endian field access. Every decoder reads through these, so a short or
 //! lying packet yields `None`, never a panic.
 
+/// The first `N` bytes as a fixed-size header. After this one length check, reading a field
+/// at a constant offset needs no check of its own (and cannot panic).
+#[inline]
+pub fn header<const N: usize>(data: &[u8]) -> Option<&[u8; N]> {
+    data.get(..N)?.try_into().ok()
+}
+
 #[inline]
 pub fn u8_at(data: &[u8], at: usize) -> Option<u8> {
     data.get(at).copied()
@@ -32,6 +39,12 @@ pub fn array<const N: usize>(data: &[u8], at: usize) -> Option<[u8; N]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_header_needs_all_its_bytes() {
+        assert_eq!(header::<2>(&[1, 2, 3]), Some(&[1, 2]));
+        assert_eq!(header::<4>(&[1, 2, 3]), None);
+    }
 
     #[test]
     fn test_fields_past_the_end_are_none() {

@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::bytes::{array, be16, u8_at};
+use super::bytes::{array, be16, header, u8_at};
 use super::Skip;
 
 pub const PROTO_TCP: u8 = 6;
@@ -32,30 +32,29 @@ pub struct IpHeader {
 }
 
 pub fn ipv4(packet: &[u8]) -> Result<IpHeader, Skip> {
-    let version_ihl = u8_at(packet, 0).ok_or(Skip::IpHeaderCut)?;
-    if version_ihl >> 4 != 4 {
+    let h: &[u8; 20] = header(packet).ok_or(Skip::IpHeaderCut)?;
+    if h[0] >> 4 != 4 {
         return Err(Skip::MalformedIp);
     }
-    let header_len = usize::from(version_ihl & 0x0f) * 4;
+    let header_len = usize::from(h[0] & 0x0f) * 4;
     if header_len < 20 {
         return Err(Skip::MalformedIp);
     }
-    if packet.len() < 20 {
-        return Err(Skip::IpHeaderCut);
-    }
-    let total_len = usize::from(be16(packet, 2).ok_or(Skip::IpHeaderCut)?);
-    let fragment = be16(packet, 6).ok_or(Skip::IpHeaderCut)?;
     // RFC 791: the low 13 bits are the fragment offset; only the first fragment has the TCP header.
-    if fragment & 0x1fff != 0 {
+    if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
         return Err(Skip::Fragment);
     }
-    let protocol = u8_at(packet, 9).ok_or(Skip::IpHeaderCut)?;
-    let src = Ipv4Addr::from(array::<4>(packet, 12).ok_or(Skip::IpHeaderCut)?);
-    let dst = Ipv4Addr::from(array::<4>(packet, 16).ok_or(Skip::IpHeaderCut)?);
+    let total_len = usize::from(u16::from_be_bytes([h[2], h[3]]));
     // A total length of 0 appears in captures of TCP segmentation offload; fall back to what was captured.
     let total_len = if total_len == 0 { packet.len() } else { total_len };
     let payload_len = total_len.checked_sub(header_len).ok_or(Skip::MalformedIp)?;
-    Ok(IpHeader { src: src.into(), dst: dst.into(), protocol, header_len, payload_len: payload_len as u32 })
+    Ok(IpHeader {
+        src: Ipv4Addr::new(h[12], h[13], h[14], h[15]).into(),
+        dst: Ipv4Addr::new(h[16], h[17], h[18], h[19]).into(),
+        protocol: h[9],
+        header_len,
+        payload_len: payload_len as u32,
+    })
 }
 
 pub fn ipv6(packet: &[u8]) -> Result<IpHeader, Skip> {
@@ -134,6 +133,7 @@ mod tests {
         assert_eq!(ipv4(&v4(100, 4, 0, 6)), Err(Skip::MalformedIp));
         assert_eq!(ipv4(&v4(10, 5, 0, 6)), Err(Skip::MalformedIp));
         assert_eq!(ipv4(&[0x45, 0, 0]), Err(Skip::IpHeaderCut));
+        assert_eq!(ipv4(&[]), Err(Skip::IpHeaderCut));
     }
 
     fn v6(next: u8, payload: u16, ext: &[u8]) -> Vec<u8> {

@@ -1,6 +1,6 @@
 //! The TCP header (RFC 9293 §3.1) and the options pcapq uses.
 
-use super::bytes::{be16, be32, u8_at};
+use super::bytes::{be16, be32, header, u8_at};
 use super::Skip;
 
 /// TCP flag bits, RFC 9293 §3.1.
@@ -53,15 +53,12 @@ pub struct TcpHeader {
 /// A header cut by the snaplen before its 20 fixed bytes is `TcpHeaderCut`; cut options are
 /// parsed as far as they go.
 pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
-    if segment.len() < 20 {
-        return Err(Skip::TcpHeaderCut);
-    }
-    let offset_byte = u8_at(segment, 12).ok_or(Skip::TcpHeaderCut)?;
-    let header_len = u32::from(offset_byte >> 4) * 4;
+    let h: &[u8; 20] = header(segment).ok_or(Skip::TcpHeaderCut)?;
+    let header_len = u32::from(h[12] >> 4) * 4;
     if header_len < 20 {
         return Err(Skip::MalformedTcp);
     }
-    let flag_bits = u8_at(segment, 13).ok_or(Skip::TcpHeaderCut)?;
+    let flag_bits = h[13];
     let options = if flag_bits & flags::SYN != 0 {
         let options_end = (header_len as usize).min(segment.len());
         segment.get(20..options_end).map(parse_options).unwrap_or_default()
@@ -69,12 +66,12 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
         TcpOptions::default()
     };
     Ok(TcpHeader {
-        src_port: be16(segment, 0).ok_or(Skip::TcpHeaderCut)?,
-        dst_port: be16(segment, 2).ok_or(Skip::TcpHeaderCut)?,
-        seq: be32(segment, 4).ok_or(Skip::TcpHeaderCut)?,
-        ack: be32(segment, 8).ok_or(Skip::TcpHeaderCut)?,
+        src_port: u16::from_be_bytes([h[0], h[1]]),
+        dst_port: u16::from_be_bytes([h[2], h[3]]),
+        seq: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+        ack: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
         flags: flag_bits,
-        window: be16(segment, 14).ok_or(Skip::TcpHeaderCut)?,
+        window: u16::from_be_bytes([h[14], h[15]]),
         header_len,
         options,
     })
