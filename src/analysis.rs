@@ -123,10 +123,16 @@ impl Analysis {
         Ok(Analysis { files, connections: joined.connections, dropped: Tally::default(), live: joined.live, skipped, options: self.options })
     }
 
+    /// When the capture ends: its latest packet.
+    pub fn end_ns(&self) -> i64 {
+        self.files.iter().filter_map(|f| f.last_time_ns).max().unwrap_or(0)
+    }
+
     pub fn summary(&self) -> Summary {
         let mut tally = self.dropped;
+        let end_ns = self.end_ns();
         for c in &self.connections {
-            tally.count(c);
+            tally.count(c, end_ns);
         }
         Summary {
             packets: self.files.iter().map(|f| f.packets).sum(),

@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod analysis;
+pub mod detect;
 pub mod decode;
 pub mod flow;
 pub mod output;

@@ -46,15 +46,10 @@ pub struct Analysis {
 impl Analysis {
     /// Counts over the whole capture.
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        // The same fields, in the same order, as the JSON document's `summary`.
+        // The same fields as the JSON document's `summary`.
         let view = json::summary_view(&self.inner);
         let value = serde_json::to_value(&view).map_err(|e| internal_error(e.to_string()))?;
-        let d = PyDict::new(py);
-        if let serde_json::Value::Object(fields) = value {
-            for (name, count) in fields {
-                d.set_item(name, count.as_u64())?;
-            }
-        }
+        let d = python_value(py, &value)?.downcast_into::<PyDict>()?;
         Ok(d)
     }
 
@@ -104,7 +99,7 @@ impl Analysis {
     /// Connection `index` (0-based, in order of first packet) as a JSON object string.
     fn connection_json(&self, index: usize) -> PyResult<String> {
         let c = self.inner.connections.get(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("no such connection"))?;
-        Ok(json::connection_json(c))
+        Ok(json::connection_json(c, self.inner.end_ns()))
     }
 
     /// Joins the analysis of the capture that came right after this one (made with
@@ -150,6 +145,34 @@ impl Analysis {
 }
 
 const CHUNK: usize = 1 << 20;
+
+/// A JSON value as the Python object `json.loads` would make of it.
+fn python_value<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use pyo3::IntoPyObjectExt;
+    Ok(match value {
+        serde_json::Value::Null => py.None().into_bound(py),
+        serde_json::Value::Bool(b) => b.into_bound_py_any(py)?,
+        serde_json::Value::Number(n) => match n.as_u64() {
+            Some(u) => u.into_bound_py_any(py)?,
+            None => n.as_f64().unwrap_or(f64::NAN).into_bound_py_any(py)?,
+        },
+        serde_json::Value::String(s) => s.into_bound_py_any(py)?,
+        serde_json::Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(python_value(py, item)?)?;
+            }
+            list.into_any()
+        }
+        serde_json::Value::Object(fields) => {
+            let d = PyDict::new(py);
+            for (k, v) in fields {
+                d.set_item(k, python_value(py, v)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
 
 /// Adapts a Python text file object (`.write(str)`) to `io::Write`, in 1 MiB chunks. The
 /// exception of a failed write is kept in `error`; `io::Error` carries only that it failed.

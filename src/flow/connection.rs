@@ -1,7 +1,7 @@
 //! The record of one TCP connection: who, when, what happened. This is what reports read;
 //! the tracker's working state lives in `tracker::Flow` and is dropped when the connection ends.
 
-use super::event::{Event, FrameRef, Side};
+use super::event::{Event, FrameRef, PacketRole, Side};
 use super::key::Endpoint;
 use super::tally::Marks;
 use crate::decode::{Segment, TcpOptions};
@@ -90,6 +90,95 @@ pub struct Connection {
     /// What the summary already counted for this connection: set on a record revived by a late
     /// packet after its first record was counted and dropped.
     pub tallied: Marks,
+    /// Moments the verdict needs (src/detect).
+    pub milestones: Milestones,
+    /// Every re-sent SYN, SYN-ACK and data segment with the sends before it; only for
+    /// connections that re-sent something.
+    pub retransmits: Option<Box<RetransmitLog>>,
+}
+
+/// Moments in a connection's life that its verdict needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Milestones {
+    pub client_data_ns: Option<i64>,
+    pub server_data_ns: Option<i64>,
+    /// The server's first ACK of client data.
+    pub client_data_acked_ns: Option<i64>,
+    /// Client segments with payload, re-sends included.
+    pub client_data_sends: u32,
+    pub first_rst: Option<RstFacts>,
+}
+
+/// The first RST and what it answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RstFacts {
+    pub from: Side,
+    pub time_ns: i64,
+    pub at: FrameRef,
+    pub answers: Option<PacketRole>,
+    pub answers_frame: Option<FrameRef>,
+    pub after_ns: Option<i64>,
+    /// The peer's last packet was the client's first (and only) data segment.
+    pub answers_first_data: bool,
+}
+
+/// One send of a retransmitted SYN, SYN-ACK or segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Send {
+    pub at: FrameRef,
+    pub time_ns: i64,
+    /// Sent at once in answer to a client SYN retransmission, not by a timer.
+    pub triggered: bool,
+}
+
+/// The sends of one data segment that was re-sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataSeries {
+    pub from: Side,
+    pub seq: u32,
+    pub sends: Vec<Send>,
+    /// Client data re-sent before the server had acknowledged any client data.
+    pub into_half_open: bool,
+}
+
+/// Retransmission series of a connection (at most `MAX_SERIES` data series, `MAX_SENDS` sends each).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetransmitLog {
+    pub syn: Vec<Send>,
+    pub synack: Vec<Send>,
+    pub data: Vec<DataSeries>,
+}
+
+pub const MAX_SERIES: usize = 8;
+pub const MAX_SENDS: usize = 16;
+
+impl RetransmitLog {
+    /// Adds a send to a handshake series, starting it with the first send if it is new.
+    pub fn handshake(series: &mut Vec<Send>, first: Option<Send>, this: Send) {
+        if series.is_empty() {
+            series.extend(first);
+        }
+        if series.len() < MAX_SENDS {
+            series.push(this);
+        }
+    }
+
+    /// Adds a re-send of `seq` from `from`, starting its series with the original send if known.
+    pub fn data(&mut self, from: Side, seq: u32, original: Option<Send>, this: Send, into_half_open: bool) {
+        let index = match self.data.iter().position(|d| d.from == from && d.seq == seq) {
+            Some(i) => i,
+            None if self.data.len() < MAX_SERIES => {
+                self.data.push(DataSeries { from, seq, sends: original.into_iter().collect(), into_half_open });
+                self.data.len() - 1
+            }
+            None => return,
+        };
+        if let Some(series) = self.data.get_mut(index) {
+            if series.sends.len() < MAX_SENDS {
+                series.sends.push(this);
+            }
+        }
+    }
 }
 
 /// The options a SYN or SYN-ACK offered (RFC 9293 §3.7.1, RFC 7323, RFC 2018), in 8 bytes.
@@ -172,6 +261,8 @@ impl Connection {
             snaplen_cut: 0,
             prefix: None,
             tallied: Marks::default(),
+            milestones: Milestones::default(),
+            retransmits: None,
         }
     }
 
@@ -197,6 +288,11 @@ impl Connection {
             Side::Client => self.client,
             Side::Server => self.server,
         }
+    }
+
+    /// The retransmission log, made on first use.
+    pub fn retransmits_mut(&mut self) -> &mut RetransmitLog {
+        self.retransmits.get_or_insert_with(Box::default)
     }
 
     pub fn handshake_completed(&self) -> bool {

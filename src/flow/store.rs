@@ -81,13 +81,14 @@ impl ConnectionStore {
         self.slots[slot].state
     }
 
-    /// The connection has left the hot table: keep its record, or count it and free the slot.
-    pub fn retire(&mut self, slot: usize) -> Retired {
+    /// The connection has left the hot table at `now_ns`: keep its record, or count it and
+    /// free the slot.
+    pub fn retire(&mut self, slot: usize, now_ns: i64) -> Retired {
         let conn = &self.slots[slot];
         if self.keep_all {
             return Retired { id: conn.id, tallied: Marks::default() };
         }
-        let tallied = self.tally.count(conn);
+        let tallied = self.tally.count(conn, now_ns);
         let id = conn.id;
         self.slots[slot].events = Vec::new();
         self.free.push(slot);
@@ -106,15 +107,16 @@ impl ConnectionStore {
     }
 
     /// Every kept record in id order (all of them when every record is kept, none otherwise)
-    /// and the tally of the dropped ones, with the records still in use counted in.
-    pub fn finish(mut self) -> (Vec<Connection>, Tally) {
+    /// and the tally of the dropped ones, with the records still in use counted in (for a
+    /// capture that ended at `end_ns`).
+    pub fn finish(mut self, end_ns: i64) -> (Vec<Connection>, Tally) {
         if self.keep_all {
             return (self.slots, self.tally);
         }
         let free: std::collections::HashSet<usize> = self.free.iter().copied().collect();
         for (slot, conn) in self.slots.iter().enumerate() {
             if !free.contains(&slot) {
-                self.tally.count(conn);
+                self.tally.count(conn, end_ns);
             }
         }
         (Vec::new(), self.tally)

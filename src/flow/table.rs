@@ -183,7 +183,7 @@ impl FlowTable {
                 self.live.insert(key, flow);
                 continue;
             }
-            let record = store.retire(flow.conn);
+            let record = store.retire(flow.conn, now_ns);
             self.finished.insert(key, Tombstone::of(&flow, record, flow.state));
         }
     }
@@ -194,7 +194,7 @@ impl FlowTable {
         self.live.retain(|_, flow| {
             let forgotten = is_forgotten(flow.last_time_ns, flow.state, now_ns) && !flow.state.is_over();
             if forgotten {
-                store.retire(flow.conn);
+                store.retire(flow.conn, now_ns);
             }
             !forgotten
         });

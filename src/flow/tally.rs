@@ -1,24 +1,33 @@
 //! Counting connections for the summary. A connection can be counted when it finishes, and its
 //! record then dropped: memory follows the live connections, not the length of the capture.
 
+use serde::ser::{SerializeMap, Serializer};
+
 use super::connection::Connection;
+use crate::detect::{self, Outcome, Symptom};
 
 /// What a connection showed, as bits, so that counting it again (after a late packet revived it)
 /// adds only what is new.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Marks(u16);
+pub struct Marks(u32);
 
 impl Marks {
-    const COUNTED: u16 = 1 << 0;
-    const HANDSHAKE_COMPLETED: u16 = 1 << 1;
-    const SYN_RETRANSMITS: u16 = 1 << 2;
-    const SYNACK_RETRANSMITS: u16 = 1 << 3;
-    const DATA_RETRANSMITS: u16 = 1 << 4;
-    const DUP_ACKS: u16 = 1 << 5;
-    const ZERO_WINDOW: u16 = 1 << 6;
-    const RESET: u16 = 1 << 7;
-    const PARTIAL: u16 = 1 << 8;
-    const PORT_REUSE: u16 = 1 << 9;
+    const COUNTED: u32 = 1 << 0;
+    const HANDSHAKE_COMPLETED: u32 = 1 << 1;
+    const SYN_RETRANSMITS: u32 = 1 << 2;
+    const SYNACK_RETRANSMITS: u32 = 1 << 3;
+    const DATA_RETRANSMITS: u32 = 1 << 4;
+    const DUP_ACKS: u32 = 1 << 5;
+    const ZERO_WINDOW: u32 = 1 << 6;
+    const RESET: u32 = 1 << 7;
+    const PARTIAL: u32 = 1 << 8;
+    const PORT_REUSE: u32 = 1 << 9;
+    /// Symptoms take the bits from here up, in `Symptom::ALL` order.
+    const FIRST_SYMPTOM: u32 = 16;
+
+    fn symptom(s: Symptom) -> u32 {
+        1 << (Marks::FIRST_SYMPTOM + s.index() as u32)
+    }
 
     pub fn of(c: &Connection) -> Marks {
         let any = |f: &dyn Fn(&super::connection::DirectionCounts) -> bool| c.counts.iter().any(f);
@@ -45,7 +54,7 @@ impl Marks {
         self.0 & Marks::PARTIAL != 0
     }
 
-    fn has(self, bit: u16) -> u64 {
+    fn has(self, bit: u32) -> u64 {
         u64::from(self.0 & bit != 0)
     }
 }
@@ -53,6 +62,12 @@ impl Marks {
 /// Counts over connections (docs/json.md, `summary`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Tally {
+    /// Connections by outcome, in `Outcome::ALL` order.
+    #[serde(serialize_with = "by_outcome")]
+    pub outcomes: [u64; 8],
+    /// Connections with each symptom, in `Symptom::ALL` order.
+    #[serde(serialize_with = "by_symptom")]
+    pub symptoms: [u64; 9],
     pub connections: u64,
     pub handshakes_completed: u64,
     pub with_syn_retransmits: u64,
@@ -68,10 +83,19 @@ pub struct Tally {
 
 impl Tally {
     /// Counts what `c` shows beyond what was already counted for it (`c.tallied`, set on a
-    /// record revived after it was counted). Returns everything counted for it so far.
-    pub fn count(&mut self, c: &Connection) -> Marks {
-        let now = Marks::of(c).union(c.tallied);
+    /// record revived after it was counted), for a capture read up to `end_ns`. Returns
+    /// everything counted for it so far. The outcome is counted once, the first time.
+    pub fn count(&mut self, c: &Connection, end_ns: i64) -> Marks {
+        let (outcome, symptoms) = detect::classify(c, end_ns);
+        let symptom_bits = symptoms.iter().fold(0, |bits, s| bits | Marks::symptom(s));
+        let now = Marks(Marks::of(c).0 | symptom_bits).union(c.tallied);
         let new = Marks(now.0 & !c.tallied.0);
+        if new.has(Marks::COUNTED) == 1 {
+            self.outcomes[outcome.index()] += 1;
+        }
+        for s in Symptom::ALL {
+            self.symptoms[s.index()] += new.has(Marks::symptom(s));
+        }
         self.connections += new.has(Marks::COUNTED);
         self.handshakes_completed += new.has(Marks::HANDSHAKE_COMPLETED);
         self.with_syn_retransmits += new.has(Marks::SYN_RETRANSMITS);
@@ -87,6 +111,12 @@ impl Tally {
     }
 
     pub fn add(&mut self, other: &Tally) {
+        for (mine, theirs) in self.outcomes.iter_mut().zip(other.outcomes) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self.symptoms.iter_mut().zip(other.symptoms) {
+            *mine += theirs;
+        }
         self.connections += other.connections;
         self.handshakes_completed += other.handshakes_completed;
         self.with_syn_retransmits += other.with_syn_retransmits;
@@ -99,4 +129,20 @@ impl Tally {
         self.port_reuse += other.port_reuse;
         self.snaplen_cut_segments += other.snaplen_cut_segments;
     }
+}
+
+fn by_outcome<S: Serializer>(counts: &[u64; 8], serializer: S) -> Result<S::Ok, S::Error> {
+    let mut map = serializer.serialize_map(Some(counts.len()))?;
+    for o in Outcome::ALL {
+        map.serialize_entry(o.slug(), &counts[o.index()])?;
+    }
+    map.end()
+}
+
+fn by_symptom<S: Serializer>(counts: &[u64; 9], serializer: S) -> Result<S::Ok, S::Error> {
+    let mut map = serializer.serialize_map(Some(counts.len()))?;
+    for s in Symptom::ALL {
+        map.serialize_entry(s.slug(), &counts[s.index()])?;
+    }
+    map.end()
 }

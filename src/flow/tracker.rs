@@ -8,7 +8,7 @@
 //! The rules for retransmissions and duplicate ACKs follow Wireshark's tcp_analyze_sequence_number()
 //! so that pcapq and Wireshark label the same frames; see docs/json.md for each event.
 
-use super::connection::{ConnState, Connection, SeenSegment, PREFIX_LEN};
+use super::connection::{ConnState, Connection, RetransmitLog, RstFacts, SeenSegment, Send, PREFIX_LEN};
 use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
@@ -24,6 +24,8 @@ const SWEEP_EVERY: u32 = 4 * 1024;
 /// Unanswered flows and tombstones are kept for minutes: looking through all of them this
 /// often is enough.
 const FULL_SWEEP_INTERVAL_NS: i64 = 15 * 1_000_000_000;
+/// A SYN-ACK this soon after a client SYN retransmission answers it.
+const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
 /// Segments remembered per direction to number retransmission attempts.
 const MAX_IN_FLIGHT: usize = 4;
 
@@ -55,6 +57,7 @@ pub(crate) struct SentSegment {
     seq: SeqNumber,
     end: SeqNumber,
     first: FrameRef,
+    first_send_ns: i64,
     last_send_ns: i64,
     sends: u32,
 }
@@ -171,6 +174,8 @@ pub struct Tracker {
     segments_since_sweep: u32,
     last_full_sweep_ns: Option<i64>,
     first_time_ns: Option<i64>,
+    /// The latest capture time seen: where the capture ends, for verdicts.
+    last_time_ns: i64,
 }
 
 impl Tracker {
@@ -182,6 +187,7 @@ impl Tracker {
             segments_since_sweep: 0,
             last_full_sweep_ns: None,
             first_time_ns: None,
+            last_time_ns: i64::MIN,
         }
     }
 
@@ -210,6 +216,7 @@ impl Tracker {
 
     /// Feeds one segment. `at` says where it is in the input, `time_ns` when it was captured.
     pub fn on_segment(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
+        self.last_time_ns = self.last_time_ns.max(time_ns);
         self.track(seg, at, time_ns);
         self.maybe_sweep(time_ns);
     }
@@ -299,7 +306,7 @@ impl Tracker {
     /// is on, none otherwise), the tally of the connections whose records were dropped, and
     /// the table of flows still remembered.
     pub fn finish(self) -> (Vec<Connection>, Tally, FlowTable) {
-        let (connections, tally) = self.store.finish();
+        let (connections, tally) = self.store.finish(self.last_time_ns);
         (connections, tally, self.table)
     }
 }
@@ -377,6 +384,18 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
             after_ns: answered.map(|(_, _, t)| time_ns - t),
         };
         conn.push(pkt.event(EventKind::Rst, detail), keep_events);
+        if conn.milestones.first_rst.is_none() {
+            let answers = answered.map(|(role, _, _)| role);
+            conn.milestones.first_rst = Some(RstFacts {
+                from: side,
+                time_ns,
+                at,
+                answers,
+                answers_frame: answered.map(|(_, frame, _)| frame),
+                after_ns: answered.map(|(_, _, t)| time_ns - t),
+                answers_first_data: answers == Some(PacketRole::Data) && conn.milestones.client_data_sends == 1,
+            });
+        }
         conn.counts[me].rst = true;
         conn.set_state(ConnState::Reset);
         note_base(conn, flow, side, seg);
@@ -439,6 +458,12 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
 /// one again is numbered. Returns whether it was the first.
 fn handshake_send(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_events: bool) -> bool {
     let (seg, me) = (pkt.seg, pkt.side.index());
+    // A SYN-ACK sent at once after a client SYN retransmission reached the request
+    // (Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_check_req()), not by the SYN-ACK timer.
+    let triggered = pkt.side == Side::Server
+        && matches!(flow.direction[pkt.side.other().index()].last_packet,
+            Some((PacketRole::Syn, _, t)) if pkt.time_ns - t <= TRIGGERED_SYNACK_NS)
+        && conn.syn_count > 1;
     let (sends, first_kind, again_kind) = match pkt.side {
         Side::Client => (conn.syn_count, EventKind::Syn, EventKind::SynRetransmit),
         Side::Server => (conn.synack_count, EventKind::Synack, EventKind::SynackRetransmit),
@@ -457,6 +482,18 @@ fn handshake_send(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep
             after_handshake_ack: conn.handshake_completed(),
         };
         conn.push(pkt.event(again_kind, detail), keep_events);
+        let first_time = match pkt.side {
+            Side::Client => conn.syn_time_ns,
+            Side::Server => conn.synack_time_ns,
+        };
+        let first = dir.first_handshake.zip(first_time).map(|(at, time_ns)| Send { at, time_ns, triggered: false });
+        let this = Send { at: pkt.at, time_ns: pkt.time_ns, triggered };
+        let log = conn.retransmits_mut();
+        let series = match pkt.side {
+            Side::Client => &mut log.syn,
+            Side::Server => &mut log.synack,
+        };
+        RetransmitLog::handshake(series, first, this);
     }
     match pkt.side {
         Side::Client => conn.syn_count += 1,
@@ -523,6 +560,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
         // The range starts below the highest sequence number already sent, or was acknowledged.
         let time_ns = pkt.time_ns;
         let previous = dir.in_flight.find_mut(seq);
+        let original = previous.as_ref().map(|sent| Send { at: sent.first, time_ns: sent.first_send_ns, triggered: false });
         let detail = match previous {
             Some(sent) => {
                 sent.sends += 1;
@@ -535,15 +573,23 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
         let kind = if seg.payload_len > 0 { EventKind::DataRetransmit } else { EventKind::FinRetransmit };
         if seg.payload_len > 0 {
             conn.counts[me].data_retransmits += 1;
+            // Client data re-sent before the server acknowledged any: into a half-open connection.
+            let into_half_open = side == Side::Client && conn.milestones.client_data_acked_ns.is_none();
+            let this = Send { at: pkt.at, time_ns, triggered: false };
+            conn.retransmits_mut().data(side, seg.seq, original, this, into_half_open);
         }
         conn.push(pkt.event(kind, detail), keep_events);
         PacketRole::Retransmit
     } else {
         if seg.payload_len > 0 && !dir.data_seen {
             dir.data_seen = true;
+            match side {
+                Side::Client => conn.milestones.client_data_ns = Some(pkt.time_ns),
+                Side::Server => conn.milestones.server_data_ns = Some(pkt.time_ns),
+            }
             conn.push(pkt.event(EventKind::DataFirst, Detail::None), keep_events);
         }
-        dir.in_flight.push(SentSegment { seq, end, first: pkt.at, last_send_ns: pkt.time_ns, sends: 1 });
+        dir.in_flight.push(SentSegment { seq, end, first: pkt.at, first_send_ns: pkt.time_ns, last_send_ns: pkt.time_ns, sends: 1 });
         if fin { PacketRole::Fin } else { PacketRole::Data }
     };
     if fin && !dir.fin_seen {
@@ -591,6 +637,13 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
     }
     dir.last_ack = Some(seg.ack);
     dir.last_window = seg.window;
+    // The server's first acknowledgement of client data: the kernel took the client's request.
+    if side == Side::Server && conn.milestones.client_data_acked_ns.is_none() {
+        let client_base = conn.base_seq[Side::Client.index()];
+        if client_base.is_some_and(|isn| SeqNumber(seg.ack).after(SeqNumber(isn).add(1))) {
+            conn.milestones.client_data_acked_ns = Some(pkt.time_ns);
+        }
+    }
     // What the peer sent and this ACK covers needs no more attempt numbers.
     let acked = SeqNumber(seg.ack);
     flow.direction[side.other().index()].in_flight.acknowledge(acked);

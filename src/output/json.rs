@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, FileReport, Summary};
 use crate::decode::flags;
+use crate::detect::{self, Series};
 use crate::flow::connection::HandshakeOptions;
 use crate::flow::tally::Tally;
 use crate::flow::{Connection, Detail, Event, FrameRef, Side};
@@ -129,8 +130,60 @@ struct ConnectionView {
     handshake: HandshakeView,
     sides: SidePair<SideView>,
     snaplen_cut: u32,
+    outcome: &'static str,
+    symptoms: Vec<&'static str>,
+    /// Seconds the retransmissions cost (docs/diagnosis.md).
+    added_latency: f64,
+    series: Vec<SeriesView>,
     events: Vec<EventView>,
     events_dropped: u32,
+}
+
+#[derive(Serialize)]
+struct SeriesView {
+    kind: &'static str,
+    from: &'static str,
+    /// Relative sequence number, for data.
+    seq: Option<u32>,
+    schedule: &'static str,
+    sends: Vec<SendView>,
+}
+
+#[derive(Serialize)]
+struct SendView {
+    file: u32,
+    frame: u64,
+    time: f64,
+    /// Seconds since the previous send.
+    interval: Option<f64>,
+    /// Seconds the schedule predicts for that interval.
+    expected: Option<f64>,
+    /// interval - expected.
+    deviation: Option<f64>,
+    triggered: bool,
+}
+
+fn series_view(c: &Connection, s: &Series) -> SeriesView {
+    let base = c.base_seq[s.from.index()];
+    SeriesView {
+        kind: s.kind.slug(),
+        from: s.from.name(),
+        seq: s.seq.zip(base).map(|(seq, base)| seq.wrapping_sub(base)),
+        schedule: s.schedule.slug(),
+        sends: s
+            .sends
+            .iter()
+            .map(|t| SendView {
+                file: t.at.file,
+                frame: t.at.frame,
+                time: epoch(t.time_ns),
+                interval: t.interval_ns.map(seconds),
+                expected: t.expected_ns.map(seconds),
+                deviation: t.interval_ns.zip(t.expected_ns).map(|(i, e)| seconds(i - e)),
+                triggered: t.triggered,
+            })
+            .collect(),
+    }
 }
 
 #[derive(Serialize)]
@@ -285,7 +338,8 @@ fn side_view(c: &Connection, side: Side) -> SideView {
     }
 }
 
-fn connection_view(c: &Connection) -> ConnectionView {
+fn connection_view(c: &Connection, end_ns: i64) -> ConnectionView {
+    let verdict = detect::judge(c, end_ns);
     ConnectionView {
         id: c.id,
         client: c.client.to_string(),
@@ -314,14 +368,18 @@ fn connection_view(c: &Connection) -> ConnectionView {
         },
         sides: SidePair { client: side_view(c, Side::Client), server: side_view(c, Side::Server) },
         snaplen_cut: c.snaplen_cut,
+        outcome: verdict.outcome.slug(),
+        symptoms: verdict.symptoms.iter().map(|s| s.slug()).collect(),
+        added_latency: seconds(verdict.added_latency_ns),
+        series: verdict.series.iter().map(|s| series_view(c, s)).collect(),
         events: c.events.iter().map(|e| event_view(c, e)).collect(),
         events_dropped: c.events_dropped,
     }
 }
 
-/// One connection as a JSON object.
-pub fn connection_json(c: &Connection) -> String {
-    serde_json::to_string(&connection_view(c)).unwrap_or_default()
+/// One connection as a JSON object, for a capture that ends at `end_ns`.
+pub fn connection_json(c: &Connection, end_ns: i64) -> String {
+    serde_json::to_string(&connection_view(c, end_ns)).unwrap_or_default()
 }
 
 pub fn summary_view(a: &Analysis) -> SummaryView {
@@ -346,16 +404,17 @@ pub fn write_document<W: Write>(a: &Analysis, out: &mut W, pretty: bool) -> io::
     let head = head.strip_suffix(close).unwrap_or(&head);
     out.write_all(head)?;
     out.write_all(if pretty { b",\n  \"connections\": [" } else { b",\"connections\":[" })?;
+    let end_ns = a.end_ns();
     for (i, c) in a.connections.iter().enumerate() {
         if i > 0 {
             out.write_all(b",")?;
         }
         if pretty {
             out.write_all(b"\n    ")?;
-            let text = serde_json::to_string_pretty(&connection_view(c)).map_err(io::Error::other)?;
+            let text = serde_json::to_string_pretty(&connection_view(c, end_ns)).map_err(io::Error::other)?;
             out.write_all(text.replace('\n', "\n    ").as_bytes())?;
         } else {
-            serde_json::to_writer(&mut *out, &connection_view(c)).map_err(io::Error::other)?;
+            serde_json::to_writer(&mut *out, &connection_view(c, end_ns)).map_err(io::Error::other)?;
         }
     }
     out.write_all(if pretty { b"\n  ]\n}\n" } else { b"]}\n" })?;
