@@ -5,6 +5,7 @@
 
 use crate::decode::{self, Skip};
 use crate::flow::table::FlowTable;
+use crate::detect::{self, servers::{ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
@@ -82,10 +83,15 @@ impl SkipCounts {
 #[derive(Default)]
 pub struct Analysis {
     pub files: Vec<FileReport>,
-    /// Every connection, in order of its first packet (when `keep_connections` is on).
+    /// Every connection in order of its first packet (`keep_connections` on), or only those
+    /// with a problem (off).
     pub connections: Vec<Connection>,
-    /// The tally of the connections whose records were dropped (`keep_connections` off).
+    /// With `keep_connections` off: the tally of every connection...
     pub dropped: Tally,
+    /// ...their servers' statistics...
+    pub servers: Option<ServerBook>,
+    /// ...and how many connections with a problem were counted but not kept.
+    pub not_kept: u64,
     /// Tracker state of the connections still remembered when the input ended (what a merge
     /// with the next capture continues from).
     pub live: FlowTable,
@@ -120,7 +126,7 @@ impl Analysis {
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
-        Ok(Analysis { files, connections: joined.connections, dropped: Tally::default(), live: joined.live, skipped, options: self.options })
+        Ok(Analysis { files, connections: joined.connections, live: joined.live, skipped, options: self.options, ..Analysis::default() })
     }
 
     /// When the capture ends: its latest packet.
@@ -128,11 +134,18 @@ impl Analysis {
         self.files.iter().filter_map(|f| f.last_time_ns).max().unwrap_or(0)
     }
 
+    /// Whether `connections` holds every connection (else only those with a problem).
+    pub fn keeps_every_connection(&self) -> bool {
+        self.options.tracker.keep_connections
+    }
+
     pub fn summary(&self) -> Summary {
         let mut tally = self.dropped;
-        let end_ns = self.end_ns();
-        for c in &self.connections {
-            tally.count(c, end_ns);
+        if self.keeps_every_connection() {
+            let end_ns = self.end_ns();
+            for c in &self.connections {
+                tally.count(c, end_ns);
+            }
         }
         Summary {
             packets: self.files.iter().map(|f| f.packets).sum(),
@@ -140,6 +153,20 @@ impl Analysis {
             skipped: self.skipped.total(),
             connections: tally,
         }
+    }
+
+    /// Per server endpoint, in order of address.
+    pub fn servers(&self) -> Vec<ServerStats> {
+        if let Some(book) = &self.servers {
+            return book.clone().finish();
+        }
+        let end_ns = self.end_ns();
+        let mut book = ServerBook::default();
+        for c in &self.connections {
+            let (outcome, symptoms) = detect::classify(c, end_ns);
+            book.add(c, outcome, symptoms);
+        }
+        book.finish()
     }
 
     /// Sentences about anything that makes the result less than complete.
@@ -156,6 +183,13 @@ impl Analysis {
                     f.time_went_backwards
                 ));
             }
+        }
+        if self.not_kept > 0 {
+            out.push(format!(
+                "{} more connections with a problem were counted but not kept (at most {} are)",
+                self.not_kept,
+                crate::flow::store::MAX_KEPT_WITH_PROBLEMS
+            ));
         }
         for (linktype, n) in self.skipped.unknown_link_types() {
             out.push(format!("{n} packets of link type {linktype} ({}) were not decoded", CaptureReader::linktype_name(linktype)));
@@ -212,6 +246,15 @@ pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, Re
             stop,
         });
     }
-    let (connections, dropped, live) = tracker.finish();
-    Ok(Analysis { files, connections, dropped, live, skipped, options })
+    let (finished, live) = tracker.finish();
+    Ok(Analysis {
+        files,
+        connections: finished.connections,
+        dropped: finished.tally,
+        servers: finished.servers,
+        not_kept: finished.not_kept,
+        live,
+        skipped,
+        options,
+    })
 }

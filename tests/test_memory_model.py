@@ -99,6 +99,9 @@ def test_events_and_merging_need_the_records(tmp_path):
     with pytest.raises(ValueError):
         pcapq.analyze([str(path)], keep_connections=False, keep_events=False, mergeable=True)
     dropped = pcapq.analyze([str(path)], keep_connections=False, keep_events=False)
-    assert len(dropped) == 0
+    # Only the connections with a problem are kept.
+    with_problems = [c["id"] for c in pcapq.analyze([str(path)]).connections(problems_only=True)]
+    assert [c["id"] for c in dropped.connections()] == with_problems
+    assert len(dropped) == len(with_problems) > 0
     with pytest.raises(ValueError):
         pcapq.analyze([str(path)]).merge(dropped)

@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::analysis::{self, AnalyzeOptions};
+use crate::detect;
 use crate::flow::TrackerOptions;
 use crate::output::json;
 use errors::{internal_error, CaptureError, InternalError, PcapqError};
@@ -40,6 +41,25 @@ fn catch<T>(f: impl FnOnce() -> T) -> PyResult<T> {
 #[pyclass(module = "pcapq._core")]
 pub struct Analysis {
     inner: analysis::Analysis,
+    /// Per-server statistics, made on first use.
+    servers: std::sync::OnceLock<Vec<detect::servers::ServerStats>>,
+}
+
+impl Analysis {
+    fn of(inner: analysis::Analysis) -> Analysis {
+        Analysis { inner, servers: std::sync::OnceLock::new() }
+    }
+
+    fn server_stats(&self) -> &[detect::servers::ServerStats] {
+        self.servers.get_or_init(|| self.inner.servers())
+    }
+
+    fn server(&self, server: &str) -> PyResult<&detect::servers::ServerStats> {
+        self.server_stats()
+            .iter()
+            .find(|s| s.server.to_string() == server)
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(server.to_string()))
+    }
 }
 
 #[pymethods]
@@ -96,6 +116,67 @@ impl Analysis {
         self.inner.connections.len()
     }
 
+    /// Connections as dicts shaped like the JSON document's: all of them, or only those with
+    /// a problem (an outcome other than completed or open, or any symptom).
+    #[pyo3(signature = (*, problems_only = false))]
+    fn connections<'py>(&self, py: Python<'py>, problems_only: bool) -> PyResult<Bound<'py, PyList>> {
+        let end_ns = self.inner.end_ns();
+        let list = PyList::empty(py);
+        for c in &self.inner.connections {
+            if problems_only {
+                let (outcome, symptoms) = detect::classify(c, end_ns);
+                if !detect::servers::has_problem(outcome, symptoms) {
+                    continue;
+                }
+            }
+            list.append(python_value(py, &json::connection_value(c, end_ns))?)?;
+        }
+        Ok(list)
+    }
+
+    /// One dict per server endpoint: connections, outcomes, symptoms, first_time, last_time,
+    /// answered (connections the server sent data on), and the median handshake gaps at the
+    /// capture point (syn_to_synack, synack_to_ack, seconds; None without clean handshakes).
+    fn servers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for s in self.server_stats() {
+            let d = PyDict::new(py);
+            d.set_item("server", s.server.to_string())?;
+            d.set_item("connections", s.connections)?;
+            let outcomes = PyDict::new(py);
+            for o in detect::Outcome::ALL {
+                outcomes.set_item(o.slug(), s.outcomes[o.index()])?;
+            }
+            d.set_item("outcomes", outcomes)?;
+            let symptoms = PyDict::new(py);
+            for sy in detect::Symptom::ALL {
+                symptoms.set_item(sy.slug(), s.symptoms[sy.index()])?;
+            }
+            d.set_item("symptoms", symptoms)?;
+            d.set_item("first_time", s.first_ns as f64 / 1e9)?;
+            d.set_item("last_time", s.last_ns as f64 / 1e9)?;
+            d.set_item("answered", s.answered_ns.len())?;
+            d.set_item("syn_to_synack", s.median_syn_to_synack_ns().map(|n| n as f64 / 1e9))?;
+            d.set_item("synack_to_ack", s.median_synack_to_ack_ns().map(|n| n as f64 / 1e9))?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// For `server` ("ip:port"): at each of `times` (epoch seconds), how many connections its
+    /// clients considered established were still waiting for its first answer.
+    fn waiting_at(&self, server: &str, times: Vec<f64>) -> PyResult<Vec<usize>> {
+        let stats = self.server(server)?;
+        Ok(times.iter().map(|t| stats.waiting_at((t * 1e9).round() as i64)).collect())
+    }
+
+    /// For `server`: how many connections it answered (first data) between `start` and `end`.
+    fn answered_between(&self, server: &str, start: f64, end: f64) -> PyResult<usize> {
+        let stats = self.server(server)?;
+        let (from, to) = ((start * 1e9).round() as i64, (end * 1e9).round() as i64);
+        Ok(stats.answered_ns.partition_point(|&t| t <= to) - stats.answered_ns.partition_point(|&t| t < from))
+    }
+
     /// Connection `index` (0-based, in order of first packet) as a JSON object string.
     fn connection_json(&self, index: usize) -> PyResult<String> {
         let c = self.inner.connections.get(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("no such connection"))?;
@@ -108,7 +189,8 @@ impl Analysis {
         let earlier = std::mem::take(&mut self.inner);
         let later = std::mem::take(&mut later.inner);
         let inner = catch(move || earlier.merge(later))?.map_err(pyo3::exceptions::PyValueError::new_err)?;
-        Ok(Analysis { inner })
+        self.servers = std::sync::OnceLock::new();
+        Ok(Analysis::of(inner))
     }
 
     /// Writes the JSON document (docs/json.md) to `target`: a path, which the core writes
@@ -231,7 +313,7 @@ fn analyze(py: Python<'_>, paths: Vec<String>, keep_connections: bool, keep_even
     let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections } };
     let result = py.allow_threads(|| catch(|| analysis::analyze(&paths, options)))?;
     match result {
-        Ok(inner) => Ok(Analysis { inner }),
+        Ok(inner) => Ok(Analysis::of(inner)),
         Err(e) => Err(errors::capture_error(&e)),
     }
 }

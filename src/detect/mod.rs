@@ -3,6 +3,7 @@
 //! are in docs/diagnosis.md; they read only the connection's record.
 
 pub mod schedule;
+pub mod servers;
 
 use crate::flow::connection::{Connection, Send};
 use crate::flow::{FrameRef, PacketRole, Side};

@@ -13,7 +13,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::connection::Connection;
+use super::connection::{Connection, Milestones, RetransmitLog, Send};
 use super::event::{Detail, FrameRef, Side};
 use super::key::{Endpoint, FlowKey};
 use super::table::{is_forgotten, FlowTable};
@@ -79,8 +79,8 @@ pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offs
             tracker.table.insert(key, flow);
         }
     }
-    let (connections, _, live) = tracker.finish();
-    Tracked { connections, live }
+    let (finished, live) = tracker.finish();
+    Tracked { connections: finished.connections, live }
 }
 
 /// Replays the later connection's prefix into earlier connection `e`, then adds what the later
@@ -120,6 +120,10 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
         conn.push(event, true);
     }
     conn.events_dropped += later.events_dropped;
+    join_milestones(&mut conn.milestones, &later.milestones, &snapshot.milestones, flipped);
+    if let Some(log) = &later.retransmits {
+        join_retransmits(conn, log, last_replayed, &side);
+    }
 
     match live_flow {
         Some((_, mut flow)) => {
@@ -137,6 +141,44 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
     }
 }
 
+/// What the later analysis learned after its snapshot, where the merged record does not know it yet.
+fn join_milestones(merged: &mut Milestones, later: &Milestones, snapshot: &Milestones, flipped: bool) {
+    let (client_data, server_data) =
+        if flipped { (later.server_data_ns, later.client_data_ns) } else { (later.client_data_ns, later.server_data_ns) };
+    merged.client_data_ns = merged.client_data_ns.or(client_data);
+    merged.server_data_ns = merged.server_data_ns.or(server_data);
+    if !flipped {
+        merged.client_data_acked_ns = merged.client_data_acked_ns.or(later.client_data_acked_ns);
+        merged.client_data_sends += later.client_data_sends - snapshot.client_data_sends;
+    }
+    if merged.first_rst.is_none() {
+        merged.first_rst = later.first_rst.map(|mut r| {
+            if flipped {
+                r.from = r.from.other();
+            }
+            r
+        });
+    }
+}
+
+/// Appends the sends the later analysis logged after the replayed prefix.
+fn join_retransmits(conn: &mut Connection, later: &RetransmitLog, last_replayed: FrameRef, side: &dyn Fn(Side) -> Side) {
+    let after = |s: &&Send| s.at > last_replayed;
+    let (syn, synack) = if side(Side::Client) == Side::Client { (&later.syn, &later.synack) } else { (&later.synack, &later.syn) };
+    let log = conn.retransmits_mut();
+    for send in syn.iter().filter(after) {
+        RetransmitLog::handshake(&mut log.syn, None, *send);
+    }
+    for send in synack.iter().filter(after) {
+        RetransmitLog::handshake(&mut log.synack, None, *send);
+    }
+    for series in &later.data {
+        for send in series.sends.iter().filter(after) {
+            log.data(side(series.from), series.seq, None, *send, series.into_half_open);
+        }
+    }
+}
+
 fn shift_files(conn: &mut Connection, offset: u32) {
     let shift = |f: &mut FrameRef| f.file += offset;
     shift(&mut conn.first);
@@ -150,5 +192,15 @@ fn shift_files(conn: &mut Connection, offset: u32) {
     }
     if let Some(prefix) = conn.prefix.as_mut() {
         prefix.segments.iter_mut().for_each(|s| shift(&mut s.at));
+    }
+    if let Some(rst) = conn.milestones.first_rst.as_mut() {
+        shift(&mut rst.at);
+        if let Some(f) = rst.answers_frame.as_mut() {
+            shift(f);
+        }
+    }
+    if let Some(log) = conn.retransmits.as_mut() {
+        let sends = log.syn.iter_mut().chain(log.synack.iter_mut()).chain(log.data.iter_mut().flat_map(|d| d.sends.iter_mut()));
+        sends.for_each(|s| shift(&mut s.at));
     }
 }

@@ -8,6 +8,19 @@
 use super::connection::{ConnState, Connection};
 use super::key::FlowKey;
 use super::tally::{Marks, Tally};
+use crate::detect::{self, servers, servers::ServerBook};
+
+/// What a run leaves: every record (when all are kept), or the tally of all connections, their
+/// servers' statistics and the records of those with a problem.
+#[derive(Default)]
+pub struct Finished {
+    pub connections: Vec<Connection>,
+    pub tally: Tally,
+    /// `None` when every record is kept: the statistics are made from the records then.
+    pub servers: Option<ServerBook>,
+    /// Connections with a problem beyond `MAX_KEPT_WITH_PROBLEMS`, counted but not kept.
+    pub not_kept: u64,
+}
 
 /// What is left of a record when its connection leaves the hot table: its id (when every
 /// record is kept, also its slot) and what the tally counted for it (when it was dropped).
@@ -24,18 +37,35 @@ pub struct ConnectionStore {
     keep_all: bool,
     /// Connections counted and dropped.
     tally: Tally,
+    /// Their servers' statistics.
+    servers: ServerBook,
+    /// The dropped ones that had a problem (up to `MAX_KEPT_WITH_PROBLEMS`), kept for findings.
+    with_problems: Vec<Connection>,
+    with_problems_not_kept: u64,
 }
+
+/// Connections with a problem kept when records are not: a SYN flood can bring millions.
+pub const MAX_KEPT_WITH_PROBLEMS: usize = 100_000;
 
 impl ConnectionStore {
     pub fn new(keep_all: bool) -> ConnectionStore {
-        ConnectionStore { slots: Vec::new(), free: Vec::new(), next_id: 0, keep_all, tally: Tally::default() }
+        ConnectionStore {
+            slots: Vec::new(),
+            free: Vec::new(),
+            next_id: 0,
+            keep_all,
+            tally: Tally::default(),
+            servers: ServerBook::default(),
+            with_problems: Vec::new(),
+            with_problems_not_kept: 0,
+        }
     }
 
     /// Continues from records kept by an earlier run. When every record is kept, a record's
     /// slot is its id.
     pub fn resume(records: Vec<Connection>) -> ConnectionStore {
         let next_id = records.len() as u64;
-        ConnectionStore { slots: records, free: Vec::new(), next_id, keep_all: true, tally: Tally::default() }
+        ConnectionStore { slots: records, next_id, ..ConnectionStore::new(true) }
     }
 
     pub fn keeps_all(&self) -> bool {
@@ -88,11 +118,36 @@ impl ConnectionStore {
         if self.keep_all {
             return Retired { id: conn.id, tallied: Marks::default() };
         }
-        let tallied = self.tally.count(conn, now_ns);
-        let id = conn.id;
+        let tallied = self.count(slot, now_ns);
+        let id = self.slots[slot].id;
         self.slots[slot].events = Vec::new();
         self.free.push(slot);
         Retired { id, tallied }
+    }
+
+    /// Counts the record in `slot` into the tally and its server's statistics, and keeps it if
+    /// it had a problem. A revived record adds to the tally only what is new, to the server's
+    /// statistics nothing.
+    fn count(&mut self, slot: usize, end_ns: i64) -> Marks {
+        let conn = &self.slots[slot];
+        let (outcome, symptoms) = detect::classify(conn, end_ns);
+        let first_count = conn.tallied.counted_outcome().is_none();
+        let mut tallied = self.tally.count_as(conn, outcome, symptoms);
+        if first_count {
+            self.servers.add(conn, outcome, symptoms);
+        }
+        // A revived record is judged only by its outcome (a late RST can change it).
+        let outcome_now = tallied.counted_outcome().unwrap_or(outcome);
+        let symptoms_now = if first_count { symptoms } else { detect::Symptoms::default() };
+        if servers::has_problem(outcome_now, symptoms_now) && !tallied.is_kept() {
+            if self.with_problems.len() < MAX_KEPT_WITH_PROBLEMS {
+                self.with_problems.push(conn.clone());
+            } else {
+                self.with_problems_not_kept += 1;
+            }
+            tallied = tallied.kept();
+        }
+        tallied
     }
 
     /// A late packet came for a retired connection: its slot, holding its record again.
@@ -106,20 +161,20 @@ impl ConnectionStore {
         self.place(Connection::revived(retired.id, client, server, state, retired.tallied, Default::default(), time_ns))
     }
 
-    /// Every kept record in id order (all of them when every record is kept, none otherwise)
-    /// and the tally of the dropped ones, with the records still in use counted in (for a
-    /// capture that ended at `end_ns`).
-    pub fn finish(mut self, end_ns: i64) -> (Vec<Connection>, Tally) {
+    /// What the run leaves, for a capture that ended at `end_ns`.
+    pub fn finish(mut self, end_ns: i64) -> Finished {
         if self.keep_all {
-            return (self.slots, self.tally);
+            return Finished { connections: self.slots, ..Finished::default() };
         }
         let free: std::collections::HashSet<usize> = self.free.iter().copied().collect();
-        for (slot, conn) in self.slots.iter().enumerate() {
+        for slot in 0..self.slots.len() {
             if !free.contains(&slot) {
-                self.tally.count(conn, end_ns);
+                self.count(slot, end_ns);
             }
         }
-        (Vec::new(), self.tally)
+        let mut kept = self.with_problems;
+        kept.sort_by_key(|c| c.id);
+        Finished { connections: kept, tally: self.tally, servers: Some(self.servers), not_kept: self.with_problems_not_kept }
     }
 
     /// The records, by slot (by id when every record is kept).

@@ -22,8 +22,22 @@ impl Marks {
     const RESET: u32 = 1 << 7;
     const PARTIAL: u32 = 1 << 8;
     const PORT_REUSE: u32 = 1 << 9;
+    /// The store kept the record for the findings (not counted by the tally).
+    const KEPT: u32 = 1 << 14;
+    /// The outcome counted, as its index plus one, in these four bits.
+    const OUTCOME_SHIFT: u32 = 10;
+    const OUTCOME_MASK: u32 = 0b1111 << Marks::OUTCOME_SHIFT;
     /// Symptoms take the bits from here up, in `Symptom::ALL` order.
     const FIRST_SYMPTOM: u32 = 16;
+
+    fn outcome(self) -> Option<Outcome> {
+        let n = ((self.0 & Marks::OUTCOME_MASK) >> Marks::OUTCOME_SHIFT) as usize;
+        n.checked_sub(1).and_then(|i| Outcome::ALL.get(i).copied())
+    }
+
+    fn with_outcome(self, o: Outcome) -> Marks {
+        Marks((self.0 & !Marks::OUTCOME_MASK) | ((o.index() as u32 + 1) << Marks::OUTCOME_SHIFT))
+    }
 
     fn symptom(s: Symptom) -> u32 {
         1 << (Marks::FIRST_SYMPTOM + s.index() as u32)
@@ -52,6 +66,19 @@ impl Marks {
 
     pub fn is_partial(self) -> bool {
         self.0 & Marks::PARTIAL != 0
+    }
+
+    /// The outcome counted for the connection, if it was counted.
+    pub fn counted_outcome(self) -> Option<Outcome> {
+        self.outcome()
+    }
+
+    pub fn is_kept(self) -> bool {
+        self.0 & Marks::KEPT != 0
+    }
+
+    pub fn kept(self) -> Marks {
+        Marks(self.0 | Marks::KEPT)
     }
 
     fn has(self, bit: u32) -> u64 {
@@ -87,12 +114,36 @@ impl Tally {
     /// everything counted for it so far. The outcome is counted once, the first time.
     pub fn count(&mut self, c: &Connection, end_ns: i64) -> Marks {
         let (outcome, symptoms) = detect::classify(c, end_ns);
+        self.count_as(c, outcome, symptoms)
+    }
+
+    /// `count`, with the connection's outcome and symptoms already known.
+    pub fn count_as(&mut self, c: &Connection, outcome: Outcome, symptoms: detect::Symptoms) -> Marks {
         let symptom_bits = symptoms.iter().fold(0, |bits, s| bits | Marks::symptom(s));
         let now = Marks(Marks::of(c).0 | symptom_bits).union(c.tallied);
-        let new = Marks(now.0 & !c.tallied.0);
-        if new.has(Marks::COUNTED) == 1 {
-            self.outcomes[outcome.index()] += 1;
-        }
+        let new = Marks(now.0 & !c.tallied.0 & !Marks::OUTCOME_MASK);
+        let outcome = match c.tallied.outcome() {
+            // Counted before; a revived record knows too little to be judged again, but a late
+            // RST turns the outcome into a reset.
+            Some(before) => {
+                let after = match c.milestones.first_rst {
+                    Some(rst) if !matches!(before, Outcome::ResetByClient | Outcome::ResetByServer | Outcome::Refused) => {
+                        if rst.from == crate::flow::Side::Server { Outcome::ResetByServer } else { Outcome::ResetByClient }
+                    }
+                    _ => before,
+                };
+                if after != before {
+                    self.outcomes[before.index()] -= 1;
+                    self.outcomes[after.index()] += 1;
+                }
+                after
+            }
+            None => {
+                self.outcomes[outcome.index()] += 1;
+                outcome
+            }
+        };
+        let now = now.with_outcome(outcome);
         for s in Symptom::ALL {
             self.symptoms[s.index()] += new.has(Marks::symptom(s));
         }

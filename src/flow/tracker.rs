@@ -12,9 +12,8 @@ use super::connection::{ConnState, Connection, RetransmitLog, RstFacts, SeenSegm
 use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
-use super::store::ConnectionStore;
+use super::store::{ConnectionStore, Finished};
 use super::table::FlowTable;
-use super::tally::Tally;
 use crate::decode::{flags, Segment};
 
 /// Linux's default ephemeral port range starts here (net.ipv4.ip_local_port_range = 32768 60999).
@@ -302,12 +301,11 @@ impl Tracker {
         }
     }
 
-    /// The records kept (every connection in order of first packet when `keep_connections`
-    /// is on, none otherwise), the tally of the connections whose records were dropped, and
-    /// the table of flows still remembered.
-    pub fn finish(self) -> (Vec<Connection>, Tally, FlowTable) {
-        let (connections, tally) = self.store.finish(self.last_time_ns);
-        (connections, tally, self.table)
+    /// What the run leaves (every record when `keep_connections` is on; otherwise the tally,
+    /// the servers' statistics and the connections with a problem), and the table of flows
+    /// still remembered.
+    pub fn finish(self) -> (Finished, FlowTable) {
+        (self.store.finish(self.last_time_ns), self.table)
     }
 }
 
@@ -1613,8 +1611,9 @@ mod tests {
         assert_eq!(w.tracker.live_connections(), 1, "the late RST brought it back");
         w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 9_000 * MS);
         assert_eq!(w.tracker.live_connections(), 0, "and it is retired again");
-        let (records, tally, _) = w.tracker.finish();
-        assert!(records.is_empty());
+        let (finished, _) = w.tracker.finish();
+        let tally = finished.tally;
+        assert_eq!(finished.connections.len(), 1, "kept: reset by the client is a problem");
         assert_eq!((tally.connections, tally.handshakes_completed, tally.reset), (1, 1, 1));
     }
 

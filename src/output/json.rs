@@ -377,6 +377,11 @@ fn connection_view(c: &Connection, end_ns: i64) -> ConnectionView {
     }
 }
 
+/// One connection as a JSON value, for a capture that ends at `end_ns`.
+pub fn connection_value(c: &Connection, end_ns: i64) -> serde_json::Value {
+    serde_json::to_value(connection_view(c, end_ns)).unwrap_or_default()
+}
+
 /// One connection as a JSON object, for a capture that ends at `end_ns`.
 pub fn connection_json(c: &Connection, end_ns: i64) -> String {
     serde_json::to_string(&connection_view(c, end_ns)).unwrap_or_default()

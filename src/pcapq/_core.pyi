@@ -2,7 +2,7 @@
 
 import os
 
-from typing import Final, Protocol, TypedDict, final
+from typing import Any, Final, Protocol, TypedDict, final
 
 __all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "PcapqError", "CaptureError", "InternalError"]
 
@@ -40,6 +40,8 @@ class _Summary(TypedDict):
     partial: int
     port_reuse: int
     snaplen_cut_segments: int
+    outcomes: dict[str, int]
+    symptoms: dict[str, int]
 
 class _CaptureInfo(TypedDict):
     path: str
@@ -71,6 +73,30 @@ class Analysis:
 
     def __len__(self) -> int:
         """Number of connection records kept (0 with keep_connections=False)."""
+
+    def connections(self, *, problems_only: bool = False) -> list[dict[str, Any]]:
+        """Connections as dicts shaped like the JSON document's (docs/json.md): all those kept,
+        or only those with a problem (an outcome other than completed or open, or a symptom).
+        With keep_connections=False only connections with a problem were kept."""
+
+    def servers(self) -> list[dict[str, Any]]:
+        """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,
+        answered, syn_to_synack and synack_to_ack (median handshake gaps, seconds, or None)."""
+
+    def waiting_at(self, server: str, times: list[float]) -> list[int]:
+        """At each time, how many connections to `server` its clients considered established
+        while it had not answered them yet.
+
+        Raises:
+            KeyError: no such server.
+        """
+
+    def answered_between(self, server: str, start: float, end: float) -> int:
+        """How many connections `server` answered (first data) between start and end.
+
+        Raises:
+            KeyError: no such server.
+        """
 
     def connection_json(self, index: int) -> str:
         """Connection `index` (in order of first packet) as a JSON object.
