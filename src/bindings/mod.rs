@@ -196,15 +196,22 @@ impl Analysis {
     /// Writes the JSON document (docs/json.md) to `target`: a path, which the core writes
     /// itself, or a text file object, given chunks of 1 MiB. An exception raised by
     /// `target.write` (BrokenPipeError, a full disk) propagates as it was raised.
-    #[pyo3(signature = (target, pretty = false))]
-    fn write_json(&self, py: Python<'_>, target: Bound<'_, PyAny>, pretty: bool) -> PyResult<()> {
+    #[pyo3(signature = (target, pretty = false, extra = None))]
+    fn write_json(&self, py: Python<'_>, target: Bound<'_, PyAny>, pretty: bool, extra: Option<String>) -> PyResult<()> {
+        if let Some(e) = &extra {
+            let parsed: serde_json::Value = serde_json::from_str(e).map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("extra: {e}")))?;
+            if !parsed.is_object() {
+                return Err(pyo3::exceptions::PyValueError::new_err("extra must be a JSON object"));
+            }
+        }
+        let extra = extra.as_deref();
         if let Ok(path) = target.extract::<std::path::PathBuf>() {
             let inner = &self.inner;
             let written = py.allow_threads(|| {
                 catch(|| {
                     let file = std::fs::File::create(&path)?;
                     let mut out = io::BufWriter::with_capacity(CHUNK, file);
-                    json::write_document(inner, &mut out, pretty)?;
+                    json::write_document(inner, &mut out, pretty, extra)?;
                     out.flush()
                 })
             })?;
@@ -213,7 +220,7 @@ impl Analysis {
         let mut writer = PyTextWriter { file: target, buffer: Vec::with_capacity(CHUNK), error: None };
         let written = catch(|| {
             let mut out = io::BufWriter::with_capacity(64 * 1024, &mut writer);
-            json::write_document(&self.inner, &mut out, pretty)?;
+            json::write_document(&self.inner, &mut out, pretty, extra)?;
             out.flush()?;
             drop(out);
             writer.flush()

@@ -132,11 +132,33 @@ struct ConnectionView {
     snaplen_cut: u32,
     outcome: &'static str,
     symptoms: Vec<&'static str>,
+    /// When the client first sent data, the server first acknowledged it, and first answered.
+    request: RequestView,
+    /// The first RST, if any.
+    reset: Option<ResetView>,
     /// Seconds the retransmissions cost (docs/diagnosis.md).
     added_latency: f64,
     series: Vec<SeriesView>,
     events: Vec<EventView>,
     events_dropped: u32,
+}
+
+#[derive(Serialize)]
+struct RequestView {
+    sent: Option<f64>,
+    acked: Option<f64>,
+    answered: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct ResetView {
+    from: &'static str,
+    file: u32,
+    frame: u64,
+    time: f64,
+    answers: &'static str,
+    answers_frame: Option<FrameView>,
+    after: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -370,6 +392,20 @@ fn connection_view(c: &Connection, end_ns: i64) -> ConnectionView {
         snaplen_cut: c.snaplen_cut,
         outcome: verdict.outcome.slug(),
         symptoms: verdict.symptoms.iter().map(|s| s.slug()).collect(),
+        request: RequestView {
+            sent: c.milestones.client_data_ns.map(epoch),
+            acked: c.milestones.client_data_acked_ns.map(epoch),
+            answered: c.milestones.server_data_ns.map(epoch),
+        },
+        reset: c.milestones.first_rst.map(|r| ResetView {
+            from: r.from.name(),
+            file: r.at.file,
+            frame: r.at.frame,
+            time: epoch(r.time_ns),
+            answers: r.answers.map_or("nothing", |a| a.slug()),
+            answers_frame: r.answers_frame.map(FrameView::from),
+            after: r.after_ns.map(seconds),
+        }),
         added_latency: seconds(verdict.added_latency_ns),
         series: verdict.series.iter().map(|s| series_view(c, s)).collect(),
         events: c.events.iter().map(|e| event_view(c, e)).collect(),
@@ -392,8 +428,9 @@ pub fn summary_view(a: &Analysis) -> SummaryView {
 }
 
 /// Writes the whole document. Connections are written one at a time, so memory does not grow
-/// with the output.
-pub fn write_document<W: Write>(a: &Analysis, out: &mut W, pretty: bool) -> io::Result<()> {
+/// with the output. `extra` is a JSON object whose fields go in before `connections` (the
+/// findings, which Python adds).
+pub fn write_document<W: Write>(a: &Analysis, out: &mut W, pretty: bool, extra: Option<&str>) -> io::Result<()> {
     let doc = Document {
         schema: SCHEMA_NAME,
         schema_version: SCHEMA_VERSION,
@@ -408,6 +445,13 @@ pub fn write_document<W: Write>(a: &Analysis, out: &mut W, pretty: bool) -> io::
     let close: &[u8] = if pretty { b"\n}" } else { b"}" };
     let head = head.strip_suffix(close).unwrap_or(&head);
     out.write_all(head)?;
+    if let Some(fields) = extra.map(str::trim).and_then(|e| e.strip_prefix('{')).and_then(|e| e.strip_suffix('}')) {
+        let fields = fields.trim_end();
+        if !fields.trim().is_empty() {
+            out.write_all(b",")?;
+            out.write_all(fields.as_bytes())?;
+        }
+    }
     out.write_all(if pretty { b",\n  \"connections\": [" } else { b",\"connections\":[" })?;
     let end_ns = a.end_ns();
     for (i, c) in a.connections.iter().enumerate() {

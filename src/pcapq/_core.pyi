@@ -116,12 +116,16 @@ class Analysis:
             ValueError: an analysis did not keep its connections, or `later` is not mergeable.
         """
 
-    def write_json(self, target: str | os.PathLike[str] | _TextFile, pretty: bool = False) -> None:
+    def write_json(
+        self, target: str | os.PathLike[str] | _TextFile, pretty: bool = False, extra: str | None = None
+    ) -> None:
         """Writes the whole JSON document (docs/json.md) to a path or a text file object.
+        `extra`, a JSON object's text, adds its fields before `connections`.
 
         Raises:
             OSError: the path cannot be written (errno, message, path); an exception raised
                 by the file object's write() propagates unchanged.
+            ValueError: `extra` is not a JSON object.
         """
 
 def analyze(

@@ -31,10 +31,15 @@ FILE_WIDTH = 200
 def _console(file: TextIO | None = None, no_color: bool = False):  # -> rich.console.Console
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1; the reader of our output going away is not an error (exit 0).
+            raise BrokenPipeError
+
     stream = file if file is not None else sys.stdout
     to_terminal = hasattr(stream, "isatty") and stream.isatty()
     width = None if to_terminal or os.environ.get("COLUMNS") else FILE_WIDTH
-    return Console(file=file, no_color=no_color or None, highlight=False, soft_wrap=False, width=width)
+    return _Console(file=file, no_color=no_color or None, highlight=False, soft_wrap=False, width=width)
 
 
 @click.group(context_settings=CONTEXT)
@@ -112,7 +117,9 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         try:
             if fmt == "json":
                 # The core writes the file itself, without passing every chunk through Python.
-                result.write_json(output, pretty=pretty)
+                from pcapq.diagnose import diagnose
+
+                result.write_json(output, pretty=pretty, extra=_json_extra(diagnose(result), pretty))
             else:
                 with open(output, "w", encoding="utf-8") as out:
                     _write_report(result, fmt, pretty, True, out)
@@ -143,13 +150,27 @@ def _stop_on_broken_pipe() -> NoReturn:
 
 
 def _write_report(result: _core.Analysis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+    from pcapq.diagnose import diagnose
+
+    diagnosis = diagnose(result)
     if fmt == "json":
-        result.write_json(out, pretty=pretty)
+        result.write_json(out, pretty=pretty, extra=_json_extra(diagnosis, pretty))
         out.flush()
         return
+    from pcapq.report.findings import render_findings
     from pcapq.report.summary import print_summary
 
-    print_summary(result, _console(out, no_color))
+    console = _console(out, no_color)
+    starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
+    console.print(render_findings(diagnosis, min(starts) if starts else None))
+    console.print()
+    print_summary(result, console)
+
+
+def _json_extra(diagnosis, pretty: bool) -> str:
+    import json
+
+    return json.dumps(diagnosis.to_json(), indent=2 if pretty else None)
 
 
 def _refuse_overwriting_inputs(files: tuple[str, ...], output: str) -> None:

@@ -1,0 +1,6 @@
+"""Reasoning across connections: where the capture was taken, and what went wrong (findings)."""
+
+from pcapq.diagnose.capture_point import CapturePoint, infer
+from pcapq.diagnose.findings import Diagnosis, Finding, diagnose
+
+__all__ = ["CapturePoint", "Diagnosis", "Finding", "diagnose", "infer"]

@@ -1,0 +1,287 @@
+"""Findings: failing connections grouped per server endpoint into episodes, each explained by a
+cause, with how sure pcapq is and why, the frames to open in Wireshark, and what to change.
+
+Reads only connections with a problem and per-server statistics from the core; never one
+object per packet or per healthy connection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pcapq._core import Analysis
+from pcapq.diagnose.advice import ADVICE, PROXY_LOG
+from pcapq.diagnose.capture_point import CapturePoint, infer
+
+# Problem connections further apart than this (seconds) are separate episodes.
+EPISODE_GAP_S = 30.0
+# How many clients' SYNs must go unanswered together to blame the listener, not the path.
+LISTEN_DROP_MIN = 3
+# Half-open requests (SYN-ACK sent, never completed) that point to a full SYN queue: a small
+# backlog (net.ipv4.tcp_max_syn_backlog, or the listen backlog) fills with a handful.
+HALF_OPEN_MIN = 3
+# nginx proxy_connect_timeout / proxy_read_timeout default (seconds).
+PROXY_TIMEOUT_S = 60.0
+# TIME-WAIT lasts 60 s on Linux (TCP_TIMEWAIT_LEN).
+TIME_WAIT_S = 60.0
+MAX_EVIDENCE = 6
+
+
+@dataclass
+class Episode:
+    server: str
+    connections: list[dict] = field(default_factory=list)
+
+    @property
+    def first(self) -> float:
+        return min(c["first_time"] for c in self.connections)
+
+    @property
+    def last(self) -> float:
+        return max(c["last_time"] for c in self.connections)
+
+
+@dataclass
+class Finding:
+    cause: str
+    server: str
+    confidence: float
+    confidence_reason: str
+    first: float
+    last: float
+    connections: list[int]
+    evidence: list[dict]
+    advice: str
+    proxy_log: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "cause": self.cause,
+            "server": self.server,
+            "confidence": round(self.confidence, 2),
+            "confidence_reason": self.confidence_reason,
+            "first": self.first,
+            "last": self.last,
+            "connections": {"count": len(self.connections), "ids": self.connections},
+            "evidence": self.evidence,
+            "advice": self.advice,
+            "proxy_log": self.proxy_log,
+            "details": self.details,
+        }
+
+
+@dataclass
+class Diagnosis:
+    capture_point: CapturePoint
+    findings: list[Finding]
+
+    def to_json(self) -> dict:
+        return {"capture_point": self.capture_point.to_json(), "findings": [f.to_json() for f in self.findings]}
+
+
+def episodes(problems: list[dict]) -> list[Episode]:
+    """Per server, problem connections in time order, split where nothing failed for a while."""
+    by_server: dict[str, list[dict]] = {}
+    for c in sorted(problems, key=lambda c: (c["first_time"], c["id"])):
+        by_server.setdefault(c["server"], []).append(c)
+    out: list[Episode] = []
+    for server, conns in sorted(by_server.items()):
+        current = Episode(server)
+        for c in conns:
+            if current.connections and c["first_time"] - current.last > EPISODE_GAP_S:
+                out.append(current)
+                current = Episode(server)
+            current.connections.append(c)
+        out.append(current)
+    return out
+
+
+def diagnose(analysis: Analysis) -> Diagnosis:
+    capture_point = infer(analysis.servers())
+    findings: list[Finding] = []
+    for episode in episodes(analysis.connections(problems_only=True)):
+        findings.extend(_explain(episode, analysis, capture_point))
+    findings.sort(key=lambda f: (f.first, f.server, f.cause))
+    return Diagnosis(capture_point, findings)
+
+
+def _has(c: dict, *symptoms: str) -> bool:
+    return any(s in c["symptoms"] for s in symptoms)
+
+
+def _syns_unanswered(c: dict) -> bool:
+    """The client re-sent its SYN and no SYN-ACK came before the re-send."""
+    if not _has(c, "syn_retransmitted"):
+        return False
+    synack = c["handshake"]["synack_time"]
+    second_syn = next((s["sends"][1]["time"] for s in c["series"] if s["kind"] == "syn" and len(s["sends"]) > 1), None)
+    return synack is None or (second_syn is not None and synack > second_syn)
+
+
+def _half_open(c: dict) -> bool:
+    hs = c["handshake"]
+    return hs["synack_attempts"] > 0 and not hs["completed"] and c["outcome"] != "partial"
+
+
+def _evidence(frame: dict | None, what: str) -> list[dict]:
+    if not frame:
+        return []
+    return [{"file": frame["file"], "frame": frame["frame"], "what": what}]
+
+
+def _series_frames(c: dict, kind: str, what: str) -> list[dict]:
+    for s in c["series"]:
+        if s["kind"] == kind and len(s["sends"]) > 1:
+            return _evidence(s["sends"][1], f"{what} (connection {c['id']})")
+    return []
+
+
+def _finding(cause: str, episode: Episode, conns: list[dict], confidence: float, reason: str, evidence: list[dict], **kw) -> Finding:
+    return Finding(
+        cause=cause,
+        server=episode.server,
+        confidence=confidence,
+        confidence_reason=reason,
+        first=min(c["first_time"] for c in conns),
+        last=max(c["last_time"] for c in conns),
+        connections=sorted(c["id"] for c in conns),
+        evidence=evidence[:MAX_EVIDENCE],
+        advice=ADVICE[cause],
+        **kw,
+    )
+
+
+def _explain(episode: Episode, analysis: Analysis, cp: CapturePoint) -> list[Finding]:
+    conns = episode.connections
+    out: list[Finding] = []
+
+    refused = [c for c in conns if c["outcome"] == "refused" or _has(c, "rejected")]
+    if refused:
+        evidence = [e for c in refused for e in _evidence(c["reset"], f"RST answering the SYN (connection {c['id']})")]
+        reason = f"{len(refused)} SYN(s) answered with RST: nothing listened on {episode.server}"
+        out.append(_finding("closed_port", episode, refused, 0.95, reason, evidence, proxy_log=[PROXY_LOG["refused"]]))
+
+    overflow = [c for c in conns if _has(c, "final_ack_dropped", "reset_after_ack", "syncookie_suspected")]
+    unanswered = [c for c in conns if _syns_unanswered(c)]
+    # Connections a listen-queue finding explains: not reported again as clients giving up.
+    explained: set[int] = set()
+    if overflow:
+        out.append(_accept_queue(episode, overflow, unanswered, analysis, cp))
+        explained.update(c["id"] for c in overflow + unanswered)
+    else:
+        half_open = [c for c in conns if _half_open(c)]
+        if len(half_open) >= HALF_OPEN_MIN and unanswered:
+            # SYNs that got nothing and were never sent again belong to the same flood.
+            silent = [c for c in conns if c["outcome"] == "abandoned" and c["handshake"]["synack_attempts"] == 0
+                      and c["handshake"]["syn_attempts"] == 1]
+            reason = (
+                f"{len(half_open)} half-open requests (SYN-ACK sent, handshake never completed) filled the SYN "
+                f"queue while {len(unanswered)} other clients' SYNs went unanswered and were sent again"
+            )
+            evidence = [e for c in half_open for e in _series_frames(c, "synack", "SYN-ACK sent again, never answered")]
+            evidence = [e for c in unanswered for e in _series_frames(c, "syn", "SYN sent again, unanswered")] + evidence
+            involved = half_open + silent + unanswered
+            out.append(_finding("syn_queue_overflow", episode, involved, 0.8, reason, evidence,
+                                proxy_log=[PROXY_LOG["timed_out"]]))
+            explained.update(c["id"] for c in involved)
+        elif len(unanswered) >= LISTEN_DROP_MIN:
+            reason = (
+                f"{len(unanswered)} clients' SYNs went unanswered and were sent again on the backoff; "
+                "the capture cannot tell which queue dropped them"
+            )
+            evidence = [e for c in unanswered for e in _series_frames(c, "syn", "SYN sent again, unanswered")]
+            out.append(_finding("listen_drops", episode, unanswered, 0.6, reason, evidence, proxy_log=[PROXY_LOG["timed_out"]]))
+            explained.update(c["id"] for c in unanswered)
+
+    # Re-sends that no listen-queue finding explains: the path lost packets.
+    loose = [c for c in conns if c["id"] not in explained]
+    lost = [c for c in loose if _has(c, "data_retransmitted", "syn_retransmitted", "request_unacked")]
+    if lost:
+        reason = f"{len(lost)} connection(s) re-sent data or handshake packets with no sign of a full listen queue"
+        evidence = [e for c in lost for e in (_series_frames(c, "data", "data sent again") or _series_frames(c, "syn", "SYN sent again"))]
+        out.append(_finding("network_loss", episode, lost, 0.6, reason, evidence))
+        explained.update(c["id"] for c in lost if c["outcome"] not in ("abandoned", "reset_by_client"))
+
+    gave_up = [c for c in conns if c["outcome"] in ("abandoned", "reset_by_client") and c["id"] not in explained]
+    slow = [c for c in gave_up if c["request"]["acked"] is not None]
+    impatient = [c for c in gave_up if c not in slow]
+    if slow:
+        reason = f"the server took {len(slow)} request(s) (acknowledged them) but the client gave up before an answer"
+        evidence = [e for c in slow for e in _evidence(c["reset"], f"the client's RST (connection {c['id']})")]
+        out.append(_finding("slow_server", episode, slow, 0.75, reason, evidence,
+                            proxy_log=[PROXY_LOG["read_timeout"], PROXY_LOG["client_gone"]]))
+    if impatient:
+        reason = f"{len(impatient)} client(s) stopped before their kernel would have (connect or read timeout)"
+        evidence = [e for c in impatient for e in _evidence(c["reset"], f"the client's RST (connection {c['id']})")]
+        out.append(_finding("client_gave_up", episode, impatient, 0.7, reason, evidence, proxy_log=[PROXY_LOG["client_gone"]]))
+
+    reused = [c for c in conns if c["follows"] is not None]
+    if reused:
+        reason = f"{len(reused)} failing connection(s) reused the 4-tuple of an earlier connection within TIME-WAIT's {TIME_WAIT_S:.0f} s"
+        evidence = [{"file": c["first_file"], "frame": c["first_frame"], "what": f"SYN on a reused 4-tuple (connection {c['id']})"} for c in reused]
+        out.append(_finding("port_reuse", episode, reused, 0.5, reason, evidence))
+    return out
+
+
+def _accept_queue(episode: Episode, overflow: list[dict], unanswered: list[dict], analysis: Analysis, cp: CapturePoint) -> Finding:
+    dropped = [c for c in overflow if _has(c, "final_ack_dropped")]
+    resets = [c for c in overflow if _has(c, "reset_after_ack")]
+    cookies = [c for c in overflow if _has(c, "syncookie_suspected")]
+    if resets:
+        confidence, reason = 0.9, (
+            f"the server answered {len(resets)} handshake ACK(s) or first requests with RST: "
+            "net.ipv4.tcp_abort_on_overflow=1 and a full accept queue"
+        )
+    elif dropped and cp.proves_kernel_drops:
+        confidence, reason = 0.95, (
+            f"captured at the server: in {len(dropped)} connection(s) the client's ACK arrived and the server "
+            "sent its SYN-ACK again, so its kernel dropped the ACK (tcp_check_req(): accept queue full)"
+        )
+    elif dropped:
+        confidence = 0.8 if len(dropped) + len(cookies) > 1 else 0.6
+        reason = (
+            f"in {len(dropped)} connection(s) the server sent its SYN-ACK again after the client's ACK; "
+            f"seen from {cp.side}, a lost ACK would look the same, but {len(dropped) + len(cookies)} at once point to the queue"
+        )
+    else:
+        confidence, reason = 0.7, (
+            f"{len(cookies)} connection(s) completed the handshake but their requests went unacknowledged and no "
+            "SYN-ACK was sent again: SYN cookies answered while the accept queue was full"
+        )
+    evidence: list[dict] = []
+    for c in overflow:
+        evidence += _series_frames(c, "synack", "SYN-ACK sent again after the client's ACK")
+        evidence += _evidence(c["reset"], f"RST answering the handshake ACK (connection {c['id']})") if _has(c, "reset_after_ack") else []
+        evidence += _series_frames(c, "data", "request sent again, never acknowledged") if _has(c, "syncookie_suspected") else []
+    involved = {c["id"]: c for c in overflow + unanswered}
+    details = _queue_estimate(episode.server, overflow, analysis)
+    proxy_log = [PROXY_LOG["read_timeout"]] + ([PROXY_LOG["reset_by_server"]] if resets else [])
+    return _finding("accept_queue_overflow", episode, list(involved.values()), confidence, reason, evidence,
+                    proxy_log=proxy_log, details=details)
+
+
+def _queue_estimate(server: str, overflow: list[dict], analysis: Analysis) -> dict:
+    """Connections waiting when the first drop came, the service rate, a backlog suggestion."""
+    acks = [c["handshake"]["ack_time"] for c in overflow if c["handshake"]["ack_time"] is not None]
+    first_drop = min(acks) if acks else min(c["first_time"] for c in overflow)
+    waiting = analysis.waiting_at(server, [first_drop - 1e-6])[0]
+    start, end = min(c["first_time"] for c in overflow), max(c["last_time"] for c in overflow)
+    answered = analysis.answered_between(server, start, end)
+    rate = answered / max(end - start, 1.0)
+    return {
+        "first_drop": first_drop,
+        "waiting_at_first_drop": waiting,
+        "estimated_backlog": max(waiting - 1, 0),
+        "estimate_note": (
+            f"{waiting} connections were established and waiting for an answer when the first ACK was "
+            f"dropped; the accept queue holds backlog+1, so the effective backlog is about {max(waiting - 1, 0)} "
+            "(an upper bound: connections already accepted and being served count too)"
+        ),
+        "service_rate_per_s": round(rate, 2),
+        "suggested_backlog": max(round(rate * PROXY_TIMEOUT_S), 1),
+        "suggestion_note": (
+            f"at {rate:.1f} answers/s, a queue deeper than {max(round(rate * PROXY_TIMEOUT_S), 1)} makes requests wait "
+            f"past the proxy's {PROXY_TIMEOUT_S:.0f} s timeout: a deeper queue only turns 502s into 504s"
+        ),
+    }

@@ -1,0 +1,58 @@
+"""Findings for people: what went wrong, where, when, how sure, and what to change."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from pcapq.diagnose import Diagnosis, Finding
+
+TITLES = {
+    "accept_queue_overflow": "Accept queue overflow",
+    "syn_queue_overflow": "SYN queue overflow",
+    "listen_drops": "SYNs dropped by the listener",
+    "closed_port": "Closed port",
+    "network_loss": "Packet loss on the path",
+    "client_gave_up": "Clients gave up",
+    "slow_server": "Server too slow for the client's timeout",
+    "port_reuse": "4-tuple reused in TIME-WAIT",
+}
+
+
+def _clock(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+
+
+def render_finding(f: Finding, capture_start: float | None) -> Panel:
+    rows = Table.grid(padding=(0, 2))
+    rows.add_column(style="bold")
+    rows.add_column()
+    offset = f" (+{f.first - capture_start:.3f} s into the capture)" if capture_start is not None else ""
+    rows.add_row("when", f"{_clock(f.first)} to {_clock(f.last)} UTC{offset}")
+    ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
+    rows.add_row("connections", f"{len(f.connections)} (ids {ids})")
+    rows.add_row("confidence", f"{f.confidence:.2f}: {f.confidence_reason}")
+    frames = ", ".join(f"{e['frame']}" + (f" (file {e['file']})" if e["file"] else "") for e in f.evidence)
+    rows.add_row("open in Wireshark", f"frames {frames}" if frames else "-")
+    for key in ("estimate_note", "suggestion_note"):
+        if key in f.details:
+            rows.add_row("queue" if key == "estimate_note" else "sizing", f.details[key])
+    for line in f.proxy_log:
+        rows.add_row("proxy log", line)
+    rows.add_row("what to do", f.advice)
+    title = Text(f"{TITLES.get(f.cause, f.cause)} on {f.server}", style="bold red" if f.confidence >= 0.7 else "bold yellow")
+    return Panel(rows, title=title, title_align="left", expand=True)
+
+
+def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
+    parts: list[object] = []
+    if not d.findings:
+        parts.append(Text("No failures found: no connection shows a listen-queue, loss or timeout problem.", style="green"))
+    for f in d.findings:
+        parts.append(render_finding(f, capture_start))
+    parts.append(Text(f"Capture point: {d.capture_point.side} ({d.capture_point.reason})", style="dim"))
+    return Group(*parts)
