@@ -155,10 +155,10 @@ impl Analysis {
         }
     }
 
-    /// Per server endpoint, in order of address.
-    pub fn servers(&self) -> Vec<ServerStats> {
+    /// The per-server book: kept from the run, or made from every record.
+    pub fn server_book(&self) -> ServerBook {
         if let Some(book) = &self.servers {
-            return book.clone().finish();
+            return book.clone();
         }
         let end_ns = self.end_ns();
         let mut book = ServerBook::default();
@@ -166,7 +166,12 @@ impl Analysis {
             let (outcome, symptoms) = detect::classify(c, end_ns);
             book.add(c, outcome, symptoms);
         }
-        book.finish()
+        book
+    }
+
+    /// Per server endpoint, in order of address.
+    pub fn servers(&self) -> Vec<ServerStats> {
+        self.server_book().finish()
     }
 
     /// Sentences about anything that makes the result less than complete.

@@ -7,6 +7,7 @@ the server namespace's `nstat` counters before and after, tcpdump's counters, th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import selectors
 import subprocess
@@ -42,6 +43,8 @@ class Run:
     elapsed: float
     sysctls: dict[str, str] = field(default_factory=dict)
     setup: list[str] = field(default_factory=list)
+    # Scenario-specific facts (e.g. the half-open SYNs sent, packets nftables dropped).
+    extra: dict = field(default_factory=dict)
 
     def delta(self, counter: str) -> int:
         return self.nstat_after.get(counter, 0) - self.nstat_before.get(counter, 0)
@@ -160,9 +163,42 @@ def accept_queue_overflow(
 ) -> Run:
     """listen(backlog) and no accept() for `accept_delay` s while `connections` clients connect at
     once, each sending its request as soon as connect() returns."""
-    assert 66 + request <= SHAPE_BURST
     net.sysctl(net.server_ns, "net.ipv4.tcp_syncookies", 1)
     net.sysctl(net.server_ns, "net.ipv4.tcp_abort_on_overflow", 0)
+    return _burst(net, pcap, connections, backlog, accept_delay, request, response, lead=1)
+
+
+def abort_on_overflow(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int = 9,
+    backlog: int = 3,
+    accept_delay: float = 2.0,
+    request: int = 24,
+    response: int = 1000,
+) -> Run:
+    """accept_queue_overflow with net.ipv4.tcp_abort_on_overflow=1: a handshake ACK that finds
+    the accept queue full is answered with an RST instead of being dropped. `backlog` connections
+    go first and wait in the accept queue (it holds backlog + 1), leaving one place for the burst."""
+    net.sysctl(net.server_ns, "net.ipv4.tcp_syncookies", 1)
+    net.sysctl(net.server_ns, "net.ipv4.tcp_abort_on_overflow", 1)
+    return _burst(net, pcap, connections, backlog, accept_delay, request, response, lead=backlog, server_wait=1.0)
+
+
+def _burst(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int,
+    backlog: int,
+    accept_delay: float,
+    request: int,
+    response: int,
+    lead: int,
+    server_wait: float = 10.0,
+) -> Run:
+    """`lead` connections one by one, then the others at once, their SYNs ahead of their ACKs;
+    the server listens with `backlog` and calls accept() only after `accept_delay` s."""
+    assert 66 + request <= SHAPE_BURST
     net.shape_egress(net.client_ns, net.client_if, SHAPE_RATE, burst=SHAPE_BURST)
     started = time.monotonic()
     before = net.nstat(net.server_ns)
@@ -175,18 +211,189 @@ def accept_queue_overflow(
             out = net.run(
                 net.client_ns,
                 [sys.executable, PEERS, "client", net.server_ip, str(PORT), "--concurrent", "--count",
-                 str(connections), "--first-alone", "--filler", str(FILLER), "--request", str(request),
+                 str(connections), "--lead", str(lead), "--filler", str(FILLER), "--request", str(request),
                  "--deadline", "15"],
                 timeout=30,
             ).stdout
-        server.wait(10)
+        # Reset connections never reach accept(): the server may still wait for them.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(server_wait)
     finally:
         net.stop(server)
+    first = "1 connection" if lead == 1 else f"{lead} connections one by one"
     setup = [
         f"server listen() backlog {backlog}, first accept() {accept_delay:g} s after listen()",
-        f"client: 1 connection, then {connections - 1} non-blocking connects at once; "
+        f"client: {first}, then {connections - lead} non-blocking connects at once; "
         f"{request}-byte request each, {response}-byte response",
         f"client egress: tc tbf rate {SHAPE_RATE} burst {SHAPE_BURST}, {FILLER} UDP datagrams ahead "
         "of the burst (SYNs reach the listener before the handshake ACKs)",
     ]
     return _run(net, pcap, out, cap, before, started, setup)
+
+
+def _client(net: NetnsPair, *options: str, timeout: float = 30) -> str:
+    """tcp_peers.py client in the client namespace; its stdout."""
+    argv = [sys.executable, PEERS, "client", net.server_ip, str(PORT), *options]
+    return net.run(net.client_ns, argv, timeout=timeout).stdout
+
+
+def closed_port(net: NetnsPair, pcap: Path, connections: int = 5) -> Run:
+    """`connections` sequential connects to a port nobody listens on."""
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    with net.capture(pcap, bpf=["tcp"]) as cap:
+        out = _client(net, "--count", str(connections), "--timeout", "2", "--deadline", "10")
+    setup = [f"no listener on port {PORT}; client: {connections} sequential connects"]
+    return _run(net, pcap, out, cap, before, started, setup)
+
+
+def client_timeout_rst(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int = 3,
+    timeout: float = 1.0,
+    reply_delay: float = 1.5,
+    pause: float = 0.6,
+    request: int = 100,
+    response: int = 1000,
+) -> Run:
+    """The server reads each request but answers only after `reply_delay` s; the client gives up
+    after `timeout` s and closes with SO_LINGER 0, an RST. `pause` between connections lets the
+    server finish with the previous one (it serves one at a time)."""
+    assert reply_delay > timeout and timeout + pause > reply_delay
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--count", str(connections), "--reply-delay", str(reply_delay),
+                          "--response", str(response), "--deadline", "20")
+    try:
+        with net.capture(pcap, bpf=["tcp"]) as cap:
+            out = _client(net, "--count", str(connections), "--request", str(request), "--timeout", str(timeout),
+                          "--rst-on-timeout", "--pause", str(pause), "--deadline", "15")
+            # The server's write after the RST, if any, is in the capture too.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(reply_delay + 1)
+    finally:
+        net.stop(server)
+    setup = [
+        f"server accepts at once, reads the {request}-byte request, answers {reply_delay:g} s later "
+        f"({response} bytes), one connection at a time",
+        f"client: {connections} sequential connections, {timeout:g} s read timeout, then close() with "
+        f"SO_LINGER 0 (an RST); {pause:g} s pause between connections",
+    ]
+    return _run(net, pcap, out, cap, before, started, setup)
+
+
+DARK_HOST = 3  # 10.231.N.3: routed to the client's veth, owned by no one
+
+
+def syn_queue_overflow(
+    net: NetnsPair,
+    pcap: Path,
+    backlog: int = 3,
+    half_open: int = 6,
+    connections: int = 3,
+    synack_retries: int = 1,
+    client_delay: float = 0.5,
+    request: int = 100,
+    response: int = 1000,
+) -> Run:
+    """tcp_syncookies=0, listen(backlog). `half_open` raw SYNs from an address no one owns fill
+    the SYN queue (their SYN-ACKs go unanswered); `client_delay` s later `connections` clients
+    connect at once. Their SYNs are dropped until the half-open requests expire
+    (tcp_synack_retries: 1 s + 2 s + ... after the SYN)."""
+    net.sysctl(net.server_ns, "net.ipv4.tcp_syncookies", 0)
+    net.sysctl(net.server_ns, "net.ipv4.tcp_synack_retries", synack_retries)
+    dark = net.server_ip.rsplit(".", 1)[0] + f".{DARK_HOST}"
+    client_mac = net.run(net.client_ns, ["ip", "-br", "link", "show", net.client_if]).stdout.split()[2]
+    # The SYN-ACKs to the dark address reach the client's veth, where the kernel drops them
+    # (not its address, no forwarding): no RST comes back.
+    net.run(net.server_ns, ["ip", "neigh", "replace", dark, "lladdr", client_mac, "dev", net.server_if,
+                            "nud", "permanent"])
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--backlog", str(backlog), "--count", str(connections),
+                          "--response", str(response), "--deadline", "20")
+    try:
+        with net.capture(pcap, bpf=["tcp"]) as cap:
+            syns = net.run(net.client_ns, [sys.executable, PEERS, "half-open", net.server_ip, str(PORT),
+                                           "--source", dark, "--count", str(half_open)]).stdout
+            time.sleep(client_delay)
+            out = _client(net, "--concurrent", "--count", str(connections), "--request", str(request),
+                          "--deadline", "12")
+        server.wait(10)
+    finally:
+        net.stop(server)
+    setup = [
+        f"server: tcp_syncookies=0, tcp_synack_retries={synack_retries}, listen() backlog {backlog}, "
+        "accepts at once",
+        f"{half_open} SYNs (scapy, raw socket in the client namespace) from {dark}, an address no host "
+        "owns: their SYN-ACKs are never answered",
+        f"{client_delay:g} s later: {connections} non-blocking connects at once; {request}-byte request, "
+        f"{response}-byte response",
+    ]
+    run = _run(net, pcap, out, cap, before, started, setup)
+    run.extra["half_open"] = parse_clients(syns)
+    run.extra["dark"] = dark
+    return run
+
+
+LOSS_TABLE = "pcapq_loss"
+
+
+def packet_loss(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int = 20,
+    loss_percent: int = 4,
+    request: int = 100,
+    response: int = 16000,
+    snaplen: int = 96,
+) -> Run:
+    """healthy() with random loss: nftables in the client namespace drops `loss_percent` % of the
+    server's packets on input, after tcpdump on the server's veth saw them. The server's veth
+    sends one MSS per packet (gso_max_segs 1), as a NIC puts them on the wire."""
+    net.run(net.server_ns, ["ip", "link", "set", "dev", net.server_if, "gso_max_segs", "1"])
+    match = f"ip saddr {net.server_ip} tcp sport {PORT}"
+    rules = (
+        f"table inet {LOSS_TABLE} {{\n"
+        "  chain input {\n"
+        "    type filter hook input priority 0; policy accept;\n"
+        f"    {match} counter\n"
+        f"    {match} numgen random mod 100 < {loss_percent} counter drop\n"
+        "  }\n"
+        "}\n"
+    )
+    net.run(net.client_ns, ["nft", "-f", "-"], input=rules)
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "30")
+    try:
+        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+            out = _client(net, "--count", str(connections), "--request", str(request), "--deadline", "20")
+        # A client that failed leaves the server waiting; the caller sees it in `clients`.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(10)
+    finally:
+        net.stop(server)
+    seen, dropped = _nft_counters(net, net.client_ns, LOSS_TABLE)
+    setup = [
+        f"server listen() backlog 128, accepts at once; client: {connections} sequential connections, "
+        f"{request}-byte request, {response}-byte response, server closes first",
+        f"server veth gso_max_segs 1 (one MSS per packet); tcpdump -s {snaplen}",
+        f"client namespace, nftables input: `{match} numgen random mod 100 < {loss_percent} drop`: "
+        f"dropped {dropped} of the server's {seen} packets",
+    ]
+    run = _run(net, pcap, out, cap, before, started, setup)
+    run.extra.update(server_packets=seen, dropped=dropped)
+    return run
+
+
+def _nft_counters(net: NetnsPair, ns: str, table: str) -> list[int]:
+    """Packet counts of the table's counters, in rule order."""
+    doc = json.loads(net.run(ns, ["nft", "-j", "list", "table", "inet", table]).stdout)
+    counts = []
+    for item in doc["nftables"]:
+        for expr in item.get("rule", {}).get("expr", []):
+            if "counter" in expr:
+                counts.append(int(expr["counter"]["packets"]))
+    return counts

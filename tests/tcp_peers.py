@@ -2,9 +2,12 @@
 
     python tcp_peers.py server HOST PORT [--backlog B] [--accept-delay S] [--count N] ...
     python tcp_peers.py client HOST PORT [--count N] [--concurrent] ...
+    python tcp_peers.py half-open HOST PORT --source ADDR [--count N]   (raw SYNs; scapy)
 
 Protocol: the client sends `--request` bytes ending in a newline; the server reads up to the
-newline, writes `--response` bytes and closes; the client reads to EOF and closes.
+newline, waits `--reply-delay` seconds, writes `--response` bytes and closes; the client reads
+to EOF and closes (`--timeout` for connect and each read; `--rst-on-timeout`: a timed-out
+connection is closed with an RST).
 The server prints "ready" once listening. The client prints one JSON line per connection:
 {"port": local port, "sent": bytes, "received": bytes, "error": null or text}.
 Both stop by themselves after `--count` connections or `--deadline` seconds.
@@ -15,8 +18,11 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
+import select
 import selectors
 import socket
+import struct
 import sys
 import time
 from typing import cast
@@ -53,12 +59,28 @@ def serve(args: argparse.Namespace) -> int:
                     if not chunk:
                         break
                     data += chunk
+                if args.reply_delay:
+                    time.sleep(args.reply_delay)
                 conn.sendall(response)
             except OSError as e:
                 print(f"server: {e}", file=sys.stderr, flush=True)
         served += 1
     lsock.close()
     return 0
+
+
+def connect(s: socket.socket, host: str, port: int, timeout: float, result: dict) -> None:
+    """connect() with a timeout, noting the local port in `result` also when it fails."""
+    s.setblocking(False)
+    rc = s.connect_ex((host, port))
+    result["port"] = s.getsockname()[1]
+    if rc == errno.EINPROGRESS:
+        if not select.select([], [s], [], timeout)[1]:
+            raise socket.timeout("connect timed out")
+        rc = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if rc:
+        raise OSError(rc, os.strerror(rc))
+    s.settimeout(timeout)
 
 
 def sequential(args: argparse.Namespace) -> int:
@@ -69,15 +91,20 @@ def sequential(args: argparse.Namespace) -> int:
             break
         result: dict[str, object] = {"port": None, "sent": 0, "error": None}
         received = 0
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            with socket.create_connection((args.host, args.port), timeout=5) as s:
-                result["port"] = s.getsockname()[1]
-                s.sendall(request)
-                result["sent"] = len(request)
-                while chunk := s.recv(65536):
-                    received += len(chunk)
+            connect(s, args.host, args.port, args.timeout, result)
+            s.sendall(request)
+            result["sent"] = len(request)
+            while chunk := s.recv(65536):
+                received += len(chunk)
         except OSError as e:
             result["error"] = repr(e)
+            if isinstance(e, socket.timeout) and args.rst_on_timeout:
+                # SO_LINGER on, 0 s: close() sends an RST instead of a FIN.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        finally:
+            s.close()
         result["received"] = received
         print(json.dumps(result), flush=True)
         if args.pause:
@@ -87,9 +114,10 @@ def sequential(args: argparse.Namespace) -> int:
 
 def concurrent(args: argparse.Namespace) -> int:
     """All connects at once, non-blocking; each sends its request as soon as connect() is done.
-    --first-alone: the first connection completes its handshake and sends its request before
-    the others start; --filler N: then N small UDP datagrams to the server's discard port go out
-    first, so that the SYNs queue behind them on a shaped link."""
+    --lead N: the first N connections, one by one, complete their handshake and send their
+    request before the others start (--first-alone: N = 1); --filler N: then N small UDP
+    datagrams to the server's discard port go out first, so that the SYNs queue behind them on
+    a shaped link."""
     deadline = time.monotonic() + args.deadline
     request = request_bytes(args.request)
     sel = selectors.DefaultSelector()
@@ -115,11 +143,13 @@ def concurrent(args: argparse.Namespace) -> int:
             sel.unregister(s)
             s.close()
 
+    lead = max(args.lead, 1 if args.first_alone else 0)
     for i in range(args.count):
-        if i == 1 and args.first_alone:
+        if 0 < i <= lead:
             wait_until = time.monotonic() + 2
-            while not (results[0]["sent"] or results[0]["error"]) and time.monotonic() < wait_until:
+            while not (results[-1]["sent"] or results[-1]["error"]) and time.monotonic() < wait_until:
                 pump(0.01)
+        if i == lead > 0:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
                 for _ in range(args.filler):
                     udp.sendto(b"f" * 40, (args.host, 9))
@@ -144,9 +174,30 @@ def concurrent(args: argparse.Namespace) -> int:
     return 0
 
 
+def half_open(args: argparse.Namespace) -> int:
+    """`--count` SYNs from `--source` (ports 40000 and up, ISN 1000 * port) through a raw
+    socket; nothing answers their SYN-ACKs if no host owns that address. Prints one JSON line
+    per SYN: {"port": source port, "isn": ISN}."""
+    from scapy.layers.inet import IP, TCP
+
+    sent = []
+    with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as raw:
+        for i in range(args.count):
+            port = 40000 + i
+            syn = IP(src=args.source, dst=args.host) / TCP(
+                sport=port, dport=args.port, flags="S", seq=1000 * port, window=64240,
+                options=[("MSS", 1460), ("SAckOK", b""), ("WScale", 7)],
+            )
+            raw.sendto(bytes(syn), (args.host, 0))
+            sent.append({"port": port, "isn": 1000 * port})
+    for line in sent:
+        print(json.dumps(line), flush=True)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("role", choices=["server", "client"])
+    p.add_argument("role", choices=["server", "client", "half-open"])
     p.add_argument("host")
     p.add_argument("port", type=int)
     p.add_argument("--backlog", type=int, default=128)
@@ -155,13 +206,21 @@ def main() -> int:
     p.add_argument("--request", type=int, default=100)
     p.add_argument("--response", type=int, default=1000)
     p.add_argument("--concurrent", action="store_true")
-    p.add_argument("--first-alone", action="store_true", help="concurrent client: see concurrent()")
+    p.add_argument("--first-alone", action="store_true", help="concurrent client: --lead 1")
+    p.add_argument("--lead", type=int, default=0, help="concurrent client: see concurrent()")
     p.add_argument("--filler", type=int, default=0, help="concurrent client: see concurrent()")
     p.add_argument("--pause", type=float, default=0.0, help="sequential client: sleep between connections")
+    p.add_argument("--timeout", type=float, default=5.0, help="sequential client: connect and read timeout")
+    p.add_argument("--rst-on-timeout", action="store_true",
+                   help="sequential client: after a timeout, close with SO_LINGER 0 (an RST)")
+    p.add_argument("--reply-delay", type=float, default=0.0, help="server: wait this long before answering")
+    p.add_argument("--source", help="half-open: the SYNs' source address")
     p.add_argument("--deadline", type=float, default=20.0)
     args = p.parse_args()
     if args.role == "server":
         return serve(args)
+    if args.role == "half-open":
+        return half_open(args)
     return concurrent(args) if args.concurrent else sequential(args)
 
 

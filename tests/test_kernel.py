@@ -1,7 +1,7 @@
 """pcapq on traffic from the Linux kernel itself: two network namespaces joined by a veth pair
 (netns.py), a small request/response server and client (tcp_peers.py), tcpdump on the server's
-side. Needs root, `ip`, `tc`, `nstat` (iproute2) and `tcpdump`; skipped otherwise. Select or
-deselect with `-m kernel` / `-m "not kernel"`."""
+side. Needs root, `ip`, `tc`, `nstat` (iproute2) and `tcpdump` (and `nft` for the loss test);
+skipped otherwise. Select or deselect with `-m kernel` / `-m "not kernel"`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,21 @@ from pathlib import Path
 import pytest
 
 from conftest import analyze_json
-from kernel_scenarios import PEERS, PORT, Run, accept_queue_overflow, healthy, parse_clients, start_server
-from netns import NetnsPair
+from kernel_scenarios import (
+    PEERS,
+    PORT,
+    Run,
+    abort_on_overflow,
+    accept_queue_overflow,
+    client_timeout_rst,
+    closed_port,
+    healthy,
+    packet_loss,
+    parse_clients,
+    start_server,
+    syn_queue_overflow,
+)
+from netns import NetnsPair, unavailable_reason
 
 pytestmark = pytest.mark.kernel
 
@@ -174,6 +187,21 @@ def packet_facts(pcap: Path) -> dict[int, dict]:
     return dict(facts)
 
 
+def server_segments(pcap: Path) -> dict[int, tuple[int, int]]:
+    """Frame -> (client port, sequence number) of each server segment with payload."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.utils import PcapReader
+
+    segments = {}
+    with PcapReader(str(pcap)) as packets:
+        for frame, pkt in enumerate(packets, start=1):
+            tcp = pkt[TCP]
+            # The payload may be cut by the snaplen: its length from the IP header.
+            if tcp.sport == PORT and pkt[IP].len - 4 * pkt[IP].ihl - 4 * tcp.dataofs > 0:
+                segments[frame] = (tcp.dport, tcp.seq)
+    return segments
+
+
 def overflow_report(run: Run, doc: dict) -> str:
     lines = [f"elapsed {run.elapsed:.1f} s; sysctls {run.sysctls}", "nstat (server namespace):", run.nstat_report()]
     for c in doc["connections"]:
@@ -251,3 +279,190 @@ def test_accept_queue_overflow(net, tmp_path):
         else:
             continue
         assert 0.8 * expected <= e["since_previous"] <= 1.25 * expected + 0.1, (e, report)
+
+
+def events_of(c: dict, kind: str, side: str | None = None) -> list[dict]:
+    return [e for e in c["events"] if e["kind"] == kind and side in (None, e["from"])]
+
+
+def frame_of(c: dict, kind: str) -> int:
+    return next(e["frame"] for e in c["events"] if e["kind"] == kind)
+
+
+def within_timer(since: float, expected: float) -> bool:
+    """A kernel timer of `expected` s: the timer wheel fires it up to ~1/8 late."""
+    return 0.8 * expected <= since <= 1.25 * expected + 0.1
+
+
+def test_abort_on_overflow(net, tmp_path):
+    connections, backlog, request, response = 9, 3, 24, 1000
+    run = abort_on_overflow(net, tmp_path / "abort.pcap", connections=connections, backlog=backlog,
+                            accept_delay=2.0, request=request, response=response)
+    doc = analyze_json(run.pcap)
+    report = overflow_report(run, doc)
+    assert run.tcpdump_dropped == 0, run.tcpdump
+    conns = by_client(doc)
+    assert sorted(conns) == sorted(c["port"] for c in run.clients), report
+
+    # The accept queue holds backlog + 1: `backlog` connections went first, one of the burst
+    # filled it, and the other `backlog` request sockets got an RST for their handshake ACK.
+    reset_ports = {c["port"] for c in run.clients if c["error"]}
+    assert all("ConnectionResetError" in c["error"] for c in run.clients if c["error"]), report
+    assert len(reset_ports) == backlog, report
+    assert run.delta("TcpExtEmbryonicRsts") == backlog, report
+    assert run.delta("TcpExtListenOverflows") >= backlog, report
+    for c in run.clients:
+        if c["port"] not in reset_ports:
+            assert (c["error"], c["received"]) == (None, response), report
+
+    server_rsts = 0
+    for port, c in conns.items():
+        rsts = events_of(c, "rst", "server")
+        server_rsts += len(rsts)
+        if port not in reset_ports:
+            assert not rsts and c["state"] == "closed", (c["client"], report)
+            continue
+        assert c["state"] == "reset" and c["handshake"]["completed"], (c["client"], report)
+        first = rsts[0]
+        assert first["answers"] == "handshake_ack", (first, report)
+        assert first["answers_frame"]["frame"] == frame_of(c, "handshake_ack"), (first, report)
+        assert first["after"] < 0.01, (first, report)
+        # The request that follows meets no socket at all: an RST too (a failed cookie check).
+        assert all(e["answers"] == "data" and e["after"] < 0.01 for e in rsts[1:]), (rsts, report)
+        assert c["sides"]["server"]["payload_bytes"] == 0, (c["client"], report)
+    assert server_rsts == run.delta("TcpOutRsts"), report
+
+
+def test_syn_queue_overflow(net, tmp_path):
+    backlog, half_open, connections, response = 3, 6, 3, 1000
+    run = syn_queue_overflow(net, tmp_path / "synq.pcap", backlog=backlog, half_open=half_open,
+                             connections=connections, synack_retries=1, client_delay=0.5, response=response)
+    doc = analyze_json(run.pcap)
+    report = overflow_report(run, doc)
+    assert run.tcpdump_dropped == 0, run.tcpdump
+    assert [(c["error"], c["received"]) for c in run.clients] == [(None, response)] * connections, report
+
+    dark = [c for c in doc["connections"] if c["client"].startswith(run.extra["dark"] + ":")]
+    clients = by_client({"connections": [c for c in doc["connections"] if c not in dark]})
+    assert sorted(int(c["client"].rsplit(":", 1)[1]) for c in dark) == [s["port"] for s in run.extra["half_open"]]
+    assert sorted(clients) == sorted(c["port"] for c in run.clients), report
+
+    # The SYN queue takes backlog + 1 requests; the other half-open SYNs get no answer.
+    answered = [c for c in dark if c["handshake"]["synack_attempts"] > 0]
+    assert len(answered) == backlog + 1, report
+    for c in dark:
+        assert c["handshake"]["syn_attempts"] == 1 and not c["handshake"]["completed"], (c["client"], report)
+        if c not in answered:
+            assert c["state"] == "syn_sent" and kinds(c) == [("syn", "client")], (c["client"], report)
+            continue
+        # tcp_synack_retries=1: one SYN-ACK retransmission after 1 s, then the request expires.
+        rtx = events_of(c, "synack_retransmit")
+        assert c["state"] == "syn_received" and len(rtx) == 1, (c["client"], report)
+        assert not rtx[0]["after_handshake_ack"] and within_timer(rtx[0]["since_previous"], 1.0), (rtx, report)
+
+    linear = run.sysctls.get("client:net.ipv4.tcp_syn_linear_timeouts")
+    linear_n = int(linear) if linear and linear.isdigit() else None
+    for c in clients.values():
+        where = (c["client"], report)
+        rtx = events_of(c, "syn_retransmit")
+        # Dropped while the half-open requests held the queue (~3 s), then answered.
+        assert len(rtx) >= 2 and c["handshake"]["completed"] and c["state"] == "closed", where
+        for e in rtx:
+            assert not e["after_handshake_ack"], where
+            assert within_timer(e["since_previous"], syn_rto(e["attempt"] - 1, linear_n)), (e, report)
+        synack = events_of(c, "synack")[0]
+        assert c["handshake"]["synack_attempts"] == 1 and synack["frame"] > rtx[-1]["frame"], where
+        assert synack["time"] - rtx[-1]["time"] < 0.01, where
+        assert c["sides"]["server"]["payload_bytes"] == response, where
+
+    # Every SYN the listener did not answer was a drop for a full request queue.
+    unanswered = sum(c["handshake"]["syn_attempts"] - (c["handshake"]["synack_attempts"] > 0)
+                     for c in doc["connections"])
+    assert run.delta("TcpExtTCPReqQFullDrop") == unanswered, report
+    assert run.delta("TcpExtListenDrops") == unanswered, report
+    assert run.delta("TcpExtTCPSynRetrans") == len(answered), report
+    assert run.delta("TcpExtListenOverflows") == 0, report
+
+
+def test_closed_port(net, tmp_path):
+    connections = 5
+    run = closed_port(net, tmp_path / "closed.pcap", connections=connections)
+    doc = analyze_json(run.pcap)
+    assert run.tcpdump_dropped == 0, run.tcpdump
+    assert all("ConnectionRefusedError" in c["error"] for c in run.clients), run.clients
+    conns = by_client(doc)
+    assert sorted(conns) == sorted(c["port"] for c in run.clients)
+    s = doc["summary"]
+    assert (s["connections"], s["reset"], s["handshakes_completed"], s["with_syn_retransmits"]) == (connections, connections, 0, 0), s
+    for c in conns.values():
+        assert c["state"] == "reset" and kinds(c) == [("syn", "client"), ("rst", "server")], c
+        rst = c["events"][1]
+        assert (rst["flags"], rst["answers"], rst["answers_frame"]["frame"]) == ("R.", "syn", frame_of(c, "syn")), rst
+        assert rst["ack"] == 1 and rst["after"] < 0.01, rst
+    assert run.delta("TcpOutRsts") == connections, run.nstat_report()
+    assert run.delta("TcpPassiveOpens") == 0, run.nstat_report()
+
+
+def test_client_timeout_rst(net, tmp_path):
+    connections, timeout, request = 3, 1.0, 100
+    run = client_timeout_rst(net, tmp_path / "timeout.pcap", connections=connections, timeout=timeout,
+                             reply_delay=1.5, pause=0.6, request=request)
+    doc = analyze_json(run.pcap)
+    assert run.tcpdump_dropped == 0, run.tcpdump
+    assert all("TimeoutError" in c["error"] and (c["sent"], c["received"]) == (request, 0) for c in run.clients), run.clients
+    conns = by_client(doc)
+    assert sorted(conns) == sorted(c["port"] for c in run.clients)
+    for c in conns.values():
+        assert c["state"] == "reset", c
+        assert kinds(c) == [("syn", "client"), ("synack", "server"), ("handshake_ack", "client"),
+                            ("data_first", "client"), ("rst", "client")], c
+        rst = c["events"][-1]
+        # The server ACKed the request at once, then stayed silent: the RST answers that ACK,
+        # a read timeout later.
+        assert rst["flags"] == "R." and rst["answers"] == "ack", rst
+        assert timeout <= rst["after"] < timeout + 0.2, rst
+        assert timeout <= rst["time"] - c["events"][3]["time"] < timeout + 0.2, c
+        # The server's answer came after the RST: its write failed, nothing was sent.
+        assert c["sides"]["server"]["payload_bytes"] == 0 and not c["sides"]["server"]["rst"], c
+    assert run.delta("TcpEstabResets") == connections, run.nstat_report()
+    assert run.delta("TcpOutRsts") == 0, run.nstat_report()
+
+
+def test_packet_loss(net, tmp_path):
+    reason = unavailable_reason(("nft",))
+    if reason:
+        pytest.skip(reason)
+    connections, response = 20, 16000
+    run = packet_loss(net, tmp_path / "loss.pcap", connections=connections, loss_percent=4, response=response)
+    doc = analyze_json(run.pcap)
+    report = f"{run.extra}\n{run.nstat_report()}"
+    assert run.tcpdump_dropped == 0, run.tcpdump
+    assert [(c["error"], c["received"]) for c in run.clients] == [(None, response)] * connections, run.clients
+    assert run.extra["dropped"] > 0, report
+    s = doc["summary"]
+    assert (s["connections"], s["handshakes_completed"], s["partial"], s["reset"]) == (connections, connections, 0, 0), s
+    assert s["with_data_retransmits"] > 0 and s["snaplen_cut_segments"] > 0, s
+
+    events = [e for c in doc["connections"] for e in c["events"]]
+    # Loss, not a full queue: the listener took every handshake ACK.
+    assert not any(e["kind"] == "synack_retransmit" and e["after_handshake_ack"] for e in events), report
+    assert run.delta("TcpExtListenOverflows") == 0 and run.delta("TcpExtListenDrops") == 0, report
+    data_rtx = [e for e in events if e["kind"] == "data_retransmit" and e["from"] == "server"]
+    assert data_rtx, report
+    assert all(e["after_handshake_ack"] for e in data_rtx), report
+    # tcpdump saw each packet before the client namespace dropped it: every retransmission has
+    # its original in the capture. (pcapq names it only within its last few segments in flight.)
+    segments = server_segments(run.pcap)
+    for e in data_rtx:
+        port, seq = segments[e["frame"]]
+        sent_before = [f for f, key in segments.items() if key == (port, seq) and f < e["frame"]]
+        assert sent_before, (e, report)
+        if "original" in e:
+            assert e["original"]["frame"] == sent_before[0], (e, report)
+    # Each retransmission the server's kernel counted is in the capture, and nothing else.
+    server_rtx = [e for e in events if e["from"] == "server" and e["kind"].endswith("_retransmit")]
+    assert len(server_rtx) == run.delta("TcpRetransSegs"), report
+    assert sum(e["kind"] == "synack_retransmit" for e in server_rtx) == run.delta("TcpExtTCPSynRetrans"), report
+    for c in doc["connections"]:
+        resent = sum(e["len"] for e in c["events"] if e["kind"] == "data_retransmit" and e["from"] == "server")
+        assert c["sides"]["server"]["payload_bytes"] == response + resent, c["client"]

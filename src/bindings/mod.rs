@@ -170,6 +170,23 @@ impl Analysis {
         Ok(times.iter().map(|t| stats.waiting_at((t * 1e9).round() as i64)).collect())
     }
 
+    /// Per (client address, server endpoint), the most source ports it held at once (in use, or
+    /// in TIME-WAIT for 60 s after the connection), highest first: client, server, peak, at
+    /// (epoch seconds), and `range`, the size of Linux's default ephemeral port range.
+    fn port_pressure<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for p in self.inner.server_book().port_pressure() {
+            let d = PyDict::new(py);
+            d.set_item("client", p.client.to_string())?;
+            d.set_item("server", p.server.to_string())?;
+            d.set_item("peak", p.peak)?;
+            d.set_item("at", p.at_ns as f64 / 1e9)?;
+            d.set_item("range", detect::servers::EPHEMERAL_PORTS)?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
     /// For `server`: how many connections it answered (first data) between `start` and `end`.
     fn answered_between(&self, server: &str, start: f64, end: f64) -> PyResult<usize> {
         let stats = self.server(server)?;

@@ -5,19 +5,14 @@
 pub mod schedule;
 pub mod servers;
 
-use crate::flow::connection::{Connection, Send};
+use crate::flow::connection::{Connection, RstFacts, Send};
 use crate::flow::{FrameRef, PacketRole, Side};
 use schedule::Schedule;
 
-/// Linux net.ipv4.tcp_syn_retries = 6 (include/net/tcp.h: TCP_SYN_RETRIES): seven SYNs in all.
-const SYN_SENDS: u32 = 7;
 /// How late a retransmission may be and still be the one the schedule predicts.
 const SLACK_NS: i64 = 1_000_000_000;
 /// A request unacknowledged this long, with no SYN-ACK re-sent, had no request socket behind it.
 const COOKIE_STALL_NS: i64 = 1_000_000_000;
-/// MSS values a SYN cookie can carry: net/ipv4/syncookies.c and net/ipv6/syncookies.c: msstab.
-const COOKIE_MSS_V4: [u16; 4] = [536, 1300, 1440, 1460];
-const COOKIE_MSS_V6: [u16; 4] = [1220, 1420, 1440, 8940];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
@@ -220,14 +215,14 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
             _ => Outcome::Open,
         };
     }
-    if c.syn_count >= SYN_SENDS {
+    let sends = syn_sends(c);
+    let schedule = schedule::fit_syn(&intervals(&sends));
+    if c.syn_count >= schedule.syn_sends() {
         return Outcome::TimedOut;
     }
     // Still within its SYN retries when the capture ended, or stopped early?
-    let sends = syn_sends(c);
     let Some(last) = sends.last() else { return Outcome::Open };
-    let schedule = schedule::fit_syn(&intervals(&sends));
-    let next_due = last.time_ns + schedule.interval_ns(c.syn_count.max(1), 0) + SLACK_NS;
+    let next_due = last.time_ns + schedule.interval_ns(c.syn_count.max(1)) + SLACK_NS;
     if end_ns > next_due {
         Outcome::Abandoned
     } else {
@@ -267,7 +262,7 @@ fn symptoms(c: &Connection) -> Symptoms {
         match (rst.from, rst.answers) {
             (_, Some(PacketRole::Syn)) => s.insert(Symptom::Rejected),
             (Side::Server, Some(PacketRole::HandshakeAck)) => s.insert(Symptom::ResetAfterAck),
-            (Side::Server, Some(PacketRole::Data)) if rst.answers_first_data => s.insert(Symptom::ResetAfterAck),
+            (Side::Server, Some(PacketRole::Data)) if answers_first_data(c, &rst) => s.insert(Symptom::ResetAfterAck),
             (Side::Server, Some(PacketRole::Retransmit)) => s.insert(Symptom::ResetAfterExpiry),
             _ => {}
         }
@@ -275,16 +270,27 @@ fn symptoms(c: &Connection) -> Symptoms {
     s
 }
 
+/// The RST answers a data segment sent at the time of the client's first data: that segment.
+fn answers_first_data(c: &Connection, rst: &RstFacts) -> bool {
+    let answered_ns = rst.after_ns.map(|after| rst.time_ns - after);
+    rst.answers_first_data || (answered_ns.is_some() && answered_ns == c.milestones.client_data_ns)
+}
+
 /// The handshake completed, the client's request then went unacknowledged for over a second,
-/// and the server never re-sent its SYN-ACK: no request socket was waiting for that ACK, as
-/// when the SYN-ACK was a cookie. A SYN-ACK whose MSS no cookie can carry was not one.
+/// and the server's SYN-ACK timer never re-sent it: no request socket was waiting for that ACK,
+/// as when the SYN-ACK was a cookie. A re-send answering a client SYN proves nothing: a cookie
+/// listener answers every SYN. The SYN-ACK's MSS says nothing either: it is the route's advmss
+/// with or without a cookie (net/ipv4/tcp_output.c: tcp_make_synack()). But a cookie SYN-ACK
+/// without timestamps has no window scale and no SACK (net/ipv4/tcp_input.c:
+/// tcp_conn_request(): tcp_clear_options()), so one that has them was not a cookie.
 fn syncookie_suspected(c: &Connection, s: Symptoms) -> bool {
     let (Some(ack_ns), Some(data_ns)) = (c.handshake_ack_time_ns, c.milestones.client_data_ns) else { return false };
     let stalled_until = c.milestones.client_data_acked_ns.unwrap_or(c.last_time_ns);
     let stalled = s.contains(Symptom::RequestUnacked) && stalled_until - data_ns.max(ack_ns) > COOKIE_STALL_NS;
-    let table = if c.client.ip.is_ipv4() { COOKIE_MSS_V4 } else { COOKIE_MSS_V6 };
-    let mss_fits = c.options[Side::Server.index()].and_then(|o| o.mss).is_none_or(|mss| table.contains(&mss));
-    stalled && c.synack_count == 1 && mss_fits
+    let timer_resent = c.retransmits.as_ref().is_some_and(|log| log.synack.iter().skip(1).any(|send| !send.triggered));
+    let cookie_options = c.options[Side::Server.index()]
+        .is_none_or(|o| o.timestamps || (o.window_scale.is_none() && !o.sack_permitted));
+    stalled && !timer_resent && cookie_options
 }
 
 fn timed_series(c: &Connection) -> Vec<Series> {
@@ -292,22 +298,29 @@ fn timed_series(c: &Connection) -> Vec<Series> {
     let mut out = Vec::new();
     if log.syn.len() > 1 {
         let schedule = schedule::fit_syn(&intervals(&log.syn));
-        out.push(time(SeriesKind::Syn, Side::Client, None, schedule, &log.syn, 0));
+        out.push(time(SeriesKind::Syn, Side::Client, None, schedule, &log.syn));
     }
     if log.synack.len() > 1 {
-        out.push(time(SeriesKind::Synack, Side::Server, None, Schedule::Synack, &log.synack, 0));
+        out.push(time(SeriesKind::Synack, Side::Server, None, Schedule::Synack, &log.synack));
     }
-    let handshake_retransmitted = c.syn_count > 1 || c.synack_count > 1;
     let timestamps = c.options.iter().all(|o| o.is_some_and(|o| o.timestamps));
-    let first_rto = schedule::first_data_rto_ns(round_trip_ns(c), handshake_retransmitted, timestamps);
+    // Linux's default (net.ipv4.tcp_sack = 1) when a handshake was not captured.
+    let sack = c.options.iter().all(|o| o.is_none_or(|o| o.sack_permitted));
     for d in &log.data {
-        out.push(time(SeriesKind::Data, d.from, Some(d.seq), Schedule::DataRto, &d.sends, first_rto));
+        // Karn: no round-trip sample from a SYN (SYN-ACK) the sender re-sent, unless timestamps.
+        let resent = match d.from {
+            Side::Client => c.syn_count > 1,
+            Side::Server => c.synack_count > 1,
+        };
+        let rtt = if resent && !timestamps { None } else { Some(round_trip_ns(c).unwrap_or(0)) };
+        let schedule = Schedule::DataRto(schedule::data_timers(rtt, sack));
+        out.push(time(SeriesKind::Data, d.from, Some(d.seq), schedule, &d.sends));
     }
     out
 }
 
 /// Each send's interval, and the schedule's for timer-driven ones (triggered sends do not count).
-fn time(kind: SeriesKind, from: Side, seq: Option<u32>, schedule: Schedule, sends: &[Send], first_rto_ns: i64) -> Series {
+fn time(kind: SeriesKind, from: Side, seq: Option<u32>, schedule: Schedule, sends: &[Send]) -> Series {
     let mut timed = Vec::with_capacity(sends.len());
     let mut retries = 0u32;
     let mut previous: Option<i64> = None;
@@ -316,7 +329,7 @@ fn time(kind: SeriesKind, from: Side, seq: Option<u32>, schedule: Schedule, send
         let expected_ns = match (previous, send.triggered) {
             (Some(_), false) => {
                 retries += 1;
-                Some(schedule.interval_ns(retries, first_rto_ns))
+                Some(schedule.interval_ns(retries))
             }
             _ => None,
         };
@@ -343,4 +356,313 @@ fn added_latency_ns(c: &Connection) -> i64 {
     let Some(log) = &c.retransmits else { return 0 };
     let request = log.data.iter().filter(|d| d.into_half_open).map(|d| span(&d.sends)).max().unwrap_or(0);
     span(&log.syn) + request
+}
+
+#[cfg(test)]
+mod tests {
+    //! Verdicts on connections built by the tracker from hand-made segments.
+
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+    use crate::decode::{flags, Segment, TcpOptions};
+    use crate::flow::{Tracker, TrackerOptions};
+
+    const C: Side = Side::Client;
+    const S: Side = Side::Server;
+    const SYN: u8 = flags::SYN;
+    const ACK: u8 = flags::ACK;
+    const RST: u8 = flags::RST;
+    const PA: u8 = flags::PSH | flags::ACK;
+    const MS: i64 = 1_000_000;
+    const CISN: u32 = 1000;
+    const SISN: u32 = 5000;
+
+    /// Linux's usual SYN options without timestamps.
+    fn plain() -> TcpOptions {
+        TcpOptions { mss: Some(1460), window_scale: Some(7), sack_permitted: true, ..TcpOptions::default() }
+    }
+
+    fn with_timestamps() -> TcpOptions {
+        TcpOptions { timestamp: Some((1, 0)), ..plain() }
+    }
+
+    /// A SYN-ACK as a cookie listener sends it to a SYN without timestamps: MSS only.
+    fn mss_only(mss: u16) -> TcpOptions {
+        TcpOptions { mss: Some(mss), ..TcpOptions::default() }
+    }
+
+    struct Wire {
+        tracker: Tracker,
+        frames: u64,
+        last_ms: i64,
+    }
+
+    impl Wire {
+        fn new() -> Wire {
+            Wire { tracker: Tracker::new(TrackerOptions::default()), frames: 0, last_ms: 0 }
+        }
+
+        fn send(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32) {
+            self.send_opts(ms, from, flags, seq, ack, len, TcpOptions::default());
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        fn send_opts(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32, options: TcpOptions) {
+            let ip = |last| IpAddr::V4(Ipv4Addr::new(10, 0, 0, last));
+            let (src, dst, src_port, dst_port) = if from == C { (ip(1), ip(2), 40000, 9000) } else { (ip(2), ip(1), 9000, 40000) };
+            let seg = Segment { src, dst, src_port, dst_port, seq, ack, flags, window: 1000, payload_len: len, options, snaplen_cut: false };
+            self.frames += 1;
+            self.last_ms = self.last_ms.max(ms);
+            self.tracker.on_segment(&seg, FrameRef { file: 0, frame: self.frames }, ms * MS);
+        }
+
+        fn syn(&mut self, ms: i64) {
+            self.send_opts(ms, C, SYN, CISN, 0, 0, plain());
+        }
+
+        /// SYN at 0, SYN-ACK at 1 ms and the client's ACK at 2 ms, with these options.
+        fn handshake_with(&mut self, client: TcpOptions, server: TcpOptions) {
+            self.send_opts(0, C, SYN, CISN, 0, 0, client);
+            self.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, server);
+            self.send(2, C, ACK, CISN + 1, SISN + 1, 0);
+        }
+
+        fn handshake(&mut self) {
+            self.handshake_with(plain(), plain());
+        }
+
+        /// The client's 100-byte request at `ms`, sent again at each of `again`.
+        fn request(&mut self, ms: i64, again: &[i64]) {
+            for &t in std::iter::once(&ms).chain(again) {
+                self.send(t, C, PA, CISN + 1, SISN + 1, 100);
+            }
+        }
+
+        /// The verdict on the only connection, for a capture ending at `end_ms` (at least its last packet).
+        fn verdict_at(self, end_ms: i64) -> Verdict {
+            let end_ms = end_ms.max(self.last_ms);
+            let conns = self.tracker.connections();
+            assert_eq!(conns.len(), 1);
+            judge(&conns[0], end_ms * MS)
+        }
+
+        fn verdict(self) -> Verdict {
+            self.verdict_at(0)
+        }
+    }
+
+    fn has(v: &Verdict, s: Symptom) -> bool {
+        v.symptoms.contains(s)
+    }
+
+    fn expected_ms(series: &Series) -> Vec<Option<i64>> {
+        series.sends.iter().map(|t| t.expected_ns.map(|e| e / MS)).collect()
+    }
+
+    // -------------------------------------------------------------------------------------
+    // SYN retries: how many before ETIMEDOUT depends on the schedule
+
+    #[test]
+    fn test_seven_linear_syns_still_have_retries_left() {
+        let linear = [0, 1000, 2000, 3000, 4000, 5000, 7000];
+        let mut w = Wire::new();
+        linear.iter().for_each(|&t| w.syn(t));
+        assert_eq!(w.verdict_at(7500).outcome, Outcome::Open, "the 8th SYN is due at 11 s");
+        let mut w = Wire::new();
+        linear.iter().for_each(|&t| w.syn(t));
+        assert_eq!(w.verdict_at(20_000).outcome, Outcome::Abandoned);
+    }
+
+    #[test]
+    fn test_eleven_linear_syns_time_out() {
+        let mut w = Wire::new();
+        [0, 1, 2, 3, 4, 5, 7, 11, 19, 35, 67].iter().for_each(|&s| w.syn(s * 1000));
+        let v = w.verdict();
+        assert_eq!(v.outcome, Outcome::TimedOut);
+        assert_eq!(v.series[0].schedule, Schedule::SynLinear);
+        assert_eq!(v.added_latency_ns, 67_000 * MS);
+    }
+
+    #[test]
+    fn test_seven_exponential_syns_time_out() {
+        let mut w = Wire::new();
+        [0, 1, 3, 7, 15, 31, 63].iter().for_each(|&s| w.syn(s * 1000));
+        let v = w.verdict();
+        assert_eq!(v.outcome, Outcome::TimedOut);
+        assert_eq!(v.series[0].schedule, Schedule::SynExponential);
+    }
+
+    #[test]
+    fn test_six_legacy_syns_time_out() {
+        let mut w = Wire::new();
+        [0, 3, 9, 21, 45, 93].iter().for_each(|&s| w.syn(s * 1000));
+        assert_eq!(w.verdict().outcome, Outcome::TimedOut);
+    }
+
+    // -------------------------------------------------------------------------------------
+    // Resets
+
+    #[test]
+    fn test_rst_answering_the_first_data_is_reset_after_ack() {
+        let mut w = Wire::new();
+        w.handshake();
+        w.request(3, &[]);
+        w.send(4, S, RST, SISN + 1, 0, 0);
+        let v = w.verdict();
+        assert_eq!(v.outcome, Outcome::ResetByServer);
+        assert!(has(&v, Symptom::ResetAfterAck), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_rst_answering_later_data_is_no_reset_after_ack() {
+        let mut w = Wire::new();
+        w.handshake();
+        w.request(3, &[]);
+        w.send(4, S, PA, SISN + 1, CISN + 101, 50);
+        w.send(1000, C, PA, CISN + 101, SISN + 51, 100);
+        w.send(1001, S, RST, SISN + 51, 0, 0);
+        let v = w.verdict();
+        assert_eq!(v.outcome, Outcome::ResetByServer);
+        assert!(v.symptoms.is_empty(), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_rst_answering_a_retransmission_is_reset_after_expiry() {
+        let mut w = Wire::new();
+        w.handshake();
+        w.request(3, &[203]);
+        w.send(204, S, RST, SISN + 1, 0, 0);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::ResetAfterExpiry) && !has(&v, Symptom::ResetAfterAck), "{:?}", v.symptoms);
+    }
+
+    // -------------------------------------------------------------------------------------
+    // SYN cookies
+
+    /// Handshake with these options, then the request re-sent for 1.6 s and never acknowledged.
+    fn stalled(client: TcpOptions, server: TcpOptions) -> Wire {
+        let mut w = Wire::new();
+        w.handshake_with(client, server);
+        w.request(3, &[203, 403, 803, 1603]);
+        w
+    }
+
+    #[test]
+    fn test_cookie_shaped_synack_with_a_stall_is_suspected() {
+        for (client, server) in [(plain(), mss_only(1460)), (plain(), mss_only(1400)), (with_timestamps(), with_timestamps())] {
+            let v = stalled(client, server).verdict();
+            assert!(has(&v, Symptom::SyncookieSuspected), "{server:?}: {:?}", v.symptoms);
+            assert!(has(&v, Symptom::RequestUnacked));
+        }
+    }
+
+    #[test]
+    fn test_synack_with_window_scale_or_sack_but_no_timestamps_was_no_cookie() {
+        let sack_only = TcpOptions { mss: Some(1460), sack_permitted: true, ..TcpOptions::default() };
+        for server in [plain(), sack_only] {
+            let v = stalled(plain(), server).verdict();
+            assert!(!has(&v, Symptom::SyncookieSuspected), "{server:?}: {:?}", v.symptoms);
+        }
+    }
+
+    #[test]
+    fn test_stall_under_a_second_is_no_cookie() {
+        let mut w = Wire::new();
+        w.handshake_with(plain(), mss_only(1460));
+        w.request(3, &[203, 403]);
+        w.send(500, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(1500, C, ACK, CISN + 101, SISN + 1, 0);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::RequestUnacked) && !has(&v, Symptom::SyncookieSuspected), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_synack_timer_resend_is_no_cookie_but_a_triggered_one_may_be() {
+        // Timer: 1 s after the SYN-ACK, after the handshake ACK.
+        let mut w = Wire::new();
+        w.handshake_with(plain(), mss_only(1460));
+        w.request(3, &[203, 403, 803]);
+        w.send(1001, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.request(1603, &[]);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::FinalAckDropped) && !has(&v, Symptom::SyncookieSuspected), "{:?}", v.symptoms);
+        // Answering a re-sent SYN: a cookie listener does that too.
+        let mut w = Wire::new();
+        w.syn(0);
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, mss_only(1460));
+        w.syn(1000);
+        w.send_opts(1001, S, SYN | ACK, SISN, CISN + 1, 0, mss_only(1460));
+        w.send(1002, C, ACK, CISN + 1, SISN + 1, 0);
+        w.request(1003, &[2003, 5003]);
+        let v = w.verdict();
+        assert!(v.series.iter().any(|s| s.kind == SeriesKind::Synack && s.sends[1].triggered));
+        assert!(has(&v, Symptom::SyncookieSuspected) && !has(&v, Symptom::FinalAckDropped), "{:?}", v.symptoms);
+    }
+
+    // -------------------------------------------------------------------------------------
+    // Data timers
+
+    fn data_series(v: &Verdict, from: Side) -> &Series {
+        v.series.iter().find(|s| s.kind == SeriesKind::Data && s.from == from).expect("a data series")
+    }
+
+    #[test]
+    fn test_data_probe_then_doubling_from_the_handshake_round_trip() {
+        let mut w = Wire::new();
+        w.handshake();
+        w.request(3, &[205, 407, 811]);
+        let v = w.verdict();
+        // RTT 2 ms: RTO 202 ms, the probe capped at it.
+        assert_eq!(expected_ms(data_series(&v, C)), [None, Some(202), Some(202), Some(404)]);
+    }
+
+    #[test]
+    fn test_data_without_sack_has_no_probe() {
+        let no_sack = TcpOptions { sack_permitted: false, ..plain() };
+        let mut w = Wire::new();
+        w.handshake_with(no_sack, plain());
+        w.request(3, &[205, 609]);
+        assert_eq!(expected_ms(data_series(&w.verdict(), C)), [None, Some(202), Some(404)]);
+    }
+
+    #[test]
+    fn test_fallback_rto_only_for_the_side_that_resent_its_handshake_packet() {
+        // The client's SYN was re-sent (no RTT sample: 3 s, probe 1 s); the server's SYN-ACK was
+        // not (its RTT sample stands: 202 ms).
+        let mut w = Wire::new();
+        w.syn(0);
+        w.syn(1000);
+        w.send_opts(1001, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send(1002, C, ACK, CISN + 1, SISN + 1, 0);
+        w.request(1003, &[2003, 5003]);
+        w.send(5004, S, PA, SISN + 1, CISN + 101, 50);
+        w.send(5206, S, PA, SISN + 1, CISN + 101, 50);
+        let v = w.verdict();
+        assert_eq!(expected_ms(data_series(&v, C)), [None, Some(1000), Some(3000)]);
+        assert_eq!(expected_ms(data_series(&v, S)), [None, Some(202)]);
+    }
+
+    #[test]
+    fn test_timestamps_keep_the_round_trip_sample_after_a_resent_syn() {
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 0, with_timestamps());
+        w.send_opts(1000, C, SYN, CISN, 0, 0, with_timestamps());
+        w.send_opts(1001, S, SYN | ACK, SISN, CISN + 1, 0, with_timestamps());
+        w.send(1002, C, ACK, CISN + 1, SISN + 1, 0);
+        w.request(1003, &[1205]);
+        assert_eq!(expected_ms(data_series(&w.verdict(), C)), [None, Some(202)]);
+    }
+
+    #[test]
+    fn test_dropped_final_ack_keeps_the_clients_round_trip_sample() {
+        // Only the SYN-ACK was re-sent: the client's RTT sample stands.
+        let mut w = Wire::new();
+        w.handshake();
+        w.request(3, &[205, 407]);
+        w.send(1001, S, SYN | ACK, SISN, CISN + 1, 0);
+        let v = w.verdict();
+        assert_eq!(expected_ms(data_series(&v, C)), [None, Some(202), Some(202)]);
+        assert!(has(&v, Symptom::FinalAckDropped));
+    }
 }

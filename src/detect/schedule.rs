@@ -3,9 +3,11 @@
 //! We model Linux here (docs/diagnosis.md). Intervals are between consecutive sends.
 
 const SECOND: i64 = 1_000_000_000;
-/// Linux include/net/tcp.h: TCP_RTO_MIN (HZ/5), TCP_RTO_MAX (120 HZ), TCP_TIMEOUT_FALLBACK (3 HZ).
+/// Linux include/net/tcp.h: TCP_RTO_MIN (HZ/5), TCP_RTO_MAX (120 HZ), TCP_TIMEOUT_INIT (1 HZ),
+/// TCP_TIMEOUT_FALLBACK (3 HZ).
 const RTO_MIN_NS: i64 = SECOND / 5;
 const RTO_MAX_NS: i64 = 120 * SECOND;
+const TIMEOUT_INIT_NS: i64 = SECOND;
 const TIMEOUT_FALLBACK_NS: i64 = 3 * SECOND;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,10 +20,33 @@ pub enum Schedule {
     SynLegacy,
     /// net/ipv4/inet_connection_sock.c: reqsk_timer_handler(): 1 s << retries.
     Synack,
-    /// Data: a tail loss probe after about one RTO (RFC 8985 §7; Linux v6.6
-    /// net/ipv4/tcp_output.c: tcp_schedule_loss_probe() waits 1.5 RTT + 200 ms, at most the
-    /// RTO, with one segment in flight), then the RTO, doubling, at most 120 s.
-    DataRto,
+    /// Data: with SACK, a tail loss probe (RFC 8985 §7), then the RTO, doubling, at most 120 s.
+    DataRto(DataTimers),
+}
+
+/// A data sender's timers when its segment went unanswered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataTimers {
+    /// The first retransmission timeout.
+    pub rto_ns: i64,
+    /// The tail loss probe's wait, when there is one.
+    pub probe_ns: Option<i64>,
+}
+
+impl DataTimers {
+    /// The interval before timer-driven re-send number `n` (from 1).
+    fn interval_ns(self, n: u32) -> i64 {
+        match (self.probe_ns, n) {
+            (Some(probe), 1) => probe,
+            (Some(_), n) => doubling(self.rto_ns, n - 1),
+            (None, n) => doubling(self.rto_ns, n),
+        }
+    }
+}
+
+/// `first`, doubled for every send after the first, at most TCP_RTO_MAX.
+fn doubling(first: i64, n: u32) -> i64 {
+    first.saturating_mul(1i64 << n.saturating_sub(1).min(20)).min(RTO_MAX_NS)
 }
 
 impl Schedule {
@@ -31,37 +56,54 @@ impl Schedule {
             Schedule::SynExponential => "syn_exponential",
             Schedule::SynLegacy => "syn_legacy",
             Schedule::Synack => "synack",
-            Schedule::DataRto => "data_rto",
+            Schedule::DataRto(_) => "data_rto",
         }
     }
 
     /// The interval before send number `n + 1` (the first retransmission is n = 1).
-    pub fn interval_ns(self, n: u32, first_rto_ns: i64) -> i64 {
-        let doubling = |first: i64, k: u32| first.saturating_mul(1i64 << k.saturating_sub(1).min(20)).min(RTO_MAX_NS);
+    pub fn interval_ns(self, n: u32) -> i64 {
         match self {
             Schedule::SynLinear if n <= 5 => SECOND,
             Schedule::SynLinear => doubling(SECOND, n - 4),
             Schedule::SynExponential | Schedule::Synack => doubling(SECOND, n),
             Schedule::SynLegacy => doubling(3 * SECOND, n),
-            Schedule::DataRto if n <= 1 => first_rto_ns,
-            Schedule::DataRto => doubling(first_rto_ns, n - 1),
+            Schedule::DataRto(timers) => timers.interval_ns(n),
+        }
+    }
+
+    /// SYNs a client sends before connect() fails with ETIMEDOUT. Linux v6.6
+    /// net/ipv4/tcp_timer.c: tcp_write_timeout() allows tcp_syn_retries (6) plus
+    /// tcp_syn_linear_timeouts (4) retransmissions in SYN-SENT; before 3.7, TCP_SYN_RETRIES was 5.
+    pub fn syn_sends(self) -> u32 {
+        match self {
+            Schedule::SynLinear => 11,
+            Schedule::SynLegacy => 6,
+            _ => 7,
         }
     }
 }
 
-/// The first data RTO Linux would use: srtt + 4 rttvar is about the round trip plus 200 ms on a
-/// LAN, never less than 200 ms; 3 s when the handshake was retransmitted and timestamps are
-/// off (commit 9ad7c049, TCP_TIMEOUT_FALLBACK).
-pub fn first_data_rto_ns(rtt_ns: Option<i64>, handshake_retransmitted: bool, timestamps: bool) -> i64 {
-    if handshake_retransmitted && !timestamps {
-        return TIMEOUT_FALLBACK_NS;
-    }
-    (rtt_ns.unwrap_or(0).max(0) + RTO_MIN_NS).max(RTO_MIN_NS)
+/// The data timers Linux starts with. `rtt_ns` is the handshake's round trip if the sender
+/// took a sample from it: none after it re-sent its SYN (SYN-ACK) without timestamps (Karn).
+/// net/ipv4/tcp_input.c: tcp_rtt_estimator(), first sample: srtt = rtt, rttvar = max(2 rtt,
+/// TCP_RTO_MIN), RTO = srtt + rttvar; without one, net/ipv4/tcp_metrics.c: tcp_init_metrics():
+/// TCP_TIMEOUT_FALLBACK. The probe (net/ipv4/tcp_output.c: tcp_schedule_loss_probe(), SACK
+/// only): 2 srtt + TCP_RTO_MIN with one segment in flight, TCP_TIMEOUT_INIT without srtt, at
+/// most the RTO.
+pub fn data_timers(rtt_ns: Option<i64>, sack: bool) -> DataTimers {
+    let (rto_ns, probe_ns) = match rtt_ns {
+        Some(rtt) => {
+            let rtt = rtt.max(0);
+            ((rtt + (2 * rtt).max(RTO_MIN_NS)).min(RTO_MAX_NS), 2 * rtt + RTO_MIN_NS)
+        }
+        None => (TIMEOUT_FALLBACK_NS, TIMEOUT_INIT_NS),
+    };
+    DataTimers { rto_ns, probe_ns: sack.then_some(probe_ns.min(rto_ns)) }
 }
 
 /// Total deviation of observed intervals from a schedule's.
-fn deviation_ns(schedule: Schedule, intervals: &[i64], first_rto_ns: i64) -> i64 {
-    intervals.iter().zip(1u32..).map(|(&seen, n)| (seen - schedule.interval_ns(n, first_rto_ns)).abs()).sum()
+fn deviation_ns(schedule: Schedule, intervals: &[i64]) -> i64 {
+    intervals.iter().zip(1u32..).map(|(&seen, n)| (seen - schedule.interval_ns(n)).abs()).sum()
 }
 
 /// The SYN schedule the intervals fit best. With nothing to tell linear and exponential apart
@@ -69,7 +111,7 @@ fn deviation_ns(schedule: Schedule, intervals: &[i64], first_rto_ns: i64) -> i64
 pub fn fit_syn(intervals: &[i64]) -> Schedule {
     [Schedule::SynLinear, Schedule::SynExponential, Schedule::SynLegacy]
         .into_iter()
-        .min_by_key(|&s| deviation_ns(s, intervals, 0))
+        .min_by_key(|&s| deviation_ns(s, intervals))
         .unwrap_or(Schedule::SynLinear)
 }
 
@@ -78,24 +120,40 @@ mod tests {
     use super::*;
 
     const S: i64 = SECOND;
+    const MS: i64 = S / 1000;
 
     #[test]
     fn test_syn_linear_is_five_seconds_of_one_then_doubling() {
-        let got: Vec<i64> = (1..=8).map(|n| Schedule::SynLinear.interval_ns(n, 0) / S).collect();
-        assert_eq!(got, [1, 1, 1, 1, 1, 2, 4, 8]);
+        let got: Vec<i64> = (1..=10).map(|n| Schedule::SynLinear.interval_ns(n) / S).collect();
+        assert_eq!(got, [1, 1, 1, 1, 1, 2, 4, 8, 16, 32]);
     }
 
     #[test]
     fn test_synack_doubles_from_one_second() {
-        let got: Vec<i64> = (1..=5).map(|n| Schedule::Synack.interval_ns(n, 0) / S).collect();
+        let got: Vec<i64> = (1..=5).map(|n| Schedule::Synack.interval_ns(n) / S).collect();
         assert_eq!(got, [1, 2, 4, 8, 16]);
     }
 
     #[test]
+    fn test_syn_sends_before_etimedout() {
+        assert_eq!(Schedule::SynLinear.syn_sends(), 11);
+        assert_eq!(Schedule::SynExponential.syn_sends(), 7);
+        assert_eq!(Schedule::SynLegacy.syn_sends(), 6);
+    }
+
+    #[test]
     fn test_data_probe_then_rto_doubling_capped_at_120_s() {
-        let got: Vec<i64> = (1..=5).map(|n| Schedule::DataRto.interval_ns(n, RTO_MIN_NS) / (RTO_MIN_NS / 10)).collect();
-        assert_eq!(got, [10, 10, 20, 40, 80]);
-        assert_eq!(Schedule::DataRto.interval_ns(16, RTO_MIN_NS), RTO_MAX_NS);
+        let timers = DataTimers { rto_ns: 200 * MS, probe_ns: Some(150 * MS) };
+        let got: Vec<i64> = (1..=5).map(|n| Schedule::DataRto(timers).interval_ns(n) / MS).collect();
+        assert_eq!(got, [150, 200, 400, 800, 1600]);
+        assert_eq!(Schedule::DataRto(timers).interval_ns(16), RTO_MAX_NS);
+    }
+
+    #[test]
+    fn test_data_without_probe_doubles_from_the_first_rto() {
+        let timers = DataTimers { rto_ns: 200 * MS, probe_ns: None };
+        let got: Vec<i64> = (1..=4).map(|n| Schedule::DataRto(timers).interval_ns(n) / MS).collect();
+        assert_eq!(got, [200, 400, 800, 1600]);
     }
 
     #[test]
@@ -104,13 +162,26 @@ mod tests {
         assert_eq!(fit_syn(&[S, 2 * S, 4 * S]), Schedule::SynExponential);
         assert_eq!(fit_syn(&[3 * S, 6 * S]), Schedule::SynLegacy);
         assert_eq!(fit_syn(&[S]), Schedule::SynLinear);
+        assert_eq!(fit_syn(&[]), Schedule::SynLinear);
     }
 
     #[test]
-    fn test_first_data_rto() {
-        assert_eq!(first_data_rto_ns(Some(1_000_000), false, true), RTO_MIN_NS + 1_000_000);
-        assert_eq!(first_data_rto_ns(None, false, false), RTO_MIN_NS);
-        assert_eq!(first_data_rto_ns(Some(1_000_000), true, false), 3 * S);
-        assert_eq!(first_data_rto_ns(Some(1_000_000), true, true), RTO_MIN_NS + 1_000_000);
+    fn test_data_timers_lan_round_trip() {
+        // RTO = rtt + 200 ms; the probe (2 rtt + 200 ms) is capped at the RTO.
+        assert_eq!(data_timers(Some(MS), true), DataTimers { rto_ns: 201 * MS, probe_ns: Some(201 * MS) });
+        assert_eq!(data_timers(Some(0), true), DataTimers { rto_ns: 200 * MS, probe_ns: Some(200 * MS) });
+    }
+
+    #[test]
+    fn test_data_timers_long_round_trip() {
+        // rttvar = 2 rtt once that exceeds 200 ms: RTO = 3 rtt; the probe comes first.
+        assert_eq!(data_timers(Some(300 * MS), true), DataTimers { rto_ns: 900 * MS, probe_ns: Some(800 * MS) });
+        assert_eq!(data_timers(Some(300 * MS), false), DataTimers { rto_ns: 900 * MS, probe_ns: None });
+    }
+
+    #[test]
+    fn test_data_timers_without_a_sample_fall_back() {
+        assert_eq!(data_timers(None, true), DataTimers { rto_ns: 3 * S, probe_ns: Some(S) });
+        assert_eq!(data_timers(None, false), DataTimers { rto_ns: 3 * S, probe_ns: None });
     }
 }

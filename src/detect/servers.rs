@@ -5,6 +5,8 @@ use rustc_hash::FxHashMap;
 
 use super::{Outcome, Symptoms};
 use crate::flow::connection::Connection;
+use std::net::IpAddr;
+
 use crate::flow::{Endpoint, Side};
 
 /// Handshake gaps kept per server to take medians from.
@@ -73,10 +75,29 @@ impl ServerStats {
     }
 }
 
+/// Linux's default net.ipv4.ip_local_port_range: 32768 to 60999.
+pub const EPHEMERAL_PORTS: usize = 60999 - 32768 + 1;
+/// After a close, the side that closed first keeps the 4-tuple in TIME-WAIT for 60 s
+/// (include/net/tcp.h: TCP_TIMEWAIT_LEN); a proxy that closes first cannot reuse the port sooner.
+const TIME_WAIT_NS: i64 = 60 * 1_000_000_000;
+
+/// How many source ports one client address had in use (or in TIME-WAIT) towards one server
+/// endpoint at once, at most, and when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortPressure {
+    pub client: IpAddr,
+    pub server: Endpoint,
+    pub peak: usize,
+    pub at_ns: i64,
+}
+
 /// Every server's stats, filled one connection at a time.
 #[derive(Clone, Debug, Default)]
 pub struct ServerBook {
     servers: FxHashMap<Endpoint, ServerStats>,
+    /// Per (client address, server endpoint): when each connection began, and when its port
+    /// became free again (its end plus TIME-WAIT).
+    ports: FxHashMap<(IpAddr, Endpoint), Vec<(i64, i64)>>,
 }
 
 impl ServerBook {
@@ -107,6 +128,30 @@ impl ServerBook {
         if let Some(answered) = c.milestones.server_data_ns {
             s.answered_ns.push(answered);
         }
+        self.ports.entry((c.client.ip, c.server)).or_default().push((c.first_time_ns, c.last_time_ns + TIME_WAIT_NS));
+    }
+
+    /// Per (client address, server endpoint), the most source ports held at once.
+    pub fn port_pressure(&self) -> Vec<PortPressure> {
+        let mut out: Vec<PortPressure> = self
+            .ports
+            .iter()
+            .map(|(&(client, server), spans)| {
+                // +1 where a connection begins, -1 where its port is free again; ends first on ties.
+                let mut moments: Vec<(i64, i32)> = spans.iter().flat_map(|&(from, until)| [(from, 1), (until, -1)]).collect();
+                moments.sort_unstable();
+                let (mut held, mut peak, mut at_ns) = (0i64, 0i64, 0i64);
+                for (t, change) in moments {
+                    held += i64::from(change);
+                    if held > peak {
+                        (peak, at_ns) = (held, t);
+                    }
+                }
+                PortPressure { client, server, peak: peak as usize, at_ns }
+            })
+            .collect();
+        out.sort_by_key(|p| (std::cmp::Reverse(p.peak), p.client, p.server));
+        out
     }
 
     pub fn merge(&mut self, other: ServerBook) {
@@ -127,11 +172,15 @@ impl ServerBook {
             s.waiting_until_ns.extend(theirs.waiting_until_ns);
             s.answered_ns.extend(theirs.answered_ns);
         }
+        for (pair, spans) in other.ports {
+            self.ports.entry(pair).or_default().extend(spans);
+        }
     }
 
     /// Sorts the time lists; servers in order of their address.
     pub fn finish(self) -> Vec<ServerStats> {
         let mut out: Vec<ServerStats> = self.servers.into_values().collect();
+
         for s in &mut out {
             s.waiting_from_ns.sort_unstable();
             s.waiting_until_ns.sort_unstable();
@@ -145,4 +194,27 @@ impl ServerBook {
 /// Is this connection worth keeping for the findings when records are not kept?
 pub fn has_problem(outcome: Outcome, symptoms: Symptoms) -> bool {
     !symptoms.is_empty() || !matches!(outcome, Outcome::Completed | Outcome::Open)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn test_port_pressure_counts_time_wait_and_finds_the_peak() {
+        let client: IpAddr = "10.0.0.1".parse().unwrap();
+        let server = Endpoint { ip: "10.0.0.2".parse().unwrap(), port: 9000 };
+        let mut book = ServerBook::default();
+        // Three short connections 10 s apart: each port stays held 60 s after its end.
+        for start in [0, 10, 20] {
+            book.ports.entry((client, server)).or_default().push((start * S, start * S + S + TIME_WAIT_NS));
+        }
+        // One more, 100 s later, when the first three are free again.
+        book.ports.entry((client, server)).or_default().push((100 * S, 101 * S + TIME_WAIT_NS));
+        let p = book.port_pressure();
+        assert_eq!(p.len(), 1);
+        assert_eq!((p[0].peak, p[0].at_ns), (3, 20 * S));
+    }
 }

@@ -91,6 +91,11 @@ class Analysis:
             KeyError: no such server.
         """
 
+    def port_pressure(self) -> list[dict[str, Any]]:
+        """Per (client address, server endpoint), highest first: client, server, peak (source
+        ports held at once, in use or in TIME-WAIT), at (when), range (28232, Linux's default
+        ephemeral port range)."""
+
     def answered_between(self, server: str, start: float, end: float) -> int:
         """How many connections `server` answered (first data) between start and end.
 

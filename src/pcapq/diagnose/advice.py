@@ -31,6 +31,11 @@ ADVICE = {
         "The server took the request but answered after the client's timeout. Profile the slow "
         "requests, or raise the proxy's read timeout if the wait is expected."
     ),
+    "port_exhaustion": (
+        "A proxy address used nearly every ephemeral port towards one upstream (in use or in "
+        "TIME-WAIT). Use keepalive connections to the upstream (nginx `keepalive`), widen "
+        "net.ipv4.ip_local_port_range, enable net.ipv4.tcp_tw_reuse, or add upstream addresses."
+    ),
     "port_reuse": (
         "A client reused a 4-tuple still in TIME-WAIT. Widen net.ipv4.ip_local_port_range, use "
         "keepalive connections to the upstream (nginx `keepalive`), or spread over more upstream addresses."
@@ -44,4 +49,5 @@ PROXY_LOG = {
     "reset_by_server": "recv() failed (104: Connection reset by peer) while reading response header from upstream -> 502",
     "read_timeout": "upstream timed out (110: Connection timed out) while reading response header from upstream -> 504",
     "client_gone": "the proxy's own client closed the connection first -> 499",
+    "no_port": "connect() to upstream failed (99: Cannot assign requested address) while connecting to upstream -> 502",
 }

@@ -24,6 +24,8 @@ HALF_OPEN_MIN = 3
 PROXY_TIMEOUT_S = 60.0
 # TIME-WAIT lasts 60 s on Linux (TCP_TIMEWAIT_LEN).
 TIME_WAIT_S = 60.0
+# Share of the ephemeral port range held at once that counts as running out of ports.
+PORT_EXHAUSTION_SHARE = 0.9
 MAX_EVIDENCE = 6
 
 
@@ -87,12 +89,13 @@ def episodes(problems: list[dict]) -> list[Episode]:
         by_server.setdefault(c["server"], []).append(c)
     out: list[Episode] = []
     for server, conns in sorted(by_server.items()):
-        current = Episode(server)
+        current, current_end = Episode(server), float("-inf")
         for c in conns:
-            if current.connections and c["first_time"] - current.last > EPISODE_GAP_S:
+            if current.connections and c["first_time"] - current_end > EPISODE_GAP_S:
                 out.append(current)
-                current = Episode(server)
+                current, current_end = Episode(server), float("-inf")
             current.connections.append(c)
+            current_end = max(current_end, c["last_time"])
         out.append(current)
     return out
 
@@ -100,8 +103,10 @@ def episodes(problems: list[dict]) -> list[Episode]:
 def diagnose(analysis: Analysis) -> Diagnosis:
     capture_point = infer(analysis.servers())
     findings: list[Finding] = []
-    for episode in episodes(analysis.connections(problems_only=True)):
+    problems = analysis.connections(problems_only=True)
+    for episode in episodes(problems):
         findings.extend(_explain(episode, analysis, capture_point))
+    findings.extend(_port_exhaustion(analysis, problems))
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
     return Diagnosis(capture_point, findings)
 
@@ -122,6 +127,24 @@ def _syns_unanswered(c: dict) -> bool:
 def _half_open(c: dict) -> bool:
     hs = c["handshake"]
     return hs["synack_attempts"] > 0 and not hs["completed"] and c["outcome"] != "partial"
+
+
+def _stray_ack_reset(c: dict) -> bool:
+    """The client's RST answered an ACK that came instead of a SYN-ACK: a TIME-WAIT socket's
+    answer to a SYN on its 4-tuple. The client's kernel resets it and sends its SYN again."""
+    r, synack = c["reset"], c["handshake"]["synack_time"]
+    return bool(r) and r["from"] == "client" and r["answers"] == "ack" and (synack is None or r["time"] < synack)
+
+
+def _gave_up_evidence(c: dict) -> list[dict]:
+    """The client's RST; without one, if it never connected, its last SYN."""
+    if c["reset"]:
+        return _evidence(c["reset"], f"the client's RST (connection {c['id']})")
+    if c["handshake"]["completed"]:
+        return []
+    sends = next((s["sends"] for s in c["series"] if s["kind"] == "syn"), None)
+    last = sends[-1] if sends else {"file": c["first_file"], "frame": c["first_frame"]}
+    return _evidence(last, f"the client's last SYN, none after it (connection {c['id']})")
 
 
 def _evidence(frame: dict | None, what: str) -> list[dict]:
@@ -194,6 +217,10 @@ def _explain(episode: Episode, analysis: Analysis, cp: CapturePoint) -> list[Fin
             out.append(_finding("listen_drops", episode, unanswered, 0.6, reason, evidence, proxy_log=[PROXY_LOG["timed_out"]]))
             explained.update(c["id"] for c in unanswered)
 
+    # A reused 4-tuple that met TIME-WAIT: its SYN re-send and RST are port_reuse, not loss or a give-up.
+    collided = [c for c in conns if c["follows"] is not None and _stray_ack_reset(c)]
+    explained.update(c["id"] for c in collided)
+
     # Re-sends that no listen-queue finding explains: the path lost packets.
     loose = [c for c in conns if c["id"] not in explained]
     lost = [c for c in loose if _has(c, "data_retransmitted", "syn_retransmitted", "request_unacked")]
@@ -208,18 +235,22 @@ def _explain(episode: Episode, analysis: Analysis, cp: CapturePoint) -> list[Fin
     impatient = [c for c in gave_up if c not in slow]
     if slow:
         reason = f"the server took {len(slow)} request(s) (acknowledged them) but the client gave up before an answer"
-        evidence = [e for c in slow for e in _evidence(c["reset"], f"the client's RST (connection {c['id']})")]
+        evidence = [e for c in slow for e in _gave_up_evidence(c)]
         out.append(_finding("slow_server", episode, slow, 0.75, reason, evidence,
                             proxy_log=[PROXY_LOG["read_timeout"], PROXY_LOG["client_gone"]]))
     if impatient:
         reason = f"{len(impatient)} client(s) stopped before their kernel would have (connect or read timeout)"
-        evidence = [e for c in impatient for e in _evidence(c["reset"], f"the client's RST (connection {c['id']})")]
+        evidence = [e for c in impatient for e in _gave_up_evidence(c)]
         out.append(_finding("client_gave_up", episode, impatient, 0.7, reason, evidence, proxy_log=[PROXY_LOG["client_gone"]]))
 
     reused = [c for c in conns if c["follows"] is not None]
     if reused:
         reason = f"{len(reused)} failing connection(s) reused the 4-tuple of an earlier connection within TIME-WAIT's {TIME_WAIT_S:.0f} s"
-        evidence = [{"file": c["first_file"], "frame": c["first_frame"], "what": f"SYN on a reused 4-tuple (connection {c['id']})"} for c in reused]
+        evidence = []
+        for c in reused:
+            evidence.append({"file": c["first_file"], "frame": c["first_frame"], "what": f"SYN on a reused 4-tuple (connection {c['id']})"})
+            if c in collided:
+                evidence += _evidence(c["reset"]["answers_frame"], f"the old connection's ACK answering that SYN (connection {c['id']})")
         out.append(_finding("port_reuse", episode, reused, 0.5, reason, evidence))
     return out
 
@@ -239,10 +270,12 @@ def _accept_queue(episode: Episode, overflow: list[dict], unanswered: list[dict]
             "sent its SYN-ACK again, so its kernel dropped the ACK (tcp_check_req(): accept queue full)"
         )
     elif dropped:
-        confidence = 0.8 if len(dropped) + len(cookies) > 1 else 0.6
+        at_once = len(dropped) + len(cookies)
+        confidence = 0.8 if at_once > 1 else 0.6
         reason = (
             f"in {len(dropped)} connection(s) the server sent its SYN-ACK again after the client's ACK; "
-            f"seen from {cp.side}, a lost ACK would look the same, but {len(dropped) + len(cookies)} at once point to the queue"
+            f"seen from {cp.side}, a lost ACK would look the same"
+            + (f", but {at_once} at once point to the queue" if at_once > 1 else "")
         )
     else:
         confidence, reason = 0.7, (
@@ -252,11 +285,14 @@ def _accept_queue(episode: Episode, overflow: list[dict], unanswered: list[dict]
     evidence: list[dict] = []
     for c in overflow:
         evidence += _series_frames(c, "synack", "SYN-ACK sent again after the client's ACK")
-        evidence += _evidence(c["reset"], f"RST answering the handshake ACK (connection {c['id']})") if _has(c, "reset_after_ack") else []
+        if _has(c, "reset_after_ack"):
+            answered = "handshake ACK" if c["reset"]["answers"] == "handshake_ack" else "first request"
+            evidence += _evidence(c["reset"], f"RST answering the {answered} (connection {c['id']})")
         evidence += _series_frames(c, "data", "request sent again, never acknowledged") if _has(c, "syncookie_suspected") else []
     involved = {c["id"]: c for c in overflow + unanswered}
     details = _queue_estimate(episode.server, overflow, analysis)
-    proxy_log = [PROXY_LOG["read_timeout"]] + ([PROXY_LOG["reset_by_server"]] if resets else [])
+    # Dropped ACKs and cookies leave requests waiting (504); resets end them at once (502).
+    proxy_log = ([PROXY_LOG["read_timeout"]] if dropped or cookies else []) + ([PROXY_LOG["reset_by_server"]] if resets else [])
     return _finding("accept_queue_overflow", episode, list(involved.values()), confidence, reason, evidence,
                     proxy_log=proxy_log, details=details)
 
@@ -285,3 +321,34 @@ def _queue_estimate(server: str, overflow: list[dict], analysis: Analysis) -> di
             f"past the proxy's {PROXY_TIMEOUT_S:.0f} s timeout: a deeper queue only turns 502s into 504s"
         ),
     }
+
+
+def _port_exhaustion(analysis: Analysis, problems: list[dict]) -> list[Finding]:
+    """A client address that held nearly all of its ephemeral ports towards one server at once."""
+    out = []
+    for p in analysis.port_pressure():
+        if p["peak"] < PORT_EXHAUSTION_SHARE * p["range"]:
+            break
+        client_ip = p["client"]
+        mine = [c for c in problems if c["server"] == p["server"] and c["client"].rsplit(":", 1)[0].strip("[]") == client_ip]
+        reason = (
+            f"{client_ip} held {p['peak']:,} of its {p['range']:,} ephemeral ports towards {p['server']} at once "
+            f"(in use, or in TIME-WAIT for {TIME_WAIT_S:.0f} s after closing)"
+        )
+        evidence = [{"file": c["first_file"], "frame": c["first_frame"], "what": f"a failing connection from {client_ip}"} for c in mine]
+        first = min([c["first_time"] for c in mine] or [p["at"]])
+        last = max([c["last_time"] for c in mine] or [p["at"]])
+        out.append(Finding(
+            cause="port_exhaustion",
+            server=p["server"],
+            confidence=0.8,
+            confidence_reason=reason,
+            first=first,
+            last=last,
+            connections=sorted(c["id"] for c in mine),
+            evidence=evidence[:MAX_EVIDENCE],
+            advice=ADVICE["port_exhaustion"],
+            proxy_log=[PROXY_LOG["no_port"]],
+            details={"client": client_ip, "peak_ports": p["peak"], "port_range": p["range"], "at": p["at"]},
+        ))
+    return out

@@ -1,0 +1,117 @@
+"""Findings on the real captures in captures/ (made by captures/make_real.py in network
+namespaces): each failure is blamed on what the kernel really did, and a healthy capture, a
+closed port and plain packet loss never blame the listen queues."""
+
+from __future__ import annotations
+
+import pytest
+
+import pcapq
+from conftest import REPO
+from pcapq.diagnose import diagnose
+
+QUEUE_CAUSES = {"accept_queue_overflow", "syn_queue_overflow", "listen_drops"}
+
+
+def findings(name: str, **kw) -> list:
+    analysis = pcapq.analyze([str(REPO / "captures" / name)], **kw)
+    return diagnose(analysis).findings
+
+
+@pytest.mark.parametrize(
+    "capture, cause, min_confidence",
+    [
+        ("accept_queue_overflow.pcap", "accept_queue_overflow", 0.9),
+        ("abort_on_overflow.pcap", "accept_queue_overflow", 0.9),
+        ("syn_queue_overflow.pcap", "syn_queue_overflow", 0.7),
+        ("closed_port.pcap", "closed_port", 0.9),
+        ("client_timeout_rst.pcap", "slow_server", 0.7),
+        ("packet_loss.pcap", "network_loss", 0.5),
+    ],
+)
+def test_real_capture_is_blamed_on_what_the_kernel_did(capture, cause, min_confidence):
+    found = findings(capture)
+    causes = {f.cause for f in found}
+    assert cause in causes, [(f.cause, f.confidence_reason) for f in found]
+    main = next(f for f in found if f.cause == cause)
+    assert main.confidence >= min_confidence
+    assert main.evidence and all(e["frame"] >= 1 for e in main.evidence)
+    assert main.advice and main.confidence_reason
+
+
+@pytest.mark.parametrize("capture", ["healthy.pcap", "closed_port.pcap", "packet_loss.pcap", "client_timeout_rst.pcap"])
+def test_listen_queues_are_not_blamed_without_cause(capture):
+    assert not {f.cause for f in findings(capture)} & QUEUE_CAUSES
+
+
+def test_healthy_capture_has_no_findings():
+    assert findings("healthy.pcap") == []
+
+
+def test_findings_the_same_with_and_without_every_record():
+    kept = [f.to_json() for f in findings("accept_queue_overflow.pcap")]
+    lean = [f.to_json() for f in findings("accept_queue_overflow.pcap", keep_connections=False, keep_events=False)]
+    assert kept == lean
+
+
+def test_accept_queue_estimate_matches_the_backlog_of_the_run():
+    # captures/README.md: listen() backlog 1, so the accept queue held 2.
+    (f,) = [f for f in findings("accept_queue_overflow.pcap") if f.cause == "accept_queue_overflow"]
+    assert f.details["waiting_at_first_drop"] == 2
+    assert f.details["estimated_backlog"] == 1
+
+
+def test_capture_point_server_side_proves_the_drop():
+    d = diagnose(pcapq.analyze([str(REPO / "captures" / "accept_queue_overflow.pcap")]))
+    assert d.capture_point.side == "server"
+    (f,) = [f for f in d.findings if f.cause == "accept_queue_overflow"]
+    assert "captured at the server" in f.confidence_reason
+
+
+def test_json_report_carries_findings_and_capture_point(tmp_path):
+    import json
+    import subprocess
+
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        ["pcapq", "analyze", "--format", "json", "-o", str(out), str(REPO / "captures" / "closed_port.pcap")],
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["capture_point"]["side"] in ("client", "server", "between", "unknown")
+    (f,) = doc["findings"]
+    assert f["cause"] == "closed_port"
+    assert f["connections"]["count"] == 5 == len(f["connections"]["ids"])
+    assert doc["summary"]["outcomes"]["refused"] == 5
+
+
+def test_port_exhaustion_when_a_client_address_runs_out_of_ports(tmp_path):
+    """26,000 connections from one address to one server within 52 s: with TIME-WAIT, over 90%
+    of the 28,232 ephemeral ports are held at once. A few at the end are refused."""
+    import struct
+
+    from craft import Captured, Conversation, write_pcap
+
+    template = Conversation(client=("10.0.0.9", 32768), server=("10.0.0.2", 9000)).syn(0.0)
+    packets = []
+    for i in range(26_000):
+        ip = bytearray(template.ip)
+        struct.pack_into(">H", ip, 20, 32768 + i)  # TCP source port
+        packets.append(Captured(template.time + i * 0.002, bytes(ip)))
+    refused = Conversation(client=("10.0.0.9", 60000), server=("10.0.0.2", 9000), packets=packets)
+    refused.syn(52.5)
+    refused.rst("server", 52.5001)
+    path = write_pcap(tmp_path / "ports.pcap", packets)
+
+    found = findings_at(path)
+    (f,) = [f for f in found if f.cause == "port_exhaustion"]
+    assert f.server == "10.0.0.2:9000"
+    assert f.details["client"] == "10.0.0.9"
+    assert 25_409 <= f.details["peak_ports"] <= 26_001
+    assert f.proxy_log and "99: Cannot assign requested address" in f.proxy_log[0]
+
+
+def findings_at(path) -> list:
+    return diagnose(pcapq.analyze([str(path)], keep_connections=False, keep_events=False)).findings
