@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pcapq._core import Analysis
+from pcapq.diagnose import settings
 from pcapq.diagnose.advice import ADVICE, PROXY_LOG
 from pcapq.diagnose.capture_point import CapturePoint, infer
 
@@ -77,9 +78,14 @@ class Finding:
 class Diagnosis:
     capture_point: CapturePoint
     findings: list[Finding]
+    settings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"capture_point": self.capture_point.to_json(), "findings": [f.to_json() for f in self.findings]}
+        return {
+            "capture_point": self.capture_point.to_json(),
+            "settings": self.settings,
+            "findings": [f.to_json() for f in self.findings],
+        }
 
 
 def episodes(problems: list[dict]) -> list[Episode]:
@@ -108,7 +114,7 @@ def diagnose(analysis: Analysis) -> Diagnosis:
         findings.extend(_explain(episode, analysis, capture_point))
     findings.extend(_port_exhaustion(analysis, problems))
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
-    return Diagnosis(capture_point, findings)
+    return Diagnosis(capture_point, findings, settings.infer(problems))
 
 
 def _has(c: dict, *symptoms: str) -> bool:

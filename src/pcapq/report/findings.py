@@ -55,4 +55,6 @@ def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
     for f in d.findings:
         parts.append(render_finding(f, capture_start))
     parts.append(Text(f"Capture point: {d.capture_point.side} ({d.capture_point.reason})", style="dim"))
+    for sentence in d.settings:
+        parts.append(Text(f"Kernel: {sentence}", style="dim"))
     return Group(*parts)
