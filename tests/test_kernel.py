@@ -49,6 +49,13 @@ def net():
         yield pair
 
 
+QUEUE_CAUSES = {"accept_queue_overflow", "syn_queue_overflow", "listen_drops"}
+
+
+def causes(doc: dict) -> set[str]:
+    return {f["cause"] for f in doc["findings"]}
+
+
 def by_client(doc: dict) -> dict[int, dict]:
     return {int(c["client"].rsplit(":", 1)[1]): c for c in doc["connections"]}
 
@@ -87,6 +94,8 @@ def check_healthy_run(run: Run, doc: dict, connections: int, request: int, respo
 def test_healthy_connections(net, tmp_path):
     run = healthy(net, tmp_path / "healthy.pcap", connections=20, request=100, response=1000)
     doc = analyze_json(run.pcap)
+    # The finding names what the kernel did (src/pcapq/diagnose).
+    assert doc["findings"] == [], doc["findings"]
     check_healthy_run(run, doc, 20, 100, 1000)
     assert doc["captures"][0]["link_types"] == {"ETHERNET": doc["summary"]["packets"]}
     assert run.delta("TcpExtListenOverflows") == 0, run.nstat_report()
@@ -228,6 +237,8 @@ def test_accept_queue_overflow(net, tmp_path):
     run = accept_queue_overflow(net, tmp_path / "overflow.pcap", connections=connections, backlog=backlog,
                                 accept_delay=5.0, request=request, response=response)
     doc = analyze_json(run.pcap)
+    # The finding names what the kernel did (src/pcapq/diagnose).
+    assert "accept_queue_overflow" in causes(doc), doc["findings"]
     report = overflow_report(run, doc)
     assert run.tcpdump_dropped == 0, run.tcpdump
 
@@ -299,6 +310,8 @@ def test_abort_on_overflow(net, tmp_path):
     run = abort_on_overflow(net, tmp_path / "abort.pcap", connections=connections, backlog=backlog,
                             accept_delay=2.0, request=request, response=response)
     doc = analyze_json(run.pcap)
+    # The finding names what the kernel did (src/pcapq/diagnose).
+    assert "accept_queue_overflow" in causes(doc), doc["findings"]
     report = overflow_report(run, doc)
     assert run.tcpdump_dropped == 0, run.tcpdump
     conns = by_client(doc)
@@ -338,6 +351,8 @@ def test_syn_queue_overflow(net, tmp_path):
     run = syn_queue_overflow(net, tmp_path / "synq.pcap", backlog=backlog, half_open=half_open,
                              connections=connections, synack_retries=1, client_delay=0.5, response=response)
     doc = analyze_json(run.pcap)
+    # The finding names what the kernel did (src/pcapq/diagnose).
+    assert "syn_queue_overflow" in causes(doc), doc["findings"]
     report = overflow_report(run, doc)
     assert run.tcpdump_dropped == 0, run.tcpdump
     assert [(c["error"], c["received"]) for c in run.clients] == [(None, response)] * connections, report
@@ -388,6 +403,8 @@ def test_closed_port(net, tmp_path):
     connections = 5
     run = closed_port(net, tmp_path / "closed.pcap", connections=connections)
     doc = analyze_json(run.pcap)
+    # The finding names what the kernel did (src/pcapq/diagnose).
+    assert causes(doc) == {"closed_port"}, doc["findings"]
     assert run.tcpdump_dropped == 0, run.tcpdump
     assert all("ConnectionRefusedError" in c["error"] for c in run.clients), run.clients
     conns = by_client(doc)
@@ -408,6 +425,8 @@ def test_client_timeout_rst(net, tmp_path):
     run = client_timeout_rst(net, tmp_path / "timeout.pcap", connections=connections, timeout=timeout,
                              reply_delay=1.5, pause=0.6, request=request)
     doc = analyze_json(run.pcap)
+    # The finding names what the kernel did (src/pcapq/diagnose).
+    assert "slow_server" in causes(doc) and not causes(doc) & QUEUE_CAUSES, doc["findings"]
     assert run.tcpdump_dropped == 0, run.tcpdump
     assert all("TimeoutError" in c["error"] and (c["sent"], c["received"]) == (request, 0) for c in run.clients), run.clients
     conns = by_client(doc)
@@ -435,6 +454,8 @@ def test_packet_loss(net, tmp_path):
     connections, response = 20, 16000
     run = packet_loss(net, tmp_path / "loss.pcap", connections=connections, loss_percent=4, response=response)
     doc = analyze_json(run.pcap)
+    # The finding names what the kernel did (src/pcapq/diagnose).
+    assert "network_loss" in causes(doc) and not causes(doc) & QUEUE_CAUSES, doc["findings"]
     report = f"{run.extra}\n{run.nstat_report()}"
     assert run.tcpdump_dropped == 0, run.tcpdump
     assert [(c["error"], c["received"]) for c in run.clients] == [(None, response)] * connections, run.clients

@@ -273,7 +273,7 @@ fn symptoms(c: &Connection) -> Symptoms {
 /// The RST answers a data segment sent at the time of the client's first data: that segment.
 fn answers_first_data(c: &Connection, rst: &RstFacts) -> bool {
     let answered_ns = rst.after_ns.map(|after| rst.time_ns - after);
-    rst.answers_first_data || (answered_ns.is_some() && answered_ns == c.milestones.client_data_ns)
+    answered_ns.is_some() && answered_ns == c.milestones.client_data_ns
 }
 
 /// The handshake completed, the client's request then went unacknowledged for over a second,

@@ -77,8 +77,10 @@ pub struct Connection {
     pub counts: [DirectionCounts; 2],
     /// Options of the SYN (client) and SYN-ACK (server).
     pub options: [Option<HandshakeOptions>; 2],
-    /// The connection this one replaced on the same 4-tuple (a SYN with a new ISN).
+    /// The connection this one replaced on the same 4-tuple (a SYN with a new ISN)...
     pub follows: Option<u64>,
+    /// ...and how long after that connection's last packet this one began.
+    pub follows_after_ns: Option<i64>,
     pub events: Vec<Event>,
     /// Events not kept because the connection reached `MAX_EVENTS`.
     pub events_dropped: u32,
@@ -104,8 +106,6 @@ pub struct Milestones {
     pub server_data_ns: Option<i64>,
     /// The server's first ACK of client data.
     pub client_data_acked_ns: Option<i64>,
-    /// Client segments with payload, re-sends included.
-    pub client_data_sends: u32,
     pub first_rst: Option<RstFacts>,
 }
 
@@ -118,8 +118,6 @@ pub struct RstFacts {
     pub answers: Option<PacketRole>,
     pub answers_frame: Option<FrameRef>,
     pub after_ns: Option<i64>,
-    /// The peer's last packet was the client's first (and only) data segment.
-    pub answers_first_data: bool,
 }
 
 /// One send of a retransmitted SYN, SYN-ACK or segment.
@@ -256,6 +254,7 @@ impl Connection {
             counts: [DirectionCounts::default(); 2],
             options: [None, None],
             follows: None,
+            follows_after_ns: None,
             events: Vec::new(),
             events_dropped: 0,
             snaplen_cut: 0,

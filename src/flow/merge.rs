@@ -68,7 +68,9 @@ pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offs
                 let earlier_conn = tracker.store.get(e);
                 starts_new_connection(earlier_conn, earlier_conn.side_of(Endpoint::source(&f.segment)), &f.segment)
             }) {
-                conn.follows = Some(tracker.store.get(e).id);
+                let earlier_conn = tracker.store.get(e);
+                conn.follows = Some(earlier_conn.id);
+                conn.follows_after_ns = Some(conn.first_time_ns - earlier_conn.last_time_ns);
             }
             tracker.table.remove(&key);
         }
@@ -120,7 +122,7 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
         conn.push(event, true);
     }
     conn.events_dropped += later.events_dropped;
-    join_milestones(&mut conn.milestones, &later.milestones, &snapshot.milestones, flipped);
+    join_milestones(&mut conn.milestones, &later.milestones, flipped);
     if let Some(log) = &later.retransmits {
         join_retransmits(conn, log, last_replayed, &side);
     }
@@ -142,14 +144,13 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
 }
 
 /// What the later analysis learned after its snapshot, where the merged record does not know it yet.
-fn join_milestones(merged: &mut Milestones, later: &Milestones, snapshot: &Milestones, flipped: bool) {
+fn join_milestones(merged: &mut Milestones, later: &Milestones, flipped: bool) {
     let (client_data, server_data) =
         if flipped { (later.server_data_ns, later.client_data_ns) } else { (later.client_data_ns, later.server_data_ns) };
     merged.client_data_ns = merged.client_data_ns.or(client_data);
     merged.server_data_ns = merged.server_data_ns.or(server_data);
     if !flipped {
         merged.client_data_acked_ns = merged.client_data_acked_ns.or(later.client_data_acked_ns);
-        merged.client_data_sends += later.client_data_sends - snapshot.client_data_sends;
     }
     if merged.first_rst.is_none() {
         merged.first_rst = later.first_rst.map(|mut r| {

@@ -239,7 +239,7 @@ impl Tracker {
                     }
                     return;
                 }
-                Some(conn.id)
+                Some((conn.id, time_ns - conn.last_time_ns))
             }
             None => None,
         };
@@ -258,7 +258,9 @@ impl Tracker {
     }
 
     /// Opens the record of a new connection; returns its index and the side that sent `seg`.
-    fn open_connection(&mut self, seg: &Segment, at: FrameRef, time_ns: i64, follows: Option<u64>) -> (usize, Side) {
+    /// `follows`: the connection this one replaces on the same 4-tuple, and how long after its
+    /// last packet this one began.
+    fn open_connection(&mut self, seg: &Segment, at: FrameRef, time_ns: i64, follows: Option<(u64, i64)>) -> (usize, Side) {
         let (src, dst) = (Endpoint::source(seg), Endpoint::destination(seg));
         let (client, server, partial) = if seg.has(flags::SYN) && !seg.has(flags::ACK) {
             (src, dst, false)
@@ -273,7 +275,8 @@ impl Tracker {
         let with_prefix = self.options.mergeable && follows.is_none() && (partial || time_ns - first_time_ns <= JOIN_WINDOW_NS);
         let slot = self.store.add(|id| {
             let mut conn = Connection::new(id, client, server, partial, at, time_ns);
-            conn.follows = follows;
+            conn.follows = follows.map(|(id, _)| id);
+            conn.follows_after_ns = follows.map(|(_, gap)| gap);
             if with_prefix {
                 conn.prefix = Some(Box::default());
             }
@@ -391,7 +394,6 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
                 answers,
                 answers_frame: answered.map(|(_, frame, _)| frame),
                 after_ns: answered.map(|(_, _, t)| time_ns - t),
-                answers_first_data: answers == Some(PacketRole::Data) && conn.milestones.client_data_sends == 1,
             });
         }
         conn.counts[me].rst = true;

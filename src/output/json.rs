@@ -120,6 +120,8 @@ struct ConnectionView {
     ip_version: u8,
     partial: bool,
     follows: Option<u64>,
+    /// Seconds from the last packet of the connection it follows to its first.
+    follows_after: Option<f64>,
     state: &'static str,
     first_file: u32,
     first_frame: u64,
@@ -369,6 +371,7 @@ fn connection_view(c: &Connection, end_ns: i64) -> ConnectionView {
         ip_version: if c.client.ip.is_ipv4() { 4 } else { 6 },
         partial: c.partial,
         follows: c.follows,
+        follows_after: c.follows_after_ns.map(seconds),
         state: c.state.slug(),
         first_file: c.first.file,
         first_frame: c.first.frame,

@@ -249,7 +249,8 @@ def _explain(episode: Episode, analysis: Analysis, cp: CapturePoint) -> list[Fin
         evidence = [e for c in impatient for e in _gave_up_evidence(c)]
         out.append(_finding("client_gave_up", episode, impatient, 0.7, reason, evidence, proxy_log=[PROXY_LOG["client_gone"]]))
 
-    reused = [c for c in conns if c["follows"] is not None]
+    # Reused while the earlier connection's 4-tuple was still in TIME-WAIT.
+    reused = [c for c in conns if c["follows"] is not None and (c["follows_after"] is None or c["follows_after"] < TIME_WAIT_S)]
     if reused:
         reason = f"{len(reused)} failing connection(s) reused the 4-tuple of an earlier connection within TIME-WAIT's {TIME_WAIT_S:.0f} s"
         evidence = []
