@@ -236,7 +236,13 @@ def _explain(episode: Episode, analysis: Analysis, cp: CapturePoint) -> list[Fin
         out.append(_finding("network_loss", episode, lost, 0.6, reason, evidence))
         explained.update(c["id"] for c in lost if c["outcome"] not in ("abandoned", "reset_by_client"))
 
-    gave_up = [c for c in conns if c["outcome"] in ("abandoned", "reset_by_client") and c["id"] not in explained]
+    # A source that got a SYN-ACK and neither answered nor sent its SYN again never was a
+    # client waiting for the server (a spoofed or scanning SYN): not a client giving up.
+    gave_up = [
+        c for c in conns
+        if c["outcome"] in ("abandoned", "reset_by_client") and c["id"] not in explained
+        and not (_half_open(c) and c["handshake"]["syn_attempts"] == 1)
+    ]
     slow = [c for c in gave_up if c["request"]["acked"] is not None]
     impatient = [c for c in gave_up if c not in slow]
     if slow:

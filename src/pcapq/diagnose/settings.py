@@ -25,6 +25,12 @@ def infer(problems: list[dict]) -> list[str]:
     if synack:
         retries = max(sum(1 for t in s["sends"][1:] if not t["triggered"]) for s in synack)
         out.append(f"server net.ipv4.tcp_synack_retries >= {retries} (up to {retries} SYN-ACK timer retries seen)")
+        pruned = [c for c in problems if _synack_cut_short(c)]
+        if pruned:
+            out.append(
+                f"SYN-ACK retries cut short to 2 in {len(pruned)} connection(s): the SYN queue was more than half full of "
+                "old requests (inet_connection_sock.c: reqsk_timer_handler() lowers the retries then)"
+            )
     first_rto = [
         s["sends"][1]["interval"]
         for c in problems
@@ -34,3 +40,17 @@ def infer(problems: list[dict]) -> list[str]:
     if first_rto:
         out.append(f"data re-sent first after {median(first_rto) * 1000:.0f} ms (median of {len(first_rto)}): the loss probe / RTO")
     return out
+
+
+def _synack_cut_short(c: dict) -> bool:
+    """Two SYN-ACK timer retries (at 1 and 3 s), then none while the request was still unanswered
+    7 s after the first SYN-ACK, when a third (at 7 s) was due."""
+    for s in c["series"]:
+        if s["kind"] != "synack":
+            continue
+        timed = [t for t in s["sends"] if not t["triggered"]]
+        if len(timed) == 3 and not c["handshake"]["completed"] and c["last_time"] - timed[0]["time"] > 7.5:
+            return True
+        if len(timed) == 3 and "reset_after_expiry" in c["symptoms"]:
+            return True
+    return False

@@ -62,6 +62,19 @@ def render_summary(analysis: Analysis) -> Group:
         conns.add_row(Text(label, style=style if n else ""), _count(n, total))
     parts.append(conns)
 
+    outcomes = {k: v for k, v in s["outcomes"].items() if v}
+    symptoms = {k: v for k, v in s["symptoms"].items() if v}
+    if outcomes or symptoms:
+        verdicts = Table(title="\nOutcomes and symptoms", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
+        verdicts.add_column("what", style="bold")
+        verdicts.add_column("count", justify="right")
+        for name, n in outcomes.items():
+            style = "" if name in ("completed", "open") else "red"
+            verdicts.add_row(Text(name.replace("_", " "), style=style), _count(n, total))
+        for name, n in symptoms.items():
+            verdicts.add_row(Text(name.replace("_", " "), style="yellow"), _count(n, total))
+        parts.append(verdicts)
+
     skipped = analysis.skipped()
     if skipped:
         skip = Table(title="\nNot analysed", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
