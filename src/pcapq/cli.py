@@ -47,10 +47,11 @@ def _console(file: TextIO | None = None, no_color: bool = False):  # -> rich.con
 def cli() -> None:
     """Explain why TCP connections between a proxy and its upstream failed.
 
-    pcapq reads captures taken with tcpdump (pcap or pcapng, plain or gzip) and rebuilds
-    every TCP connection: its handshake, SYN and SYN-ACK retransmissions, data
-    retransmissions, duplicate ACKs, zero windows, FINs and RSTs, each with the frame
-    number Wireshark shows for it.
+    pcapq reads captures taken with tcpdump (pcap or pcapng, plain or gzip), rebuilds
+    every TCP connection (handshake, SYN, SYN-ACK and data retransmissions, duplicate
+    ACKs, zero windows, FINs and RSTs, each with the frame number Wireshark shows), gives
+    each one a verdict, and says what went wrong: a full accept or SYN queue, a closed
+    port, packet loss, clients giving up, a slow server, exhausted ports.
 
     \b
     Start here:
@@ -80,7 +81,7 @@ def cli() -> None:
 @click.option("--pretty", is_flag=True, help="Indent the JSON for reading.")
 @click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
 def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool) -> None:
-    """Rebuild every TCP connection in the captures and summarise them.
+    """Say what went wrong in the captures, then summarise every TCP connection.
 
     FILE is a pcap or pcapng capture, optionally gzip-compressed; '-' reads standard
     input. Several files are read in the order given as one capture, so a connection
