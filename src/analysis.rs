@@ -5,7 +5,7 @@
 
 use crate::decode::{self, Skip};
 use crate::flow::table::FlowTable;
-use crate::detect::{self, servers::{ServerBook, ServerStats}};
+use crate::detect::{self, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
@@ -156,9 +156,9 @@ impl Analysis {
     }
 
     /// The per-server book: kept from the run, or made from every record.
-    pub fn server_book(&self) -> ServerBook {
+    fn server_book(&self) -> std::borrow::Cow<'_, ServerBook> {
         if let Some(book) = &self.servers {
-            return book.clone();
+            return std::borrow::Cow::Borrowed(book);
         }
         let end_ns = self.end_ns();
         let mut book = ServerBook::default();
@@ -166,12 +166,17 @@ impl Analysis {
             let (outcome, symptoms) = detect::classify(c, end_ns);
             book.add(c, outcome, symptoms);
         }
-        book
+        std::borrow::Cow::Owned(book)
     }
 
     /// Per server endpoint, in order of address.
     pub fn servers(&self) -> Vec<ServerStats> {
-        self.server_book().finish()
+        self.server_book().into_owned().finish()
+    }
+
+    /// Per (client address, server endpoint), the most source ports held at once.
+    pub fn port_pressure(&self) -> Vec<PortPressure> {
+        self.server_book().port_pressure()
     }
 
     /// Sentences about anything that makes the result less than complete.

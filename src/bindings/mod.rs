@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::analysis::{self, AnalyzeOptions};
+use crate::flow::Connection;
 use crate::detect;
 use crate::flow::TrackerOptions;
 use crate::output::json;
@@ -118,18 +119,29 @@ impl Analysis {
 
     /// Connections as dicts shaped like the JSON document's: all of them, or only those with
     /// a problem (an outcome other than completed or open, or any symptom).
-    #[pyo3(signature = (*, problems_only = false))]
-    fn connections<'py>(&self, py: Python<'py>, problems_only: bool) -> PyResult<Bound<'py, PyList>> {
+    /// `lean`: only what the findings read (id, client, server, first_file, first_frame,
+    /// first_time, last_time, outcome, symptoms, follows, follows_after, handshake, request,
+    /// reset, and each series summarised), made without the JSON detour.
+    /// `server` ("ip:port"): only connections to that server.
+    #[pyo3(signature = (*, problems_only = false, lean = false, server = None))]
+    fn connections<'py>(&self, py: Python<'py>, problems_only: bool, lean: bool, server: Option<&str>) -> PyResult<Bound<'py, PyList>> {
         let end_ns = self.inner.end_ns();
         let list = PyList::empty(py);
         for c in &self.inner.connections {
+            if server.is_some_and(|s| c.server.to_string() != s) {
+                continue;
+            }
             if problems_only {
                 let (outcome, symptoms) = detect::classify(c, end_ns);
                 if !detect::servers::has_problem(outcome, symptoms) {
                     continue;
                 }
             }
-            list.append(python_value(py, &json::connection_value(c, end_ns))?)?;
+            if lean {
+                list.append(lean_connection(py, c, end_ns)?)?;
+            } else {
+                list.append(python_value(py, &json::connection_value(c, end_ns))?)?;
+            }
         }
         Ok(list)
     }
@@ -175,7 +187,7 @@ impl Analysis {
     /// (epoch seconds), and `range`, the size of Linux's default ephemeral port range.
     fn port_pressure<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for p in self.inner.server_book().port_pressure() {
+        for p in self.inner.port_pressure() {
             let d = PyDict::new(py);
             d.set_item("client", p.client.to_string())?;
             d.set_item("server", p.server.to_string())?;
@@ -251,6 +263,92 @@ impl Analysis {
 }
 
 const CHUNK: usize = 1 << 20;
+
+fn epoch(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The fields of a connection the findings read, as a dict (see `Analysis.connections`).
+fn lean_connection<'py>(py: Python<'py>, c: &Connection, end_ns: i64) -> PyResult<Bound<'py, PyDict>> {
+    let v = detect::judge(c, end_ns);
+    let d = PyDict::new(py);
+    d.set_item("id", c.id)?;
+    d.set_item("client", c.client.to_string())?;
+    d.set_item("server", c.server.to_string())?;
+    d.set_item("first_file", c.first.file)?;
+    d.set_item("first_frame", c.first.frame)?;
+    d.set_item("first_time", epoch(c.first_time_ns))?;
+    d.set_item("last_time", epoch(c.last_time_ns))?;
+    d.set_item("outcome", v.outcome.slug())?;
+    d.set_item("symptoms", v.symptoms.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
+    d.set_item("follows", c.follows)?;
+    d.set_item("follows_after", c.follows_after_ns.map(epoch))?;
+    let hs = PyDict::new(py);
+    hs.set_item("completed", c.handshake_completed())?;
+    hs.set_item("syn_attempts", c.syn_count)?;
+    hs.set_item("synack_attempts", c.synack_count)?;
+    hs.set_item("synack_time", c.synack_time_ns.map(epoch))?;
+    hs.set_item("ack_time", c.handshake_ack_time_ns.map(epoch))?;
+    d.set_item("handshake", hs)?;
+    let request = PyDict::new(py);
+    request.set_item("sent", c.milestones.client_data_ns.map(epoch))?;
+    request.set_item("acked", c.milestones.client_data_acked_ns.map(epoch))?;
+    request.set_item("answered", c.milestones.server_data_ns.map(epoch))?;
+    d.set_item("request", request)?;
+    match c.milestones.first_rst {
+        Some(r) => {
+            let reset = PyDict::new(py);
+            reset.set_item("from", r.from.name())?;
+            reset.set_item("file", r.at.file)?;
+            reset.set_item("frame", r.at.frame)?;
+            reset.set_item("time", epoch(r.time_ns))?;
+            reset.set_item("answers", r.answers.map_or("nothing", |a| a.slug()))?;
+            reset.set_item("after", r.after_ns.map(epoch))?;
+            match r.answers_frame {
+                Some(f) => {
+                    let frame = PyDict::new(py);
+                    frame.set_item("file", f.file)?;
+                    frame.set_item("frame", f.frame)?;
+                    reset.set_item("answers_frame", frame)?;
+                }
+                None => reset.set_item("answers_frame", py.None())?,
+            }
+            d.set_item("reset", reset)?;
+        }
+        None => d.set_item("reset", py.None())?,
+    }
+    // Per series, a summary instead of every send: first_time, count, timed_retries (sends after
+    // the first that a timer made), second (the first re-send) and last (file, frame, time).
+    let series = PyList::empty(py);
+    for s in &v.series {
+        let sd = PyDict::new(py);
+        sd.set_item("kind", s.kind.slug())?;
+        sd.set_item("from", s.from.name())?;
+        sd.set_item("schedule", s.schedule.slug())?;
+        sd.set_item("count", s.sends.len())?;
+        sd.set_item("timed_retries", s.sends.iter().skip(1).filter(|t| !t.triggered).count())?;
+        sd.set_item("first_time", s.sends.first().map(|t| epoch(t.time_ns)))?;
+        let send = |t: &detect::TimedSend| -> PyResult<Bound<'py, PyDict>> {
+            let td = PyDict::new(py);
+            td.set_item("file", t.at.file)?;
+            td.set_item("frame", t.at.frame)?;
+            td.set_item("time", epoch(t.time_ns))?;
+            td.set_item("interval", t.interval_ns.map(epoch))?;
+            Ok(td)
+        };
+        match s.sends.get(1) {
+            Some(t) => sd.set_item("second", send(t)?)?,
+            None => sd.set_item("second", py.None())?,
+        }
+        match s.sends.last() {
+            Some(t) => sd.set_item("last", send(t)?)?,
+            None => sd.set_item("last", py.None())?,
+        }
+        series.append(sd)?;
+    }
+    d.set_item("series", series)?;
+    Ok(d)
+}
 
 /// A JSON value as the Python object `json.loads` would make of it.
 fn python_value<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {

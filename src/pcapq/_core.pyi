@@ -74,10 +74,15 @@ class Analysis:
     def __len__(self) -> int:
         """Number of connection records kept (0 with keep_connections=False)."""
 
-    def connections(self, *, problems_only: bool = False) -> list[dict[str, Any]]:
+    def connections(
+        self, *, problems_only: bool = False, lean: bool = False, server: str | None = None
+    ) -> list[dict[str, Any]]:
         """Connections as dicts shaped like the JSON document's (docs/json.md): all those kept,
         or only those with a problem (an outcome other than completed or open, or a symptom).
-        With keep_connections=False only connections with a problem were kept."""
+        With keep_connections=False only connections with a problem were kept. `lean`: only
+        the fields the findings read (id, client, server, first_file, first_frame, first_time,
+        last_time, outcome, symptoms, follows, follows_after, handshake, request, reset, series).
+        `server` ("ip:port"): only connections to that server."""
 
     def servers(self) -> list[dict[str, Any]]:
         """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,

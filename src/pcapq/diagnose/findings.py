@@ -107,14 +107,28 @@ def episodes(problems: list[dict]) -> list[Episode]:
 
 
 def diagnose(analysis: Analysis) -> Diagnosis:
-    capture_point = infer(analysis.servers())
+    """One server at a time, so only one server's problem connections are in Python at once."""
+    servers = analysis.servers()
+    capture_point = infer(servers)
+    pressure = [p for p in analysis.port_pressure() if p["peak"] >= PORT_EXHAUSTION_SHARE * p["range"]]
+    timings = settings.Timings()
     findings: list[Finding] = []
-    problems = analysis.connections(problems_only=True)
-    for episode in episodes(problems):
-        findings.extend(_explain(episode, analysis, capture_point))
-    findings.extend(_port_exhaustion(analysis, problems))
+    for server in servers:
+        if not _any_problem(server):
+            continue
+        problems = analysis.connections(problems_only=True, lean=True, server=server["server"])
+        for episode in episodes(problems):
+            findings.extend(_explain(episode, analysis, capture_point))
+        findings.extend(_port_exhaustion([p for p in pressure if p["server"] == server["server"]], problems))
+        timings.add(problems)
+        del problems  # before the next server's batch is made
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
-    return Diagnosis(capture_point, findings, settings.infer(problems))
+    return Diagnosis(capture_point, findings, timings.sentences())
+
+
+def _any_problem(server: dict) -> bool:
+    failed = sum(n for outcome, n in server["outcomes"].items() if outcome not in ("completed", "open"))
+    return failed + sum(server["symptoms"].values()) > 0
 
 
 def _has(c: dict, *symptoms: str) -> bool:
@@ -126,7 +140,7 @@ def _syns_unanswered(c: dict) -> bool:
     if not _has(c, "syn_retransmitted"):
         return False
     synack = c["handshake"]["synack_time"]
-    second_syn = next((s["sends"][1]["time"] for s in c["series"] if s["kind"] == "syn" and len(s["sends"]) > 1), None)
+    second_syn = next((s["second"]["time"] for s in c["series"] if s["kind"] == "syn" and s["second"]), None)
     return synack is None or (second_syn is not None and synack > second_syn)
 
 
@@ -148,8 +162,8 @@ def _gave_up_evidence(c: dict) -> list[dict]:
         return _evidence(c["reset"], f"the client's RST (connection {c['id']})")
     if c["handshake"]["completed"]:
         return []
-    sends = next((s["sends"] for s in c["series"] if s["kind"] == "syn"), None)
-    last = sends[-1] if sends else {"file": c["first_file"], "frame": c["first_frame"]}
+    syn = next((s for s in c["series"] if s["kind"] == "syn"), None)
+    last = syn["last"] if syn else {"file": c["first_file"], "frame": c["first_frame"]}
     return _evidence(last, f"the client's last SYN, none after it (connection {c['id']})")
 
 
@@ -161,8 +175,8 @@ def _evidence(frame: dict | None, what: str) -> list[dict]:
 
 def _series_frames(c: dict, kind: str, what: str) -> list[dict]:
     for s in c["series"]:
-        if s["kind"] == kind and len(s["sends"]) > 1:
-            return _evidence(s["sends"][1], f"{what} (connection {c['id']})")
+        if s["kind"] == kind and s["second"]:
+            return _evidence(s["second"], f"{what} (connection {c['id']})")
     return []
 
 
@@ -336,12 +350,11 @@ def _queue_estimate(server: str, overflow: list[dict], analysis: Analysis) -> di
     }
 
 
-def _port_exhaustion(analysis: Analysis, problems: list[dict]) -> list[Finding]:
-    """A client address that held nearly all of its ephemeral ports towards one server at once."""
+def _port_exhaustion(pressure: list[dict], problems: list[dict]) -> list[Finding]:
+    """A client address that held nearly all of its ephemeral ports towards one server at once
+    (`pressure`: such pairs for the server of `problems`)."""
     out = []
-    for p in analysis.port_pressure():
-        if p["peak"] < PORT_EXHAUSTION_SHARE * p["range"]:
-            break
+    for p in pressure:
         client_ip = p["client"]
         mine = [c for c in problems if c["server"] == p["server"] and c["client"].rsplit(":", 1)[0].strip("[]") == client_ip]
         reason = (

@@ -11,35 +11,65 @@ SYN_SCHEDULES = {
 }
 
 
+class Timings:
+    """What the retransmission series of the problem connections show, gathered a batch at a time
+    (series as `Analysis.connections(lean=True)` summarises them)."""
+
+    def __init__(self) -> None:
+        self.syn_schedules: list[str] = []
+        self.syn_series = 0
+        self.synack_series = 0
+        self.synack_retries = 0
+        self.cut_short = 0
+        self.first_rto: list[float] = []
+
+    def add(self, problems: list[dict]) -> None:
+        for c in problems:
+            for s in c["series"]:
+                if s["kind"] == "syn":
+                    self.syn_series += 1
+                    if s["count"] >= 3:
+                        self.syn_schedules.append(s["schedule"])
+                elif s["kind"] == "synack":
+                    self.synack_series += 1
+                    self.synack_retries = max(self.synack_retries, s["timed_retries"])
+                elif s["second"] and s["second"]["interval"] is not None:
+                    self.first_rto.append(s["second"]["interval"])
+            self.cut_short += _synack_cut_short(c)
+
+    def sentences(self) -> list[str]:
+        """Sentences about the settings the capture shows, most certain first."""
+        out: list[str] = []
+        telling = self.syn_schedules
+        if telling:
+            schedule = max(set(telling), key=telling.count)
+            out.append(f"{SYN_SCHEDULES[schedule]}: {telling.count(schedule)} of {len(telling)} SYN series")
+        elif self.syn_series:
+            out.append(
+                f"the first SYN retry came 1 s after the SYN (Linux 3.1+): {self.syn_series} SYN series, "
+                "too short to tell the schedule"
+            )
+        if self.synack_series:
+            n = self.synack_retries
+            out.append(f"server net.ipv4.tcp_synack_retries >= {n} (up to {n} SYN-ACK timer retries seen)")
+            if self.cut_short:
+                out.append(
+                    f"SYN-ACK retries cut short to 2 in {self.cut_short} connection(s): the SYN queue was more than "
+                    "half full of old requests (inet_connection_sock.c: reqsk_timer_handler() lowers the retries then)"
+                )
+        if self.first_rto:
+            out.append(
+                f"data re-sent first after {median(self.first_rto) * 1000:.0f} ms (median of {len(self.first_rto)}): "
+                "the loss probe / RTO"
+            )
+        return out
+
+
 def infer(problems: list[dict]) -> list[str]:
     """Sentences about the settings the capture shows, most certain first."""
-    out: list[str] = []
-    syn = [s for c in problems for s in c["series"] if s["kind"] == "syn"]
-    telling = [s["schedule"] for s in syn if len(s["sends"]) >= 3]
-    if telling:
-        schedule = max(set(telling), key=telling.count)
-        out.append(f"{SYN_SCHEDULES[schedule]}: {telling.count(schedule)} of {len(telling)} SYN series")
-    elif syn:
-        out.append(f"the first SYN retry came 1 s after the SYN (Linux 3.1+): {len(syn)} SYN series, too short to tell the schedule")
-    synack = [s for c in problems for s in c["series"] if s["kind"] == "synack"]
-    if synack:
-        retries = max(sum(1 for t in s["sends"][1:] if not t["triggered"]) for s in synack)
-        out.append(f"server net.ipv4.tcp_synack_retries >= {retries} (up to {retries} SYN-ACK timer retries seen)")
-        pruned = [c for c in problems if _synack_cut_short(c)]
-        if pruned:
-            out.append(
-                f"SYN-ACK retries cut short to 2 in {len(pruned)} connection(s): the SYN queue was more than half full of "
-                "old requests (inet_connection_sock.c: reqsk_timer_handler() lowers the retries then)"
-            )
-    first_rto = [
-        s["sends"][1]["interval"]
-        for c in problems
-        for s in c["series"]
-        if s["kind"] == "data" and len(s["sends"]) > 1 and s["sends"][1]["interval"] is not None
-    ]
-    if first_rto:
-        out.append(f"data re-sent first after {median(first_rto) * 1000:.0f} ms (median of {len(first_rto)}): the loss probe / RTO")
-    return out
+    timings = Timings()
+    timings.add(problems)
+    return timings.sentences()
 
 
 def _synack_cut_short(c: dict) -> bool:
@@ -48,9 +78,8 @@ def _synack_cut_short(c: dict) -> bool:
     for s in c["series"]:
         if s["kind"] != "synack":
             continue
-        timed = [t for t in s["sends"] if not t["triggered"]]
-        if len(timed) == 3 and not c["handshake"]["completed"] and c["last_time"] - timed[0]["time"] > 7.5:
+        if s["timed_retries"] == 2 and not c["handshake"]["completed"] and c["last_time"] - s["first_time"] > 7.5:
             return True
-        if len(timed) == 3 and "reset_after_expiry" in c["symptoms"]:
+        if s["timed_retries"] == 2 and "reset_after_expiry" in c["symptoms"]:
             return True
     return False
