@@ -650,7 +650,6 @@ def test_ipv4_options(tmp_path, options):
 
 def test_ipv4_non_first_fragment_is_skipped(tmp_path):
     ips = std_packets()
-    times = std_times()
     # The client's 100 bytes of data split in two: the first fragment keeps the TCP header and
     # 44 bytes (IP length 84), the second (offset 64 bytes) holds the remaining 56.
     tcp = ips[3][20:]

@@ -1,4 +1,4 @@
-//! IPv4 (RFC 791) and IPv6 (RFC 8200) headers: addresses, the upper-layer protocol, where its
+//! IPv4 (RFC 791 §3.1) and IPv6 (RFC 8200 §3) headers: addresses, the upper-layer protocol, where its
 //! header starts, and its length as the IP header states it (not as the snaplen cut it).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -40,7 +40,7 @@ pub fn ipv4(packet: &[u8]) -> Result<IpHeader, Skip> {
     if header_len < 20 {
         return Err(Skip::MalformedIp);
     }
-    // RFC 791: the low 13 bits are the fragment offset; only the first fragment has the TCP header.
+    // RFC 791 §3.1: the low 13 bits are the fragment offset; only the first fragment has the TCP header.
     if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
         return Err(Skip::Fragment);
     }
@@ -66,7 +66,7 @@ pub fn ipv6(packet: &[u8]) -> Result<IpHeader, Skip> {
     let mut next = u8_at(packet, 6).ok_or(Skip::IpHeaderCut)?;
     let src = Ipv6Addr::from(array::<16>(packet, 8).ok_or(Skip::IpHeaderCut)?);
     let dst = Ipv6Addr::from(array::<16>(packet, 24).ok_or(Skip::IpHeaderCut)?);
-    // A zero payload length means a jumbogram (RFC 2675) or offload; use what was captured.
+    // A zero payload length means a jumbogram (RFC 2675 §2) or offload; use what was captured.
     let payload_total = if payload_field == 0 { packet.len().saturating_sub(40) } else { payload_field };
     let mut at = 40usize;
     for _ in 0..MAX_EXTENSION_HEADERS {

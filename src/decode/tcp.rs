@@ -15,7 +15,7 @@ pub mod flags {
     pub const CWR: u8 = 0x80;
 }
 
-/// Option kinds, RFC 9293 §3.2 and RFC 7323 / RFC 2018.
+/// Option kinds: RFC 9293 §3.2, RFC 7323 §2.2 and §3.2, RFC 2018 §2 and §3.
 const OPT_END: u8 = 0;
 const OPT_NOP: u8 = 1;
 const OPT_MSS: u8 = 2;

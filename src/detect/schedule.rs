@@ -16,7 +16,7 @@ pub enum Schedule {
     SynLinear,
     /// Initial RTO 1 s, doubling (Linux 3.1 to 6.4, RFC 6298 §2.1).
     SynExponential,
-    /// Initial RTO 3 s, doubling (before Linux 3.1, RFC 2988).
+    /// Initial RTO 3 s, doubling (before Linux 3.1, RFC 2988 §2.1).
     SynLegacy,
     /// net/ipv4/inet_connection_sock.c: reqsk_timer_handler(): 1 s << retries.
     Synack,

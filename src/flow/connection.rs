@@ -179,7 +179,7 @@ impl RetransmitLog {
     }
 }
 
-/// The options a SYN or SYN-ACK offered (RFC 9293 §3.7.1, RFC 7323, RFC 2018), in 8 bytes.
+/// The options a SYN or SYN-ACK offered (RFC 9293 §3.7.1, RFC 7323 §2.2 and §3.2, RFC 2018 §2), in 8 bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HandshakeOptions {
     pub mss: Option<u16>,

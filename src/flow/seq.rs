@@ -14,7 +14,7 @@ impl SeqNumber {
         other.before(self)
     }
 
-    pub fn add(self, n: u32) -> SeqNumber {
+    pub fn plus(self, n: u32) -> SeqNumber {
         SeqNumber(self.0.wrapping_add(n))
     }
 
@@ -40,7 +40,7 @@ mod tests {
     #[test]
     fn test_before_across_wrap() {
         let near_end = SeqNumber(u32::MAX - 10);
-        let wrapped = near_end.add(100);
+        let wrapped = near_end.plus(100);
         assert_eq!(wrapped.0, 89);
         assert!(near_end.before(wrapped));
         assert!(wrapped.after(near_end));

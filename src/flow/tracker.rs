@@ -500,7 +500,7 @@ fn handshake_send(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep
         Side::Server => conn.synack_count += 1,
     }
     dir.last_handshake_ns = pkt.time_ns;
-    let after_syn = SeqNumber(seg.seq).add(1 + seg.payload_len);
+    let after_syn = SeqNumber(seg.seq).plus(1 + seg.payload_len);
     dir.next_seq = Some(dir.next_seq.map_or(after_syn, |n| n.max(after_syn)));
     sends == 0
 }
@@ -547,9 +547,9 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
     }
     // Wireshark's spurious retransmission: payload the peer has already acknowledged was sent
     // before, even if the capture missed the first send.
-    let acked_before = seg.payload_len > 0 && peer.last_ack.is_some_and(|ack| !SeqNumber(ack).before(seq.add(seg.payload_len)));
+    let acked_before = seg.payload_len > 0 && peer.last_ack.is_some_and(|ack| !SeqNumber(ack).before(seq.plus(seg.payload_len)));
     let dir = &mut flow.direction[me];
-    let end = seq.add(seg.payload_len + u32::from(fin));
+    let end = seq.plus(seg.payload_len + u32::from(fin));
     let next = dir.next_seq.unwrap_or(seq);
     if seq.after(next) {
         conn.counts[me].unseen_before += 1;
@@ -640,7 +640,7 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
     // The server's first acknowledgement of client data: the kernel took the client's request.
     if side == Side::Server && conn.milestones.client_data_acked_ns.is_none() {
         let client_base = conn.base_seq[Side::Client.index()];
-        if client_base.is_some_and(|isn| SeqNumber(seg.ack).after(SeqNumber(isn).add(1))) {
+        if client_base.is_some_and(|isn| SeqNumber(seg.ack).after(SeqNumber(isn).plus(1))) {
             conn.milestones.client_data_acked_ns = Some(pkt.time_ns);
         }
     }
