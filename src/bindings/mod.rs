@@ -119,14 +119,16 @@ impl Analysis {
 
     /// Connections as dicts shaped like the JSON document's: all of them, or only those with
     /// a problem (an outcome other than completed or open, or any symptom).
-    /// `lean`: only what the findings read (id, client, server, first_file, first_frame,
-    /// first_time, last_time, outcome, symptoms, follows, follows_after, handshake, request,
-    /// reset, and each series summarised), made without the JSON detour.
+    /// `lean`: only what the findings read, flat (id, client, server, first_file, first_frame,
+    /// first_time, last_time, outcome, symptoms, follows, follows_after, completed,
+    /// syn_attempts, synack_attempts, synack_time, ack_time, request_acked, reset, and series
+    /// as `pcapq.diagnose.lean.Series`), made without the JSON detour.
     /// `server` ("ip:port"): only connections to that server.
     #[pyo3(signature = (*, problems_only = false, lean = false, server = None))]
     fn connections<'py>(&self, py: Python<'py>, problems_only: bool, lean: bool, server: Option<&str>) -> PyResult<Bound<'py, PyList>> {
         let end_ns = self.inner.end_ns();
         let list = PyList::empty(py);
+        let shapes = if lean { Some(LeanShapes::import(py)?) } else { None };
         for c in &self.inner.connections {
             if server.is_some_and(|s| c.server.to_string() != s) {
                 continue;
@@ -137,8 +139,8 @@ impl Analysis {
                     continue;
                 }
             }
-            if lean {
-                list.append(lean_connection(py, c, end_ns)?)?;
+            if let Some(shapes) = &shapes {
+                list.append(lean_connection(py, shapes, c, end_ns)?)?;
             } else {
                 list.append(python_value(py, &json::connection_value(c, end_ns))?)?;
             }
@@ -268,8 +270,9 @@ fn epoch(ns: i64) -> f64 {
     ns as f64 / 1e9
 }
 
-/// The fields of a connection the findings read, as a dict (see `Analysis.connections`).
-fn lean_connection<'py>(py: Python<'py>, c: &Connection, end_ns: i64) -> PyResult<Bound<'py, PyDict>> {
+/// The fields of a connection the findings read, as a flat dict whose series are
+/// `pcapq.diagnose.lean.Series` tuples (see `Analysis.connections`).
+fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c: &Connection, end_ns: i64) -> PyResult<Bound<'py, PyDict>> {
     let v = detect::judge(c, end_ns);
     let d = PyDict::new(py);
     d.set_item("id", c.id)?;
@@ -280,21 +283,15 @@ fn lean_connection<'py>(py: Python<'py>, c: &Connection, end_ns: i64) -> PyResul
     d.set_item("first_time", epoch(c.first_time_ns))?;
     d.set_item("last_time", epoch(c.last_time_ns))?;
     d.set_item("outcome", v.outcome.slug())?;
-    d.set_item("symptoms", v.symptoms.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
+    d.set_item("symptoms", pyo3::types::PyTuple::new(py, v.symptoms.iter().map(|s| s.slug()).collect::<Vec<_>>())?)?;
     d.set_item("follows", c.follows)?;
     d.set_item("follows_after", c.follows_after_ns.map(epoch))?;
-    let hs = PyDict::new(py);
-    hs.set_item("completed", c.handshake_completed())?;
-    hs.set_item("syn_attempts", c.syn_count)?;
-    hs.set_item("synack_attempts", c.synack_count)?;
-    hs.set_item("synack_time", c.synack_time_ns.map(epoch))?;
-    hs.set_item("ack_time", c.handshake_ack_time_ns.map(epoch))?;
-    d.set_item("handshake", hs)?;
-    let request = PyDict::new(py);
-    request.set_item("sent", c.milestones.client_data_ns.map(epoch))?;
-    request.set_item("acked", c.milestones.client_data_acked_ns.map(epoch))?;
-    request.set_item("answered", c.milestones.server_data_ns.map(epoch))?;
-    d.set_item("request", request)?;
+    d.set_item("completed", c.handshake_completed())?;
+    d.set_item("syn_attempts", c.syn_count)?;
+    d.set_item("synack_attempts", c.synack_count)?;
+    d.set_item("synack_time", c.synack_time_ns.map(epoch))?;
+    d.set_item("ack_time", c.handshake_ack_time_ns.map(epoch))?;
+    d.set_item("request_acked", c.milestones.client_data_acked_ns.map(epoch))?;
     match c.milestones.first_rst {
         Some(r) => {
             let reset = PyDict::new(py);
@@ -317,37 +314,30 @@ fn lean_connection<'py>(py: Python<'py>, c: &Connection, end_ns: i64) -> PyResul
         }
         None => d.set_item("reset", py.None())?,
     }
-    // Per series, a summary instead of every send: first_time, count, timed_retries (sends after
-    // the first that a timer made), second (the first re-send) and last (file, frame, time).
-    let series = PyList::empty(py);
+    let send = |t: &detect::TimedSend| shapes.send.call1((t.at.file, t.at.frame, epoch(t.time_ns), t.interval_ns.map(epoch)));
+    let mut series = Vec::with_capacity(v.series.len());
     for s in &v.series {
-        let sd = PyDict::new(py);
-        sd.set_item("kind", s.kind.slug())?;
-        sd.set_item("from", s.from.name())?;
-        sd.set_item("schedule", s.schedule.slug())?;
-        sd.set_item("count", s.sends.len())?;
-        sd.set_item("timed_retries", s.sends.iter().skip(1).filter(|t| !t.triggered).count())?;
-        sd.set_item("first_time", s.sends.first().map(|t| epoch(t.time_ns)))?;
-        let send = |t: &detect::TimedSend| -> PyResult<Bound<'py, PyDict>> {
-            let td = PyDict::new(py);
-            td.set_item("file", t.at.file)?;
-            td.set_item("frame", t.at.frame)?;
-            td.set_item("time", epoch(t.time_ns))?;
-            td.set_item("interval", t.interval_ns.map(epoch))?;
-            Ok(td)
-        };
-        match s.sends.get(1) {
-            Some(t) => sd.set_item("second", send(t)?)?,
-            None => sd.set_item("second", py.None())?,
-        }
-        match s.sends.last() {
-            Some(t) => sd.set_item("last", send(t)?)?,
-            None => sd.set_item("last", py.None())?,
-        }
-        series.append(sd)?;
+        let (Some(first), Some(last)) = (s.sends.first(), s.sends.last()) else { continue };
+        let second = s.sends.get(1).map(send).transpose()?;
+        let timed_retries = s.sends.iter().skip(1).filter(|t| !t.triggered).count();
+        let args = (s.kind.slug(), s.from.name(), s.schedule.slug(), s.sends.len(), timed_retries, epoch(first.time_ns), second, send(last)?);
+        series.push(shapes.series.call1(args)?);
     }
-    d.set_item("series", series)?;
+    d.set_item("series", pyo3::types::PyTuple::new(py, series)?)?;
     Ok(d)
+}
+
+/// The named tuples of `pcapq.diagnose.lean`.
+struct LeanShapes<'py> {
+    send: Bound<'py, PyAny>,
+    series: Bound<'py, PyAny>,
+}
+
+impl<'py> LeanShapes<'py> {
+    fn import(py: Python<'py>) -> PyResult<LeanShapes<'py>> {
+        let module = py.import("pcapq.diagnose.lean")?;
+        Ok(LeanShapes { send: module.getattr("Send")?, series: module.getattr("Series")? })
+    }
 }
 
 /// A JSON value as the Python object `json.loads` would make of it.

@@ -139,20 +139,19 @@ def _syns_unanswered(c: dict) -> bool:
     """The client re-sent its SYN and no SYN-ACK came before the re-send."""
     if not _has(c, "syn_retransmitted"):
         return False
-    synack = c["handshake"]["synack_time"]
-    second_syn = next((s["second"]["time"] for s in c["series"] if s["kind"] == "syn" and s["second"]), None)
+    synack = c["synack_time"]
+    second_syn = next((s.second.time for s in c["series"] if s.kind == "syn" and s.second), None)
     return synack is None or (second_syn is not None and synack > second_syn)
 
 
 def _half_open(c: dict) -> bool:
-    hs = c["handshake"]
-    return hs["synack_attempts"] > 0 and not hs["completed"] and c["outcome"] != "partial"
+    return c["synack_attempts"] > 0 and not c["completed"] and c["outcome"] != "partial"
 
 
 def _stray_ack_reset(c: dict) -> bool:
     """The client's RST answered an ACK that came instead of a SYN-ACK: a TIME-WAIT socket's
     answer to a SYN on its 4-tuple. The client's kernel resets it and sends its SYN again."""
-    r, synack = c["reset"], c["handshake"]["synack_time"]
+    r, synack = c["reset"], c["synack_time"]
     return bool(r) and r["from"] == "client" and r["answers"] == "ack" and (synack is None or r["time"] < synack)
 
 
@@ -160,10 +159,10 @@ def _gave_up_evidence(c: dict) -> list[dict]:
     """The client's RST; without one, if it never connected, its last SYN."""
     if c["reset"]:
         return _evidence(c["reset"], f"the client's RST (connection {c['id']})")
-    if c["handshake"]["completed"]:
+    if c["completed"]:
         return []
-    syn = next((s for s in c["series"] if s["kind"] == "syn"), None)
-    last = syn["last"] if syn else {"file": c["first_file"], "frame": c["first_frame"]}
+    syn = next((s for s in c["series"] if s.kind == "syn"), None)
+    last = {"file": syn.last.file, "frame": syn.last.frame} if syn else {"file": c["first_file"], "frame": c["first_frame"]}
     return _evidence(last, f"the client's last SYN, none after it (connection {c['id']})")
 
 
@@ -175,8 +174,8 @@ def _evidence(frame: dict | None, what: str) -> list[dict]:
 
 def _series_frames(c: dict, kind: str, what: str) -> list[dict]:
     for s in c["series"]:
-        if s["kind"] == kind and s["second"]:
-            return _evidence(s["second"], f"{what} (connection {c['id']})")
+        if s.kind == kind and s.second:
+            return _evidence({"file": s.second.file, "frame": s.second.frame}, f"{what} (connection {c['id']})")
     return []
 
 
@@ -216,8 +215,8 @@ def _explain(episode: Episode, analysis: Analysis, cp: CapturePoint) -> list[Fin
         half_open = [c for c in conns if _half_open(c)]
         if len(half_open) >= HALF_OPEN_MIN and unanswered:
             # SYNs that got nothing and were never sent again belong to the same flood.
-            silent = [c for c in conns if c["outcome"] == "abandoned" and c["handshake"]["synack_attempts"] == 0
-                      and c["handshake"]["syn_attempts"] == 1]
+            silent = [c for c in conns if c["outcome"] == "abandoned" and c["synack_attempts"] == 0
+                      and c["syn_attempts"] == 1]
             reason = (
                 f"{len(half_open)} half-open requests (SYN-ACK sent, handshake never completed) filled the SYN "
                 f"queue while {len(unanswered)} other clients' SYNs went unanswered and were sent again"
@@ -255,9 +254,9 @@ def _explain(episode: Episode, analysis: Analysis, cp: CapturePoint) -> list[Fin
     gave_up = [
         c for c in conns
         if c["outcome"] in ("abandoned", "reset_by_client") and c["id"] not in explained
-        and not (_half_open(c) and c["handshake"]["syn_attempts"] == 1)
+        and not (_half_open(c) and c["syn_attempts"] == 1)
     ]
-    slow = [c for c in gave_up if c["request"]["acked"] is not None]
+    slow = [c for c in gave_up if c["request_acked"] is not None]
     impatient = [c for c in gave_up if c not in slow]
     if slow:
         reason = f"the server took {len(slow)} request(s) (acknowledged them) but the client gave up before an answer"
@@ -326,7 +325,7 @@ def _accept_queue(episode: Episode, overflow: list[dict], unanswered: list[dict]
 
 def _queue_estimate(server: str, overflow: list[dict], analysis: Analysis) -> dict:
     """Connections waiting when the first drop came, the service rate, a backlog suggestion."""
-    acks = [c["handshake"]["ack_time"] for c in overflow if c["handshake"]["ack_time"] is not None]
+    acks = [c["ack_time"] for c in overflow if c["ack_time"] is not None]
     first_drop = min(acks) if acks else min(c["first_time"] for c in overflow)
     waiting = analysis.waiting_at(server, [first_drop - 1e-6])[0]
     start, end = min(c["first_time"] for c in overflow), max(c["last_time"] for c in overflow)

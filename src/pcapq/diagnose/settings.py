@@ -26,15 +26,15 @@ class Timings:
     def add(self, problems: list[dict]) -> None:
         for c in problems:
             for s in c["series"]:
-                if s["kind"] == "syn":
+                if s.kind == "syn":
                     self.syn_series += 1
-                    if s["count"] >= 3:
-                        self.syn_schedules.append(s["schedule"])
-                elif s["kind"] == "synack":
+                    if s.count >= 3:
+                        self.syn_schedules.append(s.schedule)
+                elif s.kind == "synack":
                     self.synack_series += 1
-                    self.synack_retries = max(self.synack_retries, s["timed_retries"])
-                elif s["second"] and s["second"]["interval"] is not None:
-                    self.first_rto.append(s["second"]["interval"])
+                    self.synack_retries = max(self.synack_retries, s.timed_retries)
+                elif s.second and s.second.interval is not None:
+                    self.first_rto.append(s.second.interval)
             self.cut_short += _synack_cut_short(c)
 
     def sentences(self) -> list[str]:
@@ -76,10 +76,10 @@ def _synack_cut_short(c: dict) -> bool:
     """Two SYN-ACK timer retries (at 1 and 3 s), then none while the request was still unanswered
     7 s after the first SYN-ACK, when a third (at 7 s) was due."""
     for s in c["series"]:
-        if s["kind"] != "synack":
+        if s.kind != "synack":
             continue
-        if s["timed_retries"] == 2 and not c["handshake"]["completed"] and c["last_time"] - s["first_time"] > 7.5:
+        if s.timed_retries == 2 and not c["completed"] and c["last_time"] - s.first_time > 7.5:
             return True
-        if s["timed_retries"] == 2 and "reset_after_expiry" in c["symptoms"]:
+        if s.timed_retries == 2 and "reset_after_expiry" in c["symptoms"]:
             return True
     return False
