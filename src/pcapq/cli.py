@@ -58,6 +58,7 @@ def cli() -> None:
       $ pcapq analyze dump.pcap                 summary of every connection
       $ pcapq analyze --format json dump.pcap   one JSON record per connection
       $ tcpdump -i any -w - port 9000 | pcapq analyze -
+      $ pcapq crosscheck dump.pcap              pcapq's labels against tshark's
     """
 
 
@@ -136,6 +137,98 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         _fail(f"no TCP segments to analyse in {summary['packets']:,} packets ({what})", ExitCode.NO_TCP)
     if damaged:
         sys.exit(int(ExitCode.DAMAGED))
+
+
+TSHARK_INSTALL = "apt-get install tshark (Debian/Ubuntu)"
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("file", metavar="FILE")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: agreement table and disagreements for people. json: the same as one document.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+    default="-",
+    help="Write the report to this file instead of standard output.",
+)
+@click.option(
+    "--method",
+    type=click.Choice(["auto", "pyshark", "fields"]),
+    default="auto",
+    show_default=True,
+    help="How to run tshark: through pyshark, or directly with -T fields (auto: pyshark up to 20,000 packets).",
+)
+@click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
+def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) -> None:
+    """Check pcapq's labels against tshark's TCP analysis, frame by frame.
+
+    Runs tshark's two-pass analysis (tshark -2) on FILE and lines up every frame pcapq
+    labels (SYN and SYN-ACK retransmits, final ACK dropped, request re-sent, data and FIN
+    retransmits, duplicate ACKs, zero windows, port reuse, RSTs) with tshark's
+    tcp.analysis flags on the same frame number. Prints an agreement table per label and
+    every disagreement with its reason; one no documented difference explains is listed as
+    UNEXPLAINED (docs/crosscheck.md). Needs tshark; small captures are read through pyshark,
+    large ones with tshark -T fields directly (the report says which).
+
+    \b
+    Examples:
+      $ pcapq crosscheck dump.pcap
+      $ pcapq crosscheck --format json -o crosscheck.json dump.pcap
+
+    \b
+    Exit codes: 0 every disagreement explained; 6 an unexplained disagreement; 2 usage
+    error; 3 the capture could not be read; 5 no TCP in the capture; 69 tshark is not
+    installed or failed on the capture; 70 a bug in pcapq; 74 the report could not be
+    written.
+    """
+    from pcapq import crosscheck as xc
+
+    _refuse_overwriting_inputs((file,), output)
+    try:
+        result = xc.crosscheck(file, method)
+    except xc.TsharkMissing:
+        _fail(f"tshark is not installed; install it with: {TSHARK_INSTALL}", ExitCode.TSHARK_MISSING)
+    except xc.TsharkFailed as e:
+        _fail(f"tshark could not analyse {file}: {e}", ExitCode.TSHARK_MISSING)
+    except _core.CaptureError as e:
+        _fail(e.args[0], ExitCode.UNREADABLE)
+    if result.tcp_segments == 0:
+        _fail(f"no TCP segments to compare in {file}", ExitCode.NO_TCP)
+
+    def write(out: TextIO, colourless: bool) -> None:
+        if fmt == "json":
+            import json
+
+            out.write(json.dumps(result.to_json(), indent=2) + "\n")
+        else:
+            from pcapq.crosscheck.report import render
+
+            _console(out, colourless).print(render(result))
+        out.flush()
+
+    if output == "-":
+        try:
+            write(sys.stdout, no_color)
+        except BrokenPipeError:
+            _stop_on_broken_pipe()
+        except OSError as e:
+            _fail(f"cannot write the report to standard output: {_reason(e)}", ExitCode.CANT_WRITE)
+    else:
+        try:
+            with open(output, "w", encoding="utf-8") as out:
+                write(out, True)
+        except OSError as e:
+            _fail(f"cannot write the report to {output}: {_reason(e)}", ExitCode.CANT_WRITE)
+    if result.comparison.unexplained:
+        sys.exit(int(ExitCode.DISAGREE))
 
 
 def _reason(e: OSError) -> str:

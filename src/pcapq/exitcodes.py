@@ -14,6 +14,10 @@ class ExitCode(IntEnum):
     """A capture is damaged in the middle: it was analysed up to the damage, the rest was lost."""
     NO_TCP = 5
     """The capture holds no TCP segment pcapq could decode: nothing to analyse."""
+    DISAGREE = 6
+    """crosscheck: pcapq and tshark disagree on a frame and no documented difference explains it."""
+    TSHARK_MISSING = 69
+    """crosscheck: tshark is not installed (EX_UNAVAILABLE), or it failed to read the capture."""
     INTERNAL = 70
     """A bug in pcapq (EX_SOFTWARE). Please report it."""
     CANT_WRITE = 74

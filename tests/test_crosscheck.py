@@ -1,0 +1,196 @@
+"""`pcapq crosscheck`: pcapq's labels against tshark's, over every shipped capture, fresh
+kernel captures and crafted ones; the exit codes; the JSON shape.
+
+Every run but the one with a doctored tshark result goes through the CLI in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO, run_pcapq
+from craft import Conversation, write_pcap
+
+from pcapq.exitcodes import ExitCode
+
+pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
+
+CATALOG = sorted((REPO / "captures").glob("*.pcap"))
+
+
+def crosscheck_json(path: Path, *args: str) -> dict:
+    proc = run_pcapq("crosscheck", "--format", "json", *args, str(path))
+    doc = json.loads(proc.stdout)
+    unexplained = [d for d in doc["disagreements"] if d["verdict"] == "unexplained"]
+    assert proc.returncode == (ExitCode.DISAGREE if unexplained else ExitCode.OK), proc.stderr.decode()
+    return doc
+
+
+def assert_all_explained(path: Path, *args: str) -> dict:
+    doc = crosscheck_json(path, *args)
+    unexplained = [d for d in doc["disagreements"] if d["verdict"] == "unexplained"]
+    assert not unexplained, json.dumps(unexplained, indent=1)
+    return doc
+
+
+@pytest.mark.parametrize("path", CATALOG, ids=[p.stem for p in CATALOG])
+def test_catalog_captures_have_no_unexplained_disagreement(path):
+    doc = assert_all_explained(path)
+    assert doc["tshark"]["method"] == "pyshark"
+    proc = run_pcapq("crosscheck", str(path))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert b"0 unexplained" in proc.stdout
+
+
+def test_both_tshark_readers_give_the_same_result():
+    path = REPO / "captures/packet_loss.pcap"
+    via_pyshark = assert_all_explained(path, "--method", "pyshark")
+    direct = assert_all_explained(path, "--method", "fields")
+    assert direct["tshark"]["method"] == "tshark -T fields"
+    assert via_pyshark["table"] == direct["table"]
+    assert via_pyshark["disagreements"] == direct["disagreements"]
+    assert "directly" in direct["tshark"]["note"]
+
+
+def test_known_differences_are_explained():
+    doc = assert_all_explained(REPO / "captures/accept_queue_overflow.pcap")
+    rows = {t["label"]: t for t in doc["table"]}
+    assert rows["synack_after_ack"]["explained"] == 3
+    assert rows["request_resent"]["agree"] > 0 and rows["dup_ack"]["agree"] == 3
+    reasons = {d["reason"] for d in doc["disagreements"]}
+    assert any("never labels a SYN-ACK spurious" in r for r in reasons)
+    loss = assert_all_explained(REPO / "captures/packet_loss.pcap")
+    assert any("out of order" in d["reason"] for d in loss["disagreements"])
+
+
+def test_json_shape():
+    doc = assert_all_explained(REPO / "captures/accept_queue_overflow.pcap")
+    assert doc["schema"] == "pcapq.crosscheck" and doc["schema_version"] == 1
+    assert {"file", "packets", "tshark", "frames_compared", "table", "disagreements", "unexplained"} <= doc.keys()
+    assert doc["tshark"]["version"].startswith("tshark ")
+    for t in doc["table"]:
+        assert set(t) == {"label", "pcapq", "tshark", "agree", "explained", "unexplained"}
+    for d in doc["disagreements"]:
+        assert set(d) == {"frame", "check", "label", "tshark", "pcapq", "verdict", "reason"}
+        assert d["verdict"] in ("explained", "unexplained") and d["reason"]
+    assert doc["unexplained"] == 0
+
+
+def test_output_file(tmp_path):
+    out = tmp_path / "x.json"
+    proc = run_pcapq("crosscheck", "--format", "json", "-o", str(out), str(REPO / "captures/closed_port.pcap"))
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert json.loads(out.read_text())["table"][0]["label"] == "rst"
+
+
+# ---------------------------------------------------------------------------------------------
+# Crafted captures with documented differences
+
+
+def test_crafted_differences(tmp_path):
+    packets: list = []
+    # Zero window stall: tshark flags every zero-window segment, pcapq the first.
+    a = Conversation(client=("10.0.0.1", 40000), packets=packets)
+    a.handshake()
+    a.send("client", 0.01, 1000)
+    a.segment("server", 0.02, "A", window=0)
+    a.segment("server", 0.03, "A", window=0)
+    a.segment("server", 1.0, "A")
+    # Data ending at sequence number 0, re-sent: tshark does not flag it.
+    b = Conversation(client=("10.0.0.1", 40001), client_isn=2**32 - 101, packets=packets)
+    b.handshake(0.5)
+    b.send("client", 0.51, 100)
+    b.resend("client", 0.81)
+    path = write_pcap(tmp_path / "x.pcap", sorted(packets, key=lambda p: p.time))
+    doc = assert_all_explained(path)
+    reasons = " ".join(d["reason"] for d in doc["disagreements"])
+    assert "every segment with window 0" in reasons
+    assert "sequence number 0" in reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# An unexplained disagreement, and missing tshark
+
+
+def test_unexplained_disagreement_fails(monkeypatch):
+    """A tshark result with a flag pcapq has no reason for: listed as such, exit code 6."""
+    from pcapq.cli import cli
+    from pcapq.crosscheck import tshark
+
+    real = tshark.read_tshark
+
+    def doctored(path, packets, method="auto"):
+        result = real(path, packets, method)
+        first = min(result.frames)
+        f = result.frames[first]
+        result.frames[first] = replace(f, analysis=f.analysis | {"duplicate_ack"}, dup_num=1, dup_frame=first)
+        return result
+
+    monkeypatch.setattr(tshark, "read_tshark", doctored)
+    path = str(REPO / "captures/healthy.pcap")
+    res = CliRunner().invoke(cli, ["crosscheck", "--format", "json", path])
+    assert res.exit_code == ExitCode.DISAGREE, res.output
+    doc = json.loads(res.output)
+    assert doc["unexplained"] == 1
+    (d,) = doc["disagreements"]
+    assert (d["frame"], d["verdict"], d["tshark"], d["pcapq"]) == (1, "unexplained", "Dup ACK #1 of frame 1", "syn")
+    text = CliRunner().invoke(cli, ["crosscheck", "--no-color", path])
+    assert text.exit_code == ExitCode.DISAGREE
+    assert "UNEXPLAINED" in text.output and "1 unexplained" in text.output
+
+
+def test_missing_tshark(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pcapq.cli", "crosscheck", str(REPO / "captures/healthy.pcap")],
+        env=env,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == ExitCode.TSHARK_MISSING == 69
+    assert proc.stdout == b""
+    assert proc.stderr.decode() == (
+        "pcapq: tshark is not installed; install it with: apt-get install tshark (Debian/Ubuntu)\n"
+    )
+
+
+def test_unreadable_capture(tmp_path):
+    bad = tmp_path / "x.pcap"
+    bad.write_text("hello\n")
+    proc = run_pcapq("crosscheck", str(bad))
+    assert proc.returncode == ExitCode.UNREADABLE
+    assert proc.stderr.decode().startswith("pcapq: ")
+
+
+def test_help_lists_exit_codes():
+    out = run_pcapq("crosscheck", "--help").stdout.decode()
+    assert "$ pcapq crosscheck dump.pcap" in out
+    for code in (0, 2, 3, 5, 6, 69, 70, 74):
+        assert f"{code} " in out, code
+
+
+# ---------------------------------------------------------------------------------------------
+# Fresh captures from the kernel (tests/kernel_scenarios.py)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(
+    "scenario",
+    ["healthy", "accept_queue_overflow", "abort_on_overflow", "syn_queue_overflow", "closed_port", "client_timeout_rst", "packet_loss"],
+)
+def test_kernel_captures_have_no_unexplained_disagreement(tmp_path, scenario):
+    import kernel_scenarios
+    from netns import NetnsPair
+
+    with NetnsPair(tools=("ip", "tcpdump", "tc", "nstat")) as net:
+        run = getattr(kernel_scenarios, scenario)(net, tmp_path / f"{scenario}.pcap")
+    assert_all_explained(run.pcap)
