@@ -29,8 +29,6 @@ Where pcapq differs from tshark on purpose, the test states the difference and a
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import shutil
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -41,86 +39,21 @@ import pytest
 import pcapq
 
 from conftest import analyze_json
+from pcapq.crosscheck.tshark import Frame, read_tshark
 from craft import Conversation, write_pcap
 
 pyshark = pytest.importorskip("pyshark")
 TSHARK = shutil.which("tshark")
 pytestmark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed")
 
-PREFS = {
-    "tcp.analyze_sequence_numbers": "TRUE",
-    "tcp.relative_sequence_numbers": "TRUE",
-    "tcp.calculate_timestamps": "TRUE",
-}
 RETRANSMITS = {"syn_retransmit", "synack_retransmit", "data_retransmit", "fin_retransmit"}
 SYN, FIN, RST = 0x02, 0x01, 0x04
 
 
-@dataclass(frozen=True)
-class Frame:
-    """What tshark says about one frame."""
-
-    number: int
-    stream: int
-    source: str
-    seq: int
-    ack: int
-    flags: int
-    window: int
-    analysis: frozenset[str]
-    dup_num: int | None
-    dup_frame: int | None
-    rto_frame: int | None
-
-
-def _int(layer, name: str) -> int | None:
-    value = layer.get_field_value(name)
-    return None if value is None else int(value)
-
-
-def _packets_in(path: Path) -> int:
-    return pcapq.analyze([str(path)], keep_connections=False, keep_events=False).summary()["packets"]
-
-
 def tshark_frames(path: Path) -> dict[int, Frame]:
-    loop = asyncio.new_event_loop()
-    cap = pyshark.FileCapture(
-        str(path), override_prefs=PREFS, tshark_path=TSHARK, custom_parameters=["-2"], eventloop=loop
-    )
-    frames = {}
-    try:
-        for packet in cap:
-            tcp = packet.tcp
-            ip = packet.ipv6 if hasattr(packet, "ipv6") else packet.ip
-            analysis = frozenset(n[len("analysis_") :] for n in tcp.field_names if n.startswith("analysis_"))
-            frames[int(packet.number)] = Frame(
-                number=int(packet.number),
-                stream=int(tcp.stream),
-                source=f"{ip.src}:{tcp.srcport}",
-                seq=int(tcp.seq),
-                ack=int(tcp.ack),
-                flags=int(tcp.flags, 16),
-                window=int(tcp.window_size_value),
-                analysis=analysis,
-                dup_num=_int(tcp, "analysis_duplicate_ack_num"),
-                dup_frame=_int(tcp, "analysis_duplicate_ack_frame"),
-                rto_frame=_int(tcp, "analysis_rto_frame"),
-            )
-    finally:
-        try:
-            cap.close()
-        except pyshark.capture.capture.TSharkCrashException:
-            # tshark 4.0 with -2 now and then exits 255 after printing every packet; only a
-            # short read is a failure.
-            if len(frames) != _packets_in(path):
-                raise
-        # pyshark's __del__ closes the capture again, on a loop that is gone by then: once is
-        # enough. Let tshark's pipe transports go while their loop is open, then close it.
-        cap.close = lambda: None
-        del cap
-        gc.collect()
-        loop.close()
-    return frames
+    """tshark's two-pass analysis of every TCP frame, read through pyshark (as crosscheck does)."""
+    packets = pcapq.analyze([str(path)], keep_connections=False, keep_events=False).summary()["packets"]
+    return read_tshark(path, packets, method="pyshark").frames
 
 
 @dataclass

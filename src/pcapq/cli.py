@@ -62,23 +62,25 @@ def cli() -> None:
     """
 
 
-@cli.command(context_settings=CONTEXT)
-@click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a summary for people. json: every connection with its events (schema in docs/json.md).",
-)
-@click.option(
+def format_option(help: str):
+    return click.option(
+        "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help=help
+    )
+
+
+output_option = click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, writable=True, allow_dash=True),
     default="-",
     help="Write the report to this file instead of standard output.",
 )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@format_option("text: a summary for people. json: every connection with its events (schema in docs/json.md).")
+@output_option
 @click.option("--pretty", is_flag=True, help="Indent the JSON for reading.")
 @click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
 def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool) -> None:
@@ -144,21 +146,8 @@ TSHARK_INSTALL = "apt-get install tshark (Debian/Ubuntu)"
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", metavar="FILE")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: agreement table and disagreements for people. json: the same as one document.",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
-    default="-",
-    help="Write the report to this file instead of standard output.",
-)
+@format_option("text: agreement table and disagreements for people. json: the same as one document.")
+@output_option
 @click.option(
     "--method",
     type=click.Choice(["auto", "pyshark", "fields"]),
