@@ -13,7 +13,7 @@ fn main() {
         if let Ok(seg) = decode(p.linktype, p.data) {
             tracker.on_segment(&seg, FrameRef { file: 0, frame: p.frame }, p.time_ns);
             n += 1;
-            if n % 200_000 == 0 {
+            if n.is_multiple_of(200_000) {
                 println!("{n:>9} packets: {} live flows, states {:?}", tracker.live_connections(), tracker.live_states());
             }
         }

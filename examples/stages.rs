@@ -25,7 +25,7 @@ fn main() {
     for keep_events in [false, true] {
         let t = Instant::now();
         let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable: false, keep_connections: keep_events } };
-        let a = analyze(&[path.clone()], options).expect("analyze");
+        let a = analyze(std::slice::from_ref(&path), options).expect("analyze");
         let packets = a.files[0].packets;
         let secs = t.elapsed().as_secs_f64();
         let connections = a.summary().connections.connections;

@@ -142,7 +142,7 @@ mod tests {
         tcp[12] = 5 << 4;
         tcp[13] = flags::ACK | flags::PSH;
         f.extend_from_slice(&tcp);
-        f.extend(std::iter::repeat(0x61).take(extra));
+        f.extend(std::iter::repeat_n(0x61, extra));
         f
     }
 

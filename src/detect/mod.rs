@@ -362,21 +362,11 @@ fn added_latency_ns(c: &Connection) -> i64 {
 mod tests {
     //! Verdicts on connections built by the tracker from hand-made segments.
 
-    use std::net::{IpAddr, Ipv4Addr};
-
     use super::*;
-    use crate::decode::{flags, Segment, TcpOptions};
-    use crate::flow::{Tracker, TrackerOptions};
+    use crate::decode::{flags, TcpOptions};
+    use crate::flow::wire::*;
 
-    const C: Side = Side::Client;
-    const S: Side = Side::Server;
-    const SYN: u8 = flags::SYN;
-    const ACK: u8 = flags::ACK;
-    const RST: u8 = flags::RST;
     const PA: u8 = flags::PSH | flags::ACK;
-    const MS: i64 = 1_000_000;
-    const CISN: u32 = 1000;
-    const SISN: u32 = 5000;
 
     /// Linux's usual SYN options without timestamps.
     fn plain() -> TcpOptions {
@@ -392,31 +382,8 @@ mod tests {
         TcpOptions { mss: Some(mss), ..TcpOptions::default() }
     }
 
-    struct Wire {
-        tracker: Tracker,
-        frames: u64,
-        last_ms: i64,
-    }
-
+    /// What the verdict tests send and read on a wire.
     impl Wire {
-        fn new() -> Wire {
-            Wire { tracker: Tracker::new(TrackerOptions::default()), frames: 0, last_ms: 0 }
-        }
-
-        fn send(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32) {
-            self.send_opts(ms, from, flags, seq, ack, len, TcpOptions::default());
-        }
-
-        #[allow(clippy::too_many_arguments)]
-        fn send_opts(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32, options: TcpOptions) {
-            let ip = |last| IpAddr::V4(Ipv4Addr::new(10, 0, 0, last));
-            let (src, dst, src_port, dst_port) = if from == C { (ip(1), ip(2), 40000, 9000) } else { (ip(2), ip(1), 9000, 40000) };
-            let seg = Segment { src, dst, src_port, dst_port, seq, ack, flags, window: 1000, payload_len: len, options, snaplen_cut: false };
-            self.frames += 1;
-            self.last_ms = self.last_ms.max(ms);
-            self.tracker.on_segment(&seg, FrameRef { file: 0, frame: self.frames }, ms * MS);
-        }
-
         fn syn(&mut self, ms: i64) {
             self.send_opts(ms, C, SYN, CISN, 0, 0, plain());
         }
@@ -428,7 +395,8 @@ mod tests {
             self.send(2, C, ACK, CISN + 1, SISN + 1, 0);
         }
 
-        fn handshake(&mut self) {
+        /// The handshake with Linux's usual options.
+        fn handshake_plain(&mut self) {
             self.handshake_with(plain(), plain());
         }
 
@@ -506,7 +474,7 @@ mod tests {
     #[test]
     fn test_rst_answering_the_first_data_is_reset_after_ack() {
         let mut w = Wire::new();
-        w.handshake();
+        w.handshake_plain();
         w.request(3, &[]);
         w.send(4, S, RST, SISN + 1, 0, 0);
         let v = w.verdict();
@@ -517,7 +485,7 @@ mod tests {
     #[test]
     fn test_rst_answering_later_data_is_no_reset_after_ack() {
         let mut w = Wire::new();
-        w.handshake();
+        w.handshake_plain();
         w.request(3, &[]);
         w.send(4, S, PA, SISN + 1, CISN + 101, 50);
         w.send(1000, C, PA, CISN + 101, SISN + 51, 100);
@@ -530,7 +498,7 @@ mod tests {
     #[test]
     fn test_rst_answering_a_retransmission_is_reset_after_expiry() {
         let mut w = Wire::new();
-        w.handshake();
+        w.handshake_plain();
         w.request(3, &[203]);
         w.send(204, S, RST, SISN + 1, 0, 0);
         let v = w.verdict();
@@ -610,7 +578,7 @@ mod tests {
     #[test]
     fn test_data_probe_then_doubling_from_the_handshake_round_trip() {
         let mut w = Wire::new();
-        w.handshake();
+        w.handshake_plain();
         w.request(3, &[205, 407, 811]);
         let v = w.verdict();
         // RTT 2 ms: RTO 202 ms, the probe capped at it.
@@ -658,7 +626,7 @@ mod tests {
     fn test_dropped_final_ack_keeps_the_clients_round_trip_sample() {
         // Only the SYN-ACK was re-sent: the client's RTT sample stands.
         let mut w = Wire::new();
-        w.handshake();
+        w.handshake_plain();
         w.request(3, &[205, 407]);
         w.send(1001, S, SYN | ACK, SISN, CISN + 1, 0);
         let v = w.verdict();

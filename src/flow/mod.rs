@@ -10,6 +10,8 @@ pub mod store;
 pub mod table;
 pub mod tally;
 pub mod tracker;
+#[cfg(test)]
+pub(crate) mod wire;
 
 pub use connection::{ConnState, Connection};
 pub use event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};

@@ -670,95 +670,12 @@ fn window(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_events:
 mod tests {
     //! The state machine driven by hand-made segments: no files, no decoding.
 
-    use std::net::{IpAddr, Ipv4Addr};
-
     use super::*;
-    use crate::decode::TcpOptions;
     use crate::flow::connection::MAX_EVENTS;
+    use crate::flow::wire::*;
 
-    const C: Side = Side::Client;
-    const S: Side = Side::Server;
-    const SYN: u8 = flags::SYN;
-    const ACK: u8 = flags::ACK;
-    const FIN: u8 = flags::FIN;
-    const RST: u8 = flags::RST;
-    const PSH: u8 = flags::PSH;
-    const MS: i64 = 1_000_000;
-    const WIN: u16 = 1000;
-    /// Default ISNs: relative numbers are absolute ones minus these.
-    const CISN: u32 = 1000;
-    const SISN: u32 = 5000;
-
-    /// Feeds segments between one client and one server to a tracker, numbering frames from 1.
-    struct Wire {
-        tracker: Tracker,
-        client: Endpoint,
-        server: Endpoint,
-        frames: u64,
-    }
-
+    /// What the tracker tests read of a wire's connections.
     impl Wire {
-        fn new() -> Wire {
-            Wire::between(40000, 9000)
-        }
-
-        fn between(client_port: u16, server_port: u16) -> Wire {
-            Wire::with_options(client_port, server_port, TrackerOptions::default())
-        }
-
-        fn with_options(client_port: u16, server_port: u16, options: TrackerOptions) -> Wire {
-            let ip = |last| IpAddr::V4(Ipv4Addr::new(10, 0, 0, last));
-            Wire {
-                tracker: Tracker::new(options),
-                client: Endpoint { ip: ip(1), port: client_port },
-                server: Endpoint { ip: ip(2), port: server_port },
-                frames: 0,
-            }
-        }
-
-        /// One segment from `from` at `ms` milliseconds, window `WIN`; returns its frame number.
-        fn send(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32) -> u64 {
-            self.send_win(ms, from, flags, seq, ack, len, WIN)
-        }
-
-        #[allow(clippy::too_many_arguments)]
-        fn send_win(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32, window: u16) -> u64 {
-            let (src, dst) = if from == C { (self.client, self.server) } else { (self.server, self.client) };
-            let seg = Segment {
-                src: src.ip,
-                dst: dst.ip,
-                src_port: src.port,
-                dst_port: dst.port,
-                seq,
-                ack,
-                flags,
-                window,
-                payload_len: len,
-                options: TcpOptions::default(),
-                snaplen_cut: false,
-            };
-            self.frames += 1;
-            self.tracker.on_segment(&seg, FrameRef { file: 0, frame: self.frames }, ms * MS);
-            self.frames
-        }
-
-        /// SYN at 0 ms, SYN-ACK at 1 ms, the client's ACK at 2 ms (frames 1 to 3).
-        fn handshake(&mut self, client_isn: u32, server_isn: u32) {
-            self.send(0, C, SYN, client_isn, 0, 0);
-            self.send(1, S, SYN | ACK, server_isn, client_isn.wrapping_add(1), 0);
-            self.send(2, C, ACK, client_isn.wrapping_add(1), server_isn.wrapping_add(1), 0);
-        }
-
-        fn conns(&self) -> &[Connection] {
-            self.tracker.connections()
-        }
-
-        /// The only connection.
-        fn conn(&self) -> &Connection {
-            assert_eq!(self.conns().len(), 1, "connections: {:?}", self.conns());
-            &self.conns()[0]
-        }
-
         /// Every event of every connection as (frame, kind), in frame order.
         fn kinds(&self) -> Vec<(u64, EventKind)> {
             let mut all: Vec<(u64, EventKind)> =

@@ -1,0 +1,105 @@
+//! Tests' segment builder: one client (10.0.0.1) and one server (10.0.0.2) exchanging
+//! hand-made segments through a tracker, no files and no decoding.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::{Connection, Endpoint, FrameRef, Side, Tracker, TrackerOptions};
+use crate::decode::{flags, Segment, TcpOptions};
+
+pub const C: Side = Side::Client;
+pub const S: Side = Side::Server;
+pub const SYN: u8 = flags::SYN;
+pub const ACK: u8 = flags::ACK;
+pub const FIN: u8 = flags::FIN;
+pub const RST: u8 = flags::RST;
+pub const PSH: u8 = flags::PSH;
+pub const MS: i64 = 1_000_000;
+pub const WIN: u16 = 1000;
+/// Default ISNs: relative numbers are absolute ones minus these.
+pub const CISN: u32 = 1000;
+pub const SISN: u32 = 5000;
+
+/// Feeds segments between one client and one server to a tracker, numbering frames from 1.
+pub struct Wire {
+    pub tracker: Tracker,
+    pub client: Endpoint,
+    pub server: Endpoint,
+    pub frames: u64,
+    /// The latest time sent, in milliseconds.
+    pub last_ms: i64,
+}
+
+impl Wire {
+    pub fn new() -> Wire {
+        Wire::between(40000, 9000)
+    }
+
+    pub fn between(client_port: u16, server_port: u16) -> Wire {
+        Wire::with_options(client_port, server_port, TrackerOptions::default())
+    }
+
+    pub fn with_options(client_port: u16, server_port: u16, options: TrackerOptions) -> Wire {
+        let ip = |last| IpAddr::V4(Ipv4Addr::new(10, 0, 0, last));
+        Wire {
+            tracker: Tracker::new(options),
+            client: Endpoint { ip: ip(1), port: client_port },
+            server: Endpoint { ip: ip(2), port: server_port },
+            frames: 0,
+            last_ms: 0,
+        }
+    }
+
+    /// One segment from `from` at `ms` milliseconds, window `WIN`; returns its frame number.
+    pub fn send(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32) -> u64 {
+        self.send_segment(ms, from, flags, seq, ack, len, WIN, TcpOptions::default())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_win(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32, window: u16) -> u64 {
+        self.send_segment(ms, from, flags, seq, ack, len, window, TcpOptions::default())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_opts(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32, options: TcpOptions) -> u64 {
+        self.send_segment(ms, from, flags, seq, ack, len, WIN, options)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_segment(&mut self, ms: i64, from: Side, flags: u8, seq: u32, ack: u32, len: u32, window: u16, options: TcpOptions) -> u64 {
+        let (src, dst) = if from == C { (self.client, self.server) } else { (self.server, self.client) };
+        let seg = Segment {
+            src: src.ip,
+            dst: dst.ip,
+            src_port: src.port,
+            dst_port: dst.port,
+            seq,
+            ack,
+            flags,
+            window,
+            payload_len: len,
+            options,
+            snaplen_cut: false,
+        };
+        self.frames += 1;
+        self.last_ms = self.last_ms.max(ms);
+        self.tracker.on_segment(&seg, FrameRef { file: 0, frame: self.frames }, ms * MS);
+        self.frames
+    }
+
+    /// SYN at 0 ms, SYN-ACK at 1 ms, the client's ACK at 2 ms (frames 1 to 3).
+    pub fn handshake(&mut self, client_isn: u32, server_isn: u32) {
+        self.send(0, C, SYN, client_isn, 0, 0);
+        self.send(1, S, SYN | ACK, server_isn, client_isn.wrapping_add(1), 0);
+        self.send(2, C, ACK, client_isn.wrapping_add(1), server_isn.wrapping_add(1), 0);
+    }
+
+    pub fn conns(&self) -> &[Connection] {
+        self.tracker.connections()
+    }
+
+    /// The only connection.
+    pub fn conn(&self) -> &Connection {
+        assert_eq!(self.conns().len(), 1, "connections: {:?}", self.conns());
+        &self.conns()[0]
+    }
+}
