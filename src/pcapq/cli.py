@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn, TextIO
+from typing import Callable, NoReturn, TextIO
 
 import click
 
@@ -109,26 +109,18 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
     except _core.CaptureError as e:
         _fail(e.args[0], ExitCode.UNREADABLE)
 
-    if output == "-":
-        try:
-            _write_report(result, fmt, pretty, no_color, sys.stdout)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            _stop_on_broken_pipe()
-        except OSError as e:
-            _fail(f"cannot write the report to standard output: {_reason(e)}", ExitCode.CANT_WRITE)
-    else:
-        try:
-            if fmt == "json":
-                # The core writes the file itself, without passing every chunk through Python.
-                from pcapq.diagnose import diagnose
+    def json_file(path: str) -> None:
+        # The core writes the file itself, without passing every chunk through Python.
+        from pcapq.diagnose import diagnose
 
-                result.write_json(output, pretty=pretty, extra=_json_extra(diagnose(result), pretty))
-            else:
-                with open(output, "w", encoding="utf-8") as out:
-                    _write_report(result, fmt, pretty, True, out)
-        except OSError as e:
-            _fail(f"cannot write the report to {output}: {_reason(e)}", ExitCode.CANT_WRITE)
+        result.write_json(path, pretty=pretty, extra=_json_extra(diagnose(result), pretty))
+
+    _deliver(
+        output,
+        no_color,
+        lambda out, colourless: _write_report(result, fmt, pretty, colourless, out),
+        json_file if fmt == "json" else None,
+    )
 
     for warning in result.warnings():
         _warn(warning)
@@ -203,21 +195,34 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
             _console(out, colourless).print(render(result))
         out.flush()
 
-    if output == "-":
-        try:
-            write(sys.stdout, no_color)
-        except BrokenPipeError:
-            _stop_on_broken_pipe()
-        except OSError as e:
-            _fail(f"cannot write the report to standard output: {_reason(e)}", ExitCode.CANT_WRITE)
-    else:
-        try:
-            with open(output, "w", encoding="utf-8") as out:
-                write(out, True)
-        except OSError as e:
-            _fail(f"cannot write the report to {output}: {_reason(e)}", ExitCode.CANT_WRITE)
+    _deliver(output, no_color, write)
     if result.comparison.unexplained:
         sys.exit(int(ExitCode.DISAGREE))
+
+
+def _deliver(
+    output: str,
+    no_color: bool,
+    to_stream: Callable[[TextIO, bool], None],
+    to_path: Callable[[str], None] | None = None,
+) -> None:
+    """Writes a report to standard output ("-") or to the file `output`: `to_stream(out,
+    colourless)` writes it to a text stream, `to_path(path)`, when given, writes the file itself.
+    A reader that went away (`pcapq ... | head`) ends quietly; other write errors exit 74."""
+    try:
+        if output == "-":
+            to_stream(sys.stdout, no_color)
+            sys.stdout.flush()
+        elif to_path is not None:
+            to_path(output)
+        else:
+            with open(output, "w", encoding="utf-8") as out:
+                to_stream(out, True)
+    except BrokenPipeError:
+        _stop_on_broken_pipe()
+    except OSError as e:
+        where = "standard output" if output == "-" else output
+        _fail(f"cannot write the report to {where}: {_reason(e)}", ExitCode.CANT_WRITE)
 
 
 def _reason(e: OSError) -> str:
