@@ -5,4 +5,5 @@ fn main() {
     println!("FlowKey {}", size_of::<_core::flow::FlowKey>());
     println!("Event {}", size_of::<_core::flow::Event>());
     println!("Segment {}", size_of::<_core::decode::Segment>());
+    println!("SeenSegment {}", size_of::<_core::flow::connection::SeenSegment>());
 }
