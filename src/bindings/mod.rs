@@ -56,9 +56,10 @@ impl Analysis {
     }
 
     fn server(&self, server: &str) -> PyResult<&detect::servers::ServerStats> {
+        let endpoint = parse_endpoint(server)?;
         self.server_stats()
             .iter()
-            .find(|s| s.server.to_string() == server)
+            .find(|s| s.server == endpoint)
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(server.to_string()))
     }
 }
@@ -129,8 +130,9 @@ impl Analysis {
         let end_ns = self.inner.end_ns();
         let list = PyList::empty(py);
         let shapes = if lean { Some(LeanShapes::import(py)?) } else { None };
+        let server = server.map(parse_endpoint).transpose()?;
         for c in &self.inner.connections {
-            if server.is_some_and(|s| c.server.to_string() != s) {
+            if server.is_some_and(|s| c.server != s) {
                 continue;
             }
             if problems_only {
@@ -325,6 +327,13 @@ fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c: &Connectio
     }
     d.set_item("series", pyo3::types::PyTuple::new(py, series)?)?;
     Ok(d)
+}
+
+/// "10.0.0.2:9000" or "[2001:db8::2]:9000", as the endpoints are written.
+fn parse_endpoint(text: &str) -> PyResult<crate::flow::Endpoint> {
+    let addr: std::net::SocketAddr =
+        text.parse().map_err(|_| pyo3::exceptions::PyValueError::new_err(format!("not an endpoint: {text}")))?;
+    Ok(crate::flow::Endpoint { ip: addr.ip(), port: addr.port() })
 }
 
 /// The named tuples of `pcapq.diagnose.lean`.

@@ -82,7 +82,11 @@ class Analysis:
         With keep_connections=False only connections with a problem were kept. `lean`: only
         the fields the findings read (id, client, server, first_file, first_frame, first_time,
         last_time, outcome, symptoms, follows, follows_after, handshake, request, reset, series).
-        `server` ("ip:port"): only connections to that server."""
+        `server` ("ip:port", "[v6]:port"): only connections to that server.
+
+        Raises:
+            ValueError: `server` is not an endpoint.
+        """
 
     def servers(self) -> list[dict[str, Any]]:
         """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,
@@ -106,6 +110,7 @@ class Analysis:
 
         Raises:
             KeyError: no such server.
+            ValueError: `server` is not an endpoint.
         """
 
     def connection_json(self, index: int) -> str:
