@@ -2,7 +2,7 @@
 
 import os
 
-from typing import Any, Final, Protocol, TypedDict, final
+from typing import Any, Callable, Final, Protocol, TypedDict, final
 
 __all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "PcapqError", "CaptureError", "InternalError"]
 
@@ -54,6 +54,13 @@ class _CaptureInfo(TypedDict):
     link_types: dict[str, int]
     read_stop: str
     read_stop_detail: str | None
+
+class _Timeline(TypedDict):
+    seconds: list[int]
+    new: dict[str, list[int]]
+    retransmissions: list[int]
+    waiting_in: list[int]
+    waiting_out: list[int]
 
 @final
 class Analysis:
@@ -113,6 +120,13 @@ class Analysis:
             ValueError: `server` is not an endpoint.
         """
 
+    def timeline(self) -> _Timeline:
+        """Per-second counts over every connection (also those not kept), as columns of equal
+        length: seconds (epoch, rounded down; only seconds that saw anything), new (outcome ->
+        connections whose first packet fell in that second), retransmissions (SYN, SYN-ACK and
+        data), waiting_in / waiting_out (connections that began / stopped waiting for the
+        server's answer after the client's handshake ACK). Merged analyses sum them."""
+
     def connection_json(self, index: int) -> str:
         """Connection `index` (in order of first packet) as a JSON object.
 
@@ -144,7 +158,12 @@ class Analysis:
         """
 
 def analyze(
-    paths: list[str], *, keep_connections: bool = True, keep_events: bool = True, mergeable: bool = False
+    paths: list[str],
+    *,
+    keep_connections: bool = True,
+    keep_events: bool = True,
+    mergeable: bool = False,
+    progress: Callable[[int], object] | None = None,
 ) -> Analysis:
     """Reads the captures in order, as one capture ("-" is stdin), and rebuilds every TCP connection.
 
@@ -153,6 +172,9 @@ def analyze(
     keep_events: keep each connection's events (needed for JSON; needs keep_connections).
     mergeable: keep what `Analysis.merge` needs to join this onto the capture before
         (needs keep_connections).
+    progress: called with the bytes of capture records read so far (headers and data, after
+        decompression), every 4 MiB and once at the end; an exception it raises is raised
+        when reading ends.
 
     Raises:
         ValueError: keep_events or mergeable without keep_connections.
