@@ -122,7 +122,8 @@ impl Analysis {
     /// a problem (an outcome other than completed or open, or any symptom).
     /// `lean`: only what the findings read, flat (id, client, server, first_file, first_frame,
     /// first_time, last_time, outcome, symptoms, follows, follows_after, completed,
-    /// syn_attempts, synack_attempts, synack_time, ack_time, request_acked, reset, and series
+    /// syn_attempts, synack_attempts, synack_time, ack_time, request_acked, added_latency, reset, and
+    /// series
     /// as `pcapq.diagnose.lean.Series`), made without the JSON detour.
     /// `server` ("ip:port"): only connections to that server.
     #[pyo3(signature = (*, problems_only = false, lean = false, server = None))]
@@ -325,6 +326,7 @@ fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c: &Connectio
     d.set_item("synack_time", c.synack_time_ns.map(epoch))?;
     d.set_item("ack_time", c.handshake_ack_time_ns.map(epoch))?;
     d.set_item("request_acked", c.milestones.client_data_acked_ns.map(epoch))?;
+    d.set_item("added_latency", epoch(v.added_latency_ns))?;
     match c.milestones.first_rst {
         Some(r) => {
             let reset = PyDict::new(py);

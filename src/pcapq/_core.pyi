@@ -88,7 +88,8 @@ class Analysis:
         or only those with a problem (an outcome other than completed or open, or a symptom).
         With keep_connections=False only connections with a problem were kept. `lean`: only
         the fields the findings read (id, client, server, first_file, first_frame, first_time,
-        last_time, outcome, symptoms, follows, follows_after, handshake, request, reset, series).
+        last_time, outcome, symptoms, follows, follows_after, completed, syn_attempts,
+        synack_attempts, synack_time, ack_time, request_acked, added_latency, reset, series).
         `server` ("ip:port", "[v6]:port"): only connections to that server.
 
         Raises:

@@ -62,9 +62,12 @@ def cli() -> None:
     """
 
 
-def format_option(help: str):
+REPORT_FORMATS = ["text", "json", "markdown", "html"]
+
+
+def format_option(help: str, choices: list[str] | None = None):
     return click.option(
-        "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help=help
+        "--format", "fmt", type=click.Choice(choices or ["text", "json"]), default="text", show_default=True, help=help
     )
 
 
@@ -79,12 +82,17 @@ output_option = click.option(
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@format_option("text: a summary for people. json: every connection with its events (schema in docs/json.md).")
+@format_option(
+    "text: findings, worst connections and totals for people. json: every connection with its events (schema in "
+    "docs/json.md). markdown: the text report for a ticket. html: one self-contained file with charts, ladder "
+    "diagrams and a table of connections (docs/reports.md).",
+    REPORT_FORMATS,
+)
 @output_option
 @click.option("--pretty", is_flag=True, help="Indent the JSON for reading.")
 @click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
 def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool) -> None:
-    """Say what went wrong in the captures, then summarise every TCP connection.
+    """Say what went wrong in the captures, the worst connections, then totals.
 
     FILE is a pcap or pcapng capture, optionally gzip-compressed; '-' reads standard
     input. Several files are read in the order given as one capture, so a connection
@@ -95,33 +103,53 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
       $ pcapq analyze dump.pcap
       $ pcapq analyze ring.pcap0 ring.pcap1 ring.pcap2
       $ pcapq analyze --format json -o report.json dump.pcap.gz
+      $ pcapq analyze --format html -o report.html dump.pcap
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
 
     \b
-    Exit codes: 0 analysed; 2 usage error; 3 a capture could not be read; 4 a capture is
-    damaged (analysed up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the
-    report could not be written.
+    Exit codes: 0 analysed, nothing wrong found; 1 analysed, and a problem was found (a
+    finding); 2 usage error; 3 a capture could not be read; 4 a capture is damaged (analysed
+    up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the report could not be
+    written.
     """
+    from pcapq.diagnose import diagnose
+
     _refuse_overwriting_inputs(files, output)
-    try:
-        every_connection = fmt == "json"
-        result = _core.analyze(list(files), keep_connections=every_connection, keep_events=every_connection)
-    except _core.CaptureError as e:
-        _fail(e.args[0], ExitCode.UNREADABLE)
+    # JSON has every connection and its events, HTML draws ladders from events; the other
+    # reports need only the counts and the connections with a problem.
+    every_connection = fmt in ("json", "html")
+    result = _read(files, keep_connections=every_connection, keep_events=every_connection)
+    diagnosis = diagnose(result)
 
     def json_file(path: str) -> None:
         # The core writes the file itself, without passing every chunk through Python.
-        from pcapq.diagnose import diagnose
-
-        result.write_json(path, pretty=pretty, extra=_json_extra(diagnose(result), pretty))
+        result.write_json(path, pretty=pretty, extra=_json_extra(diagnosis, pretty))
 
     _deliver(
         output,
         no_color,
-        lambda out, colourless: _write_report(result, fmt, pretty, colourless, out),
+        lambda out, colourless: _write_report(result, diagnosis, fmt, pretty, colourless, out),
         json_file if fmt == "json" else None,
     )
+    sys.exit(int(_exit_code(result, diagnosis.findings)))
 
+
+def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:
+    """Analyses the captures, with a progress bar on a terminal for large inputs."""
+    from pcapq.report.progress import progress_for
+
+    try:
+        with progress_for(files) as progress:
+            return _core.analyze(
+                list(files), keep_connections=keep_connections, keep_events=keep_events, progress=progress
+            )
+    except _core.CaptureError as e:
+        _fail(e.args[0], ExitCode.UNREADABLE)
+
+
+def _exit_code(result: _core.Analysis, findings: list) -> ExitCode:
+    """Warnings on stderr, then the exit code: no TCP (5) before damage (4) before problems
+    found (1)."""
     for warning in result.warnings():
         _warn(warning)
     damaged = [c for c in result.captures() if c["read_stop"] in ("corrupt", "io_error")]
@@ -130,7 +158,10 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         what = ", ".join(f"{n:,} {meaning}" for n, meaning in result.skipped().values()) or "no packets at all"
         _fail(f"no TCP segments to analyse in {summary['packets']:,} packets ({what})", ExitCode.NO_TCP)
     if damaged:
-        sys.exit(int(ExitCode.DAMAGED))
+        return ExitCode.DAMAGED
+    if findings:
+        return ExitCode.PROBLEMS
+    return ExitCode.OK
 
 
 TSHARK_INSTALL = "apt-get install tshark (Debian/Ubuntu)"
@@ -237,21 +268,34 @@ def _stop_on_broken_pipe() -> NoReturn:
     sys.exit(int(ExitCode.OK))
 
 
-def _write_report(result: _core.Analysis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
-    from pcapq.diagnose import diagnose
-
-    diagnosis = diagnose(result)
+def _write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
     if fmt == "json":
         result.write_json(out, pretty=pretty, extra=_json_extra(diagnosis, pretty))
         out.flush()
         return
+    from pcapq.report import model
+
+    report = model.build(result, diagnosis, with_table=fmt == "html", with_ladders=fmt == "html")
+    if fmt == "markdown":
+        from pcapq.report.markdown import render_analyze
+
+        out.write(render_analyze(report))
+        return
+    if fmt == "html":
+        from pcapq.report.html import render_analyze as render_html
+
+        out.write(render_html(report))
+        return
     from pcapq.report.findings import render_findings
     from pcapq.report.summary import print_summary
+    from pcapq.report.timeline_text import worst_table
 
     console = _console(out, no_color)
-    starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
-    console.print(render_findings(diagnosis, min(starts) if starts else None))
+    console.print(render_findings(diagnosis, report.start))
     console.print()
+    if report.worst:
+        console.print(worst_table(report.worst, report.problems))
+        console.print()
     print_summary(result, console)
 
 

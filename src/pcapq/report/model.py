@@ -1,0 +1,112 @@
+"""What the `analyze` report shows, gathered once from the core and the diagnosis, for every
+renderer (terminal, Markdown, HTML). Bounded: at most `table_max` connection rows and
+`ladders_max` ladders, whatever the size of the capture."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from pcapq._core import Analysis
+from pcapq.diagnose import Diagnosis
+from pcapq.report import timeline as tl
+
+# Rows of the worst-connections table in the terminal and Markdown.
+WORST_ROWS = 10
+# Rows of the HTML connection table: every connection up to this many, else the problem
+# connections, worst first, up to this many.
+TABLE_MAX = 20_000
+# Ladder diagrams in the HTML report: the worst problem connections, up to this many.
+LADDERS_MAX = 200
+
+
+@dataclass(frozen=True)
+class ConnectionRow:
+    id: int
+    client: str
+    server: str
+    outcome: str
+    symptoms: tuple[str, ...]
+    first_time: float
+    last_time: float
+    added_latency: float
+    file: int
+    frame: int
+
+    @property
+    def client_port(self) -> str:
+        return self.client.rsplit(":", 1)[1]
+
+    @staticmethod
+    def of(c: dict[str, Any]) -> "ConnectionRow":
+        return ConnectionRow(
+            c["id"], c["client"], c["server"], c["outcome"], tuple(c["symptoms"]), c["first_time"], c["last_time"],
+            c["added_latency"], c["first_file"], c["first_frame"],
+        )
+
+
+@dataclass
+class AnalyzeReport:
+    captures: list[dict[str, Any]]
+    summary: dict[str, Any]
+    skipped: dict[str, tuple[int, str]]
+    warnings: list[str]
+    diagnosis: Diagnosis
+    start: Optional[float]  # the capture's first packet, epoch seconds
+    problems: int  # connections with a problem (outcome or symptom) that were kept
+    worst: list[ConnectionRow]
+    aggregate: tl.Aggregate
+    table: list[ConnectionRow] = field(default_factory=list)
+    table_note: Optional[str] = None
+    ladders: list[tl.ConnectionTimeline] = field(default_factory=list)
+    ladders_note: Optional[str] = None
+
+
+def build(
+    analysis: Analysis,
+    diagnosis: Diagnosis,
+    *,
+    with_table: bool = False,
+    with_ladders: bool = False,
+    worst_rows: int = WORST_ROWS,
+    table_max: int = TABLE_MAX,
+    ladders_max: int = LADDERS_MAX,
+    max_buckets: int = 60,
+) -> AnalyzeReport:
+    """Ladders need an analysis that kept every connection with its events."""
+    captures = analysis.captures()
+    starts = [c["first_time"] for c in captures if c["first_time"] is not None]
+    summary = analysis.summary()
+    problems = sorted(analysis.connections(problems_only=True, lean=True), key=tl.severity)
+    episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
+    report = AnalyzeReport(
+        captures=captures,
+        summary=summary,
+        skipped=analysis.skipped(),
+        warnings=analysis.warnings(),
+        diagnosis=diagnosis,
+        start=min(starts) if starts else None,
+        problems=len(problems),
+        worst=[ConnectionRow.of(c) for c in problems[:worst_rows]],
+        aggregate=tl.aggregate(analysis.timeline(), max_buckets=max_buckets, episodes=episodes),
+    )
+    if with_table:
+        if len(analysis) == summary["connections"] and summary["connections"] <= table_max:
+            report.table = [ConnectionRow.of(c) for c in analysis.connections(lean=True)]
+        else:
+            report.table = [ConnectionRow.of(c) for c in problems[:table_max]]
+            shown = len(report.table)
+            report.table_note = (
+                f"{summary['connections']:,} connections: the table lists the {shown:,} with a problem"
+                + (f" (the worst {shown:,} of {len(problems):,})" if len(problems) > shown else "")
+                + f"; at most {table_max:,} rows are embedded. `pcapq analyze --format json` has every one."
+            )
+    if with_ladders:
+        failed = problems[:ladders_max]
+        report.ladders = [tl.connection_timeline(analysis, c["id"]) for c in failed]
+        if len(problems) > ladders_max:
+            report.ladders_note = (
+                f"Ladders for the {ladders_max} worst of {len(problems):,} connections with a problem; "
+                "`pcapq timeline --failed` shows any of them."
+            )
+    return report

@@ -1,0 +1,203 @@
+"""The reports: formats of `analyze` and `timeline`, annotations, the aggregate timeline,
+escaping of text from the capture, and the exit code for problems found."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+
+import pytest
+from conftest import REPO, run_pcapq
+
+import pcapq
+from pcapq.diagnose import diagnose
+from pcapq.exitcodes import ExitCode
+from pcapq.report import html, markdown, model
+from pcapq.report import timeline as tl
+from pcapq.report.escape import md_code, md_text, script_json
+
+CAPTURES = REPO / "captures"
+ACCEPT = CAPTURES / "accept_queue_overflow.pcap"
+
+
+# ---- escaping ----
+
+
+def test_script_json_cannot_end_the_script_element():
+    value = {"name": "</script><script>alert(1)</script><!-- & \u2028\u2029", "n": [1, 2.5, None]}
+    text = script_json(value)
+    assert not re.search(r"[<>&\u2028\u2029]", text)
+    assert json.loads(text) == value
+
+
+def test_markdown_text_cannot_make_markup():
+    text = md_text("a|b `code` <img src=x onerror=alert(1)> [link](http://x) *em* &amp;\nnext")
+    assert "|" not in text.replace("\\|", "")
+    assert "<" not in text and "\n" not in text
+    assert "\\`code\\`" in text and "\\[link\\]" in text and "&amp;amp;" in text
+    assert md_code("a`b|c") == "``a`b\\|c``"
+
+
+def _strange_copy(tmp_path):
+    """The accept-queue capture under a name that is HTML and Markdown."""
+    name = tmp_path / "x<img src=x onerror=alert(1)>|`y`&.pcap"
+    shutil.copy(ACCEPT, name)
+    return name
+
+
+def test_html_report_escapes_the_file_name(tmp_path):
+    path = _strange_copy(tmp_path)
+    proc = run_pcapq("analyze", "--format", "html", str(path))
+    assert proc.returncode == ExitCode.PROBLEMS, proc.stderr
+    page = proc.stdout.decode()
+    assert "<img" not in page
+    assert "x&lt;img src=x onerror=alert(1)&gt;|`y`&amp;.pcap" in page
+    # No fetch of anything: no external URL in any attribute, a CSP that forbids them.
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    assert "default-src 'none'" in page
+
+
+def test_markdown_report_escapes_the_file_name(tmp_path):
+    path = _strange_copy(tmp_path)
+    proc = run_pcapq("analyze", "--format", "markdown", str(path))
+    text = proc.stdout.decode()
+    assert "<img" not in text and "x&lt;img src=x onerror=alert(1)>\\|\\`y\\`&amp;.pcap" in text
+
+
+# ---- analyze in every format ----
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html", "json"])
+def test_analyze_formats_to_file_and_stdout_agree(tmp_path, fmt):
+    out = tmp_path / f"report.{fmt}"
+    to_file = run_pcapq("analyze", "--format", fmt, "-o", str(out), str(ACCEPT))
+    to_stdout = run_pcapq("analyze", "--format", fmt, "--no-color", str(ACCEPT))
+    assert to_file.returncode == to_stdout.returncode == ExitCode.PROBLEMS
+    assert to_file.stdout == b""
+    if fmt != "text":  # the terminal report's width differs between a file and a pipe
+        assert out.read_bytes() == to_stdout.stdout
+
+
+def test_text_report_lists_the_worst_connections():
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe: 200 columns
+    proc = subprocess.run(["pcapq", "analyze", "--no-color", str(ACCEPT)], capture_output=True, env=env, timeout=60)
+    text = proc.stdout.decode()
+    findings, worst, totals = text.index("Accept queue overflow"), text.index("Worst connections"), text.index("Captures")
+    assert findings < worst < totals
+    row = next(line for line in text.splitlines() if re.match(r"\s*2\s*│\s*52206\b", line))
+    assert "final ack dropped" in row and "9.246 s" in row
+
+
+def test_markdown_report_has_findings_worst_connections_and_totals():
+    text = run_pcapq("analyze", "--format", "markdown", str(ACCEPT)).stdout.decode()
+    assert "### Accept queue overflow on 10.231.1.2:9000" in text
+    assert "| 2 | 52206 | 10.231.1.2:9000 | `completed` |" in text
+    assert "## Totals" in text and "| connections | 8 |" in text
+
+
+# ---- exit codes ----
+
+
+@pytest.mark.parametrize(
+    "name, code",
+    [("healthy", ExitCode.OK), ("accept_queue_overflow", ExitCode.PROBLEMS), ("closed_port", ExitCode.PROBLEMS)],
+)
+def test_exit_code_says_whether_problems_were_found(name, code):
+    proc = run_pcapq("analyze", "--format", "json", str(CAPTURES / f"{name}.pcap"))
+    assert proc.returncode == code, proc.stderr
+    assert bool(json.loads(proc.stdout)["findings"]) == (code == ExitCode.PROBLEMS)
+
+
+def test_damage_takes_precedence_over_problems(tmp_path):
+    damaged = tmp_path / "damaged.pcap"
+    # A record header claiming more than a record can hold, after every good record.
+    damaged.write_bytes(ACCEPT.read_bytes() + struct.pack("<IIII", 0, 0, 0x7FFFFFF0, 0x7FFFFFF0) + b"\0" * 64)
+    proc = run_pcapq("analyze", str(damaged))
+    assert proc.returncode == ExitCode.DAMAGED, proc.stderr
+    assert b"Accept queue overflow" in proc.stdout
+
+
+# ---- annotations ----
+
+
+def _timeline(path, client_port: str) -> tl.ConnectionTimeline:
+    analysis = pcapq.analyze([str(path)])
+    ids, _ = tl.select(analysis, tl.Selection(conn=client_port))
+    return tl.connection_timeline(analysis, ids[0])
+
+
+def test_spurious_synack_names_the_dropped_ack():
+    t = _timeline(ACCEPT, "52206")
+    notes = {r.frame: r.note for r in t.rows}
+    assert notes[47] == "SYN-ACK #2, spurious: the client already ACKed in frame 23, so the server dropped that ACK (accept queue full)"
+    assert notes[35].startswith("request re-sent, attempt 2: waited 0.23 s, the RTO schedule predicts 0.25 s")
+    assert notes[48] == "duplicate ACK #1 of frame 23: the client answers the re-sent SYN-ACK"
+    assert [r.arrow for r in t.rows[:2]] == ["→", "←"]
+
+
+def test_slots_follow_the_schedule_from_the_first_send():
+    t = _timeline(ACCEPT, "52210")
+    data = [s for s in t.slots if s.series == "data"]
+    assert [s.attempt for s in data] == [2, 3, 4, 5, 6, 7]
+    conn = json.loads(pcapq.analyze([str(ACCEPT)]).connection_json(3))
+    sends = conn["series"][0]["sends"]
+    due = sends[0]["time"] + sum(s["expected"] for s in sends[1:4]) - conn["first_time"]
+    assert data[2].offset == pytest.approx(due)
+
+
+@pytest.mark.parametrize(
+    "capture, port, frame_note",
+    [
+        ("closed_port", None, "RST from the server answers the SYN: connection refused, nothing listens on the port"),
+        ("syn_queue_overflow", None, "SYN #2, same ISN: no SYN-ACK came; waited"),
+    ],
+)
+def test_annotations_on_shipped_captures(capture, port, frame_note):
+    analysis = pcapq.analyze([str(CAPTURES / f"{capture}.pcap")])
+    ids, _ = tl.select(analysis, tl.Selection(failed=True, limit=1000))
+    notes = [r.note for i in ids for r in tl.connection_timeline(analysis, i).rows]
+    assert any(n.startswith(frame_note) for n in notes), notes[:40]
+
+
+# ---- the aggregate timeline ----
+
+
+def test_aggregate_rebuckets_and_carries_the_waiting_level():
+    per_second = {
+        "seconds": [100, 101, 107],
+        "new": {"completed": [2, 0, 1], "timed_out": [1, 0, 0]},
+        "retransmissions": [0, 4, 1],
+        "waiting_in": [3, 0, 0],
+        "waiting_out": [0, 1, 2],
+    }
+    agg = tl.aggregate(per_second, width=5)
+    assert [b.start for b in agg.buckets] == [100, 105]
+    assert [b.connections for b in agg.buckets] == [3, 1]
+    assert [b.retransmissions for b in agg.buckets] == [4, 1]
+    # 3 waiting from second 100, one leaves in 101; the 2 left are still waiting in 105-106.
+    assert [b.waiting_peak for b in agg.buckets] == [3, 2]
+
+
+def test_aggregate_chooses_at_most_the_buckets_asked():
+    per_second = {"seconds": [0, 3599], "new": {"completed": [1, 1]}, "retransmissions": [0, 0], "waiting_in": [0, 0], "waiting_out": [0, 0]}
+    agg = tl.aggregate(per_second, max_buckets=60)
+    assert agg.width == 60 and len(agg.buckets) == 60
+
+
+# ---- bounded HTML ----
+
+
+def test_html_bounds_table_and_ladders_and_says_so():
+    analysis = pcapq.analyze([str(ACCEPT)])
+    report = model.build(analysis, diagnose(analysis), with_table=True, with_ladders=True, table_max=3, ladders_max=2)
+    assert len(report.table) == 3 and len(report.ladders) == 2
+    page = html.render_analyze(report)
+    assert "the table lists the 3 with a problem (the worst 3 of 6)" in page
+    assert "Ladders for the 2 worst of 6 connections with a problem" in page
+    assert page.count('class="ladder"') == 2
+    data = json.loads(re.search(r'id="connections-data">(.*?)</script>', page).group(1))
+    assert len(data["rows"]) == 3 and data["ladders"] == [t.id for t in report.ladders]
