@@ -121,6 +121,10 @@ def test_damage_takes_precedence_over_problems(tmp_path):
     assert b"Accept queue overflow" in proc.stdout
 
 
+def test_timeline_does_not_exit_with_problems():
+    assert run_pcapq("timeline", str(ACCEPT)).returncode == ExitCode.OK
+
+
 # ---- annotations ----
 
 
@@ -201,3 +205,55 @@ def test_html_bounds_table_and_ladders_and_says_so():
     assert page.count('class="ladder"') == 2
     data = json.loads(re.search(r'id="connections-data">(.*?)</script>', page).group(1))
     assert len(data["rows"]) == 3 and data["ladders"] == [t.id for t in report.ladders]
+
+
+def test_markdown_timeline_of_one_connection():
+    proc = run_pcapq("timeline", "--conn", "10.231.1.1:52206", "--format", "markdown", str(ACCEPT))
+    text = proc.stdout.decode()
+    assert "### Connection 2: 10.231.1.1:52206 → 10.231.1.2:9000" in text
+    assert "| 47 | 1.016954 | ← | `S.` | 0 | 1 | 0 | SYN-ACK #2, spurious" in text
+
+
+# ---- the timeline command ----
+
+
+def test_timeline_json_selects_by_cause_and_limit():
+    proc = run_pcapq("timeline", "--cause", "accept_queue_overflow", "--limit", "2", "--format", "json", str(ACCEPT))
+    doc = json.loads(proc.stdout)
+    assert doc["matched"] == 6 and [c["id"] for c in doc["connections"]] == [2, 3]
+    assert doc["aggregate"] is None
+    assert doc["connections"][0]["rows"][0]["arrow"] == "→"
+
+
+def test_timeline_aggregate_alone():
+    proc = run_pcapq("timeline", "--aggregate", "--format", "json", str(ACCEPT))
+    doc = json.loads(proc.stdout)
+    assert doc["connections"] == [] and doc["aggregate"]["bucket_seconds"] == 1
+    assert sum(sum(b["new"].values()) for b in doc["aggregate"]["buckets"]) == 8
+    assert doc["aggregate"]["episodes"][0]["cause"] == "accept_queue_overflow"
+
+
+@pytest.mark.parametrize(
+    "args, ids",
+    [
+        (["--since", "5"], [2, 3, 4, 5, 6, 7]),  # still going 5 s in: the ones waiting for an answer
+        (["--until", "0.07"], [0, 1]),
+        (["--until", "06:36:10.437"], [0, 1]),
+        (["--until", "2026-11-21T06:36:10.437Z"], [0, 1]),
+        (["--outcome", "completed", "--limit", "3"], [0, 1, 2]),
+        (["--server", "10.231.1.2:9000", "--conn", "52256"], [7]),
+    ],
+)
+def test_timeline_filters(args, ids):
+    proc = run_pcapq("timeline", *args, "--limit", "50", "--format", "json", str(ACCEPT)) if "--limit" not in args else run_pcapq(
+        "timeline", *args, "--format", "json", str(ACCEPT)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [c["id"] for c in json.loads(proc.stdout)["connections"]] == ids
+
+
+@pytest.mark.parametrize("args", [["--conn", "70000"], ["--conn", "nohost:1"], ["--server", "10.0.0.1"], ["--since", "yesterday"]])
+def test_timeline_bad_selection_is_a_usage_error(args):
+    proc = run_pcapq("timeline", *args, str(ACCEPT))
+    assert proc.returncode == ExitCode.USAGE
+    assert proc.stdout == b"" and b"Traceback" not in proc.stderr
