@@ -220,7 +220,7 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
         w = max(2.0, x(b) - x(a))
         label = f"{TITLES.get(e.cause, e.cause)} on {e.server}"
         parts.append(
-            f'<rect x="{x(a):.1f}" y="{top}" width="{w:.1f}" height="{3 * panel + 2 * gap}" fill="#f5b7b1" opacity="0.35">'
+            f'<rect x="{x(a):.1f}" y="{top}" width="{w:.1f}" height="{3 * panel + 2 * gap}" fill="#f5b7b1" opacity="0.3">'
             f"<title>{h(label)}</title></rect>"
         )
     max_new = max(b.connections for b in buckets) or 1
@@ -278,7 +278,7 @@ def _legend() -> str:
     return (
         f'<p class="muted">{items}<span class="swatch" style="background:#f5b7b1"></span>a finding\'s episode'
         '<span class="swatch" style="background:#2e86c1"></span>waiting: established for the client, not yet '
-        "answered by the server (an estimate of the accept queue, peak per bucket at 1 s resolution)</p>"
+        "answered by the server (an estimate of the accept queue: the most at the end of any second of the bucket)</p>"
     )
 
 

@@ -53,7 +53,7 @@ def aggregate_table(agg: tl.Aggregate) -> list[str]:
         )
     header = ["start (UTC)", "new"] + [o.replace("_", " ") for o in outcomes] + ["retransmissions", "waiting (peak)"]
     return [f"Buckets of {agg.width} s. *waiting*: connections established for the client and not yet answered "
-            "by the server (an estimate of the accept queue, at 1 s resolution)."] + [""] + _table(
+            "by the server (an estimate of the accept queue: the most at the end of any second of the bucket)."] + [""] + _table(
         header, rows, right=set(range(1, len(header)))
     )
 

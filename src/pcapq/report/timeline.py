@@ -336,7 +336,10 @@ class Bucket:
     start: float  # epoch seconds
     new: dict[str, int]  # connections begun in the bucket, by outcome
     retransmissions: int
-    waiting_peak: int  # most connections waiting for the server's answer at once (1 s resolution)
+    # Most connections waiting for the server's answer, sampled at the end of each second of
+    # the bucket: exact at those instants; a connection that came and went within one second
+    # is not seen.
+    waiting_peak: int
 
     @property
     def connections(self) -> int:
@@ -395,7 +398,7 @@ def aggregate(
     new = [dict.fromkeys(OUTCOMES, 0) for _ in range(count)]
     retransmissions = [0] * count
     peaks = [0] * count
-    level = 0  # connections waiting at the end of the second before
+    level = 0  # connections waiting at the end of the latest second counted
     index = 0
     for i, second in enumerate(seconds):
         b = (second - start) // width
@@ -406,8 +409,7 @@ def aggregate(
         for outcome, column in per_second["new"].items():
             new[b][outcome] = new[b].get(outcome, 0) + column[i]
         retransmissions[b] += per_second["retransmissions"][i]
-        peak = level + per_second["waiting_in"][i]
-        level = peak - per_second["waiting_out"][i]
-        peaks[b] = max(peaks[b], peak)
+        level += per_second["waiting_in"][i] - per_second["waiting_out"][i]
+        peaks[b] = max(peaks[b], level)
     buckets = [Bucket(start + k * width, new[k], retransmissions[k], peaks[k]) for k in range(count)]
     return Aggregate(width, buckets, list(episodes))

@@ -68,7 +68,7 @@ def aggregate_table(agg: tl.Aggregate) -> Group:
         )
     note = Text(
         "waiting: connections established for the client and not yet answered by the server, peak per bucket "
-        "(an estimate of the accept queue, at 1 s resolution)",
+        "(an estimate of the accept queue: the most at the end of any second of the bucket)",
         style="dim",
     )
     return Group(t, note)
