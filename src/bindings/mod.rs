@@ -215,12 +215,15 @@ impl Analysis {
     /// length: seconds (epoch, rounded down, only seconds that saw anything), new (outcome slug
     /// -> connections whose first packet fell in that second), retransmissions, waiting_in and
     /// waiting_out (connections that began / stopped waiting for the server's answer).
-    fn timeline<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// `server` ("ip:port"): only connections to that server.
+    #[pyo3(signature = (server = None))]
+    fn timeline<'py>(&self, py: Python<'py>, server: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+        let server = server.map(parse_endpoint).transpose()?;
         let timeline = self.inner.timeline();
         let mut seconds = Vec::new();
         let mut new: Vec<Vec<u64>> = vec![Vec::new(); detect::Outcome::ALL.len()];
         let (mut retransmissions, mut waiting_in, mut waiting_out) = (Vec::new(), Vec::new(), Vec::new());
-        for (second, counts) in timeline.seconds() {
+        for (second, counts) in timeline.seconds(server) {
             seconds.push(second);
             for (column, n) in new.iter_mut().zip(counts.new) {
                 column.push(n);

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use super::connection::Connection;
 use super::event::Side;
+use super::key::Endpoint;
 use crate::detect::Outcome;
 
 const NS_PER_S: i64 = 1_000_000_000;
@@ -27,10 +28,12 @@ pub struct Second {
     pub waiting_out: u64,
 }
 
-/// Seconds (Unix epoch, rounded down) that saw anything, in order.
+/// Per server endpoint, the seconds (Unix epoch, rounded down) that saw anything. Kept per
+/// server because a listen queue is per listener: the waiting counts of two servers are two
+/// queues.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Timeline {
-    seconds: BTreeMap<i64, Second>,
+    seconds: BTreeMap<(Endpoint, i64), Second>,
 }
 
 /// From the client's handshake ACK until the server's first data, its reset, the client's FIN
@@ -50,17 +53,29 @@ fn second_of(ns: i64) -> i64 {
     ns.div_euclid(NS_PER_S)
 }
 
+impl Second {
+    fn add(&mut self, other: &Second) {
+        for (m, t) in self.new.iter_mut().zip(other.new) {
+            *m += t;
+        }
+        self.retransmissions += other.retransmissions;
+        self.waiting_in += other.waiting_in;
+        self.waiting_out += other.waiting_out;
+    }
+}
+
 impl Timeline {
-    fn at(&mut self, ns: i64) -> &mut Second {
-        self.seconds.entry(second_of(ns)).or_default()
+    fn at(&mut self, server: Endpoint, ns: i64) -> &mut Second {
+        self.seconds.entry((server, second_of(ns))).or_default()
     }
 
     /// Counts one finished connection whose outcome is `outcome`.
     pub fn add_connection(&mut self, c: &Connection, outcome: Outcome) {
-        self.at(c.first_time_ns).new[outcome.index()] += 1;
+        let server = c.server;
+        self.at(server, c.first_time_ns).new[outcome.index()] += 1;
         if let Some((from, until)) = waiting_span(c) {
-            self.at(from).waiting_in += 1;
-            self.at(until).waiting_out += 1;
+            self.at(server, from).waiting_in += 1;
+            self.at(server, until).waiting_out += 1;
         }
         // Retransmissions at the time of each logged send; the log keeps a bounded number of
         // sends per series, so those beyond it are put at the connection's last packet.
@@ -69,7 +84,7 @@ impl Timeline {
             let series = [&log.syn, &log.synack].into_iter().chain(log.data.iter().map(|d| &d.sends));
             for sends in series {
                 for send in sends.iter().skip(1) {
-                    self.at(send.time_ns).retransmissions += 1;
+                    self.at(server, send.time_ns).retransmissions += 1;
                     logged += 1;
                 }
             }
@@ -77,26 +92,33 @@ impl Timeline {
         let data: u64 = c.counts.iter().map(|d| u64::from(d.data_retransmits)).sum();
         let total = u64::from(c.syn_count.saturating_sub(1)) + u64::from(c.synack_count.saturating_sub(1)) + data;
         if total > logged {
-            self.at(c.last_time_ns).retransmissions += total - logged;
+            self.at(server, c.last_time_ns).retransmissions += total - logged;
         }
     }
 
     /// Adds another timeline's counts, second by second.
     pub fn add(&mut self, other: &Timeline) {
-        for (second, theirs) in &other.seconds {
-            let mine = self.seconds.entry(*second).or_default();
-            for (m, t) in mine.new.iter_mut().zip(theirs.new) {
-                *m += t;
-            }
-            mine.retransmissions += theirs.retransmissions;
-            mine.waiting_in += theirs.waiting_in;
-            mine.waiting_out += theirs.waiting_out;
+        for (key, theirs) in &other.seconds {
+            self.seconds.entry(*key).or_default().add(theirs);
         }
     }
 
-    /// (epoch second, counts), in time order.
-    pub fn seconds(&self) -> impl Iterator<Item = (i64, &Second)> {
-        self.seconds.iter().map(|(s, c)| (*s, c))
+    /// (epoch second, counts) in time order: of connections to `server`, or of all of them.
+    pub fn seconds(&self, server: Option<Endpoint>) -> Vec<(i64, Second)> {
+        let mut by_second: BTreeMap<i64, Second> = BTreeMap::new();
+        for ((s, second), counts) in &self.seconds {
+            if server.is_none_or(|wanted| wanted == *s) {
+                by_second.entry(*second).or_default().add(counts);
+            }
+        }
+        by_second.into_iter().collect()
+    }
+
+    /// The server endpoints counted, in order.
+    pub fn servers(&self) -> Vec<Endpoint> {
+        let mut out: Vec<Endpoint> = self.seconds.keys().map(|(s, _)| *s).collect();
+        out.dedup();
+        out
     }
 
     pub fn is_empty(&self) -> bool {
@@ -130,7 +152,7 @@ mod tests {
         let mut t = Timeline::default();
         t.add_connection(&conn(100), Outcome::TimedOut);
         t.add_connection(&conn(100), Outcome::Completed);
-        let (s, counts) = t.seconds().next().unwrap();
+        let (s, counts) = t.seconds(None)[0];
         assert_eq!(s, 100);
         assert_eq!(counts.new[Outcome::TimedOut.index()], 1);
         assert_eq!(counts.new[Outcome::Completed.index()], 1);
@@ -145,7 +167,7 @@ mod tests {
         log.syn = vec![send(10 * NS_PER_S), send(11 * NS_PER_S + 5), send(13 * NS_PER_S)];
         let mut t = Timeline::default();
         t.add_connection(&c, Outcome::TimedOut);
-        let got: Vec<(i64, u64)> = t.seconds().map(|(s, c)| (s, c.retransmissions)).collect();
+        let got: Vec<(i64, u64)> = t.seconds(None).iter().map(|(s, c)| (*s, c.retransmissions)).collect();
         assert_eq!(got, vec![(10, 0), (11, 1), (13, 1)]);
     }
 
@@ -157,7 +179,7 @@ mod tests {
         c.retransmits = Some(Box::new(RetransmitLog::default()));
         let mut t = Timeline::default();
         t.add_connection(&c, Outcome::TimedOut);
-        assert_eq!(t.seconds().last().map(|(s, c)| (s, c.retransmissions)), Some((50, 20)));
+        assert_eq!(t.seconds(None).last().map(|(s, c)| (*s, c.retransmissions)), Some((50, 20)));
     }
 
     #[test]
@@ -167,7 +189,7 @@ mod tests {
         c.milestones.server_data_ns = Some(14 * NS_PER_S);
         let mut t = Timeline::default();
         t.add_connection(&c, Outcome::Completed);
-        let got: Vec<(i64, u64, u64)> = t.seconds().map(|(s, c)| (s, c.waiting_in, c.waiting_out)).collect();
+        let got: Vec<(i64, u64, u64)> = t.seconds(None).iter().map(|(s, c)| (*s, c.waiting_in, c.waiting_out)).collect();
         assert_eq!(got, vec![(10, 1, 0), (14, 0, 1)]);
     }
 
@@ -180,8 +202,23 @@ mod tests {
         b.add_connection(&conn(5), Outcome::Refused);
         b.add_connection(&conn(7), Outcome::Completed);
         a.add(&b);
-        let got: Vec<(i64, u64)> = a.seconds().map(|(s, c)| (s, c.new.iter().sum())).collect();
+        let got: Vec<(i64, u64)> = a.seconds(None).iter().map(|(s, c)| (*s, c.new.iter().sum())).collect();
         assert_eq!(got, vec![(5, 2), (7, 1)]);
+    }
+
+    #[test]
+    fn test_timeline_kept_per_server() {
+        let mut other = conn(5);
+        other.server.port = 9001;
+        let mut t = Timeline::default();
+        t.add_connection(&conn(5), Outcome::Completed);
+        t.add_connection(&other, Outcome::Refused);
+        assert_eq!(t.servers().len(), 2);
+        let only = t.seconds(Some(other.server));
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].1.new[Outcome::Refused.index()], 1);
+        assert_eq!(only[0].1.new[Outcome::Completed.index()], 0);
+        assert_eq!(t.seconds(None)[0].1.new.iter().sum::<u64>(), 2);
     }
 
     #[test]

@@ -121,12 +121,17 @@ class Analysis:
             ValueError: `server` is not an endpoint.
         """
 
-    def timeline(self) -> _Timeline:
+    def timeline(self, server: str | None = None) -> _Timeline:
         """Per-second counts over every connection (also those not kept), as columns of equal
         length: seconds (epoch, rounded down; only seconds that saw anything), new (outcome ->
         connections whose first packet fell in that second), retransmissions (SYN, SYN-ACK and
         data), waiting_in / waiting_out (connections that began / stopped waiting for the
-        server's answer after the client's handshake ACK). Merged analyses sum them."""
+        server's answer after the client's handshake ACK). Merged analyses sum them.
+        `server` ("ip:port", "[v6]:port"): only connections to that server.
+
+        Raises:
+            ValueError: `server` is not an endpoint.
+        """
 
     def connection_json(self, index: int) -> str:
         """Connection `index` (in order of first packet) as a JSON object.

@@ -33,6 +33,8 @@ OUTCOME_COLOURS = {
     "partial": "#c8ccd0",
 }
 SERIES_COLOURS = {"syn": "#d64541", "synack": "#8e44ad", "data": "#e67e22"}
+# Waiting counts of each server, when there are several.
+SERVER_COLOURS = ["#117a65", "#b9770e", "#6c3483", "#a93226", "#1f618d", "#7b7d7d"]
 
 CSS = """
 :root { --fg:#1d2327; --muted:#5f6b76; --line:#d9dee3; --bg:#fff; --panel:#f6f8fa; --bad:#b03a2e; --warn:#b9770e; }
@@ -194,6 +196,19 @@ def _totals(report: AnalyzeReport) -> list[str]:
     return [f'<div class="totals">{inner}</div>']
 
 
+def _shaded(episodes: list[tl.Episode]) -> list[tuple[float, float, list[str]]]:
+    """Episodes joined where they overlap, so that shading does not stack: (first, last, what)."""
+    out: list[tuple[float, float, list[str]]] = []
+    for e in sorted(episodes, key=lambda e: e.first):
+        label = f"{TITLES.get(e.cause, e.cause)} on {e.server}"
+        if out and e.first <= out[-1][1]:
+            first, last, labels = out[-1]
+            out[-1] = (first, max(last, e.last), labels + [label])
+        else:
+            out.append((e.first, e.last, [label]))
+    return out
+
+
 def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
     """Three panels over the same time axis: new connections by outcome (stacked bars),
     retransmissions (bars), connections waiting for the server's answer (steps); findings'
@@ -213,15 +228,14 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="aggregate timeline">']
     ys = [top + i * (panel + gap) for i in range(3)]
-    for e in agg.episodes:
-        a, b = max(e.first, t0), min(e.last, t1)
+    for first, last, labels in _shaded(agg.episodes):
+        a, b = max(first, t0), min(last, t1)
         if b < a:
             continue
         w = max(2.0, x(b) - x(a))
-        label = f"{TITLES.get(e.cause, e.cause)} on {e.server}"
         parts.append(
             f'<rect x="{x(a):.1f}" y="{top}" width="{w:.1f}" height="{3 * panel + 2 * gap}" fill="#f5b7b1" opacity="0.3">'
-            f"<title>{h(label)}</title></rect>"
+            f"<title>{h('; '.join(labels))}</title></rect>"
         )
     max_new = max(b.connections for b in buckets) or 1
     max_rtx = max(b.retransmissions for b in buckets) or 1
@@ -255,11 +269,19 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
                 f'<rect x="{bx:.1f}" y="{ys[1] + panel - bh:.1f}" width="{w:.1f}" height="{bh:.1f}" fill="#e67e22">'
                 f"<title>{h(tip)}</title></rect>"
             )
-    steps = []
-    for i, b in enumerate(buckets):
-        y = ys[2] + panel - b.waiting_peak / max_wait * panel
-        steps.append(f"{left + i * bw:.1f},{y:.1f} {left + (i + 1) * bw:.1f},{y:.1f}")
-    parts.append(f'<polyline points="{" ".join(steps)}" fill="none" stroke="#2e86c1" stroke-width="2"/>')
+    def step_line(values: list[int], colour: str, label: str, width: float) -> str:
+        steps = []
+        for i, v in enumerate(values):
+            y = ys[2] + panel - v / max_wait * panel
+            steps.append(f"{left + i * bw:.1f},{y:.1f} {left + (i + 1) * bw:.1f},{y:.1f}")
+        return (
+            f'<polyline points="{" ".join(steps)}" fill="none" stroke="{colour}" stroke-width="{width}">'
+            f"<title>{h(label)}</title></polyline>"
+        )
+
+    parts.append(step_line([b.waiting_peak for b in buckets], "#2e86c1", "waiting, every server", 2))
+    for colour, (server, values) in zip(SERVER_COLOURS, agg.waiting_by_server.items()):
+        parts.append(step_line(values, colour, f"waiting at {server}", 1.3))
     ticks = min(8, n)
     for k in range(ticks + 1):
         t = t0 + (t1 - t0) * k / ticks
@@ -271,14 +293,20 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
     return "".join(parts)
 
 
-def _legend() -> str:
+def _legend(agg: tl.Aggregate) -> str:
     items = "".join(
         f'<span class="swatch" style="background:{c}"></span>{h(o.replace("_", " "))}' for o, c in OUTCOME_COLOURS.items()
     )
+    servers = "".join(
+        f'<span class="swatch" style="background:{c}"></span>waiting at {h(server)}'
+        for c, server in zip(SERVER_COLOURS, agg.waiting_by_server)
+    )
+    every = " (every server)" if agg.waiting_by_server else ""
     return (
         f'<p class="muted">{items}<span class="swatch" style="background:#f5b7b1"></span>a finding\'s episode'
-        '<span class="swatch" style="background:#2e86c1"></span>waiting: established for the client, not yet '
-        "answered by the server (an estimate of the accept queue: the most at the end of any second of the bucket)</p>"
+        f'<span class="swatch" style="background:#2e86c1"></span>waiting{every}: established for the client, not yet '
+        "answered by the server (an estimate of the accept queue: the most at the end of any second of the bucket)"
+        f"{servers}</p>"
     )
 
 
@@ -450,7 +478,7 @@ def render_analyze(report: AnalyzeReport) -> str:
     body += [
         f'<h2 id="timeline">Timeline <span class="muted">(buckets of {report.aggregate.width} s)</span></h2>',
         f'<div class="chart">{chart_svg(report.aggregate)}</div>',
-        _legend(),
+        _legend(report.aggregate),
     ]
     body += _table(report)
     body += _ladders(report)
@@ -477,7 +505,7 @@ def render_timelines(
     body = [f"<h1>pcapq timeline: {h(source)}</h1>"]
     if aggregate is not None and aggregate.buckets:
         body += [f"<h2>Across the capture <span class=\"muted\">(buckets of {aggregate.width} s)</span></h2>",
-                 f'<div class="chart">{chart_svg(aggregate)}</div>', _legend()]
+                 f'<div class="chart">{chart_svg(aggregate)}</div>', _legend(aggregate)]
     if timelines or aggregate is None:
         body.append(f"<h2>Connections ({len(timelines)} of {matched} matching)</h2>")
     for t in timelines:

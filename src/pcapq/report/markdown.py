@@ -52,8 +52,9 @@ def aggregate_table(agg: tl.Aggregate) -> list[str]:
             + [str(b.retransmissions), str(b.waiting_peak)]
         )
     header = ["start (UTC)", "new"] + [o.replace("_", " ") for o in outcomes] + ["retransmissions", "waiting (peak)"]
+    servers = f" Summed over {agg.servers} servers." if agg.servers > 1 else ""
     return [f"Buckets of {agg.width} s. *waiting*: connections established for the client and not yet answered "
-            "by the server (an estimate of the accept queue: the most at the end of any second of the bucket)."] + [""] + _table(
+            f"by the server (an estimate of the accept queue: the most at the end of any second of the bucket).{servers}"] + [""] + _table(
         header, rows, right=set(range(1, len(header)))
     )
 

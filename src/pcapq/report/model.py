@@ -88,7 +88,7 @@ def build(
         start=min(starts) if starts else None,
         problems=len(problems),
         worst=[ConnectionRow.of(c) for c in problems[:worst_rows]],
-        aggregate=tl.aggregate(analysis.timeline(), max_buckets=max_buckets, episodes=episodes),
+        aggregate=tl.capture_aggregate(analysis, episodes, max_buckets=max_buckets),
     )
     if with_table:
         if len(analysis) == summary["connections"] and summary["connections"] <= table_max:

@@ -365,12 +365,17 @@ class Aggregate:
     width: int  # seconds per bucket
     buckets: list[Bucket]
     episodes: list[Episode] = field(default_factory=list)
+    # With several servers: each one's waiting peaks, bucket by bucket (a listen queue is per
+    # listener; `Bucket.waiting_peak` adds up every server's).
+    waiting_by_server: dict[str, list[int]] = field(default_factory=dict)
+    servers: int = 1  # server endpoints counted
 
     def to_json(self) -> dict[str, Any]:
         return {
             "bucket_seconds": self.width,
             "buckets": [asdict(b) for b in self.buckets],
             "episodes": [asdict(e) for e in self.episodes],
+            "waiting_by_server": self.waiting_by_server,
         }
 
 
@@ -382,26 +387,34 @@ def choose_width(span_s: float, max_buckets: int) -> int:
 
 
 def aggregate(
-    per_second: dict[str, Any], width: Optional[int] = None, max_buckets: int = 60, episodes: Iterable[Episode] = ()
+    per_second: dict[str, Any],
+    width: Optional[int] = None,
+    max_buckets: int = 60,
+    episodes: Iterable[Episode] = (),
+    grid: Optional[tuple[int, int]] = None,
 ) -> Aggregate:
     """Re-buckets the core's per-second counts (`Analysis.timeline()`) into buckets of `width`
     seconds (chosen so that there are at most `max_buckets` when not given), every bucket from
-    the first second to the last, empty ones included."""
+    the first second to the last, empty ones included; or onto `grid` (first bucket's start,
+    number of buckets) with `width`, to line up with another aggregate."""
     seconds: list[int] = per_second["seconds"]
     if not seconds:
         return Aggregate(width or 1, [], list(episodes))
     first, last = seconds[0], seconds[-1]
     if width is None:
         width = choose_width(last - first + 1, max_buckets)
-    start = first - first % width
-    count = (last - start) // width + 1
+    if grid is not None:
+        start, count = grid
+    else:
+        start = first - first % width
+        count = (last - start) // width + 1
     new = [dict.fromkeys(OUTCOMES, 0) for _ in range(count)]
     retransmissions = [0] * count
     peaks = [0] * count
     level = 0  # connections waiting at the end of the latest second counted
     index = 0
     for i, second in enumerate(seconds):
-        b = (second - start) // width
+        b = min(max(0, (second - start) // width), count - 1)
         # Seconds with nothing in them keep the level: carry it into the buckets they span.
         while index < b:
             index += 1
@@ -411,5 +424,38 @@ def aggregate(
         retransmissions[b] += per_second["retransmissions"][i]
         level += per_second["waiting_in"][i] - per_second["waiting_out"][i]
         peaks[b] = max(peaks[b], level)
+    while index < count - 1:
+        index += 1
+        peaks[index] = max(peaks[index], level)
     buckets = [Bucket(start + k * width, new[k], retransmissions[k], peaks[k]) for k in range(count)]
     return Aggregate(width, buckets, list(episodes))
+
+
+# Servers whose waiting counts are drawn apart, at most.
+MAX_SERVER_LINES = 6
+
+
+def capture_aggregate(
+    analysis: Analysis,
+    episodes: Iterable[Episode] = (),
+    server: Optional[str] = None,
+    width: Optional[int] = None,
+    max_buckets: int = 60,
+) -> Aggregate:
+    """The aggregate timeline of the capture (or of one server), and with several servers the
+    waiting counts of the busiest ones apart."""
+    agg = aggregate(analysis.timeline(server), width=width, max_buckets=max_buckets, episodes=episodes)
+    if server is not None or not agg.buckets:
+        return agg
+    servers = analysis.servers()
+    agg.servers = len(servers)
+    if len(servers) < 2:
+        return agg
+    grid = (int(agg.buckets[0].start), len(agg.buckets))
+    lines = {}
+    for s in servers:
+        mine = aggregate(analysis.timeline(s["server"]), width=agg.width, grid=grid)
+        lines[s["server"]] = [b.waiting_peak for b in mine.buckets]
+    busiest = sorted(lines, key=lambda name: (-max(lines[name]), name))[:MAX_SERVER_LINES]
+    agg.waiting_by_server = {name: lines[name] for name in busiest if max(lines[name]) > 0}
+    return agg

@@ -67,8 +67,9 @@ def aggregate_table(agg: tl.Aggregate) -> Group:
             str(b.waiting_peak), Text(episode, style="red"),
         )
     note = Text(
-        "waiting: connections established for the client and not yet answered by the server, peak per bucket "
-        "(an estimate of the accept queue: the most at the end of any second of the bucket)",
+        "waiting: connections established for the client and not yet answered by the server (an estimate of "
+        "the accept queue: the most at the end of any second of the bucket)"
+        + (f"; summed over {agg.servers} servers, --server shows one" if agg.servers > 1 else ""),
         style="dim",
     )
     return Group(t, note)
