@@ -257,3 +257,11 @@ def test_timeline_bad_selection_is_a_usage_error(args):
     proc = run_pcapq("timeline", *args, str(ACCEPT))
     assert proc.returncode == ExitCode.USAGE
     assert proc.stdout == b"" and b"Traceback" not in proc.stderr
+
+
+def test_fast_retransmit_is_not_timed_against_the_rto():
+    analysis = pcapq.analyze([str(CAPTURES / "packet_loss.pcap")])
+    ids, _ = tl.select(analysis, tl.Selection(failed=True, limit=1))
+    notes = {r.frame: r.note for r in tl.connection_timeline(analysis, ids[0]).rows}
+    assert notes[29] == "data re-sent by the server, attempt 2: a fast retransmit after 7 duplicate ACKs, 0.106 ms after the previous send (no timeout)"
+    assert notes[32] == "FIN re-sent by the server, attempt 2: waited 0.20 s"
