@@ -59,9 +59,10 @@ class PageWatch:
         page.on("request", on_request)
 
 
-def write_report(capture: Path, out: Path, *extra: str) -> None:
+def write_report(capture: Path, out: Path, *extra: str, cwd: Path | None = None) -> None:
     pcapq = shutil.which("pcapq") or "pcapq"
-    proc = subprocess.run([pcapq, "analyze", "--format", "html", "-o", str(out), *extra, str(capture)], capture_output=True, timeout=300)
+    argv = [pcapq, "analyze", "--format", "html", "-o", str(out), *extra, str(capture)]
+    proc = subprocess.run(argv, capture_output=True, timeout=300, cwd=cwd)
     if proc.returncode not in (0, 1):
         raise RuntimeError(proc.stderr.decode())
 
@@ -71,7 +72,8 @@ def docs_screenshots(out_dir: Path = REPO / "docs" / "images") -> list[Path]:
     shipped accept-queue capture."""
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / "accept_queue_overflow.html"
-    write_report(REPO / "captures" / "accept_queue_overflow.pcap", report)
+    # Run from the repository, so that the report names the capture as the docs do.
+    write_report(Path("captures") / "accept_queue_overflow.pcap", report, cwd=REPO)
     shots = [out_dir / "report-top.png", out_dir / "report-ladder.png"]
     try:
         with browser() as b:

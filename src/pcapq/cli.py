@@ -55,8 +55,10 @@ def cli() -> None:
 
     \b
     Start here:
-      $ pcapq analyze dump.pcap                 summary of every connection
+      $ pcapq analyze dump.pcap                 findings, worst connections, totals
+      $ pcapq analyze --format html -o r.html dump.pcap   the same as one page with pictures
       $ pcapq analyze --format json dump.pcap   one JSON record per connection
+      $ pcapq timeline --failed dump.pcap       failed connections, packet by packet
       $ tcpdump -i any -w - port 9000 | pcapq analyze -
       $ pcapq crosscheck dump.pcap              pcapq's labels against tshark's
     """

@@ -27,7 +27,17 @@ SCHEDULE_NAMES = {
     "data_rto": "the RTO schedule",
 }
 
-SIDE_NAMES = {"client": "client", "server": "server"}
+# What an RST answered (the `answers` field of an `rst` event), in words.
+ANSWERED = {
+    "syn": "SYN",
+    "synack": "SYN-ACK",
+    "handshake_ack": "handshake ACK",
+    "ack": "ACK",
+    "data": "data",
+    "retransmit": "re-sent segment",
+    "fin": "FIN",
+    "rst": "RST",
+}
 
 
 @dataclass(frozen=True)
@@ -207,6 +217,8 @@ class _Annotator:
 
     def _rst_note(self, e: dict[str, Any]) -> str:
         side, answers = e["from"], e.get("answers", "nothing")
+        peer = "server" if side == "client" else "client"
+        answered = f"the {peer}'s {ANSWERED.get(answers, answers.replace('_', ' '))}"
         answered_frame = (e.get("answers_frame") or {}).get("frame")
         after = e.get("after")
         if side == "server" and answers == "syn":
@@ -216,12 +228,12 @@ class _Annotator:
             return f"RST from the server {_s(since)} after the first SYN-ACK: the half-open request had expired"
         if side == "server" and "reset_after_ack" in self.symptoms:
             return (
-                f"RST from the server answering the client's {answers.replace('_', ' ')}: the accept queue was "
-                "full and net.ipv4.tcp_abort_on_overflow is 1"
+                f"RST from the server answering {answered}: the accept queue was full and "
+                "net.ipv4.tcp_abort_on_overflow is 1"
             )
         what = f"RST from the {side}"
         if answered_frame is not None and after is not None:
-            what += f", {_s(after)} after the {answers.replace('_', ' ')} in frame {answered_frame}"
+            what += f", {_s(after)} after {answered} in frame {answered_frame}"
         if side == "client":
             what += ": the client gave up (a timeout in the application)"
         return what
