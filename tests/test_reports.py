@@ -265,3 +265,23 @@ def test_fast_retransmit_is_not_timed_against_the_rto():
     notes = {r.frame: r.note for r in tl.connection_timeline(analysis, ids[0]).rows}
     assert notes[29] == "data re-sent by the server, attempt 2: a fast retransmit after 7 duplicate ACKs, 0.106 ms after the previous send (no timeout)"
     assert notes[32] == "FIN re-sent by the server, attempt 2: waited 0.20 s"
+
+
+# ---- the progress bar's total ----
+
+
+def test_progress_total_from_file_sizes(tmp_path):
+    import gzip as gz
+
+    from pcapq.report.progress import _record_bytes
+
+    plain = ACCEPT.read_bytes()
+    packed = tmp_path / "a.pcap.gz"
+    packed.write_bytes(gz.compress(plain))
+    assert _record_bytes(str(ACCEPT)) == len(plain) - 24
+    assert _record_bytes(str(packed)) == len(plain) - 24  # from the gzip trailer
+    assert _record_bytes("-") is None
+    # What the core reports at the end is the same count.
+    seen: list[int] = []
+    pcapq.analyze([str(packed)], progress=seen.append)
+    assert seen[-1] == len(plain) - 24

@@ -8,12 +8,16 @@ retransmission slots as guide lines; a sortable, filterable, paginated table of 
 
 Every string from the capture goes through `escape.html_text` (markup) or `escape.script_json`
 (the embedded data); the script never inserts data as HTML (textContent only).
+
+Pieces other reports can render with: `page()` (a whole document with the stylesheet and a CSP
+that forbids fetches), `chart_svg()` (an `timeline.Aggregate`), `ladder_svg()` (a
+`timeline.ConnectionTimeline`), and `render_timelines()`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Callable, Optional
 
 from pcapq import _core
 from pcapq.report import timeline as tl
@@ -229,12 +233,12 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="aggregate timeline">']
     ys = [top + i * (panel + gap) for i in range(3)]
     for first, last, labels in _shaded(agg.episodes):
-        a, b = max(first, t0), min(last, t1)
-        if b < a:
+        shade_from, shade_to = max(first, t0), min(last, t1)
+        if shade_to < shade_from:
             continue
-        w = max(2.0, x(b) - x(a))
+        w = max(2.0, x(shade_to) - x(shade_from))
         parts.append(
-            f'<rect x="{x(a):.1f}" y="{top}" width="{w:.1f}" height="{3 * panel + 2 * gap}" fill="#f5b7b1" opacity="0.3">'
+            f'<rect x="{x(shade_from):.1f}" y="{top}" width="{w:.1f}" height="{3 * panel + 2 * gap}" fill="#f5b7b1" opacity="0.3">'
             f"<title>{h('; '.join(labels))}</title></rect>"
         )
     max_new = max(b.connections for b in buckets) or 1
@@ -250,7 +254,7 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
     for i, b in enumerate(buckets):
         bx = left + i * bw
         w = max(1.0, bw - (1 if bw > 3 else 0))
-        base = ys[0] + panel
+        base = float(ys[0] + panel)
         for outcome in tl.OUTCOMES:
             count = b.new[outcome]
             if not count:
@@ -320,7 +324,7 @@ ROW_MIN_GAP = 22
 LADDER_TIME_PX = 520  # the connection's duration spans about this many pixels
 
 
-def _ladder_scale(t: tl.ConnectionTimeline) -> tuple[list[float], "callable"]:
+def _ladder_scale(t: tl.ConnectionTimeline) -> tuple[list[float], Callable[[float], float]]:
     """y of each row: proportional to time, but never closer than ROW_MIN_GAP to the row before;
     and a function mapping any offset to y by the same stretch (for the schedule's slots)."""
     span = max([r.offset for r in t.rows] + [s.offset for s in t.slots] + [1e-3])

@@ -4,7 +4,7 @@ Text from the capture (file names) goes through `escape.md_text`."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Collection, Optional
 
 from pcapq.report import timeline as tl
 from pcapq.report.escape import md_code, md_text
@@ -16,7 +16,7 @@ def _clock(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
-def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+def _table(header: list[str], rows: list[list[str]], right: Collection[int] = frozenset()) -> list[str]:
     align = ["---:" if i in right else "---" for i in range(len(header))]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]

@@ -5,7 +5,7 @@ renderer (terminal, Markdown, HTML). Bounded: at most `table_max` connection row
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from pcapq._core import Analysis
 from pcapq.diagnose import Diagnosis
@@ -47,8 +47,8 @@ class ConnectionRow:
 
 @dataclass
 class AnalyzeReport:
-    captures: list[dict[str, Any]]
-    summary: dict[str, Any]
+    captures: Sequence[Mapping[str, Any]]
+    summary: Mapping[str, Any]
     skipped: dict[str, tuple[int, str]]
     warnings: list[str]
     diagnosis: Diagnosis

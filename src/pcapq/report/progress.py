@@ -4,7 +4,6 @@ shown only when standard error is a terminal."""
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import struct
 import sys
@@ -33,7 +32,7 @@ def _record_bytes(path: str) -> Optional[int]:
             while isize < size:  # larger than 4 GiB uncompressed: ISIZE wrapped
                 isize += 1 << 32
             return max(0, isize - FILE_HEADER_BYTES)
-    except (OSError, gzip.BadGzipFile):
+    except OSError:
         return None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from pcapq._core import Analysis
 
@@ -108,8 +108,8 @@ def _s(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
-def _ordinal_send(attempt: int) -> str:
-    return f"#{attempt}"
+def _ordinal_send(attempt: Optional[int]) -> str:
+    return f"#{attempt}" if attempt is not None else "again"
 
 
 class _Annotator:
@@ -414,7 +414,7 @@ def choose_width(span_s: float, max_buckets: int) -> int:
 
 
 def aggregate(
-    per_second: dict[str, Any],
+    per_second: Mapping[str, Any],
     width: Optional[int] = None,
     max_buckets: int = 60,
     episodes: Iterable[Episode] = (),

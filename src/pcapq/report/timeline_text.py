@@ -4,7 +4,7 @@ per-connection timelines."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Any, Optional
 
 from rich.console import Group
 from rich.table import Table
@@ -98,7 +98,7 @@ def connection_table(t: tl.ConnectionTimeline) -> Group:
             str(r.frame) + (f"/{r.file}" if r.file else ""), f"{r.offset:.6f}", r.arrow, r.flags,
             "" if r.seq is None else str(r.seq), "" if r.ack is None else str(r.ack), str(r.length), Text(r.note, style=style),
         )
-    parts: list[object] = [head, table]
+    parts: list[Any] = [head, table]
     if t.events_dropped:
         parts.append(Text(f"{t.events_dropped} later events were not kept.", style="dim"))
     parts.append(Text(""))
@@ -106,7 +106,7 @@ def connection_table(t: tl.ConnectionTimeline) -> Group:
 
 
 def render_timelines(timelines: list[tl.ConnectionTimeline], aggregate: Optional[tl.Aggregate], matched: int) -> Group:
-    parts: list[object] = []
+    parts: list[Any] = []
     if aggregate is not None:
         parts += [aggregate_table(aggregate), Text("")]
     if timelines or aggregate is None:
