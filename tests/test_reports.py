@@ -285,3 +285,13 @@ def test_progress_total_from_file_sizes(tmp_path):
     seen: list[int] = []
     pcapq.analyze([str(packed)], progress=seen.append)
     assert seen[-1] == len(plain) - 24
+
+
+def test_ladder_draws_a_bounded_number_of_packets():
+    from dataclasses import replace
+
+    t = _timeline(ACCEPT, "52206")
+    long = replace(t, rows=[replace(t.rows[4], frame=100 + i, offset=0.3 + i * 0.01) for i in range(400)])
+    svg = html.ladder_svg(long)
+    assert svg.count("marker-end=") == html.LADDER_MAX_ROWS
+    assert svg.count("<svg") == 1

@@ -16,6 +16,7 @@ that forbids fetches), `chart_svg()` (an `timeline.Aggregate`), `ladder_svg()` (
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
@@ -64,6 +65,7 @@ table.conns { border-collapse: collapse; width: 100%; margin-top: 8px; }
 table.conns th, table.conns td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; white-space: nowrap; }
 table.conns th { cursor: pointer; background: var(--panel); user-select: none; position: sticky; top: 0; }
 table.conns th[aria-sort=ascending]::after { content: " \\25B2"; } table.conns th[aria-sort=descending]::after { content: " \\25BC"; }
+table.captures th { cursor: default; position: static; }
 table.conns td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .controls { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; }
 .controls input[type=search] { width: 260px; padding: 4px 6px; }
@@ -183,6 +185,21 @@ def _findings(report: AnalyzeReport) -> list[str]:
     return out
 
 
+def _captures(report: AnalyzeReport) -> list[str]:
+    rows = []
+    for c in report.captures:
+        name = "standard input" if c["path"] == "-" else c["path"]
+        fmt = (c["format"] or "?") + (" (gzip)" if c["gzip"] else "")
+        first = _clock(c["first_time"], True) if c["first_time"] is not None else "-"
+        last = _clock(c["last_time"], True) if c["last_time"] is not None else "-"
+        rows.append(
+            f"<tr><td>{h(name)}</td><td>{h(fmt)}</td><td class=num>{c['packets']:,}</td>"
+            f"<td class=num>{c['tcp_segments']:,}</td><td>{first}</td><td>{last}</td><td>{h(c['read_stop'])}</td></tr>"
+        )
+    head = "<tr><th>file</th><th>format</th><th>packets</th><th>TCP</th><th>first packet (UTC)</th><th>last packet (UTC)</th><th>read</th></tr>"
+    return [f'<table class="conns captures"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>']
+
+
 def _totals(report: AnalyzeReport) -> list[str]:
     s = report.summary
     cells = [
@@ -286,13 +303,16 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
     parts.append(step_line([b.waiting_peak for b in buckets], "#2e86c1", "waiting, every server", 2))
     for colour, (server, values) in zip(SERVER_COLOURS, agg.waiting_by_server.items()):
         parts.append(step_line(values, colour, f"waiting at {server}", 1.3))
+    def tick_label(t: float) -> str:
+        return _clock(t, with_date=t1 - t0 > 86400)[:-4]
+
     ticks = min(8, n)
     for k in range(ticks + 1):
         t = t0 + (t1 - t0) * k / ticks
         tx = x(t)
         parts.append(f'<line x1="{tx:.1f}" y1="{ys[2] + panel}" x2="{tx:.1f}" y2="{ys[2] + panel + 5}" stroke="#999"/>')
         anchor = "start" if k == 0 else "end" if k == ticks else "middle"
-        parts.append(f'<text x="{tx:.1f}" y="{ys[2] + panel + 18}" text-anchor="{anchor}" font-size="11" fill="#555">{_clock(t)[:8]}</text>')
+        parts.append(f'<text x="{tx:.1f}" y="{ys[2] + panel + 18}" text-anchor="{anchor}" font-size="11" fill="#555">{h(tick_label(t))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -320,6 +340,7 @@ LADDER_CLIENT_X = 250
 LADDER_SERVER_X = 520
 LADDER_NOTE_X = 540
 NOTE_CHAR_PX = 6.6  # average width of a character of the notes' 11.5 px font
+LADDER_MAX_ROWS = 150
 ROW_MIN_GAP = 22
 LADDER_TIME_PX = 520  # the connection's duration spans about this many pixels
 
@@ -355,6 +376,11 @@ def _ladder_scale(t: tl.ConnectionTimeline) -> tuple[list[float], Callable[[floa
 
 
 def ladder_svg(t: tl.ConnectionTimeline) -> str:
+    """The ladder of one connection: its first `LADDER_MAX_ROWS` packets (a long transfer's
+    duplicate ACKs would make a diagram nobody reads; the caller says how many were left out)."""
+    if len(t.rows) > LADDER_MAX_ROWS:
+        last = t.rows[LADDER_MAX_ROWS - 1].offset
+        t = replace(t, rows=t.rows[:LADDER_MAX_ROWS], slots=[s for s in t.slots if s.offset <= last])
     ys, at = _ladder_scale(t)
     slot_ys = [(s, at(s.offset)) for s in t.slots]
     bottom = max(ys + [y for _, y in slot_ys] + [60.0]) + 30
@@ -416,7 +442,16 @@ def _ladders(report: AnalyzeReport) -> list[str]:
             f"Connection {t.id}: {t.client} → {t.server}: {t.outcome.replace('_', ' ')}, {symptoms}; "
             f"{t.duration:.3f} s" + (f", {t.added_latency:.3f} s added by retransmissions" if t.added_latency else "")
         )
-        dropped = f'<p class="muted">{t.events_dropped} later events not kept.</p>' if t.events_dropped else ""
+        not_drawn = max(0, len(t.rows) - LADDER_MAX_ROWS)
+        dropped = (
+            f'<p class="muted">{not_drawn:,} later packets not drawn (`pcapq timeline --conn {h(t.client)}` lists '
+            "them).</p>"
+            if not_drawn
+            else ""
+        )
+        if t.events_dropped:
+            dropped += f'<p class="muted">{t.events_dropped} later events not kept.</p>'
+
         out.append(f'<section class="ladder" id="ladder-{t.id}"><h3>{h(head)}</h3>{ladder_svg(t)}{dropped}</section>')
     return out
 
@@ -476,6 +511,7 @@ def render_analyze(report: AnalyzeReport) -> str:
         '<a href="#ladders">Ladders</a></nav>',
     ]
     body += _totals(report)
+    body += _captures(report)
     for w in report.warnings:
         body.append(f'<p class="note">warning: {h(w)}</p>')
     body += _findings(report)
