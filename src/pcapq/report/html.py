@@ -66,6 +66,7 @@ table.conns th, table.conns td { border-bottom: 1px solid var(--line); padding: 
 table.conns th { cursor: pointer; background: var(--panel); user-select: none; position: sticky; top: 0; }
 table.conns th[aria-sort=ascending]::after { content: " \\25B2"; } table.conns th[aria-sort=descending]::after { content: " \\25BC"; }
 table.captures th { cursor: default; position: static; }
+table.conns td.wrap { white-space: normal; min-width: 420px; }
 table.conns td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .controls { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; }
 .controls input[type=search] { width: 260px; padding: 4px 6px; }
@@ -554,7 +555,7 @@ def render_timelines(
         rows = "".join(
             f"<tr><td class=num>{r.frame}</td><td class=num>{r.offset:.6f}</td><td>{r.arrow}</td><td><code>{h(r.flags)}</code></td>"
             f"<td class=num>{'' if r.seq is None else r.seq}</td><td class=num>{'' if r.ack is None else r.ack}</td>"
-            f"<td class=num>{r.length}</td><td>{h(r.note)}</td></tr>"
+            f"<td class=num>{r.length}</td><td class=wrap>{h(r.note)}</td></tr>"
             for r in t.rows
         )
         body.append(
