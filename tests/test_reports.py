@@ -295,3 +295,11 @@ def test_ladder_draws_a_bounded_number_of_packets():
     svg = html.ladder_svg(long)
     assert svg.count("marker-end=") == html.LADDER_MAX_ROWS
     assert svg.count("<svg") == 1
+
+
+def test_aggregate_between_since_and_until():
+    proc = run_pcapq("timeline", "--aggregate", "--since", "2", "--until", "4", "--format", "json", str(CAPTURES / "syn_queue_overflow.pcap"))
+    buckets = json.loads(proc.stdout)["aggregate"]["buckets"]
+    whole = json.loads(run_pcapq("timeline", "--aggregate", "--format", "json", str(CAPTURES / "syn_queue_overflow.pcap")).stdout)
+    assert [b["start"] for b in buckets] == [b["start"] for b in whole["aggregate"]["buckets"]][2:5]
+    assert buckets == whole["aggregate"]["buckets"][2:5]

@@ -180,7 +180,7 @@ OUTCOMES = ["completed", "open", "refused", "timed_out", "abandoned", "reset_by_
 @click.option("--outcome", "outcomes", multiple=True, type=click.Choice(OUTCOMES), help="Connections with this outcome (repeatable).")
 @click.option("--cause", "causes", multiple=True, type=click.Choice(CAUSES), help="Connections of a finding with this cause (repeatable).")
 @click.option("--server", metavar="IP:PORT", help="Connections to this server endpoint (and the aggregate of its connections only).")
-@click.option("--since", metavar="WHEN", help="Connections still going at or after WHEN: seconds into the capture (12.5), HH:MM:SS[.fff] UTC, or an ISO date-time.")
+@click.option("--since", metavar="WHEN", help="Connections still going at or after WHEN (and the aggregate from then): seconds into the capture (12.5), HH:MM:SS[.fff] UTC, or an ISO date-time.")
 @click.option("--until", metavar="WHEN", help="Connections begun at or before WHEN (same forms as --since).")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most this many connections.")
 @click.option("--aggregate", is_flag=True, help="Show the timeline across the capture (per time bucket); alone, only that.")
@@ -249,7 +249,9 @@ def timeline(
     agg = None
     if aggregate or not selecting:
         episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in findings if selection.server in (None, f.server)]
-        agg = tl.capture_aggregate(result, episodes, server=selection.server, width=bucket)
+        agg = tl.capture_aggregate(
+            result, episodes, server=selection.server, width=bucket, since=selection.since, until=selection.until
+        )
     source = ", ".join("standard input" if f == "-" else f for f in files)
 
     def write(out: TextIO, colourless: bool) -> None:

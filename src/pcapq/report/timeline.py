@@ -468,21 +468,38 @@ def capture_aggregate(
     server: Optional[str] = None,
     width: Optional[int] = None,
     max_buckets: int = 60,
+    since: Optional[float] = None,
+    until: Optional[float] = None,
 ) -> Aggregate:
     """The aggregate timeline of the capture (or of one server), and with several servers the
-    waiting counts of the busiest ones apart."""
-    agg = aggregate(analysis.timeline(server), width=width, max_buckets=max_buckets, episodes=episodes)
+    waiting counts of the busiest ones apart; only the buckets between `since` and `until`
+    (epoch seconds) when given."""
+    per_second = analysis.timeline(server)
+    seconds = per_second["seconds"]
+    if width is None and seconds and (since is not None or until is not None):
+        first = max(seconds[0], int(since if since is not None else seconds[0]))
+        last = min(seconds[-1], int(until if until is not None else seconds[-1]))
+        width = choose_width(max(1, last - first + 1), max_buckets)
+    agg = aggregate(per_second, width=width, max_buckets=max_buckets, episodes=episodes)
+    keep = [
+        i
+        for i, b in enumerate(agg.buckets)
+        if (since is None or b.start + agg.width > since) and (until is None or b.start <= until)
+    ]
+    if len(keep) < len(agg.buckets):
+        agg.buckets = [agg.buckets[i] for i in keep]
     if server is not None or not agg.buckets:
         return agg
     servers = analysis.servers()
     agg.servers = len(servers)
     if len(servers) < 2:
         return agg
-    grid = (int(agg.buckets[0].start), len(agg.buckets))
+    whole = aggregate(per_second, width=agg.width)
+    grid = (int(whole.buckets[0].start), len(whole.buckets))
     lines = {}
     for s in servers:
         mine = aggregate(analysis.timeline(s["server"]), width=agg.width, grid=grid)
-        lines[s["server"]] = [b.waiting_peak for b in mine.buckets]
+        lines[s["server"]] = [mine.buckets[i].waiting_peak for i in keep]
     busiest = sorted(lines, key=lambda name: (-max(lines[name]), name))[:MAX_SERVER_LINES]
     agg.waiting_by_server = {name: lines[name] for name in busiest if max(lines[name]) > 0}
     return agg

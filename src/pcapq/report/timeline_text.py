@@ -51,7 +51,7 @@ def worst_table(rows: list[ConnectionRow], total: int) -> Table:
 
 def aggregate_table(agg: tl.Aggregate) -> Group:
     if not agg.buckets:
-        return Group(Text("No connections in the capture.", style="dim"))
+        return Group(Text("No connections to show (none in the capture, or none in the time asked for).", style="dim"))
     outcomes = [o for o in tl.OUTCOMES if any(b.new[o] for b in agg.buckets)]
     t = Table(title=f"Across the capture, buckets of {agg.width} s", title_justify="left", show_edge=False, pad_edge=False)
     t.add_column("start (UTC)")
