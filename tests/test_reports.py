@@ -200,7 +200,7 @@ def test_html_bounds_table_and_ladders_and_says_so():
     report = model.build(analysis, diagnose(analysis), with_table=True, with_ladders=True, table_max=3, ladders_max=2)
     assert len(report.table) == 3 and len(report.ladders) == 2
     page = html.render_analyze(report)
-    assert "the table lists the 3 with a problem (the worst 3 of 6)" in page
+    assert "the table lists the 3 with a problem (the worst 3 of 6; at most 3 rows are embedded)" in page
     assert "Ladders for the 2 worst of 6 connections with a problem" in page
     assert page.count('class="ladder"') == 2
     data = json.loads(re.search(r'id="connections-data">(.*?)</script>', page).group(1))
@@ -303,3 +303,16 @@ def test_aggregate_between_since_and_until():
     whole = json.loads(run_pcapq("timeline", "--aggregate", "--format", "json", str(CAPTURES / "syn_queue_overflow.pcap")).stdout)
     assert [b["start"] for b in buckets] == [b["start"] for b in whole["aggregate"]["buckets"]][2:5]
     assert buckets == whole["aggregate"]["buckets"][2:5]
+
+
+def test_html_without_every_record_draws_ladders_from_the_problem_connections(tmp_path):
+    """Large inputs: only the connections with a problem are kept, with their events."""
+    analysis = pcapq.analyze([str(ACCEPT)], keep_connections=False, keep_events=True)
+    assert len(analysis) == 6
+    report = model.build(analysis, diagnose(analysis), with_table=True, with_ladders=True)
+    assert [r.id for r in report.table] == [2, 3, 7, 4, 5, 6]
+    assert report.table_note.startswith("8 connections: the table lists the 6 with a problem.")
+    everything = pcapq.analyze([str(ACCEPT)])
+    whole = model.build(everything, diagnose(everything), with_table=True, with_ladders=True)
+    assert [t.to_json() for t in report.ladders] == [t.to_json() for t in whole.ladders]
+    assert report.aggregate == whole.aggregate

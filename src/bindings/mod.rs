@@ -457,10 +457,10 @@ impl Write for PyTextWriter<'_> {
 
 /// Reads the captures in `paths` (in order, as one capture; "-" is stdin) and rebuilds every
 /// TCP connection. `keep_connections` keeps every connection's record (off, finished
-/// connections are only counted: memory follows the live ones); `keep_events` keeps their
-/// events; `mergeable` keeps what `Analysis.merge` needs to join this analysis onto the one of
-/// the capture before. Raises CaptureError if a file cannot be opened or is not a
-/// capture. `progress`, when given, is called with the bytes of capture records read so far,
+/// connections are only counted: memory follows the live ones); `keep_events` keeps the events
+/// of the connections kept (without `keep_connections`, of those with a problem); `mergeable`
+/// keeps what `Analysis.merge` needs to join this analysis onto the one of the capture before.
+/// Raises CaptureError if a file cannot be opened or is not a capture. `progress`, when given, is called with the bytes of capture records read so far,
 /// every few MiB and once at the end; an exception it raises is raised once the reading ends.
 #[pyfunction]
 #[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false, progress = None))]
@@ -472,8 +472,8 @@ fn analyze(
     mergeable: bool,
     progress: Option<PyObject>,
 ) -> PyResult<Analysis> {
-    if !keep_connections && (keep_events || mergeable) {
-        return Err(pyo3::exceptions::PyValueError::new_err("keep_events and mergeable need keep_connections"));
+    if !keep_connections && mergeable {
+        return Err(pyo3::exceptions::PyValueError::new_err("mergeable needs keep_connections"));
     }
     let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections } };
     let mut raised: Option<PyErr> = None;

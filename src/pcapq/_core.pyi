@@ -175,7 +175,8 @@ def analyze(
 
     keep_connections: keep every connection's record; off, a finished connection is only
         counted in the summary, so memory follows the connections live at once.
-    keep_events: keep each connection's events (needed for JSON; needs keep_connections).
+    keep_events: keep the events of each connection kept (needed for JSON and ladders): of
+        every connection, or with keep_connections=False of those with a problem.
     mergeable: keep what `Analysis.merge` needs to join this onto the capture before
         (needs keep_connections).
     progress: called with the bytes of capture records read so far (headers and data, after
@@ -183,7 +184,7 @@ def analyze(
         when reading ends.
 
     Raises:
-        ValueError: keep_events or mergeable without keep_connections.
+        ValueError: mergeable without keep_connections.
 
     Raises:
         CaptureError: a file cannot be opened or is not a capture.

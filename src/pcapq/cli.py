@@ -65,6 +65,10 @@ def cli() -> None:
 
 
 REPORT_FORMATS = ["text", "json", "markdown", "html"]
+# The HTML report's table lists every connection for inputs of up to this many bytes of records
+# (about 16,000 connections of a proxy's capture); beyond, or from standard input, pcapq keeps
+# only the connections with a problem, so memory follows the live connections.
+HTML_EVERY_CONNECTION_BYTES = 64 << 20
 
 
 def format_option(help: str, choices: list[str] | None = None):
@@ -117,10 +121,14 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
     from pcapq.diagnose import diagnose
 
     _refuse_overwriting_inputs(files, output)
-    # JSON has every connection and its events, HTML draws ladders from events; the other
-    # reports need only the counts and the connections with a problem.
-    every_connection = fmt in ("json", "html")
-    result = _read(files, keep_connections=every_connection, keep_events=every_connection)
+    # JSON has every connection and its events. HTML draws ladders from the events of the
+    # connections with a problem, and lists every connection in its table when the input is
+    # small enough. The other reports need only the counts and the connections with a problem.
+    from pcapq.report.progress import record_bytes
+
+    size = record_bytes(files)
+    every_connection = fmt == "json" or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
+    result = _read(files, keep_connections=every_connection, keep_events=fmt in ("json", "html"))
     diagnosis = diagnose(result)
 
     def json_file(path: str) -> None:

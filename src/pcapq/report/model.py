@@ -73,11 +73,17 @@ def build(
     ladders_max: int = LADDERS_MAX,
     max_buckets: int = 60,
 ) -> AnalyzeReport:
-    """Ladders need an analysis that kept every connection with its events."""
+    """Ladders need an analysis that kept events (`keep_events`); the table lists every
+    connection only when every record was kept."""
     captures = analysis.captures()
     starts = [c["first_time"] for c in captures if c["first_time"] is not None]
     summary = analysis.summary()
-    problems = sorted(analysis.connections(problems_only=True, lean=True), key=tl.severity)
+    keeps_all = len(analysis) == summary["connections"]
+    # Every record kept: a connection's index is its id. Else the records kept are those with a
+    # problem, in order of id, and a connection's index is its place among them.
+    kept = analysis.connections(problems_only=keeps_all, lean=True)
+    index = {} if keeps_all else {c["id"]: i for i, c in enumerate(kept)}
+    problems = sorted((c for c in kept if tl.has_problem(c)), key=tl.severity)
     episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
     report = AnalyzeReport(
         captures=captures,
@@ -91,19 +97,19 @@ def build(
         aggregate=tl.capture_aggregate(analysis, episodes, max_buckets=max_buckets),
     )
     if with_table:
-        if len(analysis) == summary["connections"] and summary["connections"] <= table_max:
+        if keeps_all and summary["connections"] <= table_max:
             report.table = [ConnectionRow.of(c) for c in analysis.connections(lean=True)]
         else:
             report.table = [ConnectionRow.of(c) for c in problems[:table_max]]
             shown = len(report.table)
             report.table_note = (
                 f"{summary['connections']:,} connections: the table lists the {shown:,} with a problem"
-                + (f" (the worst {shown:,} of {len(problems):,})" if len(problems) > shown else "")
-                + f"; at most {table_max:,} rows are embedded. `pcapq analyze --format json` has every one."
+                + (f" (the worst {shown:,} of {len(problems):,}; at most {table_max:,} rows are embedded)" if len(problems) > shown else "")
+                + ". `pcapq analyze --format json` has every connection."
             )
     if with_ladders:
         failed = problems[:ladders_max]
-        report.ladders = [tl.connection_timeline(analysis, c["id"]) for c in failed]
+        report.ladders = [tl.connection_timeline(analysis, c["id"] if keeps_all else index[c["id"]]) for c in failed]
         if len(problems) > ladders_max:
             report.ladders_note = (
                 f"Ladders for the {ladders_max} worst of {len(problems):,} connections with a problem; "

@@ -36,11 +36,16 @@ def _record_bytes(path: str) -> Optional[int]:
         return None
 
 
+def record_bytes(files: tuple[str, ...]) -> Optional[int]:
+    """About how many bytes of records the inputs hold; None when unknown (standard input)."""
+    sizes = [_record_bytes(f) for f in files]
+    return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+
+
 @contextlib.contextmanager
 def progress_for(files: tuple[str, ...]) -> Iterator[Optional[Callable[[int], None]]]:
     """Yields a callback for `_core.analyze(progress=...)`, or None when no bar is shown."""
-    sizes = [_record_bytes(f) for f in files]
-    total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+    total = record_bytes(files)
     large = total is None or total >= LARGE_INPUT_BYTES
     if not (large and sys.stderr.isatty()) or os.environ.get("TERM") == "dumb":
         yield None
