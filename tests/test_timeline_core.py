@@ -3,6 +3,8 @@ and consistent with the summary."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import pcapq
@@ -63,3 +65,15 @@ def test_progress_exception_is_raised(repo):
 
     with pytest.raises(KeyboardInterrupt):
         pcapq.analyze([str(repo / "captures" / "healthy.pcap")], progress=stop)
+
+
+def test_events_of_problem_connections_without_every_record(repo):
+    path = str(repo / "captures" / "accept_queue_overflow.pcap")
+    kept = pcapq.analyze([path], keep_connections=False, keep_events=True)
+    every = pcapq.analyze([path])
+    # The records kept are those with a problem, each with every event.
+    assert [json.loads(kept.connection_json(i)) for i in range(len(kept))] == [
+        c for c in (json.loads(every.connection_json(i)) for i in range(len(every))) if c["id"] in (2, 3, 4, 5, 6, 7)
+    ]
+    with pytest.raises(ValueError):
+        pcapq.analyze([path], keep_connections=False, mergeable=True)
