@@ -316,3 +316,21 @@ def test_html_without_every_record_draws_ladders_from_the_problem_connections(tm
     whole = model.build(everything, diagnose(everything), with_table=True, with_ladders=True)
     assert [t.to_json() for t in report.ladders] == [t.to_json() for t in whole.ladders]
     assert report.aggregate == whole.aggregate
+
+
+@pytest.mark.parametrize("name", ["accept_queue_overflow", "syn_queue_overflow", "packet_loss", "client_timeout_rst"])
+def test_timeline_of_problem_connections_same_without_every_record(name):
+    """`timeline --failed` keeps only the problem connections; what it shows is what a full
+    analysis shows."""
+    path = CAPTURES / f"{name}.pcap"
+    doc = json.loads(run_pcapq("timeline", "--failed", "--limit", "100", "--format", "json", str(path)).stdout)
+    every = pcapq.analyze([str(path)])
+    ids, matched = tl.select(every, tl.Selection(failed=True, limit=100))
+    assert doc["matched"] == matched
+    assert doc["connections"] == [tl.connection_timeline(every, i).to_json() for i in ids]
+
+
+def test_timeline_outcomes_with_and_without_problems():
+    # A failed outcome asked for with `completed`: the healthy connections 0 and 1 match too.
+    proc = run_pcapq("timeline", "--outcome", "completed", "--outcome", "refused", "--limit", "100", "--format", "json", str(ACCEPT))
+    assert [c["id"] for c in json.loads(proc.stdout)["connections"]] == list(range(8))

@@ -229,19 +229,25 @@ def timeline(
     _refuse_overwriting_inputs(files, output)
     selecting = bool(conn or failed or outcomes or causes or server or since or until)
     show_connections = selecting or not aggregate
-    result = _read(files, keep_connections=show_connections, keep_events=show_connections)
-    captures = result.captures()
-    starts = [c["first_time"] for c in captures if c["first_time"] is not None]
-    start = min(starts) if starts else 0.0
     selection = tl.Selection(
         conn=_check_conn(conn),
         failed=failed or not selecting,
         outcomes=outcomes,
         server=_check_endpoint(server, "--server"),
-        since=_parse_when(since, start, "--since"),
-        until=_parse_when(until, start, "--until"),
         limit=limit,
     )
+    # Times are checked before reading; seconds into the capture need its first packet.
+    _parse_when(since, 0.0, "--since"), _parse_when(until, 0.0, "--until")
+    # Connections with a problem are kept with their events in any case; every record only
+    # when the selection may want a connection without one.
+    if causes:
+        selection.connection_ids = set()  # filled from the findings below
+    every_record = show_connections and not selection.wants_problems_only()
+    result = _read(files, keep_connections=every_record, keep_events=show_connections)
+    starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
+    start = min(starts) if starts else 0.0
+    selection.since = _parse_when(since, start, "--since")
+    selection.until = _parse_when(until, start, "--until")
     findings: list = []
     if causes or aggregate or not selecting:
         from pcapq.diagnose import diagnose

@@ -313,9 +313,13 @@ class Selection:
     limit: int = 20
 
     def wants_problems_only(self) -> bool:
-        return self.failed or self.connection_ids is not None or any(o not in ("completed", "open") for o in self.outcomes)
+        """Whether only connections with a problem can match."""
+        problem_outcomes = bool(self.outcomes) and all(o not in ("completed", "open") for o in self.outcomes)
+        return self.failed or self.connection_ids is not None or problem_outcomes
 
     def matches(self, c: dict[str, Any]) -> bool:
+        if self.server is not None and c["server"] != self.server:
+            return False
         if self.conn is not None:
             if ":" in self.conn.strip("[]") and not self.conn.isdigit():
                 if c["client"] != self.conn:
@@ -346,9 +350,15 @@ def severity(c: dict[str, Any]) -> tuple:
 
 
 def select(analysis: Analysis, selection: Selection) -> tuple[list[int], int]:
-    """Ids of the connections to show, in capture order (at most `limit`), and how many matched."""
-    candidates = analysis.connections(problems_only=selection.wants_problems_only(), lean=True, server=selection.server)
-    matched = [c["id"] for c in candidates if selection.matches(c)]
+    """The connections to show, in capture order (at most `limit`), as indices for
+    `connection_timeline`, and how many matched. The analysis may have kept every record (an
+    index is then the id) or only those with a problem (an index is the place among them)."""
+    if len(analysis) == analysis.summary()["connections"]:
+        candidates = analysis.connections(problems_only=selection.wants_problems_only(), lean=True, server=selection.server)
+        matched = [c["id"] for c in candidates if selection.matches(c)]
+    else:
+        kept = analysis.connections(lean=True)
+        matched = [i for i, c in enumerate(kept) if selection.matches(c)]
     return matched[: selection.limit], len(matched)
 
 
