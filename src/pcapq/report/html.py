@@ -67,6 +67,7 @@ table.conns th { cursor: pointer; background: var(--panel); user-select: none; p
 table.conns th[aria-sort=ascending]::after { content: " \\25B2"; } table.conns th[aria-sort=descending]::after { content: " \\25BC"; }
 table.captures th { cursor: default; position: static; }
 table.conns td.wrap { white-space: normal; min-width: 420px; }
+table.conns td.file { white-space: normal; overflow-wrap: anywhere; }
 table.conns td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .controls { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; }
 .controls input[type=search] { width: 260px; padding: 4px 6px; }
@@ -194,7 +195,7 @@ def _captures(report: AnalyzeReport) -> list[str]:
         first = _clock(c["first_time"], True) if c["first_time"] is not None else "-"
         last = _clock(c["last_time"], True) if c["last_time"] is not None else "-"
         rows.append(
-            f"<tr><td>{h(name)}</td><td>{h(fmt)}</td><td class=num>{c['packets']:,}</td>"
+            f"<tr><td class=file>{h(name)}</td><td>{h(fmt)}</td><td class=num>{c['packets']:,}</td>"
             f"<td class=num>{c['tcp_segments']:,}</td><td>{first}</td><td>{last}</td><td>{h(c['read_stop'])}</td></tr>"
         )
     head = "<tr><th>file</th><th>format</th><th>packets</th><th>TCP</th><th>first packet (UTC)</th><th>last packet (UTC)</th><th>read</th></tr>"
