@@ -236,8 +236,9 @@ def timeline(
         server=_check_endpoint(server, "--server"),
         limit=limit,
     )
-    # Times are checked before reading; seconds into the capture need its first packet.
-    _parse_when(since, 0.0, "--since"), _parse_when(until, 0.0, "--until")
+    # The times' form is checked before reading; seconds into the capture need its first packet.
+    for text, option in ((since, "--since"), (until, "--until")):
+        _parse_when(text, 0.0, option)
     # Connections with a problem are kept with their events in any case; every record only
     # when the selection may want a connection without one.
     if causes:
@@ -258,8 +259,8 @@ def timeline(
     timelines: list = []
     matched = 0
     if show_connections:
-        ids, matched = tl.select(result, selection)
-        timelines = [tl.connection_timeline(result, i) for i in ids]
+        indices, matched = tl.select(result, selection)
+        timelines = [tl.connection_timeline(result, i) for i in indices]
     agg = None
     if aggregate or not selecting:
         episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in findings if selection.server in (None, f.server)]
