@@ -125,6 +125,17 @@ class _Annotator:
         self.spurious = next(
             (e for e in events if e["kind"] == "synack_retransmit" and e.get("after_handshake_ack")), None
         )
+        self.answer = next((e for e in events if e["kind"] == "data_first" and e["from"] == "server"), None)
+        # The request's last copy before the answer is the one the server finally took.
+        self.request_taken = None
+        if self.answer is not None:
+            copies = [
+                e
+                for e in events
+                if e["kind"] == "data_retransmit" and e["from"] == "client" and e["seq"] == 1
+                and e["time"] <= self.answer["time"]
+            ]
+            self.request_taken = copies[-1] if copies else None
         # Duplicate ACKs each side received since it last sent data again (fast retransmit).
         self.dup_acks_seen = {"client": 0, "server": 0}
         # (file, frame) -> (expected interval, schedule, triggered) of every timed re-send.
@@ -187,7 +198,9 @@ class _Annotator:
                     f"{_s(waited)} after the previous send (no timeout)"
                 )
             text = f"{what}, attempt {attempt}: {self._timing(e)}"
-            if side == "client" and "request_unacked" in self.symptoms and e.get("after_handshake_ack"):
+            if e is self.request_taken and self.answer is not None:
+                text += f"; this copy got through: the server answered it in frame {self.answer['frame']}"
+            elif side == "client" and "request_unacked" in self.symptoms and e.get("after_handshake_ack"):
                 text += "; never acknowledged: sent into a half-open connection"
             return text
         if kind == "fin_retransmit":
