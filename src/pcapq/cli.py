@@ -83,52 +83,82 @@ output_option = click.option(
 @output_option
 @click.option("--pretty", is_flag=True, help="Indent the JSON for reading.")
 @click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
-def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool) -> None:
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Analyse every file as one capture, in order of first packet, instead of one capture per capture point.",
+)
+def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool, merge: bool) -> None:
     """Say what went wrong in the captures, then summarise every TCP connection.
 
-    FILE is a pcap or pcapng capture, optionally gzip-compressed; '-' reads standard
-    input. Several files are read in the order given as one capture, so a connection
-    that spans two files of a ring buffer stays one connection.
+    FILE is a pcap or pcapng capture, optionally gzip-compressed, a directory (every
+    capture in it, found by content), or a glob pattern ('ring/*.pcap*'); '-' reads
+    standard input. Files are grouped into capture points (one tcpdump on one host) by
+    directory and name pattern and put in time order; the files of one point are one
+    capture, so a connection that spans two files of a ring buffer stays one connection.
+    Several points are reported side by side (docs/capture-points.md).
 
     \b
     Examples:
       $ pcapq analyze dump.pcap
       $ pcapq analyze ring.pcap0 ring.pcap1 ring.pcap2
+      $ pcapq analyze 'web1/*.pcap' 'web2/*.pcap'        two hosts, side by side
+      $ pcapq analyze --merge captures/                 everything as one capture
       $ pcapq analyze --format json -o report.json dump.pcap.gz
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
 
     \b
-    Exit codes: 0 analysed; 2 usage error; 3 a capture could not be read; 4 a capture is
-    damaged (analysed up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the
-    report could not be written.
+    Exit codes: 0 analysed; 2 usage error; 3 a capture could not be read (or a pattern or
+    directory holds none); 4 a capture is damaged (analysed up to the damage); 5 no TCP in
+    the capture; 70 a bug in pcapq; 74 the report could not be written.
     """
-    _refuse_overwriting_inputs(files, output)
+    from pcapq.inputs import InputError, expand
+    from pcapq.points import analyze_points
+
     try:
-        every_connection = fmt == "json"
-        result = _core.analyze(list(files), keep_connections=every_connection, keep_events=every_connection)
+        paths = expand(files)
+    except InputError as e:
+        _fail(str(e), ExitCode.UNREADABLE)
+    _refuse_overwriting_inputs(tuple(paths), output)
+    try:
+        points = analyze_points(paths, merge=merge, keep_connections=fmt == "json")
     except _core.CaptureError as e:
         _fail(e.args[0], ExitCode.UNREADABLE)
 
-    def json_file(path: str) -> None:
-        # The core writes the file itself, without passing every chunk through Python.
-        from pcapq.diagnose import diagnose
+    if len(points) == 1:
+        result = points[0].analysis
 
-        result.write_json(path, pretty=pretty, extra=_json_extra(diagnose(result), pretty))
+        def json_file(path: str) -> None:
+            # The core writes the file itself, without passing every chunk through Python.
+            from pcapq.diagnose import diagnose
 
-    _deliver(
-        output,
-        no_color,
-        lambda out, colourless: _write_report(result, fmt, pretty, colourless, out),
-        json_file if fmt == "json" else None,
-    )
+            result.write_json(path, pretty=pretty, extra=_json_extra(diagnose(result), pretty))
 
-    for warning in result.warnings():
-        _warn(warning)
-    damaged = [c for c in result.captures() if c["read_stop"] in ("corrupt", "io_error")]
-    summary = result.summary()
-    if summary["tcp_segments"] == 0:
-        what = ", ".join(f"{n:,} {meaning}" for n, meaning in result.skipped().values()) or "no packets at all"
-        _fail(f"no TCP segments to analyse in {summary['packets']:,} packets ({what})", ExitCode.NO_TCP)
+        _deliver(
+            output,
+            no_color,
+            lambda out, colourless: _write_report(result, fmt, pretty, colourless, out),
+            json_file if fmt == "json" else None,
+        )
+    else:
+        _deliver(output, no_color, lambda out, colourless: _write_points_report(points, fmt, pretty, colourless, out))
+
+    several = len(points) > 1
+    damaged = False
+    segments = packets = 0
+    skipped: dict[str, list] = {}
+    for p in points:
+        for warning in p.analysis.warnings():
+            _warn(f"{p.name}: {warning}" if several else warning)
+        damaged |= any(c["read_stop"] in ("corrupt", "io_error") for c in p.analysis.captures())
+        summary = p.analysis.summary()
+        segments += summary["tcp_segments"]
+        packets += summary["packets"]
+        for slug, (n, meaning) in p.analysis.skipped().items():
+            skipped.setdefault(slug, [0, meaning])[0] += n
+    if segments == 0:
+        what = ", ".join(f"{n:,} {meaning}" for n, meaning in skipped.values()) or "no packets at all"
+        _fail(f"no TCP segments to analyse in {packets:,} packets ({what})", ExitCode.NO_TCP)
     if damaged:
         sys.exit(int(ExitCode.DAMAGED))
 
@@ -253,6 +283,38 @@ def _write_report(result: _core.Analysis, fmt: str, pretty: bool, no_color: bool
     console.print(render_findings(diagnosis, min(starts) if starts else None))
     console.print()
     print_summary(result, console)
+
+
+def _write_points_report(points, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+    """Several capture points: JSON, one document with a section per point; text, the points
+    side by side, then each one's findings and summary."""
+    import json
+
+    from pcapq.diagnose import diagnose
+
+    diagnoses = [diagnose(p.analysis) for p in points]
+    if fmt == "json":
+        indent = "\n  " if pretty else ""
+        out.write('{"capture_points": [')
+        for i, (p, d) in enumerate(zip(points, diagnoses)):
+            head = json.dumps({"name": p.name, "files": p.point.paths})
+            out.write(("," if i else "") + indent + head[:-1] + ', "report": ')
+            p.analysis.write_json(out, pretty=pretty, extra=_json_extra(d, pretty))
+            out.write("}")
+        out.write(("\n" if pretty else "") + "]}\n")
+        out.flush()
+        return
+    from pcapq.report.findings import render_findings
+    from pcapq.report.points import print_points
+    from pcapq.report.summary import print_summary
+
+    def print_one(p, d, console) -> None:
+        starts = [c["first_time"] for c in p.analysis.captures() if c["first_time"] is not None]
+        console.print(render_findings(d, min(starts) if starts else None))
+        console.print()
+        print_summary(p.analysis, console)
+
+    print_points(points, diagnoses, _console(out, no_color), print_one)
 
 
 def _json_extra(diagnosis, pretty: bool) -> str:

@@ -1,0 +1,56 @@
+"""Analyses input files per capture point: each file is analysed as a mergeable part, the parts
+are grouped into capture points (pcapq.capture_points) by name and packet times, and the parts
+of each point are joined in time order into one analysis (docs/merging.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from pcapq import _core
+from pcapq.capture_points import CapturePoint, FileTimes, group
+
+
+@dataclass
+class PointAnalysis:
+    """One capture point and the analysis of its files as one capture."""
+
+    point: CapturePoint
+    analysis: _core.Analysis
+
+    @property
+    def name(self) -> str:
+        return self.point.name
+
+
+def file_times(path: str, part: _core.Analysis) -> FileTimes:
+    (info,) = part.captures()
+    return FileTimes(path, info["first_time"], info["last_time"])
+
+
+def join(point: CapturePoint, parts: dict[str, _core.Analysis]) -> PointAnalysis:
+    """The parts of `point`'s files merged in its order (the parts are used up)."""
+    analyses = [parts.pop(path) for path in point.paths]
+    joined = analyses[0]
+    for later in analyses[1:]:
+        joined = joined.merge(later)
+    return PointAnalysis(point, joined)
+
+
+def analyze_points(
+    paths: Sequence[str],
+    *,
+    merge: bool = False,
+    keep_connections: bool = False,
+) -> list[PointAnalysis]:
+    """Every capture point among `paths`, analysed. One file is one plain analysis; several
+    are analysed one part per file, grouped, and joined. Raises _core.CaptureError."""
+    if len(paths) == 1:
+        analysis = _core.analyze(list(paths), keep_connections=keep_connections, keep_events=keep_connections)
+        return [PointAnalysis(group([file_times(paths[0], analysis)])[0], analysis)]
+    parts = {
+        path: _core.analyze([path], keep_connections=True, keep_events=keep_connections, mergeable=True)
+        for path in paths
+    }
+    points = group([file_times(p, parts[p]) for p in paths], merge=merge)
+    return [join(point, parts) for point in points]
