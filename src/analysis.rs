@@ -7,6 +7,7 @@ use crate::decode::{self, Skip};
 use crate::flow::table::FlowTable;
 use crate::detect::{self, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
+use crate::flow::store::{ConnectionStore, Finished};
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
 
@@ -95,6 +96,11 @@ pub struct Analysis {
     /// Tracker state of the connections still remembered when the input ended (what a merge
     /// with the next capture continues from).
     pub live: FlowTable,
+    /// With `keep_connections` off and `mergeable` on: the records not counted yet (live at
+    /// the end, or able to join the capture before), in order of id. `settle` counts them.
+    pub open: Vec<Connection>,
+    /// The id the next connection would get.
+    pub next_id: u64,
     pub skipped: SkipCounts,
     pub options: AnalyzeOptions,
 }
@@ -111,22 +117,132 @@ pub struct Summary {
 impl Analysis {
     /// Joins the analysis of the capture that came right after this one (analysed with
     /// `mergeable` on): files are appended, connections spanning the boundary become one.
+    /// Both must keep every record, or neither; one that does not keep every record must not
+    /// have been settled (read) yet.
     pub fn merge(self, later: Analysis) -> Result<Analysis, String> {
-        if !self.options.tracker.keep_connections || !later.options.tracker.keep_connections {
-            return Err("only analyses that kept every connection can be merged".into());
+        let (mine, theirs) = (self.options.tracker, later.options.tracker);
+        if mine.keep_connections != theirs.keep_connections {
+            return Err("an analysis that kept every connection cannot be merged with one that did not".into());
         }
-        if !later.options.tracker.mergeable {
+        if !theirs.mergeable {
             return Err("the later analysis was not made mergeable".into());
         }
+        if !mine.keep_connections && !self.is_open() {
+            return Err("the earlier analysis was not made mergeable, or was already read (merge before reading)".into());
+        }
+        if !later.is_open() && !theirs.keep_connections {
+            return Err("the later analysis was already read (merge before reading)".into());
+        }
+        if mine.keep_connections {
+            self.merge_records(later)
+        } else {
+            Ok(self.merge_folded(later))
+        }
+    }
+
+    /// Whether this analysis can still continue into a later one: it keeps every record, or
+    /// it was made mergeable and not settled.
+    fn is_open(&self) -> bool {
+        self.options.tracker.mergeable
+    }
+
+    fn merge_records(self, later: Analysis) -> Result<Analysis, String> {
         let file_offset = self.files.len() as u32;
-        let earlier = merge::Tracked { connections: self.connections, live: self.live };
+        let base = self.connections.len() as u64;
+        let mut tracker = Tracker::resume(self.options.tracker, self.connections, self.live);
         let later_tracked = merge::Tracked { connections: later.connections, live: later.live };
-        let joined = merge::join(self.options.tracker, earlier, later_tracked, file_offset);
+        merge::join(&mut tracker, later_tracked, file_offset, base);
+        let (finished, live) = tracker.finish();
         let mut files = self.files;
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
-        Ok(Analysis { files, connections: joined.connections, live: joined.live, skipped, options: self.options, ..Analysis::default() })
+        let next_id = finished.connections.len() as u64;
+        Ok(Analysis { files, connections: finished.connections, live, next_id, skipped, options: self.options, ..Analysis::default() })
+    }
+
+    /// Merges analyses that counted finished connections instead of keeping them: the open
+    /// records are joined as records are, the counts are added, and what the later analysis
+    /// kept (connections with a problem, tombstones) is renumbered.
+    fn merge_folded(self, later: Analysis) -> Analysis {
+        let file_offset = self.files.len() as u32;
+        let end_ns = self.end_ns().max(later.end_ns());
+        let earlier = Finished {
+            connections: self.connections,
+            tally: self.dropped,
+            servers: self.servers,
+            not_kept: self.not_kept,
+            open: self.open,
+            next_id: self.next_id,
+        };
+        let base = earlier.next_id;
+        let store = ConnectionStore::resume_folded(earlier, true);
+        // Replayed segments must not start prefixes of their own.
+        let replay = TrackerOptions { mergeable: false, ..self.options.tracker };
+        let mut tracker = Tracker::resume_with(replay, store, self.live);
+        let later_tracked = merge::Tracked { connections: later.open, live: later.live };
+        let (ids, dropped) = merge::join(&mut tracker, later_tracked, file_offset, base);
+
+        let mut problems = later.connections;
+        for conn in &mut problems {
+            merge::renumber(conn, &ids, file_offset);
+        }
+        tracker.store.absorb(&later.dropped, later.servers.unwrap_or_default(), problems, later.not_kept);
+        tracker.store.set_next_id(ids.next_id(later.next_id));
+        tracker.table.adopt_tombstones(dropped, |id| ids.merged(id));
+        // No merge can join these records to an earlier capture any more: count what is done.
+        tracker.store.forget_prefixes();
+        tracker.table.settle(&mut tracker.store, end_ns);
+        let referenced: std::collections::HashSet<usize> = tracker.table.live_slots().collect();
+        for slot in tracker.store.used_slots() {
+            if !referenced.contains(&slot) {
+                tracker.store.fold(slot, end_ns);
+            }
+        }
+        let (finished, live) = tracker.finish();
+
+        let mut files = self.files;
+        files.extend(later.files);
+        let mut skipped = self.skipped;
+        skipped.merge(&later.skipped);
+        Analysis {
+            files,
+            connections: finished.connections,
+            dropped: finished.tally,
+            servers: finished.servers,
+            not_kept: finished.not_kept,
+            live,
+            open: finished.open,
+            next_id: finished.next_id,
+            skipped,
+            options: self.options,
+        }
+    }
+
+    /// Counts the open records of an analysis that did not keep every record, as if its
+    /// capture ended here. Afterwards it cannot be merged with a later one.
+    pub fn settle(&mut self) {
+        if self.options.tracker.keep_connections || !self.options.tracker.mergeable {
+            return;
+        }
+        let end_ns = self.end_ns();
+        let finished = Finished {
+            connections: std::mem::take(&mut self.connections),
+            tally: self.dropped,
+            servers: self.servers.take(),
+            not_kept: self.not_kept,
+            open: std::mem::take(&mut self.open),
+            next_id: self.next_id,
+        };
+        let mut store = ConnectionStore::resume_folded(finished, false);
+        store.forget_prefixes();
+        let settled = store.finish(end_ns, &mut Vec::new());
+        self.connections = settled.connections;
+        self.dropped = settled.tally;
+        self.servers = settled.servers;
+        self.not_kept = settled.not_kept;
+        self.live = FlowTable::default();
+        self.options.tracker.mergeable = false;
     }
 
     /// When the capture ends: its latest packet.
@@ -264,7 +380,22 @@ pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, Re
         servers: finished.servers,
         not_kept: finished.not_kept,
         live,
+        open: finished.open,
+        next_id: finished.next_id,
         skipped,
         options,
     })
+}
+
+/// Analyses each file on its own, as a mergeable part, on up to `jobs` threads (0: one per
+/// core). Results come back in the order of `paths`.
+pub fn analyze_parts(paths: &[String], options: AnalyzeOptions, jobs: usize) -> Vec<Result<Analysis, ReadError>> {
+    use rayon::prelude::*;
+    let options = AnalyzeOptions { tracker: TrackerOptions { mergeable: true, ..options.tracker } };
+    let run = || paths.par_iter().map(|path| analyze(std::slice::from_ref(path), options)).collect();
+    match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
+        Ok(pool) => pool.install(run),
+        // No threads to be had: one after the other.
+        Err(_) => paths.iter().map(|path| analyze(std::slice::from_ref(path), options)).collect(),
+    }
 }

@@ -188,3 +188,13 @@ def test_cli_two_hosts_side_by_side(tmp_path):
     assert "Capture points" in out and "web1/dump.pcap" in out and "web2/dump.pcap" in out
     merged = json.loads(run_pcapq("analyze", "--merge", "--format", "json", str(tmp_path)).stdout)
     assert "capture_points" not in merged and len(merged["captures"]) == 4
+
+
+def test_cli_text_report_same_for_any_jobs(tmp_path):
+    packets = spanning_conversations()
+    paths = _ring(tmp_path / "ring", packets, [10, 20, 30])
+    outputs = {run_pcapq("analyze", "--jobs", str(j), *paths).stdout for j in (1, 2, 0)}
+    assert len(outputs) == 1
+    assert b"Connections" in outputs.pop()
+    bad = run_pcapq("analyze", "--jobs", "-1", *paths)
+    assert bad.returncode == 2

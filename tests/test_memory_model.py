@@ -96,8 +96,6 @@ def test_events_and_merging_need_the_records(tmp_path):
     path = write_pcap(tmp_path / "a.pcap", spanning_conversations())
     with pytest.raises(ValueError):
         pcapq.analyze([str(path)], keep_connections=False)
-    with pytest.raises(ValueError):
-        pcapq.analyze([str(path)], keep_connections=False, keep_events=False, mergeable=True)
     dropped = pcapq.analyze([str(path)], keep_connections=False, keep_events=False)
     # Only the connections with a problem are kept.
     with_problems = [c["id"] for c in pcapq.analyze([str(path)]).connections(problems_only=True)]

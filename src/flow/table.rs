@@ -205,11 +205,81 @@ impl FlowTable {
         self.finished.retain(|_, t| !is_forgotten(t.last_time_ns, t.state, now_ns));
     }
 
-    /// Every flow still remembered, in no particular order; a tombstone comes back as a flow
-    /// on its record's slot (the record's id: for analyses that keep every record).
-    pub fn into_flows(self) -> impl Iterator<Item = (FlowKey, Flow)> {
-        let revived = self.finished.into_iter().map(|(key, t)| (key, t.into_flow(t.record.id as usize)));
-        self.live.into_iter().chain(revived)
+    /// Every flow whose record the store kept, in no particular order (a tombstone comes back
+    /// as a flow on its record's slot), and the table of the tombstones of dropped records.
+    pub fn into_flows(self) -> (Vec<(FlowKey, Flow)>, FlowTable) {
+        let mut dropped = FlowTable::default();
+        let mut flows: Vec<(FlowKey, Flow)> = self.live.into_iter().collect();
+        for (key, t) in self.finished {
+            match t.record.slot() {
+                Some(slot) => flows.push((key, t.into_flow(slot))),
+                None => {
+                    dropped.finished.insert(key, t);
+                }
+            }
+        }
+        (flows, dropped)
+    }
+
+    /// Moves the records' slots: `renumbered` holds (old slot, new slot) of every record a
+    /// flow or tombstone refers to.
+    pub fn renumber(&mut self, renumbered: &[(usize, usize)]) {
+        if renumbered.is_empty() {
+            return;
+        }
+        let map: FxHashMap<usize, usize> = renumbered.iter().copied().collect();
+        for flow in self.live.values_mut() {
+            if let Some(&slot) = map.get(&flow.conn) {
+                flow.conn = slot;
+            }
+        }
+        for t in self.finished.values_mut() {
+            if let Some(slot) = t.record.slot() {
+                if let Some(&to) = map.get(&slot) {
+                    t.record.renumber(to);
+                }
+            }
+        }
+    }
+
+    /// Takes over the tombstones of dropped records of the capture that came next (their ids
+    /// moved by `id_of`); they replace what this table had on the same 4-tuple.
+    pub fn adopt_tombstones(&mut self, later: FlowTable, id_of: impl Fn(u64) -> u64) {
+        for (key, mut t) in later.finished {
+            t.record.id = id_of(t.record.id);
+            self.live.remove(&key);
+            self.finished.insert(key, t);
+        }
+    }
+
+    /// At the end of a merge: counts the records tombstones still keep (no merge can join them
+    /// any more), retires finished flows past their grace and forgets what is done.
+    pub fn settle(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+        for t in self.finished.values_mut() {
+            if let Some(slot) = t.record.slot() {
+                let tallied = store.fold(slot, now_ns);
+                t.record.fold(tallied);
+            }
+        }
+        let done: Vec<FlowKey> = self
+            .live
+            .iter()
+            .filter(|(_, f)| f.state.is_over() && now_ns - f.last_time_ns > CLOSED_GRACE_NS)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in done {
+            if let Some(flow) = self.live.remove(&key) {
+                let record = store.retire(flow.conn, now_ns);
+                self.finished.insert(key, Tombstone::of(&flow, record, flow.state));
+            }
+        }
+        self.sweep_forgotten_flows(store, now_ns);
+        self.sweep_finished(now_ns);
+    }
+
+    /// The record slots the hot table refers to.
+    pub fn live_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.live.values().map(|f| f.conn)
     }
 }
 

@@ -125,6 +125,25 @@ pub struct DirectionState {
     pub(crate) in_flight: InFlight,
 }
 
+impl DirectionState {
+    /// Moves every frame reference `offset` files on (a merge puts a later capture's files
+    /// after the earlier one's).
+    pub(crate) fn shift_files(&mut self, offset: u32) {
+        let shift = |f: &mut FrameRef| f.file += offset;
+        shift(&mut self.last_ack_at);
+        if let Some((_, f, _)) = self.last_packet.as_mut() {
+            shift(f);
+        }
+        if let Some(f) = self.first_handshake.as_mut() {
+            shift(f);
+        }
+        let len = usize::from(self.in_flight.len);
+        for sent in self.in_flight.segments.iter_mut().take(len) {
+            shift(&mut sent.first);
+        }
+    }
+}
+
 /// The tracker's working state for a connection that may still see packets.
 #[derive(Clone, Debug)]
 pub struct Flow {
@@ -182,7 +201,7 @@ impl Tracker {
         Tracker {
             options,
             table: FlowTable::default(),
-            store: ConnectionStore::new(options.keep_connections),
+            store: ConnectionStore::new(options.keep_connections, options.mergeable),
             segments_since_sweep: 0,
             last_full_sweep_ns: None,
             first_time_ns: None,
@@ -194,6 +213,15 @@ impl Tracker {
     pub fn resume(options: TrackerOptions, connections: Vec<Connection>, table: FlowTable) -> Tracker {
         let mut tracker = Tracker::new(options);
         tracker.store = ConnectionStore::resume(connections);
+        tracker.table = table;
+        tracker
+    }
+
+    /// A tracker that continues from a store and table made elsewhere (a merge of analyses
+    /// that did not keep every record).
+    pub fn resume_with(options: TrackerOptions, store: ConnectionStore, table: FlowTable) -> Tracker {
+        let mut tracker = Tracker::new(options);
+        tracker.store = store;
         tracker.table = table;
         tracker
     }
@@ -308,7 +336,11 @@ impl Tracker {
     /// the servers' statistics and the connections with a problem), and the table of flows
     /// still remembered.
     pub fn finish(self) -> (Finished, FlowTable) {
-        (self.store.finish(self.last_time_ns), self.table)
+        let mut renumbered = Vec::new();
+        let finished = self.store.finish(self.last_time_ns, &mut renumbered);
+        let mut table = self.table;
+        table.renumber(&renumbered);
+        (finished, table)
     }
 }
 

@@ -4,7 +4,7 @@ import os
 
 from typing import Any, Final, Protocol, TypedDict, final
 
-__all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "PcapqError", "CaptureError", "InternalError"]
+__all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "analyze_parts", "PcapqError", "CaptureError", "InternalError"]
 
 __version__: Final[str]
 JSON_SCHEMA_VERSION: Final[int]
@@ -125,10 +125,13 @@ class Analysis:
 
         `later` must come from ``analyze(..., mergeable=True)``. Connections spanning the
         boundary become one; file indices of `later` follow this one's. Both inputs are
-        used up (empty afterwards).
+        used up (empty afterwards). Both must keep every connection, or neither; an analysis
+        that did not keep them must be mergeable and not read yet (reading counts its open
+        connections as if its capture ended there).
 
         Raises:
-            ValueError: an analysis did not keep its connections, or `later` is not mergeable.
+            ValueError: one kept its connections and the other did not, `later` is not
+                mergeable, or an analysis without its connections was already read.
         """
 
     def write_json(
@@ -151,13 +154,25 @@ def analyze(
     keep_connections: keep every connection's record; off, a finished connection is only
         counted in the summary, so memory follows the connections live at once.
     keep_events: keep each connection's events (needed for JSON; needs keep_connections).
-    mergeable: keep what `Analysis.merge` needs to join this onto the capture before
-        (needs keep_connections).
+    mergeable: keep what `Analysis.merge` needs to join this onto the capture before.
+        Without keep_connections, the records of connections live at the end or able to
+        join the capture before are kept uncounted until the analysis is first read.
 
     Raises:
-        ValueError: keep_events or mergeable without keep_connections.
-
-    Raises:
+        ValueError: keep_events without keep_connections.
         CaptureError: a file cannot be opened or is not a capture.
+        InternalError: a bug in pcapq's core.
+    """
+
+def analyze_parts(
+    paths: list[str], *, jobs: int = 0, keep_connections: bool = True, keep_events: bool = True
+) -> list[Analysis]:
+    """Analyses each file on its own as a mergeable part, on `jobs` threads (0: one per core),
+    with the GIL released. The parts come back in the order of `paths`; join them in time
+    order with `Analysis.merge`.
+
+    Raises:
+        ValueError: keep_events without keep_connections.
+        CaptureError: the first file (in order) that cannot be opened or is not a capture.
         InternalError: a bug in pcapq's core.
     """

@@ -88,7 +88,14 @@ output_option = click.option(
     is_flag=True,
     help="Analyse every file as one capture, in order of first packet, instead of one capture per capture point.",
 )
-def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool, merge: bool) -> None:
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Files analysed at once, one per thread  [default: 0, one per core].",
+)
+def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool, merge: bool, jobs: int) -> None:
     """Say what went wrong in the captures, then summarise every TCP connection.
 
     FILE is a pcap or pcapng capture, optionally gzip-compressed, a directory (every
@@ -104,6 +111,7 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
       $ pcapq analyze ring.pcap0 ring.pcap1 ring.pcap2
       $ pcapq analyze 'web1/*.pcap' 'web2/*.pcap'        two hosts, side by side
       $ pcapq analyze --merge captures/                 everything as one capture
+      $ pcapq analyze --jobs 4 'ring/*.pcap*'           four files at a time
       $ pcapq analyze --format json -o report.json dump.pcap.gz
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
 
@@ -121,7 +129,7 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         _fail(str(e), ExitCode.UNREADABLE)
     _refuse_overwriting_inputs(tuple(paths), output)
     try:
-        points = analyze_points(paths, merge=merge, keep_connections=fmt == "json")
+        points = analyze_points(paths, merge=merge, keep_connections=fmt == "json", jobs=jobs)
     except _core.CaptureError as e:
         _fail(e.args[0], ExitCode.UNREADABLE)
 

@@ -42,15 +42,21 @@ def analyze_points(
     *,
     merge: bool = False,
     keep_connections: bool = False,
+    jobs: int = 0,
 ) -> list[PointAnalysis]:
     """Every capture point among `paths`, analysed. One file is one plain analysis; several
-    are analysed one part per file, grouped, and joined. Raises _core.CaptureError."""
+    are analysed one part per file on `jobs` threads (0: every core), grouped, and joined.
+    `keep_connections` keeps every connection and its events (JSON). Raises
+    _core.CaptureError."""
     if len(paths) == 1:
         analysis = _core.analyze(list(paths), keep_connections=keep_connections, keep_events=keep_connections)
         return [PointAnalysis(group([file_times(paths[0], analysis)])[0], analysis)]
-    parts = {
-        path: _core.analyze([path], keep_connections=True, keep_events=keep_connections, mergeable=True)
-        for path in paths
-    }
+    found = _core.analyze_parts(list(paths), jobs=jobs, keep_connections=keep_connections, keep_events=keep_connections)
+    return join_parts(dict(zip(paths, found)), paths, merge)
+
+
+def join_parts(parts: dict[str, _core.Analysis], paths: Sequence[str], merge: bool) -> list[PointAnalysis]:
+    """Groups the parts (one per path, analysed with mergeable=True) into capture points and
+    joins each point's parts in time order."""
     points = group([file_times(p, parts[p]) for p in paths], merge=merge)
     return [join(point, parts) for point in points]
