@@ -101,6 +101,8 @@ pub struct Analysis {
     pub open: Vec<Connection>,
     /// The id the next connection would get.
     pub next_id: u64,
+    /// Connections finalised early because more than `max_live` were live at once.
+    pub evicted: u64,
     pub skipped: SkipCounts,
     pub options: AnalyzeOptions,
 }
@@ -158,7 +160,8 @@ impl Analysis {
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
         let next_id = finished.connections.len() as u64;
-        Ok(Analysis { files, connections: finished.connections, live, next_id, skipped, options: self.options, ..Analysis::default() })
+        let evicted = self.evicted + later.evicted;
+        Ok(Analysis { files, connections: finished.connections, live, next_id, evicted, skipped, options: self.options, ..Analysis::default() })
     }
 
     /// Merges analyses that counted finished connections instead of keeping them: the open
@@ -214,6 +217,7 @@ impl Analysis {
             live,
             open: finished.open,
             next_id: finished.next_id,
+            evicted: self.evicted + later.evicted,
             skipped,
             options: self.options,
         }
@@ -310,6 +314,12 @@ impl Analysis {
                 ));
             }
         }
+        if self.evicted > 0 {
+            out.push(format!(
+                "{} connections were finalised early, the longest idle first, to keep at most {} live at once (--max-connections); a later packet of one of them starts a new, partial connection",
+                self.evicted, self.options.tracker.max_live
+            ));
+        }
         if self.not_kept > 0 {
             out.push(format!(
                 "{} more connections with a problem were counted but not kept (at most {} are)",
@@ -372,8 +382,10 @@ pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, Re
             stop,
         });
     }
+    let evicted = tracker.evicted;
     let (finished, live) = tracker.finish();
     Ok(Analysis {
+        evicted,
         files,
         connections: finished.connections,
         dropped: finished.tally,

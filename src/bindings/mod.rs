@@ -440,12 +440,14 @@ impl Write for PyTextWriter<'_> {
 /// connections are only counted: memory follows the live ones); `keep_events` keeps their
 /// events; `mergeable` keeps what `Analysis.merge` needs to join this analysis onto the one of
 /// the capture before (without `keep_connections`: the records of connections live at the end
-/// or able to join the capture before, counted when the analysis is first read). Raises
-/// CaptureError if a file cannot be opened or is not a capture.
+/// or able to join the capture before, counted when the analysis is first read).
+/// `max_connections` (0: no limit) caps the connections live at once: beyond it the
+/// longest idle are finalised early, counted in a warning. Raises CaptureError if a file
+/// cannot be opened or is not a capture.
 #[pyfunction]
-#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false))]
-fn analyze(py: Python<'_>, paths: Vec<String>, keep_connections: bool, keep_events: bool, mergeable: bool) -> PyResult<Analysis> {
-    let options = analyze_options(keep_connections, keep_events, mergeable)?;
+#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false, max_connections = 0))]
+fn analyze(py: Python<'_>, paths: Vec<String>, keep_connections: bool, keep_events: bool, mergeable: bool, max_connections: usize) -> PyResult<Analysis> {
+    let options = analyze_options(keep_connections, keep_events, mergeable, max_connections)?;
     let result = py.allow_threads(|| catch(|| analysis::analyze(&paths, options)))?;
     match result {
         Ok(inner) => Ok(Analysis::of(inner)),
@@ -453,11 +455,11 @@ fn analyze(py: Python<'_>, paths: Vec<String>, keep_connections: bool, keep_even
     }
 }
 
-fn analyze_options(keep_connections: bool, keep_events: bool, mergeable: bool) -> PyResult<AnalyzeOptions> {
+fn analyze_options(keep_connections: bool, keep_events: bool, mergeable: bool, max_live: usize) -> PyResult<AnalyzeOptions> {
     if !keep_connections && keep_events {
         return Err(pyo3::exceptions::PyValueError::new_err("keep_events needs keep_connections"));
     }
-    Ok(AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections } })
+    Ok(AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections, max_live } })
 }
 
 /// Analyses each file of `paths` on its own as a mergeable part (`analyze([path],
@@ -465,9 +467,16 @@ fn analyze_options(keep_connections: bool, keep_events: bool, mergeable: bool) -
 /// the parts in the order of `paths`, to be joined with `Analysis.merge`. Raises CaptureError
 /// for the first file (in order) that cannot be opened or is not a capture.
 #[pyfunction]
-#[pyo3(signature = (paths, *, jobs = 0, keep_connections = true, keep_events = true))]
-fn analyze_parts(py: Python<'_>, paths: Vec<String>, jobs: usize, keep_connections: bool, keep_events: bool) -> PyResult<Vec<Analysis>> {
-    let options = analyze_options(keep_connections, keep_events, true)?;
+#[pyo3(signature = (paths, *, jobs = 0, keep_connections = true, keep_events = true, max_connections = 0))]
+fn analyze_parts(
+    py: Python<'_>,
+    paths: Vec<String>,
+    jobs: usize,
+    keep_connections: bool,
+    keep_events: bool,
+    max_connections: usize,
+) -> PyResult<Vec<Analysis>> {
+    let options = analyze_options(keep_connections, keep_events, true, max_connections)?;
     let results = py.allow_threads(|| catch(|| analysis::analyze_parts(&paths, options, jobs)))?;
     results.into_iter().map(|r| r.map(Analysis::of).map_err(|e| errors::capture_error(&e))).collect()
 }

@@ -200,6 +200,23 @@ impl FlowTable {
         });
     }
 
+    /// Finalises the `n` flows idle longest: their records are retired, the flows forgotten
+    /// (no tombstone: that would be memory again). Returns how many.
+    pub fn evict_idlest(&mut self, store: &mut ConnectionStore, n: usize, now_ns: i64) -> usize {
+        let mut idle: Vec<(i64, FlowKey)> = self.live.iter().map(|(k, f)| (f.last_time_ns, *k)).collect();
+        let n = n.min(idle.len());
+        if n == 0 {
+            return 0;
+        }
+        idle.select_nth_unstable_by_key(n - 1, |(t, _)| *t);
+        for (_, key) in idle.iter().take(n) {
+            if let Some(flow) = self.live.remove(key) {
+                store.retire(flow.conn, now_ns);
+            }
+        }
+        n
+    }
+
     /// Forgets the tombstones that `is_forgotten` says are done.
     pub fn sweep_finished(&mut self, now_ns: i64) {
         self.finished.retain(|_, t| !is_forgotten(t.last_time_ns, t.state, now_ns));
@@ -283,9 +300,20 @@ impl FlowTable {
     }
 }
 
-/// A connection that is over (or was never answered) and idle for `LINGER_NS` is forgotten:
-/// a later segment on its 4-tuple starts a new connection.
+/// An established connection silent this long is dead by the kernel's own keepalive: the
+/// first probe after net.ipv4.tcp_keepalive_time (7200 s), then net.ipv4.tcp_keepalive_probes
+/// (9) unanswered probes net.ipv4.tcp_keepalive_intvl (75 s) apart (Linux v6.6
+/// net/ipv4/tcp_timer.c: tcp_keepalive_timer()). Without keepalive the kernel keeps it; a
+/// capture cannot tell, and memory must not grow with every silent connection.
+pub const ESTABLISHED_IDLE_NS: i64 = (7200 + 9 * 75) * 1_000_000_000;
+
+/// A connection that is over (or was never answered) and idle for `LINGER_NS`, or established
+/// and idle for `ESTABLISHED_IDLE_NS`, is forgotten: a later segment on its 4-tuple starts a
+/// new connection.
 pub fn is_forgotten(last_time_ns: i64, state: ConnState, now_ns: i64) -> bool {
-    let lingering = !matches!(state, ConnState::Established | ConnState::Closing);
-    lingering && now_ns - last_time_ns > LINGER_NS
+    let idle = now_ns - last_time_ns;
+    match state {
+        ConnState::Established | ConnState::Closing => idle > ESTABLISHED_IDLE_NS,
+        _ => idle > LINGER_NS,
+    }
 }

@@ -37,11 +37,14 @@ pub struct TrackerOptions {
     /// Keep every connection's record. Off, a finished connection is counted in the summary
     /// and its record dropped (events and merging need the records).
     pub keep_connections: bool,
+    /// At most this many connections in the hot table (0: no limit). When a new connection
+    /// finds it full, the longest-idle eighth is finalised early (`Tracker::evicted`).
+    pub max_live: usize,
 }
 
 impl Default for TrackerOptions {
     fn default() -> Self {
-        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true }
+        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true, max_live: 0 }
     }
 }
 
@@ -194,6 +197,8 @@ pub struct Tracker {
     first_time_ns: Option<i64>,
     /// The latest capture time seen: where the capture ends, for verdicts.
     last_time_ns: i64,
+    /// Connections finalised early because the hot table held `max_live`.
+    pub evicted: u64,
 }
 
 impl Tracker {
@@ -206,6 +211,7 @@ impl Tracker {
             last_full_sweep_ns: None,
             first_time_ns: None,
             last_time_ns: i64::MIN,
+            evicted: 0,
         }
     }
 
@@ -271,6 +277,9 @@ impl Tracker {
             }
             None => None,
         };
+        if self.options.max_live > 0 && self.table.live_len() >= self.options.max_live {
+            self.make_room(time_ns);
+        }
         let (conn_index, side) = self.open_connection(seg, at, time_ns, follows);
         let client_is_low = source_is_low == (side == Side::Client);
         let mut flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
@@ -329,6 +338,23 @@ impl Tracker {
             self.last_full_sweep_ns = Some(now_ns);
             self.table.sweep_forgotten_flows(&mut self.store, now_ns);
             self.table.sweep_finished(now_ns);
+        }
+    }
+
+    /// The hot table is full: retires what is finished or forgotten, and if that is not
+    /// enough, finalises the longest-idle eighth of the live connections as they stand
+    /// (counted like connections still open at the end; later packets of theirs start new,
+    /// partial connections). A batch, so that the scan is paid once per `max_live / 8`
+    /// new connections.
+    fn make_room(&mut self, now_ns: i64) {
+        self.table.sweep_finished_flows(&mut self.store, now_ns);
+        self.table.sweep_forgotten_flows(&mut self.store, now_ns);
+        let max = self.options.max_live;
+        let room_for = (max / 8).max(1);
+        let target = max.saturating_sub(room_for);
+        let live = self.table.live_len();
+        if live > target {
+            self.evicted += self.table.evict_idlest(&mut self.store, live - target, now_ns) as u64;
         }
     }
 
@@ -1552,7 +1578,7 @@ mod tests {
 
     #[test]
     fn test_closed_retired_after_grace_then_late_rst_revives_and_counts_once() {
-        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false };
+        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false, max_live: 0 };
         let mut w = closed_connection(options);
         w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 300 * MS);
         assert_eq!(w.tracker.live_connections(), 1, "still within the grace period");

@@ -147,7 +147,12 @@ class Analysis:
         """
 
 def analyze(
-    paths: list[str], *, keep_connections: bool = True, keep_events: bool = True, mergeable: bool = False
+    paths: list[str],
+    *,
+    keep_connections: bool = True,
+    keep_events: bool = True,
+    mergeable: bool = False,
+    max_connections: int = 0,
 ) -> Analysis:
     """Reads the captures in order, as one capture ("-" is stdin), and rebuilds every TCP connection.
 
@@ -157,6 +162,8 @@ def analyze(
     mergeable: keep what `Analysis.merge` needs to join this onto the capture before.
         Without keep_connections, the records of connections live at the end or able to
         join the capture before are kept uncounted until the analysis is first read.
+    max_connections: at most this many connections live at once (0: no limit); beyond it the
+        longest idle are finalised early and a warning says how many.
 
     Raises:
         ValueError: keep_events without keep_connections.
@@ -165,7 +172,12 @@ def analyze(
     """
 
 def analyze_parts(
-    paths: list[str], *, jobs: int = 0, keep_connections: bool = True, keep_events: bool = True
+    paths: list[str],
+    *,
+    jobs: int = 0,
+    keep_connections: bool = True,
+    keep_events: bool = True,
+    max_connections: int = 0,
 ) -> list[Analysis]:
     """Analyses each file on its own as a mergeable part, on `jobs` threads (0: one per core),
     with the GIL released. The parts come back in the order of `paths`; join them in time

@@ -95,7 +95,23 @@ output_option = click.option(
     default=0,
     help="Files analysed at once, one per thread  [default: 0, one per core].",
 )
-def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool, merge: bool, jobs: int) -> None:
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="N",
+    help="At most N connections live at once per file; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
+)
+def analyze(
+    files: tuple[str, ...],
+    fmt: str,
+    output: str,
+    pretty: bool,
+    no_color: bool,
+    merge: bool,
+    jobs: int,
+    max_connections: int,
+) -> None:
     """Say what went wrong in the captures, then summarise every TCP connection.
 
     FILE is a pcap or pcapng capture, optionally gzip-compressed, a directory (every
@@ -129,7 +145,9 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         _fail(str(e), ExitCode.UNREADABLE)
     _refuse_overwriting_inputs(tuple(paths), output)
     try:
-        points = analyze_points(paths, merge=merge, keep_connections=fmt == "json", jobs=jobs)
+        points = analyze_points(
+            paths, merge=merge, keep_connections=fmt == "json", jobs=jobs, max_connections=max_connections
+        )
     except _core.CaptureError as e:
         _fail(e.args[0], ExitCode.UNREADABLE)
 

@@ -43,15 +43,17 @@ def analyze_points(
     merge: bool = False,
     keep_connections: bool = False,
     jobs: int = 0,
+    max_connections: int = 0,
 ) -> list[PointAnalysis]:
     """Every capture point among `paths`, analysed. One file is one plain analysis; several
     are analysed one part per file on `jobs` threads (0: every core), grouped, and joined.
-    `keep_connections` keeps every connection and its events (JSON). Raises
-    _core.CaptureError."""
+    `keep_connections` keeps every connection and its events (JSON); `max_connections` caps
+    the connections live at once in each file (0: no limit). Raises _core.CaptureError."""
+    options = dict(keep_connections=keep_connections, keep_events=keep_connections, max_connections=max_connections)
     if len(paths) == 1:
-        analysis = _core.analyze(list(paths), keep_connections=keep_connections, keep_events=keep_connections)
+        analysis = _core.analyze(list(paths), **options)
         return [PointAnalysis(group([file_times(paths[0], analysis)])[0], analysis)]
-    found = _core.analyze_parts(list(paths), jobs=jobs, keep_connections=keep_connections, keep_events=keep_connections)
+    found = _core.analyze_parts(list(paths), jobs=jobs, **options)
     return join_parts(dict(zip(paths, found)), paths, merge)
 
 
