@@ -11,13 +11,13 @@ use crate::flow::store::{ConnectionStore, Finished};
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct AnalyzeOptions {
     pub tracker: TrackerOptions,
 }
 
 /// What one input file held and how reading it ended.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FileReport {
     pub path: String,
     pub format: Option<Format>,
@@ -35,7 +35,7 @@ pub struct FileReport {
 }
 
 /// Counts of frames that were not usable TCP segments, by reason.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SkipCounts {
     counts: Vec<(Skip, u64)>,
 }
@@ -81,7 +81,7 @@ impl SkipCounts {
 }
 
 /// The result of analysing one capture (one or more time-adjacent files).
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Analysis {
     pub files: Vec<FileReport>,
     /// Every connection in order of its first packet (`keep_connections` on), or only those
@@ -331,6 +331,46 @@ impl Analysis {
             out.push(format!("{n} packets of link type {linktype} ({}) were not decoded", CaptureReader::linktype_name(linktype)));
         }
         out
+    }
+}
+
+/// Serialised analyses (`Analysis::to_bytes`) start with this.
+const PART_MAGIC: &[u8; 8] = b"PCAPQPRT";
+/// The layout of the serialised analysis; bumped whenever a serialised type changes.
+pub const PART_FORMAT: u16 = 1;
+
+impl Analysis {
+    /// The analysis as bytes, for another process to merge: `PART_MAGIC`, `PART_FORMAT`
+    /// (u16, little-endian), the pcapq version (one length byte, then UTF-8), then the
+    /// analysis in postcard's compact binary form.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+        let version = env!("CARGO_PKG_VERSION").as_bytes();
+        let mut out = Vec::with_capacity(64 * 1024);
+        out.extend_from_slice(PART_MAGIC);
+        out.extend_from_slice(&PART_FORMAT.to_le_bytes());
+        out.push(version.len() as u8);
+        out.extend_from_slice(version);
+        postcard::to_io(self, &mut out).map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+
+    /// Reads what `to_bytes` wrote. Fails with a sentence on anything else, or on bytes
+    /// written by a pcapq with another `PART_FORMAT`.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Analysis, String> {
+        let not_ours = || "not a serialised pcapq analysis".to_string();
+        let rest = bytes.strip_prefix(PART_MAGIC.as_slice()).ok_or_else(not_ours)?;
+        let (format, rest) = rest.split_first_chunk::<2>().ok_or_else(not_ours)?;
+        let (len, rest) = rest.split_first().ok_or_else(not_ours)?;
+        let (version, body) = rest.split_at_checked(usize::from(*len)).ok_or_else(not_ours)?;
+        let format = u16::from_le_bytes(*format);
+        if format != PART_FORMAT {
+            return Err(format!(
+                "this analysis was serialised by pcapq {} (format {format}); this is pcapq {} (format {PART_FORMAT}): run the same pcapq version everywhere",
+                String::from_utf8_lossy(version),
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        postcard::from_bytes(body).map_err(|e| format!("damaged serialised analysis: {e}"))
     }
 }
 

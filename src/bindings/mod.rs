@@ -241,6 +241,27 @@ impl Analysis {
         Ok(Analysis::of(inner))
     }
 
+    /// The analysis as compact, versioned bytes (for another process to merge); see
+    /// `from_bytes`. Does not use it up.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let inner = &self.inner;
+        let bytes = py.allow_threads(|| catch(|| inner.to_bytes()))?.map_err(internal_error)?;
+        Ok(pyo3::types::PyBytes::new(py, &bytes))
+    }
+
+    /// The analysis `to_bytes` serialised. Raises ValueError for other bytes, or bytes from a
+    /// pcapq with another serialisation format.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Analysis> {
+        let inner = py.allow_threads(|| catch(|| analysis::Analysis::from_bytes(data)))?.map_err(pyo3::exceptions::PyValueError::new_err)?;
+        Ok(Analysis::of(inner))
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, pyo3::types::PyBytes>,))> {
+        let from_bytes = py.get_type::<Analysis>().getattr("from_bytes")?;
+        Ok((from_bytes, (self.to_bytes(py)?,)))
+    }
+
     /// Writes the JSON document (docs/json.md) to `target`: a path, which the core writes
     /// itself, or a text file object, given chunks of 1 MiB. An exception raised by
     /// `target.write` (BrokenPipeError, a full disk) propagates as it was raised.

@@ -12,7 +12,7 @@ use crate::flow::{Endpoint, Side};
 /// Handshake gaps kept per server to take medians from.
 const MAX_GAP_SAMPLES: usize = 4096;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ServerStats {
     pub server: Endpoint,
     pub connections: u64,
@@ -92,7 +92,7 @@ pub struct PortPressure {
 }
 
 /// Every server's stats, filled one connection at a time.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ServerBook {
     servers: FxHashMap<Endpoint, ServerStats>,
     /// Per (client address, server endpoint): when each connection began, and when its port

@@ -31,7 +31,7 @@ pub struct Finished {
 /// What is left of a record when its connection leaves the hot table: its id, its slot when
 /// the store keeps the record (every record kept, or one a merge may still join), and what
 /// the tally counted for it (when it was dropped).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Retired {
     pub id: u64,
     pub tallied: Marks,

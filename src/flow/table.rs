@@ -25,7 +25,7 @@ pub const CLOSED_GRACE_NS: i64 = 500_000_000;
 pub const LINGER_NS: i64 = 120 * 1_000_000_000;
 
 /// What is kept of a finished connection's state.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Tombstone {
     record: Retired,
     last_time_ns: i64,
@@ -36,7 +36,7 @@ struct Tombstone {
 }
 
 /// Per-direction booleans of a tombstone, as bits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct TombstoneFlags(u8);
 
 impl TombstoneFlags {
@@ -91,6 +91,7 @@ impl Tombstone {
     }
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct FlowTable {
     live: FxHashMap<FlowKey, Flow>,
     finished: FxHashMap<FlowKey, Tombstone>,

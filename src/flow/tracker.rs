@@ -28,7 +28,7 @@ const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
 /// Segments remembered per direction to number retransmission attempts.
 const MAX_IN_FLIGHT: usize = 4;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TrackerOptions {
     /// Keep each connection's event list (JSON, timelines). Off, only counts are kept.
     pub keep_events: bool,
@@ -54,7 +54,7 @@ impl Default for TrackerOptions {
 const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
 
 /// One segment sent and not yet acknowledged, remembered to number its retransmissions.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct SentSegment {
     seq: SeqNumber,
     end: SeqNumber,
@@ -66,7 +66,7 @@ pub(crate) struct SentSegment {
 
 /// The last `MAX_IN_FLIGHT` segments sent and not yet acknowledged, oldest first, kept inline
 /// (no allocation per connection).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct InFlight {
     segments: [SentSegment; MAX_IN_FLIGHT],
     len: u8,
@@ -106,7 +106,7 @@ impl InFlight {
 }
 
 /// What the tracker knows about one direction of a live connection.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct DirectionState {
     /// Highest sequence number sent plus one (SYN and FIN count one), Wireshark's nextseq.
     pub(crate) next_seq: Option<SeqNumber>,
@@ -148,7 +148,7 @@ impl DirectionState {
 }
 
 /// The tracker's working state for a connection that may still see packets.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Flow {
     /// Index of the connection's record in `Tracker::connections`.
     pub conn: usize,

@@ -2,7 +2,7 @@
 
 import os
 
-from typing import Any, Final, Protocol, TypedDict, final
+from typing import Any, Callable, Final, Protocol, TypedDict, final
 
 __all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "analyze_parts", "PcapqError", "CaptureError", "InternalError"]
 
@@ -134,6 +134,20 @@ class Analysis:
                 mergeable, or an analysis without its connections was already read.
         """
 
+    def to_bytes(self) -> bytes:
+        """The analysis as compact, versioned bytes, for another process to merge (a Dask
+        worker's partial result). Pickling uses the same bytes."""
+
+    @staticmethod
+    def from_bytes(data: bytes) -> Analysis:
+        """The analysis `to_bytes` serialised.
+
+        Raises:
+            ValueError: not a serialised analysis, damaged, or written by a pcapq with
+                another serialisation format (the message names both versions).
+        """
+
+    def __reduce__(self) -> tuple[Callable[[bytes], Analysis], tuple[bytes]]: ...
     def write_json(
         self, target: str | os.PathLike[str] | _TextFile, pretty: bool = False, extra: str | None = None
     ) -> None:

@@ -102,6 +102,11 @@ output_option = click.option(
     metavar="N",
     help="At most N connections live at once per file; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
 )
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="Analyse one file per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
+)
 def analyze(
     files: tuple[str, ...],
     fmt: str,
@@ -111,6 +116,7 @@ def analyze(
     merge: bool,
     jobs: int,
     max_connections: int,
+    scheduler: str | None,
 ) -> None:
     """Say what went wrong in the captures, then summarise every TCP connection.
 
@@ -128,13 +134,15 @@ def analyze(
       $ pcapq analyze 'web1/*.pcap' 'web2/*.pcap'        two hosts, side by side
       $ pcapq analyze --merge captures/                 everything as one capture
       $ pcapq analyze --jobs 4 'ring/*.pcap*'           four files at a time
+      $ pcapq analyze --scheduler tcp://10.0.0.5:8786 /shared/cap/   one task per file
       $ pcapq analyze --format json -o report.json dump.pcap.gz
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
 
     \b
     Exit codes: 0 analysed; 2 usage error; 3 a capture could not be read (or a pattern or
     directory holds none); 4 a capture is damaged (analysed up to the damage); 5 no TCP in
-    the capture; 70 a bug in pcapq; 74 the report could not be written.
+    the capture; 69 --scheduler: dask missing or the scheduler unreachable; 70 a bug in
+    pcapq; 74 the report could not be written.
     """
     from pcapq.inputs import InputError, expand
     from pcapq.points import analyze_points
@@ -144,10 +152,22 @@ def analyze(
     except InputError as e:
         _fail(str(e), ExitCode.UNREADABLE)
     _refuse_overwriting_inputs(tuple(paths), output)
+    if scheduler and "-" in paths:
+        _fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
     try:
-        points = analyze_points(
-            paths, merge=merge, keep_connections=fmt == "json", jobs=jobs, max_connections=max_connections
-        )
+        if scheduler:
+            from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
+
+            try:
+                points = analyze_on_cluster(
+                    paths, scheduler, merge=merge, keep_connections=fmt == "json", max_connections=max_connections
+                )
+            except ClusterUnavailable as e:
+                _fail(str(e), ExitCode.UNAVAILABLE)
+        else:
+            points = analyze_points(
+                paths, merge=merge, keep_connections=fmt == "json", jobs=jobs, max_connections=max_connections
+            )
     except _core.CaptureError as e:
         _fail(e.args[0], ExitCode.UNREADABLE)
 
