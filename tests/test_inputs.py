@@ -198,3 +198,38 @@ def test_cli_text_report_same_for_any_jobs(tmp_path):
     assert b"Connections" in outputs.pop()
     bad = run_pcapq("analyze", "--jobs", "-1", *paths)
     assert bad.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "write, options",
+    [
+        (write_pcap, {}),
+        (write_pcap, {"gzip": True}),
+        (write_pcap, {"big_endian": True}),
+        (write_pcap, {"nano": True}),
+        (write_pcapng, {}),
+        (write_pcapng, {"tsresol": 9, "big_endian": True}),
+        (write_pcapng, {"block": "opb"}),
+        (write_pcapng, {"gzip": True}),
+    ],
+)
+def test_first_packet_time_read_from_the_head_equals_the_core(tmp_path, write, options):
+    from pcapq.inputs import first_packet_time
+
+    path = write(tmp_path / "a.cap", spanning_conversations()[3:], **options)
+    (info,) = pcapq.analyze([str(path)]).captures()
+    assert first_packet_time(str(path)) == pytest.approx(info["first_time"], abs=1e-6)
+
+
+def test_ring_that_wrapped_is_joined_in_time_order(tmp_path):
+    # tcpdump -W 3 after wrapping: dump.pcap2 holds the oldest packets, dump.pcap0 the newest.
+    packets = spanning_conversations()
+    n = len(packets)
+    ring = tmp_path / "ring"
+    ring.mkdir()
+    names = ["dump.pcap2", "dump.pcap0", "dump.pcap1"]
+    paths = [str(write_pcap(ring / name, packets[i * n // 3 : (i + 1) * n // 3])) for i, name in enumerate(names)]
+    one_run = _doc(pcapq.analyze(paths))
+    doc = json.loads(run_pcapq("analyze", "--format", "json", str(ring)).stdout)
+    assert [c["path"] for c in doc["captures"]] == paths
+    assert doc["connections"] == one_run["connections"]

@@ -67,31 +67,54 @@ def _group_key(path: str) -> tuple[str, str]:
     return (os.path.dirname(os.path.abspath(path)) if path != "-" else "", stem(path))
 
 
-def _by_time(files: Sequence[FileTimes]) -> list[FileTimes]:
-    # Files without packets sort by name among their group, after none in particular.
-    return sorted(files, key=lambda f: (f.first_time is None, f.first_time or 0.0, f.path))
-
-
 def group(files: Sequence[FileTimes], merge: bool = False) -> list[CapturePoint]:
     """The capture points of `files`, each with its files in time order; points in order of
     their first file on the command line."""
-    if merge or len(files) <= 1:
-        return [CapturePoint(_common_name(files), _by_time(files))]
-    groups: dict[tuple[str, str], list[FileTimes]] = {}
-    for f in files:
-        groups.setdefault(_group_key(f.path), []).append(f)
-    points: list[CapturePoint] = []
-    for members in groups.values():
-        chains: list[CapturePoint] = []
-        for f in _by_time(members):
-            chain = _chain_for(chains, f)
-            if chain is None:
-                chain = CapturePoint("")
-                chains.append(chain)
-            chain.files.append(f)
-        points.extend(chains)
-    _name(points)
-    return points
+    grouper = Grouper(merge)
+    for f in processing_order(files, [f.first_time for f in files], merge):
+        grouper.add(f)
+    return grouper.points()
+
+
+def processing_order(items: Sequence, first_times: Sequence[Optional[float]], merge: bool = False) -> list:
+    """`items` (one per file, with the file's first packet time) in the order `Grouper.add`
+    must see them: name groups in order of their first file on the command line, each in time
+    order (files without packets last)."""
+    groups: dict[tuple[str, str], list[tuple]] = {}
+    for i, (item, first) in enumerate(zip(items, first_times)):
+        path = item if isinstance(item, str) else item.path
+        key = ("", "") if merge else _group_key(path)
+        groups.setdefault(key, []).append((first is None, first or 0.0, path, i, item))
+    return [entry[-1] for members in groups.values() for entry in sorted(members, key=lambda e: e[:4])]
+
+
+class Grouper:
+    """Assigns files to capture points one at a time, in `processing_order`."""
+
+    def __init__(self, merge: bool = False) -> None:
+        self.merge = merge
+        self.groups: dict[tuple[str, str], list[CapturePoint]] = {}
+
+    def add(self, f: FileTimes) -> tuple[CapturePoint, bool]:
+        """The point `f` joins, and whether it is a new one."""
+        key = ("", "") if self.merge else _group_key(f.path)
+        chains = self.groups.setdefault(key, [])
+        chain = (chains[0] if chains else None) if self.merge else _chain_for(chains, f)
+        new = chain is None
+        if chain is None:
+            chain = CapturePoint("")
+            chains.append(chain)
+        chain.files.append(f)
+        return chain, new
+
+    def points(self) -> list[CapturePoint]:
+        points = [p for chains in self.groups.values() for p in chains]
+        if self.merge or len(points) == 1:
+            for p in points:
+                p.name = _common_name(p.files)
+        else:
+            _name(points)
+        return points
 
 
 def _chain_for(chains: list[CapturePoint], f: FileTimes) -> Optional[CapturePoint]:

@@ -15,7 +15,7 @@ import os
 from typing import Sequence
 
 from pcapq import _core
-from pcapq.points import PointAnalysis, join_parts
+from pcapq.points import PointAnalysis, join_parts, planned
 
 # How long to wait for the scheduler to answer before giving up.
 CONNECT_TIMEOUT_S = 30
@@ -25,7 +25,7 @@ class ClusterUnavailable(Exception):
     """dask.distributed is not installed, or the scheduler cannot be reached."""
 
 
-def analyze_part(path: str, keep_connections: bool, max_connections: int) -> bytes | tuple:
+def analyze_part(path: str, keep_connections: bool, keep_events: bool, max_connections: int) -> bytes | tuple:
     """The task a worker runs: one file as a mergeable part, serialised; or, for a file that
     cannot be read, the CaptureError's arguments (the client raises it again: the exception
     class itself does not survive the trip)."""
@@ -33,7 +33,7 @@ def analyze_part(path: str, keep_connections: bool, max_connections: int) -> byt
         part = _core.analyze(
             [path],
             keep_connections=keep_connections,
-            keep_events=keep_connections,
+            keep_events=keep_events,
             mergeable=True,
             max_connections=max_connections,
         )
@@ -48,6 +48,7 @@ def analyze_on_cluster(
     *,
     merge: bool = False,
     keep_connections: bool = False,
+    keep_events: bool = False,
     max_connections: int = 0,
 ) -> list[PointAnalysis]:
     """Every capture point among `paths`, analysed one task per file on the cluster behind
@@ -56,7 +57,7 @@ def analyze_on_cluster(
         from distributed import Client
     except ImportError as e:
         raise ClusterUnavailable("--scheduler needs dask.distributed: pip install 'pcapq[dask]'") from e
-    absolute = [os.path.abspath(p) for p in paths]
+    order = planned(paths, merge)
     try:
         client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
@@ -64,15 +65,21 @@ def analyze_on_cluster(
     with client:
         futures = client.map(
             analyze_part,
-            absolute,
+            [os.path.abspath(p) for p in order],
             keep_connections=keep_connections,
+            keep_events=keep_events,
             max_connections=max_connections,
             pure=False,
         )
-        serialised = client.gather(futures)
-    for result in serialised:
-        if isinstance(result, tuple):
-            raise _core.CaptureError(*result)
-    parts = {path: _core.Analysis.from_bytes(data) for path, data in zip(paths, serialised)}
-    # The parts name the files as the workers opened them; the report names them as given.
-    return join_parts(parts, paths, merge)
+
+        def parts():
+            # In join order, one at a time: the client holds one serialised part at once,
+            # the others wait on their workers.
+            for path, future in zip(order, futures):
+                result = future.result()
+                future.release()
+                if isinstance(result, tuple):
+                    raise _core.CaptureError(*result)
+                yield path, _core.Analysis.from_bytes(result)
+
+        return join_parts(parts(), merge)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import gzip
 import os
+import struct
 from typing import Iterable
 
 # First four bytes of a capture, in either byte order (pcap micro/nanosecond, pcapng SHB).
@@ -83,3 +84,89 @@ def expand(arguments: Iterable[str]) -> list[str]:
     if out.count("-") > 1:
         raise InputError("standard input ('-') can be read only once")
     return out
+
+
+def first_packet_time(path: str) -> float | None:
+    """The capture time of the file's first packet (epoch seconds), read from its first
+    records only; None for standard input, a file without packets or one that cannot be read
+    (the analysis reports why)."""
+    if path == "-":
+        return None
+    try:
+        with open(path, "rb") as raw:
+            if raw.read(2) == GZIP_MAGIC:
+                raw.seek(0)
+                with gzip.GzipFile(fileobj=raw) as f:
+                    return _first_time(f.read(_PEEK_BYTES))
+            raw.seek(0)
+            return _first_time(raw.read(_PEEK_BYTES))
+    except (OSError, EOFError, gzip.BadGzipFile, struct.error, ValueError):
+        return None
+
+
+# Enough for a pcapng section header, interface descriptions and the first packet block.
+_PEEK_BYTES = 1 << 16
+# Classic pcap magic as it appears in the file: byte order and timestamp units.
+_PCAP_MAGICS = {
+    "d4c3b2a1": ("<", 1e6),
+    "a1b2c3d4": (">", 1e6),
+    "4d3cb2a1": ("<", 1e9),
+    "a1b23c4d": (">", 1e9),
+}
+
+
+def _first_time(head: bytes) -> float | None:
+    magic = head[:4]
+    if magic.hex() in _PCAP_MAGICS:
+        endian, units = _PCAP_MAGICS[magic.hex()]
+        if len(head) < 40:
+            return None
+        seconds, fraction = struct.unpack(endian + "II", head[24:32])
+        return seconds + fraction / units
+    if magic == bytes.fromhex("0a0d0d0a"):
+        return _first_pcapng_time(head)
+    return None
+
+
+def _first_pcapng_time(head: bytes) -> float | None:
+    """First enhanced or obsolete packet block's time, with its interface's if_tsresol and
+    if_tsoffset (pcapng spec §4.2, §4.3)."""
+    endian = "<" if head[8:12] == bytes.fromhex("4d3c2b1a") else ">"
+    interfaces: list[tuple[float, int]] = []
+    at = 0
+    while at + 12 <= len(head):
+        block_type, length = struct.unpack_from(endian + "II", head, at)
+        if length < 12 or at + length > len(head):
+            return None
+        body = head[at + 8 : at + length - 4]
+        if block_type == 0x0A0D0D0A:
+            interfaces = []
+        elif block_type == 1:
+            interfaces.append(_interface_clock(body[8:], endian))
+        elif block_type in (6, 2) and len(body) >= 12:
+            interface, high, low = struct.unpack_from(endian + "III", body, 0)
+            if block_type == 2:
+                interface &= 0xFFFF
+            if interface >= len(interfaces):
+                return None
+            units, offset = interfaces[interface]
+            return ((high << 32) | low) / units + offset
+        at += length
+    return None
+
+
+def _interface_clock(options: bytes, endian: str) -> tuple[float, int]:
+    """(units per second, offset in seconds) from an interface description's options."""
+    units, offset, at = 1e6, 0, 0
+    while at + 4 <= len(options):
+        code, length = struct.unpack_from(endian + "HH", options, at)
+        value = options[at + 4 : at + 4 + length]
+        if code == 0:
+            break
+        if code == 9 and value:
+            resolution = value[0]
+            units = float(2 ** (resolution & 0x7F)) if resolution & 0x80 else float(10 ** resolution)
+        elif code == 14 and len(value) == 8:
+            offset = struct.unpack(endian + "q", value)[0]
+        at += 4 + length + (-length % 4)
+    return units, offset
