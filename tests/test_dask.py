@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import pcapq
-from conftest import run_pcapq
+from conftest import exit_for, run_pcapq
 from craft import write_pcap
 from pcapq import _core
 from test_merge import _busy_spanning_conversations, _document, spanning_conversations
@@ -43,7 +43,7 @@ def test_cluster_json_equals_one_process(tmp_path, cluster):
     paths = _ring(tmp_path, spanning_conversations(), 4)
     local = run_pcapq("analyze", "--format", "json", "--jobs", "1", *paths)
     remote = run_pcapq("analyze", "--format", "json", "--scheduler", cluster.scheduler_address, *paths)
-    assert local.returncode == 0 and remote.returncode == 0, remote.stderr.decode()
+    assert local.returncode == remote.returncode == exit_for(json.loads(local.stdout)), remote.stderr.decode()
     assert json.loads(remote.stdout) == json.loads(local.stdout)
     # And both equal one run over the files in order.
     assert json.loads(local.stdout)["connections"] == _document(pcapq.analyze(paths))["connections"]
@@ -53,7 +53,8 @@ def test_cluster_text_report_equals_one_process(tmp_path, cluster):
     paths = _ring(tmp_path, _busy_spanning_conversations(), 5)
     local = run_pcapq("analyze", *paths)
     remote = run_pcapq("analyze", "--scheduler", cluster.scheduler_address, *paths)
-    assert remote.returncode == 0, remote.stderr.decode()
+    assert remote.returncode == local.returncode == exit_for(json.loads(run_pcapq("analyze", "--format", "json", *paths).stdout))
+    assert not remote.stderr, remote.stderr.decode()
     assert remote.stdout == local.stdout
     assert b"Connections" in remote.stdout
 
@@ -66,7 +67,7 @@ def test_cluster_two_capture_points_side_by_side(tmp_path, cluster):
         write_pcap(tmp_path / host / "dump.pcap1", packets[30:])
     local = json.loads(run_pcapq("analyze", "--format", "json", str(tmp_path)).stdout)
     remote = run_pcapq("analyze", "--format", "json", "--scheduler", cluster.scheduler_address, str(tmp_path))
-    assert remote.returncode == 0, remote.stderr.decode()
+    assert remote.returncode == exit_for(local), remote.stderr.decode()
     assert json.loads(remote.stdout) == local
     assert [p["name"] for p in local["capture_points"]] == ["web1/dump.pcap", "web2/dump.pcap"]
 

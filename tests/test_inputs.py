@@ -8,7 +8,7 @@ import os
 import pytest
 
 import pcapq
-from conftest import run_pcapq
+from conftest import exit_for, run_pcapq
 from craft import write_pcap, write_pcapng
 from pcapq.capture_points import FileTimes, group, stem
 from pcapq.inputs import InputError, expand
@@ -166,8 +166,8 @@ def test_cli_ring_buffer_in_shuffled_order_equals_one_run(tmp_path):
     paths = _ring(tmp_path / "ring", packets, [len(packets) // 3, 2 * len(packets) // 3])
     one_run = _doc(pcapq.analyze(paths))
     proc = run_pcapq("analyze", "--format", "json", paths[2], paths[0], paths[1])
-    assert proc.returncode == 0, proc.stderr.decode()
     doc = json.loads(proc.stdout)
+    assert proc.returncode == exit_for(doc), proc.stderr.decode()
     assert doc["connections"] == one_run["connections"]
     assert doc["summary"] == one_run["summary"]
     assert [c["path"] for c in doc["captures"]] == paths
@@ -178,12 +178,12 @@ def test_cli_two_hosts_side_by_side(tmp_path):
     _ring(tmp_path / "web1", packets, [len(packets) // 2])
     _ring(tmp_path / "web2", packets[:20], [10])
     proc = run_pcapq("analyze", "--format", "json", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr.decode()
     doc = json.loads(proc.stdout)
+    assert proc.returncode == exit_for(doc), proc.stderr.decode()
     assert [p["name"] for p in doc["capture_points"]] == ["web1/dump.pcap", "web2/dump.pcap"]
     assert doc["capture_points"][0]["report"]["summary"]["connections"] == 5
     text = run_pcapq("analyze", str(tmp_path))
-    assert text.returncode == 0
+    assert text.returncode == exit_for(doc)
     out = text.stdout.decode()
     assert "Capture points" in out and "web1/dump.pcap" in out and "web2/dump.pcap" in out
     merged = json.loads(run_pcapq("analyze", "--merge", "--format", "json", str(tmp_path)).stdout)
