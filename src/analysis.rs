@@ -439,6 +439,17 @@ pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, Re
     })
 }
 
+/// Analyses several captures (each a list of files read in order as one capture, like
+/// `analyze`) on up to `jobs` threads (0: one per core). Results come back in order.
+pub fn analyze_captures(captures: &[Vec<String>], options: AnalyzeOptions, jobs: usize) -> Vec<Result<Analysis, ReadError>> {
+    use rayon::prelude::*;
+    let run = || captures.par_iter().map(|paths| analyze(paths, options)).collect();
+    match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
+        Ok(pool) => pool.install(run),
+        Err(_) => captures.iter().map(|paths| analyze(paths, options)).collect(),
+    }
+}
+
 /// Analyses each file on its own, as a mergeable part, on up to `jobs` threads (0: one per
 /// core). Results come back in the order of `paths`.
 pub fn analyze_parts(paths: &[String], options: AnalyzeOptions, jobs: usize) -> Vec<Result<Analysis, ReadError>> {

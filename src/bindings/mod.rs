@@ -502,6 +502,25 @@ fn analyze_parts(
     results.into_iter().map(|r| r.map(Analysis::of).map_err(|e| errors::capture_error(&e))).collect()
 }
 
+/// Analyses several captures, each a list of files read in order as one capture (as
+/// `analyze` does), on `jobs` threads (0: one per core) with the GIL released. Returns the
+/// analyses in order. Raises CaptureError for the first capture (in order) with a file that
+/// cannot be opened or is not a capture.
+#[pyfunction]
+#[pyo3(signature = (captures, *, jobs = 0, keep_connections = true, keep_events = true, max_connections = 0))]
+fn analyze_many(
+    py: Python<'_>,
+    captures: Vec<Vec<String>>,
+    jobs: usize,
+    keep_connections: bool,
+    keep_events: bool,
+    max_connections: usize,
+) -> PyResult<Vec<Analysis>> {
+    let options = analyze_options(keep_connections, keep_events, false, max_connections)?;
+    let results = py.allow_threads(|| catch(|| analysis::analyze_captures(&captures, options, jobs)))?;
+    results.into_iter().map(|r| r.map(Analysis::of).map_err(|e| errors::capture_error(&e))).collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -509,6 +528,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Analysis>()?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_many, m)?)?;
     m.add("PcapqError", m.py().get_type::<PcapqError>())?;
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
     m.add("InternalError", m.py().get_type::<InternalError>())?;

@@ -1,11 +1,15 @@
-"""Analyses input files per capture point: each file is analysed as a mergeable part, the parts
-are grouped into capture points (pcapq.capture_points) by name and packet times, and the parts
-of each point are joined in time order into one analysis (docs/merging.md).
+"""Analyses input files per capture point (pcapq.capture_points), on `jobs` threads.
 
-Files are analysed `jobs` at a time in the order the grouping needs them (each name group in
-order of first packet, read from the files' first records), and each batch is joined onto its
-point before the next one starts: memory holds one analysis per point and one batch of parts,
-not every part of the run.
+Files are grouped by name and put in time order from their first records. Two ways to use
+several cores (docs/performance.md):
+
+- **Across points**: a name group whose files are short (less than `PARTS_MIN_FILE_S` apart)
+  is read as one capture, one file after the other with one tracker, which is exact; groups run
+  in parallel. If the files turn out not to be one point (an overlap or a gap), the group is
+  analysed again as parts.
+- **Within a point**: a group of long files is analysed as mergeable parts, `jobs` files at a
+  time in join order, and each batch is joined onto its point (docs/merging.md) before the next
+  starts: memory holds one analysis per point and one batch of parts.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 from pcapq import _core
-from pcapq.capture_points import CapturePoint, FileTimes, Grouper, processing_order
+from pcapq.capture_points import CapturePoint, FileTimes, Grouper, continuous, name_groups, processing_order
 from pcapq.inputs import first_packet_time
 
 
@@ -48,6 +52,12 @@ class Joiner:
         key = id(point)
         self.analyses[key] = part if new else self.analyses[key].merge(part)
 
+    def add_capture(self, analysis: _core.Analysis) -> None:
+        """An analysis of a whole capture point's files, read as one capture."""
+        points = {id(self.grouper.add(FileTimes(c["path"], c["first_time"], c["last_time"]))[0]) for c in analysis.captures()}
+        (key,) = points
+        self.analyses[key] = analysis
+
     def points(self) -> list[PointAnalysis]:
         return [PointAnalysis(p, self.analyses[id(p)]) for p in self.grouper.points()]
 
@@ -70,6 +80,21 @@ def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
         yield items[start : start + size]
 
 
+# A part keeps, until it is joined, the records of the connections of its first 135 s (the
+# join window, src/flow/tracker.rs JOIN_WINDOW_NS). With files at least four times as long,
+# that is at most a quarter of them, and analysing the files as parts on several cores beats
+# reading them one after the other; with shorter files, joining costs more than it saves
+# (docs/performance.md).
+PARTS_MIN_FILE_S = 4 * 135.0
+
+
+def _long_files(group: Sequence[str], first_times: dict[str, float | None]) -> bool:
+    """Are the group's files (in time order) long enough to be analysed as parts?"""
+    starts = [first_times[p] for p in group if first_times[p] is not None]
+    gaps = sorted(b - a for a, b in zip(starts, starts[1:]))
+    return bool(gaps) and gaps[len(gaps) // 2] >= PARTS_MIN_FILE_S
+
+
 def analyze_points(
     paths: Sequence[str],
     *,
@@ -78,22 +103,27 @@ def analyze_points(
     jobs: int = 0,
     max_connections: int = 0,
 ) -> list[PointAnalysis]:
-    """Every capture point among `paths`, analysed. One file is one plain analysis; several
-    are analysed as parts, `jobs` files at a time (0: one per core), and joined.
+    """Every capture point among `paths`, analysed on `jobs` threads (0: one per core).
     `keep_connections` keeps every connection and its events (JSON); `max_connections` caps
-    the connections live at once in each file (0: no limit). Raises _core.CaptureError."""
+    the connections live at once in each capture (0: no limit). Raises _core.CaptureError."""
     options = dict(keep_connections=keep_connections, keep_events=keep_connections, max_connections=max_connections)
-    if len(paths) == 1:
-        analysis = _core.analyze(list(paths), **options)
-        grouper = Grouper(merge)
-        grouper.add(file_times(paths[0], analysis))
-        return [PointAnalysis(grouper.points()[0], analysis)]
     threads = jobs or os.cpu_count() or 1
-    order = planned(paths, merge)
+    first_times = {p: first_packet_time(p) for p in paths}
+    groups = name_groups(list(paths), [first_times[p] for p in paths], merge)
+    whole = [g for g in groups if len(g) == 1 or not _long_files(g, first_times)]
+    read_whole: dict[int, _core.Analysis] = {}
+    for batch in _batches(whole, threads):
+        for group, analysis in zip(batch, _core.analyze_many([list(g) for g in batch], jobs=threads, **options)):
+            files = [FileTimes(c["path"], c["first_time"], c["last_time"]) for c in analysis.captures()]
+            if merge or continuous(files):
+                read_whole[id(group)] = analysis
 
-    def parts() -> Iterator[tuple[str, _core.Analysis]]:
-        for batch in _batches(order, threads):
-            yield from zip(batch, _core.analyze_parts(list(batch), jobs=threads, **options))
-
-    return join_parts(parts(), merge)
-
+    joiner = Joiner(merge)
+    for group in groups:
+        if id(group) in read_whole:
+            joiner.add_capture(read_whole.pop(id(group)))
+            continue
+        for batch in _batches(group, threads):
+            for path, part in zip(batch, _core.analyze_parts(list(batch), jobs=threads, **options)):
+                joiner.add(path, part)
+    return joiner.points()
