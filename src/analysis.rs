@@ -462,3 +462,42 @@ pub fn analyze_parts(paths: &[String], options: AnalyzeOptions, jobs: usize) -> 
         Err(_) => paths.iter().map(|path| analyze(std::slice::from_ref(path), options)).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // --- serialised analyses ---
+
+    #[test]
+    fn test_to_bytes_round_trip_keeps_counts_and_files() {
+        let mut a = Analysis { next_id: 3, evicted: 2, ..Analysis::default() };
+        a.dropped.connections = 3;
+        a.files.push(FileReport {
+            path: "ring.pcap1".into(),
+            format: Some(Format::Pcap),
+            gzip: false,
+            packets: 10,
+            tcp_segments: 9,
+            sections: 1,
+            interfaces: 1,
+            first_time_ns: Some(1),
+            last_time_ns: Some(2),
+            time_went_backwards: 0,
+            link_types: vec![(1, 10)],
+            stop: ReadStop::End,
+        });
+        let back = Analysis::from_bytes(&a.to_bytes().unwrap()).unwrap();
+        assert_eq!(back.summary(), a.summary());
+        assert_eq!((back.next_id, back.evicted, back.files[0].path.as_str()), (3, 2, "ring.pcap1"));
+    }
+
+    #[test]
+    fn test_from_bytes_other_format_names_both_versions() {
+        let mut bytes = Analysis::default().to_bytes().unwrap();
+        bytes[8] = 7;
+        let err = Analysis::from_bytes(&bytes).err().unwrap();
+        assert!(err.contains("(format 7)") && err.contains("(format 1)"), "{err}");
+        assert_eq!(Analysis::from_bytes(b"PCAPQ").err().unwrap(), "not a serialised pcapq analysis");
+    }
+}
