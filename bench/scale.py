@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big", required=True, help="one big capture")
     ap.add_argument("--ring", required=True, help="directory of the same capture cut by tcpdump -C")
     ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--skip", default="", help="comma-separated: big, jobs, dask, cost")
+    ap.add_argument("--skip", default="", help="comma-separated: big, core, jobs, fleet, dask, cost")
     ap.add_argument("--link-mbit", type=float, default=1000.0, help="client link for the projection (default 1 Gbit/s)")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
@@ -137,14 +137,40 @@ def main(argv: list[str] | None = None) -> int:
         "big": {"file": args.big, "bytes": os.path.getsize(args.big)},
         "ring": {"files": len(ring), "bytes": size(ring)},
     }
+    core = "import sys, pcapq; pcapq.analyze([sys.argv[1]], keep_connections=False, keep_events=False).summary()"
+    parts = (
+        "import sys, pcapq; from pcapq import _core; "
+        "ps = _core.analyze_parts(sys.argv[2:], jobs=int(sys.argv[1]), keep_connections=False, keep_events=False); "
+        "j = ps[0]\nfor p in ps[1:]: j = j.merge(p)\nj.summary()"
+    )
     if "big" not in skip:
         result["big"]["text"] = best(["pcapq", "analyze", args.big], args.runs)
+        result["big"]["core"] = best([sys.executable, "-c", core, args.big], args.runs)
         print("big", result["big"], file=sys.stderr)
+    if "core" not in skip:
+        for jobs in (1, 0):
+            key = f"core_parts_jobs_{jobs or 'all'}"
+            result["ring"][key] = best([sys.executable, "-c", parts, str(jobs), *ring], args.runs)
+            print(key, result["ring"][key], file=sys.stderr)
     if "jobs" not in skip:
         for jobs in (1, 0):
             key = f"jobs_{jobs or 'all'}"
             result["ring"][key] = best(["pcapq", "analyze", "--jobs", str(jobs), *ring], args.runs)
             print(key, result["ring"][key], file=sys.stderr)
+    if "fleet" not in skip:
+        # Two capture points: the ring twice, as web1/ and web2/ (symbolic links, same bytes).
+        fleet = OUT / "fleet"
+        for host in ("web1", "web2"):
+            (fleet / host).mkdir(parents=True, exist_ok=True)
+            for f in ring:
+                link = fleet / host / os.path.basename(f)
+                if not link.exists():
+                    link.symlink_to(os.path.abspath(f))
+        result["fleet"] = {"points": 2, "files": 2 * len(ring), "bytes": 2 * size(ring)}
+        for jobs in (1, 0):
+            key = f"jobs_{jobs or 'all'}"
+            result["fleet"][key] = best(["pcapq", "analyze", "--jobs", str(jobs), str(fleet)], args.runs)
+            print("fleet", key, result["fleet"][key], file=sys.stderr)
     if "dask" not in skip:
         result["ring"]["dask_2_workers"] = dask_run(ring, args.runs)
         print("dask", result["ring"]["dask_2_workers"], file=sys.stderr)

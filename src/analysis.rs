@@ -493,29 +493,83 @@ pub fn analyze_with_progress(paths: &[String], options: AnalyzeOptions, progress
     })
 }
 
+/// Analyses several captures, each a list of files read in order as one capture (as `analyze`
+/// does), on `jobs` threads (0: one per core). Results come back in the order of `captures`.
+pub fn analyze_captures(captures: &[Vec<String>], options: AnalyzeOptions, jobs: usize) -> Vec<Result<Analysis, ReadError>> {
+    analyze_captures_with_progress(captures, options, jobs, &|_, _| {})
+}
+
+/// `analyze_captures`, calling `progress(index, bytes)` as `analyze_with_progress` does for
+/// `captures[index]`, from whichever thread reads it.
+pub fn analyze_captures_with_progress(
+    captures: &[Vec<String>],
+    options: AnalyzeOptions,
+    jobs: usize,
+    progress: &(dyn Fn(usize, u64) + Sync),
+) -> Vec<Result<Analysis, ReadError>> {
+    use rayon::prelude::*;
+    let one = |(index, paths): (usize, &Vec<String>)| analyze_with_progress(paths, options, &mut |bytes| progress(index, bytes));
+    let run = || captures.par_iter().enumerate().map(one).collect();
+    match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
+        Ok(pool) => pool.install(run),
+        // No threads to be had: one after the other.
+        Err(_) => captures.iter().enumerate().map(one).collect(),
+    }
+}
+
 /// Analyses each file on its own, as a mergeable part, on up to `jobs` threads (0: one per
 /// core). Results come back in the order of `paths`.
 pub fn analyze_parts(paths: &[String], options: AnalyzeOptions, jobs: usize) -> Vec<Result<Analysis, ReadError>> {
     analyze_parts_with_progress(paths, options, jobs, &|_, _| {})
 }
 
-/// `analyze_parts`, calling `progress(index, bytes)` as `analyze_with_progress` does for the
-/// file `paths[index]`, from whichever thread reads it.
+/// `analyze_parts`, calling `progress(index, bytes)` for the file `paths[index]`.
 pub fn analyze_parts_with_progress(
     paths: &[String],
     options: AnalyzeOptions,
     jobs: usize,
     progress: &(dyn Fn(usize, u64) + Sync),
 ) -> Vec<Result<Analysis, ReadError>> {
-    use rayon::prelude::*;
     let options = AnalyzeOptions { tracker: TrackerOptions { mergeable: true, ..options.tracker } };
-    let part = |(index, path): (usize, &String)| {
-        analyze_with_progress(std::slice::from_ref(path), options, &mut |bytes| progress(index, bytes))
-    };
-    let run = || paths.par_iter().enumerate().map(part).collect();
-    match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
-        Ok(pool) => pool.install(run),
-        // No threads to be had: one after the other.
-        Err(_) => paths.iter().enumerate().map(part).collect(),
+    let one_each: Vec<Vec<String>> = paths.iter().map(|p| vec![p.clone()]).collect();
+    analyze_captures_with_progress(&one_each, options, jobs, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // --- serialised analyses ---
+
+    #[test]
+    fn test_to_bytes_round_trip_keeps_counts_and_files() {
+        let mut a = Analysis { next_id: 3, evicted: 2, ..Analysis::default() };
+        a.dropped.connections = 3;
+        a.files.push(FileReport {
+            path: "ring.pcap1".into(),
+            format: Some(Format::Pcap),
+            gzip: false,
+            packets: 10,
+            tcp_segments: 9,
+            sections: 1,
+            interfaces: 1,
+            first_time_ns: Some(1),
+            last_time_ns: Some(2),
+            time_went_backwards: 0,
+            link_types: vec![(1, 10)],
+            stop: ReadStop::End,
+        });
+        let back = Analysis::from_bytes(&a.to_bytes().unwrap()).unwrap();
+        assert_eq!(back.summary(), a.summary());
+        assert_eq!((back.next_id, back.evicted, back.files[0].path.as_str()), (3, 2, "ring.pcap1"));
+    }
+
+    #[test]
+    fn test_from_bytes_other_format_names_both_versions() {
+        let mut bytes = Analysis::default().to_bytes().unwrap();
+        bytes[8] = 7;
+        let err = Analysis::from_bytes(&bytes).err().unwrap();
+        assert!(err.contains("(format 7)") && err.contains("(format 1)"), "{err}");
+        assert_eq!(Analysis::from_bytes(b"PCAPQ").err().unwrap(), "not a serialised pcapq analysis");
     }
 }

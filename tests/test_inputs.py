@@ -233,3 +233,39 @@ def test_ring_that_wrapped_is_joined_in_time_order(tmp_path):
     doc = json.loads(run_pcapq("analyze", "--format", "json", str(ring)).stdout)
     assert [c["path"] for c in doc["captures"]] == paths
     assert doc["connections"] == one_run["connections"]
+
+
+def test_cli_overlapping_files_of_one_name_are_two_points(tmp_path):
+    # Two hosts write dump-<time>.pcap into one directory: read as one capture first, the
+    # overlap shows, and the group is analysed again as two points.
+    packets = spanning_conversations()
+    write_pcap(tmp_path / "dump-000001.pcap", packets[:20])
+    write_pcap(tmp_path / "dump-000002.pcap", packets[20:])
+    write_pcap(tmp_path / "dump-100001.pcap", packets[5:30])
+    proc = run_pcapq("analyze", "--format", "json", str(tmp_path))
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == exit_for(doc), proc.stderr.decode()
+    points = doc["capture_points"]
+    assert [len(p["files"]) for p in points] == [2, 1]
+    assert points[1]["files"] == [str(tmp_path / "dump-100001.pcap")]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_long_files_go_through_parts_with_the_same_result(tmp_path, monkeypatch, keep):
+    from pcapq import points
+
+    packets = spanning_conversations()
+    paths = _ring(tmp_path / "ring", packets, [15, 30, 45])
+    whole = points.analyze_points(paths, keep_connections=keep, jobs=2)
+    monkeypatch.setattr(points, "PARTS_MIN_FILE_S", 0.0)
+    calls: list = []
+    real = points._core.analyze_parts
+    monkeypatch.setattr(points._core, "analyze_parts", lambda *a, **k: calls.append(a) or real(*a, **k))
+    as_parts = points.analyze_points(paths, keep_connections=keep, jobs=2)
+    assert calls, "the parts path was not taken"
+    (a,), (b,) = whole, as_parts
+    if keep:
+        assert _doc(a.analysis) == _doc(b.analysis)
+    else:
+        assert a.analysis.summary() == b.analysis.summary()
+        assert a.analysis.connections() == b.analysis.connections()

@@ -558,19 +558,61 @@ fn analyze_parts(
     progress: Option<PyObject>,
 ) -> PyResult<Vec<Analysis>> {
     let options = analyze_options(keep_connections, keep_events, true, max_connections);
-    let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
-    let report = |index: usize, bytes: u64| {
-        let Some(callback) = &progress else { return };
-        let mut raised = raised.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let reporter = ProgressReporter::new(progress);
+    let results = py.allow_threads(|| catch(|| analysis::analyze_parts_with_progress(&paths, options, jobs, &|i, b| reporter.report(i, b))))?;
+    reporter.finish()?;
+    results.into_iter().map(|r| r.map(Analysis::of).map_err(|e| errors::capture_error(&e))).collect()
+}
+
+/// A Python progress callback `progress(index, bytes)` called from the threads reading
+/// captures; the first exception it raises stops further calls and is raised at the end.
+struct ProgressReporter {
+    callback: Option<PyObject>,
+    raised: std::sync::Mutex<Option<PyErr>>,
+}
+
+impl ProgressReporter {
+    fn new(callback: Option<PyObject>) -> ProgressReporter {
+        ProgressReporter { callback, raised: std::sync::Mutex::new(None) }
+    }
+
+    fn report(&self, index: usize, bytes: u64) {
+        let Some(callback) = &self.callback else { return };
+        let mut raised = self.raised.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if raised.is_none() {
-            // The GIL is taken only for the call, every few MiB of each file.
+            // The GIL is taken only for the call, every few MiB of each capture.
             *raised = Python::with_gil(|py| callback.call1(py, (index, bytes)).err());
         }
-    };
-    let results = py.allow_threads(|| catch(|| analysis::analyze_parts_with_progress(&paths, options, jobs, &report)))?;
-    if let Some(e) = raised.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
-        return Err(e);
     }
+
+    fn finish(self) -> PyResult<()> {
+        match self.raised.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Analyses several captures, each a list of files read in order as one capture (as
+/// `analyze` does), on `jobs` threads (0: one per core) with the GIL released;
+/// `progress(index, bytes)` as `analyze`'s, for `captures[index]`. Returns the
+/// analyses in order. Raises CaptureError for the first capture (in order) with a file that
+/// cannot be opened or is not a capture.
+#[pyfunction]
+#[pyo3(signature = (captures, *, jobs = 0, keep_connections = true, keep_events = true, max_connections = 0, progress = None))]
+fn analyze_many(
+    py: Python<'_>,
+    captures: Vec<Vec<String>>,
+    jobs: usize,
+    keep_connections: bool,
+    keep_events: bool,
+    max_connections: usize,
+    progress: Option<PyObject>,
+) -> PyResult<Vec<Analysis>> {
+    let options = analyze_options(keep_connections, keep_events, false, max_connections);
+    let reporter = ProgressReporter::new(progress);
+    let results = py.allow_threads(|| catch(|| analysis::analyze_captures_with_progress(&captures, options, jobs, &|i, b| reporter.report(i, b))))?;
+    reporter.finish()?;
     results.into_iter().map(|r| r.map(Analysis::of).map_err(|e| errors::capture_error(&e))).collect()
 }
 
@@ -581,6 +623,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Analysis>()?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_parts, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_many, m)?)?;
     m.add("PcapqError", m.py().get_type::<PcapqError>())?;
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
     m.add("InternalError", m.py().get_type::<InternalError>())?;

@@ -237,3 +237,19 @@ fn shift_files(conn: &mut Connection, offset: u32) {
         sends.for_each(|s| shift(&mut s.at));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // --- ids of the later analysis in the merged numbering ---
+
+    #[test]
+    fn test_id_map_joined_keep_earlier_id_others_follow_without_gaps() {
+        // The earlier analysis numbered 0..10; later ids 0 and 3 joined earlier 7 and 9.
+        let ids = IdMap { base: 10, joined: vec![(0, 7), (3, 9)] };
+        let merged: Vec<u64> = (0..6).map(|l| ids.merged(l)).collect();
+        assert_eq!(merged, vec![7, 10, 11, 9, 12, 13]);
+        assert_eq!(ids.next_id(6), 14);
+    }
+}

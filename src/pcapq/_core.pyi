@@ -4,7 +4,7 @@ import os
 
 from typing import Any, Callable, Final, Protocol, TypedDict, final
 
-__all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "analyze_parts", "PcapqError", "CaptureError", "InternalError"]
+__all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "analyze_many", "analyze_parts", "PcapqError", "CaptureError", "InternalError"]
 
 __version__: Final[str]
 JSON_SCHEMA_VERSION: Final[int]
@@ -206,6 +206,26 @@ def analyze(
 
     Raises:
         CaptureError: a file cannot be opened or is not a capture.
+        InternalError: a bug in pcapq's core.
+    """
+
+def analyze_many(
+    captures: list[list[str]],
+    *,
+    jobs: int = 0,
+    keep_connections: bool = True,
+    keep_events: bool = True,
+    max_connections: int = 0,
+    progress: Callable[[int, int], object] | None = None,
+) -> list[Analysis]:
+    """Analyses several captures, each a list of files read in order as one capture (as
+    `analyze` does), on `jobs` threads (0: one per core), with the GIL released. The analyses
+    come back in the order of `captures`. `progress(index, bytes)`: as `analyze`'s, for
+    `captures[index]`.
+
+    Raises:
+        CaptureError: the first capture (in order) with a file that cannot be opened or is
+            not a capture.
         InternalError: a bug in pcapq's core.
     """
 

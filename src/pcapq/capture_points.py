@@ -80,12 +80,23 @@ def processing_order(items: Sequence, first_times: Sequence[Optional[float]], me
     """`items` (one per file, with the file's first packet time) in the order `Grouper.add`
     must see them: name groups in order of their first file on the command line, each in time
     order (files without packets last)."""
+    return [item for members in name_groups(items, first_times, merge) for item in members]
+
+
+def name_groups(items: Sequence, first_times: Sequence[Optional[float]], merge: bool = False) -> list[list]:
+    """`items` by name group (rule 1; one group with `merge`), each in time order."""
     groups: dict[tuple[str, str], list[tuple]] = {}
     for i, (item, first) in enumerate(zip(items, first_times)):
         path = item if isinstance(item, str) else item.path
         key = ("", "") if merge else _group_key(path)
         groups.setdefault(key, []).append((first is None, first or 0.0, path, i, item))
-    return [entry[-1] for members in groups.values() for entry in sorted(members, key=lambda e: e[:4])]
+    return [[entry[-1] for entry in sorted(members, key=lambda e: e[:4])] for members in groups.values()]
+
+
+def continuous(files: Sequence[FileTimes]) -> bool:
+    """Do the files (one name group, in time order) form a single capture point?"""
+    grouper = Grouper()
+    return len({id(grouper.add(f)[0]) for f in files}) == 1
 
 
 class Grouper:

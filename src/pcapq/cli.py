@@ -107,14 +107,15 @@ output_option = click.option(
     "--jobs",
     type=click.IntRange(min=0),
     default=0,
-    help="Files analysed at once, one per thread  [default: 0, one per core].",
+    metavar="N",
+    help="Threads: capture points (or files of long ring buffers) analysed at once  [default: 0, one per core].",
 )
 @click.option(
     "--max-connections",
     type=click.IntRange(min=0),
     default=0,
     metavar="N",
-    help="At most N connections live at once per file; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
+    help="At most N connections live at once per capture; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
 )
 @click.option(
     "--scheduler",
@@ -147,7 +148,7 @@ def analyze(
       $ pcapq analyze ring.pcap0 ring.pcap1 ring.pcap2
       $ pcapq analyze 'web1/*.pcap' 'web2/*.pcap'        two hosts, side by side
       $ pcapq analyze --merge captures/                 everything as one capture
-      $ pcapq analyze --jobs 4 'ring/*.pcap*'           four files at a time
+      $ pcapq analyze --jobs 4 'hosts/*/dump.pcap*'     four hosts at a time
       $ pcapq analyze --scheduler tcp://10.0.0.5:8786 /shared/cap/   one task per file
       $ pcapq analyze --format json -o report.json dump.pcap.gz
       $ pcapq analyze --format html -o report.html dump.pcap

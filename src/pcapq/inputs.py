@@ -12,6 +12,7 @@ import glob
 import gzip
 import os
 import struct
+import zlib
 from typing import Iterable
 
 # First four bytes of a capture, in either byte order (pcap micro/nanosecond, pcapng SHB).
@@ -39,7 +40,7 @@ def is_capture(path: str) -> bool:
                 f.seek(0)
                 with gzip.GzipFile(fileobj=f) as inflated:
                     head = inflated.read(4)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, zlib.error):
         return False
     return head in CAPTURE_MAGICS
 
@@ -100,7 +101,7 @@ def first_packet_time(path: str) -> float | None:
                     return _first_time(f.read(_PEEK_BYTES))
             raw.seek(0)
             return _first_time(raw.read(_PEEK_BYTES))
-    except (OSError, EOFError, gzip.BadGzipFile, struct.error, ValueError):
+    except (OSError, EOFError, zlib.error, struct.error, ValueError):
         return None
 
 

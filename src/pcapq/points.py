@@ -1,11 +1,15 @@
-"""Analyses input files per capture point: each file is analysed as a mergeable part, the parts
-are grouped into capture points (pcapq.capture_points) by name and packet times, and the parts
-of each point are joined in time order into one analysis (docs/merging.md).
+"""Analyses input files per capture point (pcapq.capture_points), on `jobs` threads.
 
-Files are analysed `jobs` at a time in the order the grouping needs them (each name group in
-order of first packet, read from the files' first records), and each batch is joined onto its
-point before the next one starts: memory holds one analysis per point and one batch of parts,
-not every part of the run.
+Files are grouped by name and put in time order from their first records. Two ways to use
+several cores (docs/performance.md):
+
+- **Across points**: a name group whose files are short (less than `PARTS_MIN_FILE_S` apart)
+  is read as one capture, one file after the other with one tracker, which is exact; groups run
+  in parallel. If the files turn out not to be one point (an overlap or a gap), the group is
+  analysed again as parts.
+- **Within a point**: a group of long files is analysed as mergeable parts, `jobs` files at a
+  time in join order, and each batch is joined onto its point (docs/merging.md) before the next
+  starts: memory holds one analysis per point and one batch of parts.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 from pcapq import _core
-from pcapq.capture_points import CapturePoint, FileTimes, Grouper, processing_order
+from pcapq.capture_points import CapturePoint, FileTimes, Grouper, continuous, name_groups, processing_order
 from pcapq.inputs import first_packet_time
 
 
@@ -48,6 +52,12 @@ class Joiner:
         key = id(point)
         self.analyses[key] = part if new else self.analyses[key].merge(part)
 
+    def add_capture(self, analysis: _core.Analysis) -> None:
+        """An analysis of a whole capture point's files, read as one capture."""
+        points = {id(self.grouper.add(FileTimes(c["path"], c["first_time"], c["last_time"]))[0]) for c in analysis.captures()}
+        (key,) = points
+        self.analyses[key] = analysis
+
     def points(self) -> list[PointAnalysis]:
         return [PointAnalysis(p, self.analyses[id(p)]) for p in self.grouper.points()]
 
@@ -70,6 +80,21 @@ def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
         yield items[start : start + size]
 
 
+# A part keeps, until it is joined, the records of the connections of its first 135 s (the
+# join window, src/flow/tracker.rs JOIN_WINDOW_NS). With files at least four times as long,
+# that is at most a quarter of them, and analysing the files as parts on several cores beats
+# reading them one after the other; with shorter files, joining costs more than it saves
+# (docs/performance.md).
+PARTS_MIN_FILE_S = 4 * 135.0
+
+
+def _long_files(group: Sequence[str], first_times: dict[str, float | None]) -> bool:
+    """Are the group's files (in time order) long enough to be analysed as parts?"""
+    starts = [first_times[p] for p in group if first_times[p] is not None]
+    gaps = sorted(b - a for a, b in zip(starts, starts[1:]))
+    return bool(gaps) and gaps[len(gaps) // 2] >= PARTS_MIN_FILE_S
+
+
 def analyze_points(
     paths: Sequence[str],
     *,
@@ -80,34 +105,60 @@ def analyze_points(
     max_connections: int = 0,
     progress: Callable[[int], None] | None = None,
 ) -> list[PointAnalysis]:
-    """Every capture point among `paths`, analysed. One file is one plain analysis; several
-    are analysed as parts, `jobs` files at a time (0: one per core), and joined.
+    """Every capture point among `paths`, analysed on `jobs` threads (0: one per core).
     `keep_connections` keeps every connection; `keep_events` the events of the connections
-    kept; `max_connections` caps the connections live at once in each file (0: no limit);
+    kept; `max_connections` caps the connections live at once in each capture (0: no limit);
     `progress(bytes)` gets the bytes read over all files. Raises _core.CaptureError."""
     options = dict(keep_connections=keep_connections, keep_events=keep_events, max_connections=max_connections)
-    if len(paths) == 1:
-        analysis = _core.analyze(list(paths), progress=progress, **options)
-        grouper = Grouper(merge)
-        grouper.add(file_times(paths[0], analysis))
-        return [PointAnalysis(grouper.points()[0], analysis)]
     threads = jobs or os.cpu_count() or 1
-    order = planned(paths, merge)
-    read_before = 0  # bytes of the batches done
+    first_times = {p: first_packet_time(p) for p in paths}
+    groups = name_groups(list(paths), [first_times[p] for p in paths], merge)
+    whole = [g for g in groups if len(g) == 1 or not _long_files(g, first_times)]
+    read_whole: dict[int, _core.Analysis] = {}
+    read = _ReadBytes(progress)
+    for batch in _batches(whole, threads):
+        found = _core.analyze_many([list(g) for g in batch], jobs=threads, progress=read.batch(), **options)
+        read.batch_done()
+        for group, analysis in zip(batch, found):
+            files = [FileTimes(c["path"], c["first_time"], c["last_time"]) for c in analysis.captures()]
+            if merge or continuous(files):
+                read_whole[id(group)] = analysis
 
-    def parts() -> Iterator[tuple[str, _core.Analysis]]:
-        nonlocal read_before
-        for batch in _batches(order, threads):
-            per_file = [0] * len(batch)
+    joiner = Joiner(merge)
+    for group in groups:
+        if id(group) in read_whole:
+            joiner.add_capture(read_whole.pop(id(group)))
+            continue
+        for batch in _batches(group, threads):
+            found = _core.analyze_parts(list(batch), jobs=threads, progress=read.batch(), **options)
+            read.batch_done()
+            for path, part in zip(batch, found):
+                joiner.add(path, part)
+    return joiner.points()
 
-            def part_progress(index: int, done: int) -> None:
-                per_file[index] = done
-                if progress is not None:
-                    progress(read_before + sum(per_file))
 
-            found = _core.analyze_parts(list(batch), jobs=threads, progress=part_progress if progress else None, **options)
-            read_before += sum(per_file)
-            yield from zip(batch, found)
+class _ReadBytes:
+    """Adds up the core's per-capture progress reports of successive batches into one count
+    of bytes read, for `progress(bytes)`."""
 
-    return join_parts(parts(), merge)
+    def __init__(self, progress: Callable[[int], None] | None) -> None:
+        self.progress = progress
+        self.before = 0  # bytes of the batches done
+        self.current: dict[int, int] = {}
 
+    def batch(self) -> Callable[[int, int], None] | None:
+        """The callback for one batch's `analyze_many`/`analyze_parts` (None without a bar)."""
+        if self.progress is None:
+            return None
+        self.current = {}
+
+        def report(index: int, done: int) -> None:
+            self.current[index] = done
+            if self.progress is not None:
+                self.progress(self.before + sum(self.current.values()))
+
+        return report
+
+    def batch_done(self) -> None:
+        self.before += sum(self.current.values())
+        self.current = {}
