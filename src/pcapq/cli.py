@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Callable, NoReturn, TextIO
 
 import click
@@ -198,6 +199,88 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
     _deliver(output, no_color, write)
     if result.comparison.unexplained:
         sys.exit(int(ExitCode.DISAGREE))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("scenario", required=False, metavar="SCENARIO")
+@click.option("--list", "list_", is_flag=True, help="List the scenarios and what each shows.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    default=None,
+    help="Write the capture here (default: SCENARIO.pcap). Its companions go beside it.",
+)
+def lab(scenario: str | None, list_: bool, output: str | None) -> None:
+    """Reproduce a scenario of the catalog with your own Linux kernel.
+
+    Creates two network namespaces joined by a veth pair (client 10.231.1.1, server
+    10.231.1.2), sets the scenario's sysctls inside them only, runs a server and a
+    bounded client load, and captures on the server's side with tcpdump. Next to the
+    capture it writes NAME.nstat.txt, the server namespace's kernel counters (nstat:
+    ListenOverflows, ListenDrops, TCPReqQFullDrop, ...) before and after; nginx_php_fpm
+    also keeps nginx's NAME.error.log and NAME.access.log. The host's own network
+    settings are never touched, and the namespaces and every process started are removed
+    at the end, also on Ctrl-C. Needs root, ip and tcpdump (iproute2, tcpdump).
+
+    \b
+    Examples:
+      $ pcapq lab --list
+      $ sudo pcapq lab accept_queue_overflow -o aq.pcap
+      $ pcapq explain aq.pcap
+
+    \b
+    Exit codes: 0 the scenario ran as meant; 2 usage error (unknown scenario); 69 a tool
+    is missing (the message says how to install it); 71 the scenario failed or did not
+    show what it should; 74 the output cannot be written; 77 not root; 130 Ctrl-C.
+    """
+    from pcapq.lab.catalog import SCENARIOS
+
+    if list_:
+        width = max(map(len, SCENARIOS))
+        for name, entry in SCENARIOS.items():
+            click.echo(f"{name:<{width}}  {entry.summary}")
+        return
+    if scenario is None:
+        _fail("name a scenario (pcapq lab --list shows them)", ExitCode.USAGE)
+    if scenario not in SCENARIOS:
+        _fail(f"unknown scenario {scenario!r}; one of: {', '.join(SCENARIOS)}", ExitCode.USAGE)
+    _run_lab(scenario, Path(output or f"{scenario}.pcap"))
+
+
+def _run_lab(name: str, pcap: Path) -> None:
+    from pcapq.lab import counters
+    from pcapq.lab.errors import LabError, LabNeedsRoot, LabUnavailable
+    from pcapq.lab.runner import run_scenario
+
+    if not pcap.parent.is_dir() or not os.access(pcap.parent, os.W_OK):
+        _fail(f"cannot write the capture to {pcap}: {pcap.parent} is not a writable directory", ExitCode.CANT_WRITE)
+
+    def say(line: str) -> None:
+        click.echo(f"lab: {line}")
+
+    try:
+        result = run_scenario(name, pcap, say)
+    except LabNeedsRoot as e:
+        _fail(str(e), ExitCode.NOT_ROOT)
+    except LabUnavailable as e:
+        _fail(f"lab: {e}", ExitCode.TOOL_MISSING)
+    except LabError as e:
+        _fail(f"lab: scenario {name} failed: {e}", ExitCode.LAB_FAILED)
+    except KeyboardInterrupt:
+        click.echo("pcapq: interrupted; the lab's namespaces and processes are cleaned up", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    run = result.run
+    say(f"done in {run.elapsed:.1f} s: {pcap.stat().st_size:,} bytes captured")
+    for line in counters.highlights(run.nstat_before, run.nstat_after):
+        say(f"  {line}")
+    statuses = run.extra.get("statuses")
+    if statuses:
+        say("  nginx answered: " + ", ".join(f"{n} x {status}" for status, n in statuses.items()))
+    say("wrote " + ", ".join(str(f) for f in result.files))
+    say(f"next: pcapq analyze {pcap}   and   pcapq explain {pcap}")
+    if result.problems:
+        _fail(f"lab: scenario {name} did not go as meant: {'; '.join(result.problems)}", ExitCode.LAB_FAILED)
 
 
 def _deliver(

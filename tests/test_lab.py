@@ -1,0 +1,142 @@
+"""`pcapq lab`: the scenario list, its refusals (not root, a tool missing), a short scenario end
+to end, and the clean-up after Ctrl-C. The runs need root, ip, tcpdump, tc, nstat (kernel)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import analyze_json, run_pcapq
+from pcapq import cli
+from pcapq.exitcodes import ExitCode
+from pcapq.lab.catalog import SCENARIOS
+from pcapq.lab.namespaces import unavailable_reason
+
+NEEDS = ("ip", "tcpdump", "tc", "nstat")
+
+
+def test_list_names_every_scenario() -> None:
+    proc = run_pcapq("lab", "--list")
+    assert proc.returncode == 0
+    names = [line.split()[0] for line in proc.stdout.decode().splitlines()]
+    assert names == list(SCENARIOS)
+    assert {"healthy", "syn_queue_overflow", "accept_queue_overflow", "abort_on_overflow", "client_timeout_rst",
+            "closed_port", "packet_loss", "nginx_php_fpm", "time_wait_reuse"} <= set(names)
+
+
+def test_unknown_scenario_is_a_usage_error() -> None:
+    proc = run_pcapq("lab", "no_such_thing")
+    assert proc.returncode == ExitCode.USAGE
+    assert proc.stderr.decode().startswith("pcapq: unknown scenario 'no_such_thing'")
+
+
+def test_not_root_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    result = CliRunner().invoke(cli.cli, ["lab", "healthy", "-o", str(tmp_path / "x.pcap")])
+    assert result.exit_code == ExitCode.NOT_ROOT
+    assert result.output == "pcapq: pcapq lab needs root to create network namespaces (run it with sudo)\n"
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to get past the root check")
+def test_missing_tool_names_the_package(tmp_path: Path) -> None:
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent))  # pcapq, python; no ip, no tcpdump
+    proc = subprocess.run([str(Path(sys.executable).parent / "pcapq"), "lab", "healthy", "-o", str(tmp_path / "x.pcap")],
+                          capture_output=True, env=env, timeout=60)
+    assert proc.returncode == ExitCode.TOOL_MISSING
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and err.startswith("pcapq: lab: needs `ip`, `tcpdump`, `tc`, `nstat`")
+    assert "apt-get install iproute2 tcpdump" in err
+
+
+def test_output_directory_must_exist(tmp_path: Path) -> None:
+    proc = run_pcapq("lab", "healthy", "-o", str(tmp_path / "missing" / "x.pcap"))
+    assert proc.returncode == ExitCode.CANT_WRITE
+
+
+def _our_namespaces(pid: int) -> list[str]:
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in listing.splitlines() if f"-{pid}-" in line]
+
+
+def _netns_pids(ns: str) -> list[int]:
+    return [int(p) for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()]
+
+
+def _cmdline(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(NEEDS) is not None, reason=str(unavailable_reason(NEEDS)))
+def test_closed_port_end_to_end(tmp_path: Path) -> None:
+    """The shortest scenario, through the command: capture, counters, cleaned up."""
+    pcap = tmp_path / "cp.pcap"
+    proc = subprocess.Popen(["pcapq", "lab", "closed_port", "-o", str(pcap)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "lab: scenario closed_port:" in out and "cleaned up" in out
+    assert "TcpOutRsts +5" in out
+    nstat = (tmp_path / "cp.nstat.txt").read_text()
+    assert "TcpOutRsts" in nstat and "scenario closed_port" in nstat
+    doc = analyze_json(pcap)
+    assert doc["summary"]["outcomes"]["refused"] == 5
+    assert [f["cause"] for f in doc["findings"]] == ["closed_port"]
+    assert _our_namespaces(proc.pid) == []
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(NEEDS) is not None, reason=str(unavailable_reason(NEEDS)))
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_lab_leaves_nothing_behind(tmp_path: Path, sig: signal.Signals) -> None:
+    """Ctrl-C (or kill) in the middle of a scenario: exit 130, no namespace, no process left."""
+    pcap = tmp_path / "aq.pcap"
+    proc = subprocess.Popen(["pcapq", "lab", "accept_queue_overflow", "-o", str(pcap)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "client load" in line or not line:
+            break
+    assert "client load" in lines[-1], lines
+    time.sleep(0.5)  # the server sleeps before accept(), the clients are retrying, tcpdump runs
+    namespaces = _our_namespaces(proc.pid)
+    assert len(namespaces) == 2, "the scenario should be running"
+    started = {pid: _cmdline(pid) for ns in namespaces for pid in _netns_pids(ns)}
+    assert any("tcpdump" in c for c in started.values()) and any("pcapq.lab.peers" in c for c in started.values())
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED, err
+    assert "cleaned up" in out
+    assert err.startswith("pcapq: interrupted")
+    assert _our_namespaces(proc.pid) == []
+    assert _processes_mentioning(str(pcap)) == []
+    assert {pid: c for pid, c in started.items() if _cmdline(pid) == c} == {}
