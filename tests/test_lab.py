@@ -31,6 +31,13 @@ def test_list_names_every_scenario() -> None:
             "closed_port", "packet_loss", "nginx_php_fpm", "time_wait_reuse"} <= set(names)
 
 
+def test_lab_help_lists_its_exit_codes() -> None:
+    out = run_pcapq("lab", "--help").stdout.decode()
+    for code in (ExitCode.OK, ExitCode.USAGE, ExitCode.TOOL_MISSING, ExitCode.LAB_FAILED, ExitCode.CANT_WRITE,
+                 ExitCode.NOT_ROOT, ExitCode.INTERRUPTED):
+        assert f"{int(code)} " in out, code
+
+
 def test_unknown_scenario_is_a_usage_error() -> None:
     proc = run_pcapq("lab", "no_such_thing")
     assert proc.returncode == ExitCode.USAGE
