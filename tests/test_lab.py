@@ -147,3 +147,36 @@ def test_interrupted_lab_leaves_nothing_behind(tmp_path: Path, sig: signal.Signa
     assert _our_namespaces(proc.pid) == []
     assert _processes_mentioning(str(pcap)) == []
     assert {pid: c for pid, c in started.items() if _cmdline(pid) == c} == {}
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(NEEDS) is not None, reason=str(unavailable_reason(NEEDS)))
+def test_time_wait_reuse_meets_the_time_wait_socket(tmp_path: Path) -> None:
+    from pcapq.lab.runner import run_scenario
+
+    result = run_scenario("time_wait_reuse", tmp_path / "tw.pcap")
+    assert result.problems == []
+    doc = analyze_json(result.run.pcap)
+    second = doc["connections"][1]
+    assert second["follows"] == 0
+    # The TIME-WAIT socket's ACK (no SYN-ACK), the client's RST, the SYN again.
+    kinds = [(e["kind"], e["from"]) for e in second["events"][:4]]
+    assert kinds[0] == ("syn", "client") and ("rst", "client") in kinds and ("syn_retransmit", "client") in kinds
+    assert "port_reuse" in {f["cause"] for f in doc["findings"]}
+
+
+LAB_NGINX = (*NEEDS, "ss", "nginx", "ab")
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(LAB_NGINX) is not None, reason=str(unavailable_reason(LAB_NGINX)))
+def test_nginx_php_fpm_logs_504_and_the_capture_shows_the_queue(tmp_path: Path) -> None:
+    from pcapq.lab.runner import run_scenario
+
+    result = run_scenario("nginx_php_fpm", tmp_path / "ng.pcap")
+    assert result.problems == []
+    assert (tmp_path / "ng.error.log").read_text().count("upstream timed out (110: Connection timed out)") >= 1
+    assert " 504 " in (tmp_path / "ng.access.log").read_text()
+    assert result.run.delta("TcpExtListenOverflows") > 0
+    doc = analyze_json(result.run.pcap)
+    assert "accept_queue_overflow" in {f["cause"] for f in doc["findings"]}

@@ -110,7 +110,7 @@ SCENARIOS: dict[str, Scenario] = {
             "Two connections from the same source port. The server closed the first, so it keeps "
             "the 4-tuple in TIME-WAIT; the second SYN's sequence number is below what TIME-WAIT "
             "expects, so the server answers with an ACK, the client resets it, and its SYN sent "
-            "again 1 s later opens the connection.",
+            "again a few milliseconds later opens the connection.",
             lambda net, pcap: scenarios.time_wait_reuse(net, pcap, connections=2),
         ),
     )

@@ -413,8 +413,9 @@ def time_wait_reuse(
     timestamps off, so the next SYN's ISN (a clock ticking every 64 ns plus a hash of the
     4-tuple, Linux secure_tcp_seq()) is below the sequence number the TIME-WAIT socket expects:
     tcp_timewait_state_process() does not take the SYN as a new connection and answers with an
-    ACK; the client, in SYN-SENT, resets that ACK, the RST ends the TIME-WAIT socket
-    (net.ipv4.tcp_rfc1337=0), and the client's SYN sent again 1 s later is accepted."""
+    ACK; the client, in SYN-SENT, resets that ACK and re-arms its SYN timer to the minimum
+    (tcp_rcv_synsent_state_process(): TCP_TIMEOUT_MIN), the RST ends the TIME-WAIT socket
+    (net.ipv4.tcp_rfc1337=0), and the SYN sent again a few ms later is accepted."""
     net.sysctl(net.client_ns, "net.ipv4.tcp_timestamps", 0)
     started = time.monotonic()
     before = net.nstat(net.server_ns)
