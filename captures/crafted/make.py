@@ -122,7 +122,7 @@ def accept_queue_overflow(packets: list[Captured]) -> None:
     # 40002's SYN-ACK again at 3.01 s; the client's ACK now creates the connection.
     c.synack(0.01012 + SYNACK_RETRIES[1])
     c.ack("client", 3.0103)
-    c.resend("client", 0.0106 + RTO[3])
+    c.resend("client", 0.0106 + RTO[3], index=2)  # the request (sent: SYN, ACK, request, ...)
     c.ack("server", 3.0107)
     c.send("server", 3.02, RESPONSE)
     c.ack("client", 3.0201)
