@@ -202,6 +202,57 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--conn", metavar="PORT|IP:PORT", help="The connection to explain, by its client's port or address and port.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True,
+    help="text for a terminal, markdown for a page, json for programs.",
+)
+@output_option
+def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> None:
+    """Walk through one connection, packet by packet, for someone learning TCP.
+
+    For each step: the frame, what the client's and the server's kernel did and why, the
+    queue involved (SYN queue, accept queue), the kernel function and sysctl behind it,
+    and what the application saw (connect() returned, read timed out, ECONNRESET, the
+    proxy's 502 or 504). Terms are defined where they first appear. Without --conn, the
+    most instructive connection is chosen: the richest connection of the most certain
+    finding (docs/explain.md).
+
+    \b
+    Examples:
+      $ pcapq explain captures/accept_queue_overflow.pcap
+      $ pcapq explain --conn 52206 captures/accept_queue_overflow.pcap
+      $ pcapq explain --format markdown -o story.md dump.pcap
+
+    \b
+    Exit codes: 0 explained; 2 usage error (--conn matches nothing or is not PORT or
+    IP:PORT); 3 a capture could not be read; 4 a capture is damaged (explained up to the
+    damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the output could not be written.
+    """
+    from pcapq.teach import NoSuchConnection
+    from pcapq.teach import explain as tell_story
+    from pcapq.teach.render import RENDERERS
+
+    _refuse_overwriting_inputs(files, output)
+    try:
+        result = _core.analyze(list(files))
+    except _core.CaptureError as e:
+        _fail(e.args[0], ExitCode.UNREADABLE)
+    for warning in result.warnings():
+        _warn(warning)
+    if result.summary()["tcp_segments"] == 0:
+        _fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
+    try:
+        story = tell_story(result, conn)
+    except (NoSuchConnection, ValueError) as e:
+        _fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
+    _deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)
+    if any(c["read_stop"] in ("corrupt", "io_error") for c in result.captures()):
+        sys.exit(int(ExitCode.DAMAGED))
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("scenario", required=False, metavar="SCENARIO")
 @click.option("--list", "list_", is_flag=True, help="List the scenarios and what each shows.")
 @click.option(

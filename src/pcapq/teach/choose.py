@@ -1,0 +1,90 @@
+"""Which connection `pcapq explain` walks through.
+
+With --conn, the connection whose client endpoint matches (a port, or an address and port; the
+server endpoint is tried too). Otherwise the most instructive one, by this rule (docs/explain.md):
+
+1. a connection named by a finding, the finding with the highest confidence first (ties: the
+   earliest); among its connections, the one with the most symptoms, then one whose handshake
+   completed (a real client rather than a spoofed SYN), then the most
+   retransmission series, then one that ended in a reset, then the earliest;
+2. with no finding, the problem connection ranked the same way;
+3. with no problem at all, the first connection that completed (what healthy looks like).
+
+Only problem connections (lean) and then the one chosen are brought into Python, never one
+object per healthy connection unless --conn has to search for one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pcapq._core import Analysis
+from pcapq.diagnose import Diagnosis
+
+
+@dataclass
+class Choice:
+    id: int
+    reason: str
+    others: list[int]
+    """Other connections --conn matched (the same 4-tuple reused, or a port on both sides)."""
+
+
+class NoSuchConnection(LookupError):
+    pass
+
+
+def _richness(c: dict) -> tuple:
+    return (len(c["symptoms"]), c["completed"], len(c["series"]), c["reset"] is not None, -c["first_time"], -c["id"])
+
+
+def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice:
+    if conn is not None:
+        return _by_endpoint(analysis, conn)
+    problems = {c["id"]: c for c in analysis.connections(problems_only=True, lean=True)}
+    findings = sorted(diagnosis.findings, key=lambda f: (-f.confidence, f.first))
+    for finding in findings:
+        named = [problems[i] for i in finding.connections if i in problems]
+        if named:
+            best = max(named, key=_richness)
+            return Choice(best["id"], f"the richest connection of the most certain finding ({_cause(finding.cause)})", [])
+    if problems:
+        best = max(problems.values(), key=_richness)
+        return Choice(best["id"], "the problem connection with the most symptoms (no finding names one)", [])
+    for server in analysis.servers():
+        for c in analysis.connections(lean=True, server=server["server"]):
+            if c["outcome"] == "completed":
+                return Choice(c["id"], "nothing went wrong in this capture: the first connection that completed", [])
+    if len(analysis):
+        return Choice(0, "no connection completed: the first one", [])
+    raise NoSuchConnection("the capture holds no TCP connection to explain")
+
+
+def _cause(cause: str) -> str:
+    return cause.replace("_", " ")
+
+
+def _by_endpoint(analysis: Analysis, conn: str) -> Choice:
+    """PORT or IP:PORT ([v6]:PORT) of the client, else of the server."""
+    want_port, want_addr = _parse(conn)
+    matches: list[tuple[bool, int]] = []  # (client side, id)
+    for server in analysis.servers():
+        for c in analysis.connections(lean=True, server=server["server"]):
+            for is_client, endpoint in ((True, c["client"]), (False, c["server"])):
+                addr, _, port = endpoint.rpartition(":")
+                if port == want_port and (want_addr is None or addr.strip("[]") == want_addr):
+                    matches.append((is_client, c["id"]))
+    client_side = sorted(i for side, i in matches if side)
+    ids = client_side or sorted({i for _, i in matches})
+    if not ids:
+        raise NoSuchConnection(f"no connection from or to {conn} in the capture")
+    which = "client" if client_side else "server"
+    reason = f"--conn {conn} (the {which} endpoint)"
+    return Choice(ids[0], reason, ids[1:])
+
+
+def _parse(conn: str) -> tuple[str, str | None]:
+    addr, sep, port = conn.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--conn takes PORT or IP:PORT, not {conn!r}")
+    return str(int(port)), addr.strip("[]") if sep else None

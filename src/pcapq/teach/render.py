@@ -1,0 +1,76 @@
+"""`pcapq explain` as text (wrapped for a terminal), markdown, or JSON."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from pcapq.teach.narrate import Story, Step
+
+WIDTH = 100
+
+
+def _frames(step: Step) -> str:
+    frames = step.frames
+    label = "frame" if len(frames) == 1 else "frames"
+    shown = ", ".join(map(str, frames[:8])) + (f" ... ({len(frames)} in all)" if len(frames) > 8 else "")
+    where = f" (file {step.file})" if step.file else ""
+    return f"{label} {shown}{where}"
+
+
+def _details(step: Step) -> list[tuple[str, str]]:
+    rows = [("why", step.why)]
+    for label, value in (("queue", step.queue), ("kernel", step.kernel), ("application", step.application)):
+        if value:
+            rows.append((label, value))
+    return [(k, v) for k, v in rows if v]
+
+
+def text(story: Story) -> str:
+    out: list[str] = []
+
+    def para(s: str, indent: str = "", first: str | None = None) -> None:
+        out.extend(textwrap.wrap(s, WIDTH, initial_indent=first if first is not None else indent,
+                                 subsequent_indent=indent, break_on_hyphens=False))
+
+    for line in story.intro:
+        para(line)
+    para(f"Chosen: {story.reason}." + (f" Also matching: connections {', '.join(map(str, story.others))}"
+                                       f" (pcapq explain --conn picks the first)." if story.others else ""))
+    out.append("")
+    for n, step in enumerate(story.steps, 1):
+        head = f"{n}. +{step.offset:.4f} s, {_frames(step)}: the {step.actor} {step.what}"
+        para(head, indent="   ")
+        for label, value in _details(step):
+            para(value, indent=" " * 17, first=f"   {label + ':':<14}")
+        for term, meaning in step.terms.items():
+            para(f"{term}: {meaning}", indent=" " * 8, first="   (def) ")
+        out.append("")
+    for line in story.ending:
+        para(line)
+    return "\n".join(out) + "\n"
+
+
+def markdown(story: Story) -> str:
+    c = story.connection
+    out = [f"# Connection {c['id']}: {c['client']} to {c['server']}", ""]
+    out += [*story.intro, "", f"*Chosen: {story.reason}.*", ""]
+    if story.others:
+        out += [f"Also matching: connections {', '.join(map(str, story.others))}.", ""]
+    out += ["## Step by step", ""]
+    for n, step in enumerate(story.steps, 1):
+        out.append(f"{n}. **+{step.offset:.4f} s, {_frames(step)}**: the {step.actor} {step.what}")
+        for label, value in _details(step):
+            out.append(f"   - *{label}*: {value}")
+        for term, meaning in step.terms.items():
+            out.append(f"   - **{term}**: {meaning}")
+    out += ["", "## What it meant", ""]
+    out += [f"- {line}" for line in story.ending]
+    return "\n".join(out) + "\n"
+
+
+def as_json(story: Story, pretty: bool = True) -> str:
+    return json.dumps(story.to_json(), indent=2 if pretty else None) + "\n"
+
+
+RENDERERS = {"text": text, "markdown": markdown, "json": as_json}
