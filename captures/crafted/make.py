@@ -219,7 +219,7 @@ def packet_loss(packets: list[Captured]) -> None:
     d.ack("server", 0.1004)
     d.send("server", 0.101, mss, flags="A")
     d.send("server", 0.1011, 500)
-    d.ack("client", 0.1012)  # the 500-byte tail was lost
+    d.segment("client", 0.1012, "A", ack=6001 + mss, advance=False)  # the 500-byte tail was lost
     d.resend("server", 0.1011 + 0.2)
     d.ack("client", 0.3012)
     d.fin("server", 0.3013)
