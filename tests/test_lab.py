@@ -180,3 +180,56 @@ def test_nginx_php_fpm_logs_504_and_the_capture_shows_the_queue(tmp_path: Path) 
     assert result.run.delta("TcpExtListenOverflows") > 0
     doc = analyze_json(result.run.pcap)
     assert "accept_queue_overflow" in {f["cause"] for f in doc["findings"]}
+
+
+# The listen sysctls the scenarios set, each per network namespace on a current kernel.
+PER_NETNS = {
+    "net.core.somaxconn": (16, 17),
+    "net.ipv4.tcp_syncookies": (0, 2),
+    "net.ipv4.tcp_max_syn_backlog": (64, 65),
+    "net.ipv4.tcp_synack_retries": (1, 2),
+    "net.ipv4.tcp_abort_on_overflow": (1, 0),
+    "net.ipv4.tcp_timestamps": (0, 1),
+}
+
+
+def _host(key: str) -> str:
+    return Path("/proc/sys", *key.split(".")).read_text().strip()
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(("ip",)) is not None, reason=str(unavailable_reason(("ip",))))
+def test_sysctls_are_set_in_the_namespace_only() -> None:
+    from pcapq.lab.namespaces import NetnsPair
+
+    host_before = {key: _host(key) for key in PER_NETNS}
+    with NetnsPair(tools=("ip",)) as net:
+        for key, choices in PER_NETNS.items():
+            value = next(v for v in choices if str(v) != host_before[key])
+            net.sysctl(net.server_ns, key, value)
+            assert net.read_sysctl(net.server_ns, key) == str(value), key
+            assert _host(key) == host_before[key], f"{key} reached the host"
+    assert {key: _host(key) for key in PER_NETNS} == host_before
+
+
+def test_a_sysctl_that_reaches_the_host_is_put_back_and_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If a write inside a namespace moved the host's value (a global sysctl), the host's value is
+    restored and the lab stops."""
+    from pcapq.lab import namespaces
+    from pcapq.lab.errors import LabError
+
+    host = {"net.example.global": "1"}
+    restored: list[list[str]] = []
+    net = namespaces.NetnsPair.__new__(namespaces.NetnsPair)
+    net.server_ns, net.client_ns = "s", "c"
+    net.say = lambda _line: None
+
+    def run_in_ns(ns: str, argv: list[str], **kw: object) -> None:
+        host["net.example.global"] = argv[-1].split("=")[1]  # the write leaks to the host
+
+    monkeypatch.setattr(net, "run", run_in_ns)
+    monkeypatch.setattr(namespaces, "_host_sysctl", lambda key: host[key])
+    monkeypatch.setattr(namespaces.subprocess, "run", lambda argv, **kw: restored.append(argv))
+    with pytest.raises(LabError, match="not per network namespace"):
+        net.sysctl("s", "net.example.global", 5)
+    assert restored == [["sysctl", "-q", "-w", "net.example.global=1"]]

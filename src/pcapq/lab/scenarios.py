@@ -535,8 +535,8 @@ def nginx_php_fpm(
         nginx = net.popen(net.client_ns, ["nginx", "-c", str(tmp / "nginx.conf"), "-p", str(tmp)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            _wait_listening(net, net.server_ns, PORT, fpm)
-            _wait_listening(net, net.client_ns, NGINX_PORT, nginx)
+            _wait_listening(net, net.server_ns, PORT, fpm, php_fpm)
+            _wait_listening(net, net.client_ns, NGINX_PORT, nginx, "nginx")
             with net.capture(pcap, bpf=["tcp", "port", str(PORT)], snaplen=snaplen) as cap:
                 net.say(f"ab: {requests} requests, {concurrency} at a time, through nginx")
                 ab = net.run(net.client_ns, ["ab", "-n", str(requests), "-c", str(concurrency), "-s", "30",
@@ -559,12 +559,13 @@ def nginx_php_fpm(
     return run
 
 
-def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, timeout: float = 10) -> None:
+def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, name: str,
+                    timeout: float = 10) -> None:
     """Waits until something listens on `port` in `ns` (ss -lnt)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise LabError(f"{proc.args[3]} exited with status {proc.returncode} before listening")
+            raise LabError(f"{name} exited with status {proc.returncode} before listening")
         out = net.run(ns, ["ss", "-Hlnt", f"sport = :{port}"], check=False).stdout
         if out.strip():
             return
