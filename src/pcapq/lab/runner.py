@@ -42,7 +42,7 @@ def check_machine(scenario: Scenario) -> None:
         raise LabUnavailable(reason)
     for module in scenario.python_modules:
         if importlib.util.find_spec(module) is None:
-            raise LabUnavailable(f"needs the Python module {module}; install with: pip install {module}")
+            raise LabUnavailable(f"needs the Python module {module}; install with: pip install 'pcapq[lab]' (or pip install {module})")
 
 
 def companion(pcap: Path, suffix: str) -> Path:
