@@ -329,9 +329,27 @@ def _run_lab(name: str, pcap: Path) -> None:
     if statuses:
         say("  nginx answered: " + ", ".join(f"{n} x {status}" for status, n in statuses.items()))
     say("wrote " + ", ".join(str(f) for f in result.files))
+    _say_findings(pcap, say)
     say(f"next: pcapq analyze {pcap}   and   pcapq explain {pcap}")
     if result.problems:
         _fail(f"lab: scenario {name} did not go as meant: {'; '.join(result.problems)}", ExitCode.LAB_FAILED)
+
+
+def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
+    """What pcapq finds in the fresh capture, one line per finding."""
+    from pcapq.diagnose import diagnose
+    from pcapq.teach.narrate import CAUSE_TITLES
+
+    try:
+        findings = diagnose(_core.analyze([str(pcap)], keep_connections=False, keep_events=False)).findings
+    except _core.CaptureError as e:
+        say(f"pcapq cannot read the capture: {e.args[0]}")
+        return
+    for f in findings:
+        title = CAUSE_TITLES.get(f.cause, f.cause)
+        say(f"pcapq finds: {title} on {f.server}, confidence {f.confidence:.2f}, {len(f.connections)} connection(s)")
+    if not findings:
+        say("pcapq finds nothing wrong")
 
 
 def _deliver(
