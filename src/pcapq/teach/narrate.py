@@ -108,18 +108,19 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
     intro = _intro(conn, finding, diagnosis)
     steps: list[Step] = []
     groups = groupby(conn["events"], key=lambda e: (e["kind"], e["from"], e["file"]))
-    told: dict[tuple[str, str], int] = {}  # (kind, side) -> the step that explained it
-    for (kind, side, file), run in groups:
+    told: dict[str, int] = {}  # an explanation -> the step that gave it
+    for (_kind, _side, file), run in groups:
         events = list(run)
+        kind = events[0]["kind"]
         narrator = NARRATORS.get(kind, _other)
         step, terms = narrator(events, ctx)
-        earlier = told.get((kind, side))
-        if earlier is not None and kind not in ("data_first", "fin", "rst"):
+        earlier = told.get(step.why)
+        if earlier is not None:
             # Told already: say so instead of repeating the whole explanation.
             step.why = f"Again, for the same reason as in step {earlier}."
             step.kernel = step.application = None
         else:
-            told[(kind, side)] = len(steps) + 1
+            told[step.why] = len(steps) + 1
         step.frames = [e["frame"] for e in events]
         step.file = file
         step.offset = events[0]["offset"]
@@ -359,6 +360,14 @@ def _data_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]
                "for its timer (tcp_fastretrans_alert()).")
         return _step(f"{side} kernel", what, why, kernel="tcp_fastretrans_alert(); net.ipv4.tcp_reordering",
                      application="Nothing visible: a short delay."), ["fast retransmit", "retransmission"]
+    acked = ctx.conn["request"]["acked"]
+    if side == "client" and acked is not None and 0 <= acked - events[-1]["time"] < 0.5:
+        why = ("No ACK came for the request, so the client's RTO fired again. This copy arrives when the "
+               "listener has room again (the application called accept()): it completes the connection "
+               "(it carries the ACK flag, tcp_check_req()) and the server acknowledges the request.")
+        return _step(f"{side} kernel", what, why, queue="accept queue: room again, the connection enters it.",
+                     kernel="tcp_retransmit_timer() (client), tcp_check_req() (server)",
+                     application="The client is still waiting for the answer; it comes now."), ["retransmission", "RTO"]
     if events[0].get("after_handshake_ack") and ctx.has("request_unacked"):
         why = ("No ACK came for the request, so the client's RTO fired: 200 ms at first (TCP_RTO_MIN), doubling "
                "each time. Each copy reaches a listener that still has no room in its accept queue and is "
