@@ -11,11 +11,12 @@ server endpoint is tried too). Otherwise the most instructive one, by this rule 
 3. with no problem at all, the first connection that completed (what healthy looks like).
 
 Only problem connections (lean) and then the one chosen are brought into Python, never one
-object per healthy connection unless --conn has to search for one.
+object per healthy connection; --conn reads the records one at a time.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pcapq._core import Analysis
@@ -51,13 +52,19 @@ def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice
     if problems:
         best = max(problems.values(), key=_richness)
         return Choice(best["id"], "the problem connection with the most symptoms (no finding names one)", [])
-    for server in analysis.servers():
-        for c in analysis.connections(lean=True, server=server["server"]):
-            if c["outcome"] == "completed":
-                return Choice(c["id"], "nothing went wrong in this capture: the first connection that completed", [])
+    # No problem anywhere: every connection completed or is still open; usually the first one
+    # completed, so this reads one or two records.
+    for i in range(len(analysis)):
+        if _OUTCOME.search(analysis.connection_json(i)).group(1) == "completed":  # type: ignore[union-attr]
+            return Choice(i, "nothing went wrong in this capture: the first connection that completed", [])
     if len(analysis):
         return Choice(0, "no connection completed: the first one", [])
     raise NoSuchConnection("the capture holds no TCP connection to explain")
+
+
+# Fields of a connection's JSON record (docs/json.md), read without parsing its events.
+_OUTCOME = re.compile(r'"outcome":"([a-z_]+)"')
+_ENDPOINTS = re.compile(r'^\{"id":(\d+),"client":"([^"]+)","server":"([^"]+)"')
 
 
 def _cause(cause: str) -> str:
@@ -68,12 +75,16 @@ def _by_endpoint(analysis: Analysis, conn: str) -> Choice:
     """PORT or IP:PORT ([v6]:PORT) of the client, else of the server."""
     want_port, want_addr = _parse(conn)
     matches: list[tuple[bool, int]] = []  # (client side, id)
-    for server in analysis.servers():
-        for c in analysis.connections(lean=True, server=server["server"]):
-            for is_client, endpoint in ((True, c["client"]), (False, c["server"])):
-                addr, _, port = endpoint.rpartition(":")
-                if port == want_port and (want_addr is None or addr.strip("[]") == want_addr):
-                    matches.append((is_client, c["id"]))
+    # One record at a time, its endpoints read from the start of its JSON: a capture of many
+    # connections never has them all in Python at once.
+    for i in range(len(analysis)):
+        found = _ENDPOINTS.match(analysis.connection_json(i))
+        if found is None:
+            continue
+        for is_client, endpoint in ((True, found.group(2)), (False, found.group(3))):
+            addr, _, port = endpoint.rpartition(":")
+            if port == want_port and (want_addr is None or addr.strip("[]") == want_addr):
+                matches.append((is_client, i))
     client_side = sorted(i for side, i in matches if side)
     ids = client_side or sorted({i for _, i in matches})
     if not ids:
