@@ -4,7 +4,7 @@ With --conn, the connection whose client endpoint matches (a port, or an address
 server endpoint is tried too). Otherwise the most instructive one, by this rule (docs/explain.md):
 
 1. a connection named by a finding, the finding with the highest confidence first (ties: the
-   earliest); among its connections, the one with the most symptoms, then one whose handshake
+   earliest); among its first 200 connections (in capture order), the one with the most symptoms, then one whose handshake
    completed (a real client rather than a spoofed SYN), then the most
    retransmission series, then one that ended in a reset, then the earliest;
 2. with no finding, the problem connection ranked the same way;
@@ -16,6 +16,7 @@ object per healthy connection; --conn reads the records one at a time.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -35,22 +36,34 @@ class NoSuchConnection(LookupError):
     pass
 
 
+# How many of a finding's connections are compared (its first ones, in capture order): a flood
+# may name millions.
+CANDIDATES = 200
+
+
 def _richness(c: dict) -> tuple:
+    """For a lean record (Analysis.connections(lean=True))."""
     return (len(c["symptoms"]), c["completed"], len(c["series"]), c["reset"] is not None, -c["first_time"], -c["id"])
+
+
+def _record_richness(c: dict) -> tuple:
+    """The same for a full record (Analysis.connection_json())."""
+    completed = c["handshake"]["completed"]
+    return (len(c["symptoms"]), completed, len(c["series"]), c["reset"] is not None, -c["first_time"], -c["id"])
 
 
 def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice:
     if conn is not None:
         return _by_endpoint(analysis, conn)
-    problems = {c["id"]: c for c in analysis.connections(problems_only=True, lean=True)}
     findings = sorted(diagnosis.findings, key=lambda f: (-f.confidence, f.first))
     for finding in findings:
-        named = [problems[i] for i in finding.connections if i in problems]
+        named = [json.loads(analysis.connection_json(i)) for i in sorted(finding.connections)[:CANDIDATES]]
         if named:
-            best = max(named, key=_richness)
+            best = max(named, key=_record_richness)
             return Choice(best["id"], f"the richest connection of the most certain finding ({_cause(finding.cause)})", [])
+    problems = analysis.connections(problems_only=True, lean=True)
     if problems:
-        best = max(problems.values(), key=_richness)
+        best = max(problems, key=_richness)
         return Choice(best["id"], "the problem connection with the most symptoms (no finding names one)", [])
     # No problem anywhere: every connection completed or is still open; usually the first one
     # completed, so this reads one or two records.
