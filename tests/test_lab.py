@@ -120,11 +120,20 @@ def test_closed_port_end_to_end(tmp_path: Path) -> None:
 
 @pytest.mark.kernel
 @pytest.mark.skipif(unavailable_reason(NEEDS) is not None, reason=str(unavailable_reason(NEEDS)))
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_lab_leaves_nothing_behind(tmp_path: Path, sig: signal.Signals) -> None:
-    """Ctrl-C (or kill) in the middle of a scenario: exit 130, no namespace, no process left."""
-    pcap = tmp_path / "aq.pcap"
-    proc = subprocess.Popen(["pcapq", "lab", "accept_queue_overflow", "-o", str(pcap)], stdout=subprocess.PIPE,
+@pytest.mark.parametrize(
+    "scenario, marker, sig",
+    [
+        ("accept_queue_overflow", "client load", signal.SIGINT),
+        ("accept_queue_overflow", "client load", signal.SIGTERM),
+        pytest.param("nginx_php_fpm", "ab:", signal.SIGINT, marks=pytest.mark.skipif(
+            unavailable_reason(("nginx", "ab")) is not None, reason="needs nginx and ab")),
+    ],
+)
+def test_interrupted_lab_leaves_nothing_behind(tmp_path: Path, scenario: str, marker: str, sig: signal.Signals) -> None:
+    """Ctrl-C (or kill) in the middle of a scenario: exit 130, no namespace, no process left
+    (nginx's and php-fpm's workers included)."""
+    pcap = tmp_path / "lab.pcap"
+    proc = subprocess.Popen(["pcapq", "lab", scenario, "-o", str(pcap)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
@@ -132,14 +141,16 @@ def test_interrupted_lab_leaves_nothing_behind(tmp_path: Path, sig: signal.Signa
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         lines.append(line)
-        if "client load" in line or not line:
+        if marker in line or not line:
             break
-    assert "client load" in lines[-1], lines
+    assert marker in lines[-1], lines
     time.sleep(0.5)  # the server sleeps before accept(), the clients are retrying, tcpdump runs
     namespaces = _our_namespaces(proc.pid)
     assert len(namespaces) == 2, "the scenario should be running"
     started = {pid: _cmdline(pid) for ns in namespaces for pid in _netns_pids(ns)}
-    assert any("tcpdump" in c for c in started.values()) and any("pcapq.lab.peers" in c for c in started.values())
+    servers = ("pcapq.lab.peers", "php-fpm", "nginx")
+    assert any("tcpdump" in c for c in started.values() if c)
+    assert any(name in c for c in started.values() if c for name in servers)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == ExitCode.INTERRUPTED, err
