@@ -114,6 +114,7 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
         kind = events[0]["kind"]
         narrator = NARRATORS.get(kind, _other)
         step, terms = narrator(events, ctx)
+        timing = _timing(events, conn)
         earlier = told.get(step.why)
         if earlier is not None:
             # Told already: say so instead of repeating the whole explanation.
@@ -121,6 +122,8 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
             step.kernel = step.application = None
         else:
             told[step.why] = len(steps) + 1
+        if timing:
+            step.why = f"{step.why} {timing}"
         step.frames = [e["frame"] for e in events]
         step.file = file
         step.offset = events[0]["offset"]
@@ -128,6 +131,20 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
         steps.append(step)
         ctx.seen.add(kind)
     return Story(conn, reason, finding, intro, steps, _ending(conn, finding, ctx), others or [])
+
+
+def _timing(events: list[dict], conn: dict) -> str:
+    """The waits of these re-sends against the kernel's schedule, from the connection's series."""
+    sends = {(send["file"], send["frame"]): send for series in conn["series"] for send in series["sends"]}
+    pairs = []
+    for e in events:
+        send = sends.get((e["file"], e["frame"]))
+        if send and send.get("interval") is not None and send.get("expected") is not None and not send.get("triggered"):
+            pairs.append((send["interval"], send["expected"]))
+    if not pairs:
+        return ""
+    expected = ", ".join(f"{want:.3f} s" for _, want in pairs)
+    return f"The kernel's schedule expected {'waits of' if len(pairs) > 1 else 'a wait of'} {expected}."
 
 
 def _intro(conn: dict, finding: Finding | None, diagnosis: Diagnosis) -> list[str]:
