@@ -58,7 +58,7 @@ def test_default_is_the_richest_connection_of_the_most_certain_finding() -> None
     assert "dropped that ACK" in synack_again["why"] and "net.ipv4.tcp_synack_retries" in synack_again["kernel"]
     # Told once; the second time refers back.
     again = next(s for s in doc["steps"] if s["frames"] == [33])
-    assert again["why"] == "Again, for the same reason as in step 6."
+    assert again["why"] == "Again, for the same reason as in step 6. The kernel's schedule expected a wait of 2.000 s."
 
 
 def test_a_real_client_rather_than_a_spoofed_half_open_request() -> None:
