@@ -60,6 +60,8 @@ def cli() -> None:
       $ pcapq analyze --format json dump.pcap   one JSON record per connection
       $ tcpdump -i any -w - port 9000 | pcapq analyze -
       $ pcapq crosscheck dump.pcap              pcapq's labels against tshark's
+      $ pcapq explain dump.pcap                 one connection told step by step
+      $ sudo pcapq lab --list                   failures to reproduce with your kernel
     """
 
 
