@@ -245,3 +245,34 @@ def test_a_sysctl_that_reaches_the_host_is_put_back_and_refused(monkeypatch: pyt
     with pytest.raises(LabError, match="not per network namespace"):
         net.sysctl("s", "net.example.global", 5)
     assert restored == [["sysctl", "-q", "-w", "net.example.global=1"]]
+
+
+def test_a_failed_scenario_exits_71_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pcapq.lab import runner
+    from pcapq.lab.errors import LabError
+
+    def fail(name: str, pcap: Path, say: object) -> None:
+        raise LabError("['tc', 'qdisc', 'add'] in pcapq-c-1-0 failed (2):\nRTNETLINK answers: No such file")
+
+    monkeypatch.setattr(runner, "run_scenario", fail)
+    result = CliRunner().invoke(cli.cli, ["lab", "healthy", "-o", str(tmp_path / "x.pcap")])
+    assert result.exit_code == ExitCode.LAB_FAILED
+    assert result.output.startswith("pcapq: lab: scenario healthy failed: ['tc', 'qdisc', 'add']")
+
+
+def test_a_run_that_did_not_go_as_meant_exits_71(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The capture and counters are written, then the run is refused: a client error the scenario
+    was not meant to have."""
+    from pcapq.lab import runner
+    from pcapq.lab.catalog import SCENARIOS
+    from pcapq.lab.scenarios import Run
+
+    pcap = tmp_path / "x.pcap"
+    pcap.write_bytes((Path(__file__).parent.parent / "captures" / "crafted" / "healthy.pcap").read_bytes())
+    run = Run(pcap, "10.231.1.2:9000", [{"port": 40000, "error": "TimeoutError('timed out')"}], {}, {}, "", 0, 1.0)
+    monkeypatch.setattr(runner, "run_scenario", lambda name, p, say: runner.LabResult(
+        SCENARIOS["healthy"], run, [pcap], list(runner._problems(SCENARIOS["healthy"], run))))
+    result = CliRunner().invoke(cli.cli, ["lab", "healthy", "-o", str(pcap)])
+    assert result.exit_code == ExitCode.LAB_FAILED
+    last = result.output.strip().splitlines()[-1]
+    assert last == "pcapq: lab: scenario healthy did not go as meant: client on port 40000: TimeoutError('timed out')"
