@@ -102,7 +102,10 @@ def test_conn_by_port_and_by_address() -> None:
     assert by_port["connection"]["id"] == by_addr["connection"]["id"] == 3
     assert by_port["chosen_because"] == "--conn 40003 (the client endpoint)"
     reused = explain_json(CRAFTED / "time_wait_reuse.pcap", "--conn", "40000")
-    assert reused["connection"]["id"] == 0 and reused["other_matches"] == [1]
+    assert reused["connection"]["id"] == 0 and reused["other_matches"] == [1] and reused["matches"] == 2
+    server = explain_json(CRAFTED / "healthy.pcap", "--conn", "9000")
+    assert server["chosen_because"] == "--conn 9000 (the server endpoint)"
+    assert (server["connection"]["id"], server["other_matches"], server["matches"]) == (0, [1, 2], 3)
 
 
 @pytest.mark.parametrize("conn, message", [

@@ -24,4 +24,4 @@ def explain(analysis: Analysis, conn: str | None = None) -> Story:
     diagnosis = diagnose(analysis)
     choice = choose(analysis, diagnosis, conn)
     record = json.loads(analysis.connection_json(choice.id))
-    return tell(record, diagnosis, choice.reason, choice.others)
+    return tell(record, diagnosis, choice.reason, choice.others, choice.matched)

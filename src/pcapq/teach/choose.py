@@ -29,7 +29,13 @@ class Choice:
     id: int
     reason: str
     others: list[int]
-    """Other connections --conn matched (the same 4-tuple reused, or a port on both sides)."""
+    """Other connections --conn matched (the same 4-tuple reused, a server port), up to MAX_OTHERS."""
+    matched: int = 1
+    """How many connections --conn matched in all."""
+
+
+# How many other matching connections are named.
+MAX_OTHERS = 20
 
 
 class NoSuchConnection(LookupError):
@@ -87,7 +93,9 @@ def _cause(cause: str) -> str:
 def _by_endpoint(analysis: Analysis, conn: str) -> Choice:
     """PORT or IP:PORT ([v6]:PORT) of the client, else of the server."""
     want_port, want_addr = _parse(conn)
-    matches: list[tuple[bool, int]] = []  # (client side, id)
+    client_side: list[int] = []  # the first matches, in capture order
+    server_side: list[int] = []
+    counts = {True: 0, False: 0}
     # One record at a time, its endpoints read from the start of its JSON: a capture of many
     # connections never has them all in Python at once.
     for i in range(len(analysis)):
@@ -97,14 +105,16 @@ def _by_endpoint(analysis: Analysis, conn: str) -> Choice:
         for is_client, endpoint in ((True, found.group(2)), (False, found.group(3))):
             addr, _, port = endpoint.rpartition(":")
             if port == want_port and (want_addr is None or addr.strip("[]") == want_addr):
-                matches.append((is_client, i))
-    client_side = sorted(i for side, i in matches if side)
-    ids = client_side or sorted({i for _, i in matches})
+                counts[is_client] += 1
+                kept = client_side if is_client else server_side
+                if len(kept) <= MAX_OTHERS:
+                    kept.append(i)
+    ids, matched = (client_side, counts[True]) if client_side else (server_side, counts[False])
     if not ids:
         raise NoSuchConnection(f"no connection from or to {conn} in the capture")
     which = "client" if client_side else "server"
     reason = f"--conn {conn} (the {which} endpoint)"
-    return Choice(ids[0], reason, ids[1:])
+    return Choice(ids[0], reason, ids[1:], matched)
 
 
 def _parse(conn: str) -> tuple[str, str | None]:

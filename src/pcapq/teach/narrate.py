@@ -68,6 +68,7 @@ class Story:
     steps: list[Step]
     ending: list[str]
     others: list[int] = field(default_factory=list)
+    matched: int = 1
 
     def to_json(self) -> dict:
         c = self.connection
@@ -78,6 +79,7 @@ class Story:
                                               "first_time", "duration")},
             "chosen_because": self.reason,
             "other_matches": self.others,
+            "matches": self.matched,
             "finding": self.finding.to_json() if self.finding else None,
             "intro": self.intro,
             "steps": [s.to_json() for s in self.steps],
@@ -101,7 +103,7 @@ class _Context:
         return self.capture_side == "server"
 
 
-def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None = None) -> Story:
+def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None = None, matched: int = 1) -> Story:
     finding = next((f for f in diagnosis.findings if conn["id"] in f.connections), None)
     ctx = _Context(conn, finding.cause if finding else None, diagnosis.capture_point.side)
     glossary = Glossary()
@@ -130,7 +132,7 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
         step.terms = glossary.first_use(["frame", "kernel", *terms] if not steps else terms)
         steps.append(step)
         ctx.seen.add(kind)
-    return Story(conn, reason, finding, intro, steps, _ending(conn, finding, ctx), others or [])
+    return Story(conn, reason, finding, intro, steps, _ending(conn, finding, ctx), others or [], matched)
 
 
 def _timing(events: list[dict], conn: dict) -> str:

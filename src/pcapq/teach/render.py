@@ -18,6 +18,12 @@ def _frames(step: Step) -> str:
     return f"{label} {shown}{where}"
 
 
+def _others(story: Story) -> str:
+    named = ", ".join(map(str, story.others))
+    more = story.matched - 1 - len(story.others)
+    return f"connections {named}" + (f" and {more:,} more ({story.matched:,} in all)" if more > 0 else "")
+
+
 def _details(step: Step) -> list[tuple[str, str]]:
     rows = [("why", step.why)]
     for label, value in (("queue", step.queue), ("kernel", step.kernel), ("application", step.application)):
@@ -35,8 +41,8 @@ def text(story: Story) -> str:
 
     for line in story.intro:
         para(line)
-    para(f"Chosen: {story.reason}." + (f" Also matching: connections {', '.join(map(str, story.others))}"
-                                       f" (pcapq explain --conn picks the first)." if story.others else ""))
+    para(f"Chosen: {story.reason}." + (f" Also matching: {_others(story)} (--conn tells the first)."
+                                       if story.others else ""))
     out.append("")
     for n, step in enumerate(story.steps, 1):
         head = f"{n}. +{step.offset:.4f} s, {_frames(step)}: the {step.actor} {step.what}"
@@ -56,7 +62,7 @@ def markdown(story: Story) -> str:
     out = [f"# Connection {c['id']}: {c['client']} to {c['server']}", ""]
     out += [*story.intro, "", f"*Chosen: {story.reason}.*", ""]
     if story.others:
-        out += [f"Also matching: connections {', '.join(map(str, story.others))}.", ""]
+        out += [f"Also matching: {_others(story)}.", ""]
     out += ["## Step by step", ""]
     for n, step in enumerate(story.steps, 1):
         out.append(f"{n}. **+{step.offset:.4f} s, {_frames(step)}**: the {step.actor} {step.what}")
