@@ -8,6 +8,7 @@
     <!-- /figure -->
 
 is replaced by COMMAND's output, run with bash from the repository root (COLUMNS=100, no colour).
+Exit status 1 is accepted (`pcapq analyze` found a problem); an empty output is not.
 
     python3 docs/figures.py           # rewrite the figures
     python3 docs/figures.py --check   # exit 1 if a figure is out of date (tests/test_guide.py)
@@ -31,7 +32,8 @@ def run(command: str) -> str:
     env = dict(os.environ, COLUMNS="100", NO_COLOR="1", TERM="dumb")
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
-    if proc.returncode != 0:
+    # 1: `pcapq analyze` found a problem, which is what most figures show.
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
         raise SystemExit(f"figure command failed ({proc.returncode}): {command}\n{proc.stderr}")
     return "\n".join(line.rstrip() for line in proc.stdout.rstrip("\n").splitlines()) + "\n"
 

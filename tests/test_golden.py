@@ -34,7 +34,9 @@ def report(capture: Path) -> str:
         ["pcapq", "analyze", "--format", "json", "--pretty", str(capture.relative_to(REPO))],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr
+    # 1 exactly when there is a finding (docs/exit-codes.md).
+    assert proc.returncode == (1 if json.loads(proc.stdout)["findings"] else 0)
     return proc.stdout
 
 
