@@ -7,7 +7,12 @@
     ```
     <!-- /figure -->
 
-is replaced by COMMAND's output, run with bash from the repository root (COLUMNS=100, no colour).
+is replaced by COMMAND's output, run with bash from the repository root (COLUMNS=100, no colour),
+and every picture
+
+    <!-- picture: docs/figures/NAME.svg: COMMAND -->
+
+is written from COMMAND's output (an SVG ladder from `pcapq explain --format svg`) to that file.
 Exit status 1 is accepted (`pcapq analyze` found a problem); an empty output is not.
 
     python3 docs/figures.py           # rewrite the figures
@@ -25,6 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 GUIDE = REPO / "docs" / "guide.md"
+PICTURE = re.compile(r"<!-- picture: (?P<path>docs/figures/[\w.-]+\.svg): (?P<command>.+?) -->")
 FIGURE = re.compile(r"(<!-- figure: (?P<command>.+?) -->\n```text\n)(?P<body>.*?)(```\n<!-- /figure -->)", re.DOTALL)
 
 
@@ -48,12 +54,19 @@ def main() -> int:
     args = parser.parse_args()
     text = GUIDE.read_text()
     fresh = render(text)
+    pictures = {REPO / m.group("path"): run(m.group("command")) for m in PICTURE.finditer(text)}
     if args.check:
-        if fresh != text:
-            print("docs/guide.md: figures out of date; run python3 docs/figures.py", file=sys.stderr)
+        stale = [str(path.relative_to(REPO)) for path, svg in pictures.items()
+                 if not path.exists() or path.read_text() != svg]
+        if fresh != text or stale:
+            what = ", ".join(["docs/guide.md"] * (fresh != text) + stale)
+            print(f"{what}: figures out of date; run python3 docs/figures.py", file=sys.stderr)
             return 1
         return 0
     GUIDE.write_text(fresh)
+    for path, svg in pictures.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(svg)
     return 0
 
 

@@ -41,7 +41,7 @@ def test_every_catalog_capture_is_explained(capture: Path) -> None:
     assert set(defined) <= set(TERMS)
     assert "frame" in doc["steps"][0]["terms"]
     assert doc["ending"][0].startswith("What the applications saw:")
-    for fmt in ("text", "markdown"):
+    for fmt in ("text", "markdown", "html", "svg"):
         proc = run_pcapq("explain", "--format", fmt, str(capture))
         assert proc.returncode == 0 and proc.stderr == b""
 
@@ -141,3 +141,21 @@ def test_unreadable_and_empty_inputs(tmp_path: Path) -> None:
     missing = run_pcapq("explain", str(tmp_path / "nope.pcap"))
     assert missing.returncode == ExitCode.UNREADABLE and missing.stderr.decode().startswith("pcapq: ")
     assert b"Traceback" not in missing.stderr
+
+
+def test_svg_is_the_connection_ladder_and_html_holds_it_with_the_steps() -> None:
+    import xml.etree.ElementTree as ET
+
+    capture = CRAFTED / "abort_on_overflow.pcap"
+    svg = run_pcapq("explain", "--format", "svg", str(capture)).stdout.decode()
+    root = ET.fromstring(svg.split("\n", 1)[1])
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert root.get("aria-label") == "ladder diagram of connection 2"
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    # One row per packet of the story: frame numbers 7, 9, 13, 14, 15, 16.
+    assert [t.split(" · ")[1] for t in texts if " · " in t and t.split(" · ")[1].isdigit()] == ["7", "9", "13", "14", "15", "16"]
+    page = run_pcapq("explain", "--format", "html", str(capture)).stdout.decode()
+    assert page.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in page
+    assert '<svg xmlns="http://www.w3.org/2000/svg"' in page
+    assert page.count("<li><p><strong>") == len(explain_json(capture)["steps"])
+    assert "<dfn>RST</dfn>" in page

@@ -430,8 +430,10 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--conn", metavar="PORT|IP:PORT", help="The connection to explain, by its client's port or address and port.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True,
-    help="text for a terminal, markdown for a page, json for programs.",
+    "--format", "fmt", type=click.Choice(["text", "markdown", "json", "html", "svg"]), default="text",
+    show_default=True,
+    help="text for a terminal, markdown for a page, json for programs, html for a page with the "
+    "connection's ladder diagram, svg for the ladder alone.",
 )
 @output_option
 def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> None:
@@ -449,6 +451,8 @@ def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> 
       $ pcapq explain captures/accept_queue_overflow.pcap
       $ pcapq explain --conn 52206 captures/accept_queue_overflow.pcap
       $ pcapq explain --format markdown -o story.md dump.pcap
+      $ pcapq explain --format html -o story.html dump.pcap
+      $ pcapq explain --format svg -o ladder.svg dump.pcap
 
     \b
     Exit codes: 0 explained; 2 usage error (--conn matches nothing or is not PORT or

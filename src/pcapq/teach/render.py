@@ -1,4 +1,6 @@
-"""`pcapq explain` as text (wrapped for a terminal), markdown, or JSON."""
+"""`pcapq explain` as text (wrapped for a terminal), markdown, JSON, a self-contained HTML page
+with the connection's ladder diagram, or that ladder alone as SVG (the HTML report's ladder:
+pcapq.report.html.ladder_svg)."""
 
 from __future__ import annotations
 
@@ -79,4 +81,39 @@ def as_json(story: Story, pretty: bool = True) -> str:
     return json.dumps(story.to_json(), indent=2 if pretty else None) + "\n"
 
 
-RENDERERS = {"text": text, "markdown": markdown, "json": as_json}
+def _ladder(story: Story) -> str:
+    from pcapq.report.html import ladder_svg
+    from pcapq.report.timeline import annotate
+
+    return ladder_svg(annotate(story.connection))
+
+
+def svg(story: Story) -> str:
+    """The connection's ladder diagram: one arrow per packet pcapq labelled, with the kernel's
+    expected retransmission times as dashed lines."""
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + _ladder(story) + "\n"
+
+
+def html(story: Story) -> str:
+    from pcapq.report.escape import html_text as h
+    from pcapq.report.html import page
+
+    c = story.connection
+    body = [f"<h1>Connection {c['id']}: {h(c['client'])} to {h(c['server'])}</h1>"]
+    body += [f"<p>{h(line)}</p>" for line in story.intro]
+    chosen = f"Chosen: {story.reason}." + (f" Also matching: {_others(story)}." if story.others else "")
+    body.append(f'<p class="muted">{h(chosen)}</p>')
+    body.append(f'<div class="ladder">{_ladder(story)}</div>')
+    body.append("<h2>Step by step</h2><ol>")
+    for step in story.steps:
+        head = f"+{step.offset:.4f} s, {_frames(step)}: the {step.actor} {step.what}"
+        details = "".join(f"<dt>{h(label)}</dt><dd>{h(value)}</dd>" for label, value in _details(step))
+        terms = "".join(f"<dt><dfn>{h(term)}</dfn></dt><dd>{h(meaning)}</dd>" for term, meaning in step.terms.items())
+        body.append(f"<li><p><strong>{h(head)}</strong></p><dl>{details}{terms}</dl></li>")
+    body.append("</ol><h2>What it meant</h2><ul>")
+    body += [f"<li>{h(line)}</li>" for line in story.ending]
+    body.append("</ul>")
+    return page(f"pcapq explain: connection {c['id']}", "\n".join(body))
+
+
+RENDERERS = {"text": text, "markdown": markdown, "json": as_json, "html": html, "svg": svg}
