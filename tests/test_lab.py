@@ -125,7 +125,7 @@ def test_closed_port_end_to_end(tmp_path: Path) -> None:
     [
         ("accept_queue_overflow", "client load", signal.SIGINT),
         ("accept_queue_overflow", "client load", signal.SIGTERM),
-        pytest.param("nginx_php_fpm", "ab:", signal.SIGINT, marks=pytest.mark.skipif(
+        pytest.param("nginx_php_fpm", "lab: ab: ", signal.SIGINT, marks=pytest.mark.skipif(
             unavailable_reason(("nginx", "ab")) is not None, reason="needs nginx and ab")),
     ],
 )
@@ -144,13 +144,20 @@ def test_interrupted_lab_leaves_nothing_behind(tmp_path: Path, scenario: str, ma
         if marker in line or not line:
             break
     assert marker in lines[-1], lines
-    time.sleep(0.5)  # the server sleeps before accept(), the clients are retrying, tcpdump runs
     namespaces = _our_namespaces(proc.pid)
     assert len(namespaces) == 2, "the scenario should be running"
-    started = {pid: _cmdline(pid) for ns in namespaces for pid in _netns_pids(ns)}
+    # The capture, a server and the load are running (on a busy machine they may take a moment).
     servers = ("pcapq.lab.peers", "php-fpm", "nginx")
-    assert any("tcpdump" in c for c in started.values() if c)
-    assert any(name in c for c in started.values() if c for name in servers)
+    started: dict[int, str | None] = {}
+    until = time.monotonic() + 5
+    while time.monotonic() < until:
+        started = {pid: _cmdline(pid) for ns in namespaces for pid in _netns_pids(ns)}
+        running = [c for c in started.values() if c]
+        if any("tcpdump" in c for c in running) and any(name in c for c in running for name in servers):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the scenario's processes are not all running: {started}")
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == ExitCode.INTERRUPTED, err

@@ -537,7 +537,9 @@ def _run_lab(name: str, pcap: Path) -> None:
         _fail(f"cannot write the capture to {pcap}: {pcap.parent} is not a writable directory", ExitCode.CANT_WRITE)
 
     def say(line: str) -> None:
+        # Flushed at once: the narration goes as the lab goes, also into a pipe or a file.
         click.echo(f"lab: {line}")
+        sys.stdout.flush()
 
     try:
         result = run_scenario(name, pcap, say)
