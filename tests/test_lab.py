@@ -33,7 +33,7 @@ def test_list_names_every_scenario() -> None:
 
 def test_lab_help_lists_its_exit_codes() -> None:
     out = run_pcapq("lab", "--help").stdout.decode()
-    for code in (ExitCode.OK, ExitCode.USAGE, ExitCode.TOOL_MISSING, ExitCode.LAB_FAILED, ExitCode.CANT_WRITE,
+    for code in (ExitCode.OK, ExitCode.USAGE, ExitCode.UNAVAILABLE, ExitCode.LAB_FAILED, ExitCode.CANT_WRITE,
                  ExitCode.NOT_ROOT, ExitCode.INTERRUPTED):
         assert f"{int(code)} " in out, code
 
@@ -57,7 +57,7 @@ def test_missing_tool_names_the_package(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=str(Path(sys.executable).parent))  # pcapq, python; no ip, no tcpdump
     proc = subprocess.run([str(Path(sys.executable).parent / "pcapq"), "lab", "healthy", "-o", str(tmp_path / "x.pcap")],
                           capture_output=True, env=env, timeout=60)
-    assert proc.returncode == ExitCode.TOOL_MISSING
+    assert proc.returncode == ExitCode.UNAVAILABLE
     err = proc.stderr.decode()
     assert err.count("\n") == 1 and err.startswith("pcapq: lab: needs `ip`, `tcpdump`, `tc`, `nstat`")
     assert "apt-get install iproute2 tcpdump" in err

@@ -22,9 +22,10 @@ class ExitCode(IntEnum):
     """crosscheck: pcapq and tshark disagree on a frame and no documented difference explains it."""
     TSHARK_MISSING = 69
     """crosscheck: tshark is not installed (EX_UNAVAILABLE), or it failed to read the capture."""
-    TOOL_MISSING = 69
-    """lab: a tool the scenario needs (ip, tcpdump, nginx, ...) is not installed; the message says
-    how to install it. The same value as TSHARK_MISSING."""
+    UNAVAILABLE = 69
+    """analyze --scheduler: dask.distributed is not installed, or the scheduler cannot be reached.
+    lab: a tool the scenario needs (ip, tcpdump, nginx, ...) is not installed; the message says how
+    to install it."""
     INTERNAL = 70
     """A bug in pcapq (EX_SOFTWARE). Please report it."""
     LAB_FAILED = 71
