@@ -39,3 +39,11 @@ def analyze_json(*paths: str | Path) -> dict:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--refresh-golden",
+        action="store_true",
+        help="Rewrite tests/golden/ from the current `pcapq analyze` output instead of comparing (test_golden.py).",
+    )

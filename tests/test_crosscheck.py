@@ -179,7 +179,7 @@ def test_help_lists_exit_codes():
 
 
 # ---------------------------------------------------------------------------------------------
-# Fresh captures from the kernel (tests/kernel_scenarios.py)
+# Fresh captures from the kernel (pcapq.lab.scenarios)
 
 
 @pytest.mark.kernel
@@ -188,7 +188,7 @@ def test_help_lists_exit_codes():
     ["healthy", "accept_queue_overflow", "abort_on_overflow", "syn_queue_overflow", "closed_port", "client_timeout_rst", "packet_loss"],
 )
 def test_kernel_captures_have_no_unexplained_disagreement(tmp_path, scenario):
-    import kernel_scenarios
+    from pcapq.lab import scenarios as kernel_scenarios
     from netns import NetnsPair
 
     with NetnsPair(tools=("ip", "tcpdump", "tc", "nstat")) as net:

@@ -1,5 +1,5 @@
 """pcapq on traffic from the Linux kernel itself: two network namespaces joined by a veth pair
-(netns.py), a small request/response server and client (tcp_peers.py), tcpdump on the server's
+(pcapq.lab, wrapped by netns.py), a small request/response server and client (pcapq.lab.peers), tcpdump on the server's
 side. Needs root, `ip`, `tc`, `nstat` (iproute2) and `tcpdump` (and `nft` for the loss test);
 skipped otherwise. Select or deselect with `-m kernel` / `-m "not kernel"`."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import analyze_json
-from kernel_scenarios import (
+from pcapq.lab.scenarios import (
     PEERS,
     PORT,
     Run,
@@ -132,7 +132,7 @@ def test_stdin_from_live_tcpdump(net, tmp_path):
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         tee.stdout.close()
         # ~10 packets per connection: tcpdump stops after `count` well before the client does.
-        client = net.run(net.client_ns, [sys.executable, PEERS, "client", net.server_ip, str(PORT),
+        client = net.run(net.client_ns, [*PEERS, "client", net.server_ip, str(PORT),
                                          "--count", "30", "--deadline", "10"])
         try:
             assert cap.wait(10) == 0, cap.stderr

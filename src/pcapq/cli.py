@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Callable, NoReturn, TextIO
 
 import click
@@ -61,6 +62,8 @@ def cli() -> None:
       $ pcapq timeline --failed dump.pcap       failed connections, packet by packet
       $ tcpdump -i any -w - port 9000 | pcapq analyze -
       $ pcapq crosscheck dump.pcap              pcapq's labels against tshark's
+      $ pcapq explain dump.pcap                 one connection told step by step
+      $ sudo pcapq lab --list                   failures to reproduce with your kernel
     """
 
 
@@ -507,6 +510,163 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
     _deliver(output, no_color, write)
     if result.comparison.unexplained:
         sys.exit(int(ExitCode.DISAGREE))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--conn", metavar="PORT|IP:PORT", help="The connection to explain, by its client's port or address and port.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "markdown", "json", "html", "svg"]), default="text",
+    show_default=True,
+    help="text for a terminal, markdown for a page, json for programs, html for a page with the "
+    "connection's ladder diagram, svg for the ladder alone.",
+)
+@output_option
+def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> None:
+    """Walk through one connection, packet by packet, for someone learning TCP.
+
+    For each step: the frame, what the client's and the server's kernel did and why, the
+    queue involved (SYN queue, accept queue), the kernel function and sysctl behind it,
+    and what the application saw (connect() returned, read timed out, ECONNRESET, the
+    proxy's 502 or 504). Terms are defined where they first appear. Without --conn, the
+    most instructive connection is chosen: the richest connection of the most certain
+    finding (docs/explain.md).
+
+    \b
+    Examples:
+      $ pcapq explain captures/accept_queue_overflow.pcap
+      $ pcapq explain --conn 52206 captures/accept_queue_overflow.pcap
+      $ pcapq explain --format markdown -o story.md dump.pcap
+      $ pcapq explain --format html -o story.html dump.pcap
+      $ pcapq explain --format svg -o ladder.svg dump.pcap
+
+    \b
+    Exit codes: 0 explained; 2 usage error (--conn matches nothing or is not PORT or
+    IP:PORT); 3 a capture could not be read; 4 a capture is damaged (explained up to the
+    damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the output could not be written.
+    """
+    from pcapq.teach import NoSuchConnection
+    from pcapq.teach import explain as tell_story
+    from pcapq.teach.render import RENDERERS
+
+    _refuse_overwriting_inputs(files, output)
+    try:
+        result = _core.analyze(list(files))
+    except _core.CaptureError as e:
+        _fail(e.args[0], ExitCode.UNREADABLE)
+    for warning in result.warnings():
+        _warn(warning)
+    if result.summary()["tcp_segments"] == 0:
+        _fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
+    try:
+        story = tell_story(result, conn)
+    except (NoSuchConnection, ValueError) as e:
+        _fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
+    _deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)
+    if any(c["read_stop"] in ("corrupt", "io_error") for c in result.captures()):
+        sys.exit(int(ExitCode.DAMAGED))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("scenario", required=False, metavar="SCENARIO")
+@click.option("--list", "list_", is_flag=True, help="List the scenarios and what each shows.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    default=None,
+    help="Write the capture here (default: SCENARIO.pcap). Its companions go beside it.",
+)
+def lab(scenario: str | None, list_: bool, output: str | None) -> None:
+    """Reproduce a scenario of the catalog with your own Linux kernel.
+
+    Creates two network namespaces joined by a veth pair (client 10.231.1.1, server
+    10.231.1.2), sets the scenario's sysctls inside them only, runs a server and a
+    bounded client load, and captures on the server's side with tcpdump. Next to the
+    capture it writes NAME.nstat.txt, the server namespace's kernel counters (nstat:
+    ListenOverflows, ListenDrops, TCPReqQFullDrop, ...) before and after; nginx_php_fpm
+    also keeps nginx's NAME.error.log and NAME.access.log. The host's own network
+    settings are never touched, and the namespaces and every process started are removed
+    at the end, also on Ctrl-C. Needs root, ip and tcpdump (iproute2, tcpdump).
+
+    \b
+    Examples:
+      $ pcapq lab --list
+      $ sudo pcapq lab accept_queue_overflow -o aq.pcap
+      $ pcapq explain aq.pcap
+
+    \b
+    Exit codes: 0 the scenario ran as meant; 2 usage error (unknown scenario); 69 a tool
+    is missing (the message says how to install it); 71 the scenario failed or did not
+    show what it should; 74 the output cannot be written; 77 not root; 130 Ctrl-C.
+    """
+    from pcapq.lab.catalog import SCENARIOS
+
+    if list_:
+        width = max(map(len, SCENARIOS))
+        for name, entry in SCENARIOS.items():
+            click.echo(f"{name:<{width}}  {entry.summary}")
+        return
+    if scenario is None:
+        _fail("name a scenario (pcapq lab --list shows them)", ExitCode.USAGE)
+    if scenario not in SCENARIOS:
+        _fail(f"unknown scenario {scenario!r}; one of: {', '.join(SCENARIOS)}", ExitCode.USAGE)
+    _run_lab(scenario, Path(output or f"{scenario}.pcap"))
+
+
+def _run_lab(name: str, pcap: Path) -> None:
+    from pcapq.lab import counters
+    from pcapq.lab.errors import LabError, LabNeedsRoot, LabUnavailable
+    from pcapq.lab.runner import run_scenario
+
+    if not pcap.parent.is_dir() or not os.access(pcap.parent, os.W_OK):
+        _fail(f"cannot write the capture to {pcap}: {pcap.parent} is not a writable directory", ExitCode.CANT_WRITE)
+
+    def say(line: str) -> None:
+        # Flushed at once: the narration goes as the lab goes, also into a pipe or a file.
+        click.echo(f"lab: {line}")
+        sys.stdout.flush()
+
+    try:
+        result = run_scenario(name, pcap, say)
+    except LabNeedsRoot as e:
+        _fail(str(e), ExitCode.NOT_ROOT)
+    except LabUnavailable as e:
+        _fail(f"lab: {e}", ExitCode.UNAVAILABLE)
+    except LabError as e:
+        _fail(f"lab: scenario {name} failed: {e}", ExitCode.LAB_FAILED)
+    except KeyboardInterrupt:
+        click.echo("pcapq: interrupted; the lab's namespaces and processes are cleaned up", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    run = result.run
+    say(f"done in {run.elapsed:.1f} s: {pcap.stat().st_size:,} bytes captured")
+    for line in counters.highlights(run.nstat_before, run.nstat_after):
+        say(f"  {line}")
+    statuses = run.extra.get("statuses")
+    if statuses:
+        say("  nginx answered: " + ", ".join(f"{n} x {status}" for status, n in statuses.items()))
+    say("wrote " + ", ".join(str(f) for f in result.files))
+    _say_findings(pcap, say)
+    say(f"next: pcapq analyze {pcap}   and   pcapq explain {pcap}")
+    if result.problems:
+        _fail(f"lab: scenario {name} did not go as meant: {'; '.join(result.problems)}", ExitCode.LAB_FAILED)
+
+
+def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
+    """What pcapq finds in the fresh capture, one line per finding."""
+    from pcapq.diagnose import diagnose
+    from pcapq.teach.narrate import CAUSE_TITLES
+
+    try:
+        findings = diagnose(_core.analyze([str(pcap)], keep_connections=False, keep_events=False)).findings
+    except _core.CaptureError as e:
+        say(f"pcapq cannot read the capture: {e.args[0]}")
+        return
+    for f in findings:
+        title = CAUSE_TITLES.get(f.cause, f.cause)
+        say(f"pcapq finds: {title} on {f.server}, confidence {f.confidence:.2f}, {len(f.connections)} connection(s)")
+    if not findings:
+        say("pcapq finds nothing wrong")
 
 
 def _deliver(

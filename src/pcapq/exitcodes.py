@@ -23,10 +23,17 @@ class ExitCode(IntEnum):
     TSHARK_MISSING = 69
     """crosscheck: tshark is not installed (EX_UNAVAILABLE), or it failed to read the capture."""
     UNAVAILABLE = 69
-    """analyze --scheduler: dask.distributed is not installed, or the scheduler cannot be reached."""
+    """analyze --scheduler: dask.distributed is not installed, or the scheduler cannot be reached.
+    lab: a tool the scenario needs (ip, tcpdump, nginx, ...) is not installed; the message says how
+    to install it."""
     INTERNAL = 70
     """A bug in pcapq (EX_SOFTWARE). Please report it."""
+    LAB_FAILED = 71
+    """lab: the scenario could not be run (a command in a namespace failed) or did not show what
+    it should (a client error it should not have, packets tcpdump dropped) (EX_OSERR)."""
     CANT_WRITE = 74
     """The report could not be written (EX_IOERR): the -o file cannot be created, or the disk is full."""
+    NOT_ROOT = 77
+    """lab: not run as root, which creating network namespaces needs (EX_NOPERM)."""
     INTERRUPTED = 130
     """Stopped with Ctrl-C."""

@@ -302,6 +302,10 @@ class _Context:
             elif n in theirs and "syn_retransmit" in self.kinds(n):
                 yield Row(n, "reused_ports", "reused_ports", said, words, EXPLAINED,
                           "same ISN as the earlier SYN: pcapq calls it a retransmission of it")
+            elif n in theirs and "synack" in self.kinds(n) and n in self.conn_of \
+                    and self.conn_of[n].doc.get("follows") is not None:
+                yield Row(n, "reused_ports", "reused_ports", said, words, EXPLAINED,
+                          "the SYN-ACK of a connection on a reused 4-tuple: pcapq marks its first SYN")
             else:
                 yield Row(n, "reused_ports", "reused_ports", said, words, UNEXPLAINED, "unexplained")
 

@@ -1,6 +1,6 @@
-"""Real-traffic scenarios on a NetnsPair, shared by test_kernel.py and captures/make_real.py.
+"""Real-traffic scenarios on a NetnsPair: what `pcapq lab` runs, and the kernel tests with it.
 
-Each scenario starts tcp_peers.py as server (server namespace) and client (client namespace),
+Each scenario starts peers.py as server (server namespace) and client (client namespace),
 captures on the server's side, and returns what happened: the client's per-connection results,
 the server namespace's `nstat` counters before and after, tcpdump's counters, the sysctls.
 """
@@ -16,10 +16,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netns import NetnsPair
+from pcapq.lab import counters
+from pcapq.lab.errors import LabError
+from pcapq.lab.namespaces import NetnsPair
 
 PORT = 9000
-PEERS = str(Path(__file__).with_name("tcp_peers.py"))
+# The server and client programs (peers.py), run inside the namespaces by this interpreter.
+PEERS = [sys.executable, "-m", "pcapq.lab.peers"]
 
 SERVER_SYSCTLS = (
     "net.core.somaxconn",
@@ -51,18 +54,10 @@ class Run:
 
     def changed(self) -> dict[str, tuple[int, int]]:
         """Counters that moved: name -> (before, after)."""
-        names = sorted(set(self.nstat_before) | set(self.nstat_after))
-        return {
-            n: (self.nstat_before.get(n, 0), self.nstat_after.get(n, 0))
-            for n in names
-            if self.nstat_before.get(n, 0) != self.nstat_after.get(n, 0)
-        }
+        return counters.changed(self.nstat_before, self.nstat_after)
 
     def nstat_report(self) -> str:
-        lines = [f"{'counter':<34}{'before':>10}{'after':>10}{'delta':>10}"]
-        for name, (before, after) in self.changed().items():
-            lines.append(f"{name:<34}{before:>10}{after:>10}{after - before:>10}")
-        return "\n".join(lines)
+        return counters.report(self.nstat_before, self.nstat_after)
 
 
 def _read_sysctls(net: NetnsPair) -> dict[str, str]:
@@ -74,10 +69,11 @@ def _read_sysctls(net: NetnsPair) -> dict[str, str]:
 
 
 def start_server(net: NetnsPair, *options: str, timeout: float = 10) -> subprocess.Popen:
-    """tcp_peers.py server in the server namespace, returned once it listens."""
+    """peers.py server in the server namespace, returned once it listens."""
+    net.say(f"server listening on {net.server_ip}:{PORT} ({' '.join(options)})")
     proc = net.popen(
         net.server_ns,
-        [sys.executable, PEERS, "server", net.server_ip, str(PORT), *options],
+        [*PEERS, "server", net.server_ip, str(PORT), *options],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -86,7 +82,7 @@ def start_server(net: NetnsPair, *options: str, timeout: float = 10) -> subproce
     sel.register(proc.stdout, selectors.EVENT_READ)
     if not sel.select(timeout) or proc.stdout.readline().strip() != "ready":
         net.stop(proc)
-        raise RuntimeError("test server did not start")
+        raise LabError("the scenario's server did not start")
     return proc
 
 
@@ -113,7 +109,7 @@ def healthy(
         with net.capture(pcap, bpf=["tcp"], iface=iface, snaplen=snaplen, linktype=linktype) as cap:
             out = net.run(
                 net.client_ns,
-                [sys.executable, PEERS, "client", net.server_ip, str(PORT), "--count", str(connections),
+                [*PEERS, "client", net.server_ip, str(PORT), "--count", str(connections),
                  "--request", str(request), "--deadline", "20"],
             ).stdout
         server.wait(10)
@@ -208,9 +204,11 @@ def _burst(
     )
     try:
         with net.capture(pcap, bpf=["tcp"]) as cap:
+            net.say(f"client load from {net.client_ip}: {lead} connection(s) first, then "
+                    f"{connections - lead} at once, each sending a {request}-byte request")
             out = net.run(
                 net.client_ns,
-                [sys.executable, PEERS, "client", net.server_ip, str(PORT), "--concurrent", "--count",
+                [*PEERS, "client", net.server_ip, str(PORT), "--concurrent", "--count",
                  str(connections), "--lead", str(lead), "--filler", str(FILLER), "--request", str(request),
                  "--deadline", "15"],
                 timeout=30,
@@ -232,8 +230,9 @@ def _burst(
 
 
 def _client(net: NetnsPair, *options: str, timeout: float = 30) -> str:
-    """tcp_peers.py client in the client namespace; its stdout."""
-    argv = [sys.executable, PEERS, "client", net.server_ip, str(PORT), *options]
+    """peers.py client in the client namespace; its stdout."""
+    net.say(f"client load from {net.client_ip}: {' '.join(options)}")
+    argv = [*PEERS, "client", net.server_ip, str(PORT), *options]
     return net.run(net.client_ns, argv, timeout=timeout).stdout
 
 
@@ -315,7 +314,7 @@ def syn_queue_overflow(
                           "--response", str(response), "--deadline", "20")
     try:
         with net.capture(pcap, bpf=["tcp"]) as cap:
-            syns = net.run(net.client_ns, [sys.executable, PEERS, "half-open", net.server_ip, str(PORT),
+            syns = net.run(net.client_ns, [*PEERS, "half-open", net.server_ip, str(PORT),
                                            "--source", dark, "--count", str(half_open)]).stdout
             time.sleep(client_delay)
             out = _client(net, "--concurrent", "--count", str(connections), "--request", str(request),
@@ -397,3 +396,178 @@ def _nft_counters(net: NetnsPair, ns: str, table: str) -> list[int]:
             if "counter" in expr:
                 counts.append(int(expr["counter"]["packets"]))
     return counts
+
+
+def time_wait_reuse(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int = 2,
+    source_port: int = 50000,
+    request: int = 8_000_000,
+    response: int = 1000,
+    pause: float = 0.05,
+    snaplen: int = 128,
+) -> Run:
+    """`connections` sequential connections from the same source port. The server closes first,
+    so it keeps each 4-tuple in TIME-WAIT (60 s). The client sends a large request and has TCP
+    timestamps off, so the next SYN's ISN (a clock ticking every 64 ns plus a hash of the
+    4-tuple, Linux secure_tcp_seq()) is below the sequence number the TIME-WAIT socket expects:
+    tcp_timewait_state_process() does not take the SYN as a new connection and answers with an
+    ACK; the client, in SYN-SENT, resets that ACK and re-arms its SYN timer to the minimum
+    (tcp_rcv_synsent_state_process(): TCP_TIMEOUT_MIN), the RST ends the TIME-WAIT socket
+    (net.ipv4.tcp_rfc1337=0), and the SYN sent again a few ms later is accepted."""
+    net.sysctl(net.client_ns, "net.ipv4.tcp_timestamps", 0)
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "20")
+    try:
+        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+            out = _client(net, "--count", str(connections), "--request", str(request), "--source-port",
+                          str(source_port), "--pause", str(pause), "--deadline", "15")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(5)
+    finally:
+        net.stop(server)
+    setup = [
+        f"server accepts at once, answers {response} bytes and closes first (it keeps TIME-WAIT)",
+        f"client: tcp_timestamps=0, {connections} sequential connections all from port {source_port} "
+        f"(SO_REUSEADDR), {request}-byte request, {pause:g} s apart; tcpdump -s {snaplen}",
+    ]
+    return _run(net, pcap, out, cap, before, started, setup)
+
+
+# nginx in front of php-fpm: nginx in the client namespace (the proxy), php-fpm in the server
+# namespace (the upstream), each with its own configuration in a temporary directory.
+NGINX_PORT = 8080
+
+NGINX_CONF = """\
+daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid {tmp}/nginx.pid;
+error_log {error_log} error;
+events {{ worker_connections 256; }}
+http {{
+    access_log {access_log};
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            fastcgi_pass {upstream};
+            fastcgi_param SCRIPT_FILENAME {tmp}/www/slow.php;
+            fastcgi_param REQUEST_METHOD $request_method;
+            fastcgi_connect_timeout {connect_timeout}s;
+            fastcgi_read_timeout {read_timeout}s;
+        }}
+    }}
+}}
+"""
+
+PHP_FPM_CONF = """\
+[global]
+pid = {tmp}/php-fpm.pid
+error_log = {tmp}/php-fpm.log
+daemonize = no
+
+[www]
+user = nobody
+group = nogroup
+listen = {listen}
+listen.backlog = {backlog}
+pm = static
+pm.max_children = {children}
+"""
+
+PHP_SCRIPT = "<?php usleep({usec}); echo \"ok\\n\";\n"
+
+
+def nginx_php_fpm(
+    net: NetnsPair,
+    pcap: Path,
+    logs: Path,
+    backlog: int = 2,
+    children: int = 2,
+    service_time: float = 0.5,
+    requests: int = 40,
+    concurrency: int = 20,
+    connect_timeout: float = 2.0,
+    read_timeout: float = 3.0,
+    snaplen: int = 128,
+) -> Run:
+    """php-fpm (`children` workers, each request taking `service_time` s) listening with
+    listen.backlog `backlog` in the server namespace; nginx in the client namespace passing every
+    request to it (fastcgi_connect_timeout, fastcgi_read_timeout); `ab` sends `requests`
+    requests, `concurrency` at a time. php-fpm answers children / service_time requests a second,
+    the rest wait in its listen queues or overflow them: nginx logs 504 (timed out) or 502.
+    nginx's error.log and access.log are copied to `logs`.error.log / `logs`.access.log."""
+    import shutil
+    import tempfile
+
+    php_fpm = next((p for p in ("php-fpm", *(f"php-fpm{v}" for v in ("8.4", "8.3", "8.2", "8.1", "8.0", "7.4")))
+                    if shutil.which(p)), None)
+    if php_fpm is None:
+        raise LabError("php-fpm is not installed; install with: apt-get install php-fpm")
+    upstream = f"{net.server_ip}:{PORT}"
+    with tempfile.TemporaryDirectory(prefix="pcapq-lab-") as tmp_name:
+        tmp = Path(tmp_name)
+        tmp.chmod(0o755)  # php-fpm's workers (nobody) read the script
+        (tmp / "www").mkdir(mode=0o755)
+        (tmp / "www" / "slow.php").write_text(PHP_SCRIPT.format(usec=int(service_time * 1e6)))
+        (tmp / "php-fpm.conf").write_text(PHP_FPM_CONF.format(tmp=tmp, listen=upstream, backlog=backlog,
+                                                              children=children))
+        error_log, access_log = tmp / "error.log", tmp / "access.log"
+        (tmp / "nginx.conf").write_text(NGINX_CONF.format(
+            tmp=tmp, error_log=error_log, access_log=access_log, port=NGINX_PORT, upstream=upstream,
+            connect_timeout=f"{connect_timeout:g}", read_timeout=f"{read_timeout:g}"))
+        started = time.monotonic()
+        before = net.nstat(net.server_ns)
+        net.say(f"php-fpm in the server namespace on {upstream}: listen.backlog {backlog}, "
+                f"{children} workers, {service_time:g} s per request")
+        fpm = net.popen(net.server_ns, [php_fpm, "-R", "-F", "-y", str(tmp / "php-fpm.conf")],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        net.say(f"nginx in the client namespace on 127.0.0.1:{NGINX_PORT}, fastcgi_pass {upstream}, "
+                f"fastcgi_connect_timeout {connect_timeout:g}s, fastcgi_read_timeout {read_timeout:g}s")
+        nginx = net.popen(net.client_ns, ["nginx", "-c", str(tmp / "nginx.conf"), "-p", str(tmp)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_listening(net, net.server_ns, PORT, fpm, php_fpm)
+            _wait_listening(net, net.client_ns, NGINX_PORT, nginx, "nginx")
+            with net.capture(pcap, bpf=["tcp", "port", str(PORT)], snaplen=snaplen) as cap:
+                net.say(f"ab: {requests} requests, {concurrency} at a time, through nginx")
+                ab = net.run(net.client_ns, ["ab", "-n", str(requests), "-c", str(concurrency), "-s", "30",
+                                             f"http://127.0.0.1:{NGINX_PORT}/slow.php"], timeout=120, check=False)
+        finally:
+            net.stop(nginx)
+            net.stop(fpm)
+        shutil.copyfile(error_log, logs.with_name(logs.name + ".error.log"))
+        shutil.copyfile(access_log, logs.with_name(logs.name + ".access.log"))
+        statuses = [line.split('" ', 1)[1].split()[0] for line in access_log.read_text().splitlines() if '" ' in line]
+    setup = [
+        f"server: php-fpm, listen {upstream}, listen.backlog {backlog}, pm static, {children} workers, "
+        f"{service_time:g} s per request (usleep); namespace defaults otherwise",
+        f"client: nginx on 127.0.0.1:{NGINX_PORT}, fastcgi_pass {upstream}, fastcgi_connect_timeout "
+        f"{connect_timeout:g}s, fastcgi_read_timeout {read_timeout:g}s",
+        f"load: ab -n {requests} -c {concurrency} in the client namespace; tcpdump -s {snaplen} port {PORT}",
+    ]
+    run = _run(net, pcap, "", cap, before, started, setup)
+    run.extra.update(statuses={s: statuses.count(s) for s in sorted(set(statuses))}, ab=ab.stdout)
+    return run
+
+
+def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, name: str,
+                    timeout: float = 10) -> None:
+    """Waits until something listens on `port` in `ns` (ss -lnt)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LabError(f"{name} exited with status {proc.returncode} before listening")
+        out = net.run(ns, ["ss", "-Hlnt", f"sport = :{port}"], check=False).stdout
+        if out.strip():
+            return
+        time.sleep(0.05)
+    raise LabError(f"nothing listens on port {port} after {timeout:g} s")

@@ -1,8 +1,9 @@
-"""A tiny request/response server and client for kernel tests, run inside a namespace:
+"""A tiny request/response server and client for `pcapq lab` and the kernel tests, run inside a
+namespace:
 
-    python tcp_peers.py server HOST PORT [--backlog B] [--accept-delay S] [--count N] ...
-    python tcp_peers.py client HOST PORT [--count N] [--concurrent] ...
-    python tcp_peers.py half-open HOST PORT --source ADDR [--count N]   (raw SYNs; scapy)
+    python -m pcapq.lab.peers server HOST PORT [--backlog B] [--accept-delay S] [--count N] ...
+    python -m pcapq.lab.peers client HOST PORT [--count N] [--concurrent] ...
+    python -m pcapq.lab.peers half-open HOST PORT --source ADDR [--count N]   (raw SYNs; scapy)
 
 Protocol: the client sends `--request` bytes ending in a newline; the server reads up to the
 newline, waits `--reply-delay` seconds, writes `--response` bytes and closes; the client reads
@@ -52,13 +53,14 @@ def serve(args: argparse.Namespace) -> int:
             break
         with conn:
             conn.settimeout(10)
-            data = b""
+            last = b""
             try:
-                while not data.endswith(b"\n"):
+                # Only the request's last byte matters (a newline): requests may be megabytes.
+                while last != b"\n":
                     chunk = conn.recv(65536)
                     if not chunk:
                         break
-                    data += chunk
+                    last = chunk[-1:]
                 if args.reply_delay:
                     time.sleep(args.reply_delay)
                 conn.sendall(response)
@@ -93,6 +95,11 @@ def sequential(args: argparse.Namespace) -> int:
         received = 0
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
+            if args.source_port:
+                # Every connection from the same port: the 4-tuple is reused (SO_REUSEADDR lets
+                # bind() take a port whose previous socket is closing).
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("", args.source_port))
             connect(s, args.host, args.port, args.timeout, result)
             s.sendall(request)
             result["sent"] = len(request)
@@ -215,6 +222,7 @@ def main() -> int:
                    help="sequential client: after a timeout, close with SO_LINGER 0 (an RST)")
     p.add_argument("--reply-delay", type=float, default=0.0, help="server: wait this long before answering")
     p.add_argument("--source", help="half-open: the SYNs' source address")
+    p.add_argument("--source-port", type=int, default=0, help="sequential client: bind every connection to this port")
     p.add_argument("--deadline", type=float, default=20.0)
     args = p.parse_args()
     if args.role == "server":

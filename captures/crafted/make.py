@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""Writes the crafted captures in this directory, byte for byte the same on every run:
+
+    python3 captures/crafted/make.py                 # all of them, here
+    python3 captures/crafted/make.py --out DIR NAME  # some of them, elsewhere
+
+Each scenario is a few TCP conversations built packet by packet with scapy (tests/craft.py):
+fixed timestamps (from 2023-11-14 22:13:20 UTC), ISNs, ports and IP ids (scapy's default, 1),
+written as classic pcap with Ethernet framing. Proxy (client) 10.0.0.1, upstream (server)
+10.0.0.2:9000. Timings follow Linux's timers: SYN retries 1 s apart (tcp_syn_linear_timeouts),
+SYN-ACK retries 1 s then doubling, data retransmissions from a 200 ms RTO, doubling.
+tests/test_catalog.py regenerates them and compares the bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent / "tests"))
+
+from craft import Captured, Conversation, write_pcap  # noqa: E402
+
+CLIENT = "10.0.0.1"
+SERVER = ("10.0.0.2", 9000)
+REQUEST = 100
+RESPONSE = 1000
+# A request socket's SYN-ACK timer (TCP_TIMEOUT_INIT 1 s, doubling: reqsk_timer_handler()).
+SYNACK_RETRIES = (1.0, 3.0, 7.0)
+# A data segment's retransmission timer: TCP_RTO_MIN 200 ms, doubling (tcp_retransmit_timer()).
+RTO = (0.2, 0.6, 1.4, 3.0)
+
+
+def conversation(packets: list[Captured], port: int, isn: int, server_isn: int) -> Conversation:
+    return Conversation(client=(CLIENT, port), server=SERVER, client_isn=isn, server_isn=server_isn, packets=packets)
+
+
+def exchange(c: Conversation, t: float) -> float:
+    """Request, its ACK, the response, its ACK, the server's FIN first, then the client's; the
+    time of the last packet."""
+    c.send("client", t, REQUEST)
+    c.ack("server", t + 0.0001)
+    c.send("server", t + 0.0005, RESPONSE)
+    c.ack("client", t + 0.0006)
+    c.fin("server", t + 0.0007)
+    c.fin("client", t + 0.0008)
+    c.ack("server", t + 0.0009)
+    return t + 0.0009
+
+
+def healthy(packets: list[Captured]) -> None:
+    """Three sequential exchanges, 10 packets each, nothing re-sent."""
+    for i in range(3):
+        c = conversation(packets, 40000 + i, 1000 + 100_000 * i, 5000 + 100_000 * i)
+        t = 0.010 * i
+        c.handshake(t)
+        exchange(c, t + 0.0003)
+
+
+def syn_queue_overflow(packets: list[Captured]) -> None:
+    """tcp_syncookies=0, backlog 3: four SYNs from 10.0.0.66 (a host that never answers) fill
+    the SYN queue (its SYN-ACKs are re-sent after 1 s, then the requests expire with
+    tcp_synack_retries=1, 3 s after their SYN). The proxy's SYNs at 0.5, 1.5, 2.5 s are dropped
+    (tcp_conn_request(): inet_csk_reqsk_queue_is_full()); the one at 3.5 s is answered."""
+    for i in range(4):
+        c = Conversation(client=("10.0.0.66", 41000 + i), server=SERVER, client_isn=7000 + i, server_isn=9000 + i,
+                         packets=packets)
+        c.syn(0.001 * i)
+        c.synack(0.001 * i + 0.00002)
+        c.synack(1.0 + 0.001 * i)
+    c = conversation(packets, 40000, 1000, 5000)
+    for t in (0.5, 1.5, 2.5, 3.5):
+        c.syn(t)
+    c.synack(3.50002)
+    c.ack("client", 3.5001)
+    exchange(c, 3.5003)
+
+
+def accept_queue_overflow(packets: list[Captured]) -> None:
+    """backlog 1 (the accept queue holds 2), first accept() at 3 s. 40000 and 40001 fill the
+    queue; 40002's SYN was answered before 40001's ACK, so its ACK finds the queue full and is
+    dropped (tcp_check_req() -> inet_csk_complete_hashdance() fails), and so is its request: the
+    server re-sends its SYN-ACK (1 s, 3 s), the client answers each with a duplicate ACK and
+    re-sends its request on its RTO (0.2 s, doubling). 40003's SYNs meet a full queue and are
+    dropped (tcp_conn_request(): sk_acceptq_is_full()) until 3.5 s."""
+    a = conversation(packets, 40000, 1000, 5000)
+    a.handshake(0.0)
+    a.send("client", 0.0003, REQUEST)
+    a.ack("server", 0.0004)
+    b = conversation(packets, 40001, 2000, 6000)
+    c = conversation(packets, 40002, 3000, 7000)
+    b.syn(0.0100)
+    c.syn(0.0101)
+    b.synack(0.01011)
+    c.synack(0.01012)
+    b.ack("client", 0.0102)
+    b.send("client", 0.0103, REQUEST)
+    b.ack("server", 0.0104)
+    c.ack("client", 0.0105)  # dropped: the accept queue is full
+    c.send("client", 0.0106, REQUEST)  # dropped
+    for r in RTO[:3]:
+        c.resend("client", 0.0106 + r)
+    c.synack(0.01012 + SYNACK_RETRIES[0])
+    c.ack("client", 0.01012 + SYNACK_RETRIES[0] + 0.0001)
+    d = conversation(packets, 40003, 4000, 8000)
+    for t in (0.5, 1.5, 2.5):
+        d.syn(t)
+    # accept() at 3.0 s: the server answers 40000 and 40001 and the queue has room again.
+    a.send("server", 3.0, RESPONSE)
+    a.ack("client", 3.0001)
+    a.fin("server", 3.0002)
+    a.fin("client", 3.0003)
+    a.ack("server", 3.0004)
+    b.send("server", 3.001, RESPONSE)
+    b.ack("client", 3.0011)
+    b.fin("server", 3.0012)
+    b.fin("client", 3.0013)
+    b.ack("server", 3.0014)
+    # 40002's SYN-ACK again at 3.01 s; the client's ACK now creates the connection.
+    c.synack(0.01012 + SYNACK_RETRIES[1])
+    c.ack("client", 3.0103)
+    c.resend("client", 0.0106 + RTO[3], index=2)  # the request (sent: SYN, ACK, request, ...)
+    c.ack("server", 3.0107)
+    c.send("server", 3.02, RESPONSE)
+    c.ack("client", 3.0201)
+    c.fin("server", 3.0202)
+    c.fin("client", 3.0203)
+    c.ack("server", 3.0204)
+    d.syn(3.5)
+    d.synack(3.50002)
+    d.ack("client", 3.5001)
+    exchange(d, 3.5003)
+
+
+def abort_on_overflow(packets: list[Captured]) -> None:
+    """accept_queue_overflow with net.ipv4.tcp_abort_on_overflow=1: 40002's ACK finds the accept
+    queue full and the listener answers it with an RST (tcp_check_req(): embryonic reset),
+    then its request with a second one. The client's read fails with ECONNRESET at once."""
+    a = conversation(packets, 40000, 1000, 5000)
+    a.handshake(0.0)
+    a.send("client", 0.0003, REQUEST)
+    a.ack("server", 0.0004)
+    b = conversation(packets, 40001, 2000, 6000)
+    c = conversation(packets, 40002, 3000, 7000)
+    b.syn(0.0100)
+    c.syn(0.0101)
+    b.synack(0.01011)
+    c.synack(0.01012)
+    b.ack("client", 0.0102)
+    b.send("client", 0.0103, REQUEST)
+    b.ack("server", 0.0104)
+    c.ack("client", 0.0105)
+    c.rst("server", 0.01052, with_ack=False)
+    c.send("client", 0.0106, REQUEST)
+    c.rst("server", 0.01062, with_ack=False)
+    t = 2.0
+    for conv in (a, b):
+        conv.send("server", t, RESPONSE)
+        conv.ack("client", t + 0.0001)
+        conv.fin("server", t + 0.0002)
+        conv.fin("client", t + 0.0003)
+        conv.ack("server", t + 0.0004)
+        t += 0.001
+
+
+def client_timeout_rst(packets: list[Captured]) -> None:
+    """The server acknowledges each request (delayed ACK, 40 ms) but would answer only after
+    1.5 s; the client's read times out after 1 s and it closes with SO_LINGER 0: an RST."""
+    for i in range(2):
+        c = conversation(packets, 40000 + i, 1000 + 100_000 * i, 5000 + 100_000 * i)
+        t = 1.2 * i
+        c.handshake(t)
+        c.send("client", t + 0.0003, REQUEST)
+        c.ack("server", t + 0.0403)
+        c.rst("client", t + 1.0003)
+
+
+def closed_port(packets: list[Captured]) -> None:
+    """Nothing listens on 9000: each SYN is answered with RST+ACK (tcp_v4_send_reset()), and
+    connect() fails with ECONNREFUSED."""
+    for i in range(3):
+        c = conversation(packets, 40000 + i, 1000 + 100_000 * i, 5000)
+        t = 0.001 * i
+        c.syn(t)
+        c.segment("server", t + 0.00002, "RA", seq=0, ack=1000 + 100_000 * i + 1, advance=False)
+
+
+def packet_loss(packets: list[Captured]) -> None:
+    """No queue problem: the response's second segment is lost after the capture point. The
+    client acknowledges what it has and repeats that ACK for each later segment (duplicate
+    ACKs); after three the server re-sends it (fast retransmit, tcp_fastretrans_alert()). In a
+    second connection the last segment is lost and only the retransmission timer (200 ms)
+    repairs it."""
+    mss = 1448
+    c = conversation(packets, 40000, 1000, 5000)
+    c.handshake(0.0)
+    c.send("client", 0.0003, REQUEST)
+    c.ack("server", 0.0004)
+    for k in range(5):
+        c.send("server", 0.001 + 0.0001 * k, mss, flags="A")
+    # The client's ACKs as each segment arrives: segment 1, then (2 lost) the same ACK again for
+    # 3, 4 and 5, with SACK blocks saying what did arrive.
+    hole = 5001 + mss
+    c.segment("client", 0.00105, "A", ack=hole, advance=False)
+    for k in range(3):
+        sack = [("SAck", (hole + mss, hole + mss * (2 + k)))]
+        c.segment("client", 0.00125 + 0.0001 * k, "A", ack=hole, options=sack, advance=False)
+    c.resend("server", 0.0017, index=-4)
+    c.ack("client", 0.0018)
+    c.fin("server", 0.0019)
+    c.fin("client", 0.0020)
+    c.ack("server", 0.0021)
+    d = conversation(packets, 40001, 2000, 6000)
+    d.handshake(0.1)
+    d.send("client", 0.1003, REQUEST)
+    d.ack("server", 0.1004)
+    d.send("server", 0.101, mss, flags="A")
+    d.send("server", 0.1011, 500)
+    d.segment("client", 0.1012, "A", ack=6001 + mss, advance=False)  # the 500-byte tail was lost
+    d.resend("server", 0.1011 + 0.2)
+    d.ack("client", 0.3012)
+    d.fin("server", 0.3013)
+    d.fin("client", 0.3014)
+    d.ack("server", 0.3015)
+
+
+def nginx_php_fpm(packets: list[Captured]) -> None:
+    """nginx (10.0.0.1) in front of php-fpm (10.0.0.2:9000, listen.backlog 1, both workers
+    busy). 40000 and 40001 wait in the accept queue. 40002's handshake ACK and request are
+    dropped (accept queue full); nginx re-sends the request until fastcgi_read_timeout (3 s)
+    and closes: 504, "upstream timed out (110: Connection timed out) while reading response
+    header from upstream". 40003's SYNs are dropped until fastcgi_connect_timeout (2 s): 504,
+    "upstream timed out (110: Connection timed out) while connecting to upstream"."""
+    for i in range(2):
+        c = conversation(packets, 40000 + i, 1000 + 1000 * i, 5000 + 1000 * i)
+        c.handshake(0.001 * i)
+        c.send("client", 0.001 * i + 0.0003, REQUEST)
+        c.ack("server", 0.001 * i + 0.0004)
+    c = conversation(packets, 40002, 3000, 7000)
+    c.syn(0.0021)
+    c.synack(0.00212)
+    c.ack("client", 0.0022)
+    c.send("client", 0.0023, REQUEST)
+    for r in RTO[:3]:
+        c.resend("client", 0.0023 + r)
+    c.synack(0.00212 + SYNACK_RETRIES[0])
+    c.ack("client", 0.00212 + SYNACK_RETRIES[0] + 0.0001)
+    c.fin("client", 3.0023)
+    d = conversation(packets, 40003, 4000, 8000)
+    for t in (0.5, 1.5):
+        d.syn(t)
+
+
+def time_wait_reuse(packets: list[Captured]) -> None:
+    """Two connections from port 40000. The server closed the first, so it holds the 4-tuple
+    in TIME-WAIT, expecting the client's sequence number 1102. The second SYN's ISN, 600, is
+    below it and carries no timestamp: tcp_timewait_state_process() does not take it as a new
+    connection and answers with an ACK of 1102. The client, in SYN-SENT, resets that ACK
+    (RST, seq 1102), which ends the TIME-WAIT socket (net.ipv4.tcp_rfc1337=0), and sends its SYN
+    again 8 ms later (tcp_rcv_synsent_state_process(): TCP_TIMEOUT_MIN); that one is answered."""
+    first = conversation(packets, 40000, 1000, 5000)
+    first.handshake(0.0)
+    exchange(first, 0.0003)
+    second = conversation(packets, 40000, 600, 90_000)
+    second.syn(0.050)
+    first.segment("server", 0.05002, "A", advance=False)
+    second.segment("client", 0.05003, "R", seq=1102, ack=0, advance=False)
+    second.syn(0.058)
+    second.synack(0.05802)
+    second.ack("client", 0.0581)
+    exchange(second, 0.0583)
+
+
+def legacy_initial_rto(packets: list[Captured]) -> None:
+    """A client on a kernel before Linux 3.1 (initial RTO 3 s, RFC 2988): its SYNs are dropped
+    by a full SYN queue and sent again after 3 s, then 6 s (9 s after the first), where Linux
+    3.1+ waits 1 s (RFC 6298 §2.1); the third is answered."""
+    c = conversation(packets, 40000, 1000, 5000)
+    for t in (0.0, 3.0, 9.0):
+        c.syn(t)
+    c.synack(9.00002)
+    c.ack("client", 9.0001)
+    exchange(c, 9.0003)
+
+
+SCENARIOS: dict[str, Callable[[list[Captured]], None]] = {
+    f.__name__: f
+    for f in (healthy, syn_queue_overflow, accept_queue_overflow, abort_on_overflow, client_timeout_rst,
+              closed_port, packet_loss, nginx_php_fpm, time_wait_reuse, legacy_initial_rto)
+}
+
+
+def make(name: str, out_dir: Path) -> Path:
+    packets: list[Captured] = []
+    SCENARIOS[name](packets)
+    # Stable: packets at the same time keep the order they were built in.
+    return write_pcap(out_dir / f"{name}.pcap", sorted(packets, key=lambda p: p.time))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"one of {', '.join(SCENARIOS)} (default: all)")
+    parser.add_argument("--out", type=Path, default=HERE, help="directory to write to (default: this one)")
+    args = parser.parse_args()
+    unknown = set(args.names) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(sorted(unknown))}")
+    for name in args.names or SCENARIOS:
+        path = make(name, args.out)
+        print(f"{path}: {path.stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

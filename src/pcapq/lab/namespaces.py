@@ -1,0 +1,358 @@
+"""Two network namespaces joined by a veth pair, where the kernel's own TCP runs for `pcapq lab`
+and the kernel tests.
+
+    with NetnsPair() as net:
+        net.sysctl(net.server_ns, "net.core.somaxconn", 16)
+        server = net.popen(net.server_ns, [sys.executable, "-c", SERVER_CODE])
+        with net.capture(tmp_path / "x.pcap"):
+            net.run(net.client_ns, [sys.executable, "-c", CLIENT_CODE])
+
+Client namespace: interface `pq-c`, 10.231.N.1/24. Server namespace: `pq-s`, 10.231.N.2/24.
+The veth pair is created inside the namespaces, so the host's own network is never touched.
+Everything (processes, tcpdump, namespaces) goes away on exit, also when the body raises
+(KeyboardInterrupt included). Sysctls are only ever written inside the namespaces, and each
+write is checked not to have reached the host's own value (`sysctl()`).
+Outside root, without `ip`/`tcpdump` (or the other `tools` asked for), or when `ip netns add`
+fails, entering raises LabUnavailable.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Callable, Sequence
+
+from pcapq.lab.errors import LabError, LabUnavailable
+
+CLIENT_IF = "pq-c"
+SERVER_IF = "pq-s"
+
+_serial = itertools.count()
+
+
+# The Debian/Ubuntu package that provides each tool.
+PACKAGES = {"ip": "iproute2", "tc": "iproute2", "nstat": "iproute2", "ss": "iproute2", "tcpdump": "tcpdump", "nft": "nftables",
+            "nginx": "nginx", "ab": "apache2-utils"}
+
+
+def missing_tools(tools: Sequence[str]) -> list[str]:
+    return [tool for tool in tools if shutil.which(tool) is None]
+
+
+def install_hint(tools: Sequence[str]) -> str:
+    packages = sorted({PACKAGES.get(t, t) for t in tools})
+    return f"apt-get install {' '.join(packages)}"
+
+
+def unavailable_reason(tools: Sequence[str] = ("ip", "tcpdump")) -> str | None:
+    """Why namespaces cannot be used here, or None."""
+    if os.geteuid() != 0:
+        return "network namespaces need root (run with sudo)"
+    missing = missing_tools(tools)
+    if missing:
+        names = ", ".join(f"`{t}`" for t in missing)
+        return f"needs {names}, not installed; install with: {install_hint(missing)}"
+    return None
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if check and proc.returncode != 0:
+        raise LabError(f"ip {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+def _host_sysctl(key: str) -> str | None:
+    """The host's own value of a sysctl (this process runs in the host's namespace)."""
+    try:
+        return Path("/proc/sys", *key.split(".")).read_text().strip()
+    except OSError:
+        return None
+
+
+class Capture:
+    """A tcpdump process, capturing from the moment `start()` returns."""
+
+    def __init__(self, argv: list[str], stdout: int | IO | None = None) -> None:
+        self.argv = argv
+        self._stdout = stdout
+        self.proc: subprocess.Popen | None = None
+        self.stderr_lines: list[str] = []
+        self._listening = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    def start(self, timeout: float = 10.0) -> Capture:
+        self.proc = subprocess.Popen(self.argv, stdout=self._stdout, stderr=subprocess.PIPE, text=True)
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout
+        while not self._listening.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise LabError(f"tcpdump did not start: {self.argv}\n{self.stderr}")
+        return self
+
+    def _read_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+            # libpcap has activated the handle when tcpdump prints this.
+            if "listening on" in line:
+                self._listening.set()
+
+    def wait(self, timeout: float) -> int:
+        """For a capture with `-c`: waits until tcpdump has its packets and exits."""
+        assert self.proc is not None
+        rc = self.proc.wait(timeout)
+        self._finish_reading()
+        return rc
+
+    def _finish_reading(self) -> None:
+        if self._reader is not None:
+            self._reader.join(5)
+            if not self._reader.is_alive() and self.proc is not None and self.proc.stderr is not None:
+                self.proc.stderr.close()
+
+    def stop(self, settle: float = 0.3) -> None:
+        """Lets the last packets reach tcpdump, then stops it with SIGINT (it flushes and
+        prints its counters)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            time.sleep(settle)
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._finish_reading()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
+
+    def dropped(self) -> int | None:
+        """'N packets dropped by kernel' from tcpdump's closing counters."""
+        for line in self.stderr_lines:
+            if "dropped by kernel" in line:
+                return int(line.split()[0])
+        return None
+
+    def __enter__(self) -> Capture:
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class NetnsPair:
+    """Client and server namespaces joined by a veth pair. Use as a context manager."""
+
+    def __init__(
+        self,
+        subnet: int | None = None,
+        tools: Sequence[str] = ("ip", "tcpdump"),
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        serial = next(_serial)
+        tag = f"{os.getpid()}-{serial}"
+        self.client_ns = f"pcapq-c-{tag}"
+        self.server_ns = f"pcapq-s-{tag}"
+        n = subnet if subnet is not None else (os.getpid() + serial) % 254 + 1
+        self.client_ip = f"10.231.{n}.1"
+        self.server_ip = f"10.231.{n}.2"
+        self.client_if = CLIENT_IF
+        self.server_if = SERVER_IF
+        self._created: list[str] = []
+        self._procs: list[subprocess.Popen] = []
+        self._captures: list[Capture] = []
+        self._tools = tools
+        # Narration for `pcapq lab`: one line per step (silent in tests).
+        self.say: Callable[[str], None] = say or (lambda _line: None)
+
+    # -- setup and teardown
+
+    def __enter__(self) -> NetnsPair:
+        reason = unavailable_reason(self._tools)
+        if reason:
+            raise LabUnavailable(reason)
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _setup(self) -> None:
+        for ns in (self.client_ns, self.server_ns):
+            proc = _ip("netns", "add", ns, check=False)
+            if proc.returncode != 0:
+                raise LabUnavailable(f"`ip netns add` failed: {proc.stderr.strip()}")
+            self._created.append(ns)
+        self.say(f"network namespaces {self.client_ns} (client) and {self.server_ns} (server) created")
+        self.say(f"veth pair {CLIENT_IF} ({self.client_ip}) <-> {SERVER_IF} ({self.server_ip}), made inside the namespaces")
+        _ip("-n", self.client_ns, "link", "add", CLIENT_IF, "type", "veth", "peer", "name", SERVER_IF, "netns", self.server_ns)
+        for ns, iface, addr in ((self.client_ns, CLIENT_IF, self.client_ip), (self.server_ns, SERVER_IF, self.server_ip)):
+            # No IPv6: no router solicitations etc. in the captures.
+            self.sysctl(ns, "net.ipv6.conf.all.disable_ipv6", 1)
+            self.sysctl(ns, "net.ipv6.conf.default.disable_ipv6", 1)
+            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", iface)
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "link", "set", iface, "up")
+        # Static neighbours: no ARP exchange delays or precedes the first packet.
+        mac = {ns: _ip("-n", ns, "-br", "link", "show", i).stdout.split()[2] for ns, i in self._ends()}
+        _ip("-n", self.client_ns, "neigh", "replace", self.server_ip, "lladdr", mac[self.server_ns], "dev", CLIENT_IF, "nud", "permanent")
+        _ip("-n", self.server_ns, "neigh", "replace", self.client_ip, "lladdr", mac[self.client_ns], "dev", SERVER_IF, "nud", "permanent")
+        deadline = time.monotonic() + 5
+        while not all("LOWER_UP" in _ip("-n", ns, "link", "show", i).stdout for ns, i in self._ends()):
+            if time.monotonic() > deadline:
+                raise LabError("veth pair did not come up")
+            time.sleep(0.02)
+
+    def _ends(self) -> list[tuple[str, str]]:
+        return [(self.client_ns, CLIENT_IF), (self.server_ns, SERVER_IF)]
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops every capture and process started here and deletes the namespaces. A second
+        Ctrl-C during the clean-up is ignored, so that nothing is left behind."""
+        if not self._created and not self._procs and not self._captures:
+            return
+        previous = signal.getsignal(signal.SIGINT)
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        if in_main_thread:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            self._close()
+        finally:
+            if in_main_thread:
+                signal.signal(signal.SIGINT, previous)
+
+    def _close(self) -> None:
+        for cap in self._captures:
+            try:
+                cap.stop(settle=0)
+            except Exception:
+                pass
+        for proc in self._procs:
+            self.stop(proc)
+        for ns in self._created:
+            # Anything still running in our own namespace was started by us.
+            pids = _ip("netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            _ip("netns", "del", ns, check=False)
+        if self._created:
+            self.say(f"cleaned up: namespaces {' and '.join(self._created)} deleted, their processes stopped")
+        self._created.clear()
+        self._procs.clear()
+        self._captures.clear()
+
+    # -- running things inside
+
+    def popen(self, ns: str, argv: Sequence[str], **kwargs) -> subprocess.Popen:
+        """Starts argv inside namespace `ns`. `ip netns exec` execs it, so the pid is argv's."""
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], **kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def run(self, ns: str, argv: Sequence[str], timeout: float = 30, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+        kwargs.setdefault("capture_output", True)
+        kwargs.setdefault("text", True)
+        proc = subprocess.run(["ip", "netns", "exec", ns, *argv], timeout=timeout, **kwargs)
+        if check and proc.returncode != 0:
+            raise LabError(f"{list(argv)} in {ns} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    @staticmethod
+    def stop(proc: subprocess.Popen, timeout: float = 5) -> None:
+        """Stops one process we started: SIGTERM, then SIGKILL. Closes its pipes."""
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+    def sysctl(self, ns: str, key: str, value: object) -> None:
+        """Sets `key` inside namespace `ns` only. The TCP listen sysctls (net.core.somaxconn,
+        net.ipv4.tcp_syncookies, tcp_max_syn_backlog, tcp_synack_retries, tcp_abort_on_overflow,
+        ...) are per network namespace (struct netns_ipv4). If the host's value moved all the
+        same, the key is global on this kernel: the host's value is put back and LabError raised."""
+        host_before = _host_sysctl(key)
+        self.run(ns, ["sysctl", "-q", "-w", f"{key}={value}"])
+        host_after = _host_sysctl(key)
+        if host_after != host_before and host_before is not None:
+            subprocess.run(["sysctl", "-q", "-w", f"{key}={host_before}"], capture_output=True, timeout=10)
+            raise LabError(f"{key} is not per network namespace on this kernel; the host's value was restored")
+        self.say(f"sysctl {key}={value} in the {self._role(ns)} namespace")
+
+    def _role(self, ns: str) -> str:
+        return "server" if ns == self.server_ns else "client" if ns == self.client_ns else ns
+
+    def shape_egress(self, ns: str, iface: str, rate: str, burst: int = 300, limit: int = 100_000) -> None:
+        """A token-bucket filter on iface's egress. Packets queue behind each other, which
+        gives the ordering of a path with latency (this kernel may lack netem). Packets larger
+        than `burst` bytes are dropped by tbf."""
+        self.run(ns, ["tc", "qdisc", "add", "dev", iface, "root", "tbf", "rate", rate, "burst", str(burst), "limit", str(limit)])
+
+    def read_sysctl(self, ns: str, key: str) -> str:
+        return self.run(ns, ["sysctl", "-n", key]).stdout.strip()
+
+    def nstat(self, ns: str) -> dict[str, int]:
+        """The namespace's absolute SNMP/netstat counters (`nstat -az`), without touching
+        nstat's history file."""
+        env = dict(os.environ, NSTAT_HISTORY=os.devnull)
+        doc = json.loads(self.run(ns, ["nstat", "-azs", "--json"], env=env).stdout)
+        return {k: int(v) for k, v in doc.get("kernel", doc).items()}
+
+    def capture(
+        self,
+        path: str | Path,
+        *,
+        ns: str | None = None,
+        iface: str | None = None,
+        snaplen: int | None = None,
+        count: int | None = None,
+        linktype: str | None = None,
+        buffer_kib: int = 32768,
+        bpf: Sequence[str] = (),
+        extra: Sequence[str] = (),
+        stdout: int | IO | None = None,
+    ) -> Capture:
+        """tcpdump in the server namespace (default) on the server's veth (default), writing
+        `path` ('-' for standard output, then pass `stdout`) packet by packet (-U).
+        Use as a context manager, or call start()/stop().
+
+        In immediate mode libpcap gives each packet a ring slot of the snaplen (64 KiB on a
+        veth with offloads, 256 KiB on `any`): the default 2 MiB ring holds a handful, and a
+        busy machine drops packets. Hence the larger buffer (-B)."""
+        argv = ["tcpdump", "-n", "-U", "--immediate-mode", "-B", str(buffer_kib), "-Z", "root",
+                "-i", iface or SERVER_IF, "-w", str(path)]
+        if snaplen is not None:
+            argv += ["-s", str(snaplen)]
+        if count is not None:
+            argv += ["-c", str(count)]
+        if linktype is not None:
+            argv += ["-y", linktype]
+        argv += [*extra, *bpf]
+        cap = Capture(["ip", "netns", "exec", ns or self.server_ns, *argv], stdout=stdout)
+        self._captures.append(cap)
+        return cap

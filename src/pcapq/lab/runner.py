@@ -1,0 +1,105 @@
+"""Runs one catalog scenario for `pcapq lab` and captures/make_real.py: checks the machine,
+narrates, runs it in fresh namespaces, writes the capture's companions (NAME.nstat.txt, and for
+nginx_php_fpm NAME.error.log / NAME.access.log), and judges the run."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Callable, Iterator
+
+from pcapq.lab import counters
+from pcapq.lab.catalog import SCENARIOS, Scenario
+from pcapq.lab.errors import LabError, LabNeedsRoot, LabUnavailable
+from pcapq.lab.namespaces import NetnsPair, unavailable_reason
+from pcapq.lab.scenarios import Run
+
+# The catalog's addresses: client 10.231.1.1, server 10.231.1.2 (each run has its own
+# namespaces, so runs side by side do not collide).
+SUBNET = 1
+
+
+@dataclass
+class LabResult:
+    scenario: Scenario
+    run: Run
+    files: list[Path]
+    problems: list[str]
+    """Why the run did not go as the scenario means (client errors it should not have had,
+    packets tcpdump dropped); empty when it did."""
+
+
+def check_machine(scenario: Scenario) -> None:
+    """Raises LabUnavailable when this machine cannot run `scenario`."""
+    if os.geteuid() != 0:
+        raise LabNeedsRoot("pcapq lab needs root to create network namespaces (run it with sudo)")
+    reason = unavailable_reason(scenario.tools)
+    if reason:
+        raise LabUnavailable(reason)
+    for module in scenario.python_modules:
+        if importlib.util.find_spec(module) is None:
+            raise LabUnavailable(f"needs the Python module {module}; install with: pip install 'pcapq[lab]' (or pip install {module})")
+
+
+def companion(pcap: Path, suffix: str) -> Path:
+    """out.pcap -> out.nstat.txt (suffix '.nstat.txt')."""
+    return pcap.with_suffix("").with_name(pcap.with_suffix("").name + suffix)
+
+
+def run_scenario(name: str, pcap: Path, say: Callable[[str], None] = lambda _line: None) -> LabResult:
+    """Runs scenario `name`, writing the capture to `pcap`. Namespaces and processes are gone
+    when this returns or raises (KeyboardInterrupt included)."""
+    scenario = SCENARIOS[name]
+    check_machine(scenario)
+    say(f"scenario {name}: {scenario.lesson}")
+    with _terminate_as_interrupt(), NetnsPair(subnet=SUBNET, tools=scenario.tools, say=say) as net:
+        say(f"tcpdump on {net.server_if} in the server namespace writes {pcap}; running the scenario")
+        run = scenario.run(net, pcap)
+    files = [pcap]
+    nstat = companion(pcap, ".nstat.txt")
+    nstat.write_text(counters.nstat_file(name, pcap.name, run.setup, run.sysctls, run.tcpdump, run.nstat_report()))
+    files.append(nstat)
+    for suffix in (".error.log", ".access.log"):
+        log = companion(pcap, suffix)
+        if name == "nginx_php_fpm" and log.exists():
+            files.append(log)
+    problems = list(_problems(scenario, run))
+    return LabResult(scenario, run, files, problems)
+
+
+def _problems(scenario: Scenario, run: Run) -> Iterator[str]:
+    for client in run.clients:
+        error = client.get("error")
+        if error and (scenario.client_error is None or scenario.client_error not in error):
+            yield f"client on port {client.get('port')}: {error}"
+    if run.tcpdump_dropped:
+        yield f"tcpdump dropped {run.tcpdump_dropped} packets"
+    if scenario.name == "nginx_php_fpm" and not {"502", "504"} & set(run.extra.get("statuses", {})):
+        yield f"nginx answered no 502 or 504 (statuses {run.extra.get('statuses')})"
+
+
+class _terminate_as_interrupt:
+    """SIGTERM (and SIGHUP) raise KeyboardInterrupt while a scenario runs, so that `kill` cleans
+    up as Ctrl-C does."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self) -> None:
+        self._previous = {s: signal.getsignal(s) for s in self.SIGNALS}
+        for s in self.SIGNALS:
+            signal.signal(s, self._raise)
+
+    @staticmethod
+    def _raise(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+
+
+__all__ = ["LabError", "LabNeedsRoot", "LabResult", "LabUnavailable", "SCENARIOS", "check_machine", "run_scenario"]

@@ -1,0 +1,27 @@
+"""`pcapq explain`: a narrated walk through one connection for someone learning how TCP's listen
+queues fail (choose.py picks it, narrate.py tells it, glossary.py defines the terms, render.py
+writes it)."""
+
+from __future__ import annotations
+
+import json
+
+from pcapq._core import Analysis
+from pcapq.diagnose import diagnose
+from pcapq.teach.choose import NoSuchConnection, choose
+from pcapq.teach.narrate import Story, tell
+
+__all__ = ["NoSuchConnection", "Story", "explain"]
+
+
+def explain(analysis: Analysis, conn: str | None = None) -> Story:
+    """The story of the connection `conn` (PORT or IP:PORT) or of the most instructive one.
+
+    Raises:
+        NoSuchConnection: nothing matches `conn`, or the capture has no connection.
+        ValueError: `conn` is not PORT or IP:PORT.
+    """
+    diagnosis = diagnose(analysis)
+    choice = choose(analysis, diagnosis, conn)
+    record = json.loads(analysis.connection_json(choice.id))
+    return tell(record, diagnosis, choice.reason, choice.others, choice.matched)

@@ -1,0 +1,533 @@
+"""The story of one connection, step by step, from its events (docs/json.md) and the diagnosis:
+for each packet or run of like packets, what the client and server kernels did and why, the
+queue involved, the kernel function and sysctl behind it, and what the application saw.
+
+Kernel functions are Linux's (v6.6 net/ipv4/: tcp_ipv4.c, tcp_input.c, tcp_minisocks.c,
+tcp_timer.c, inet_connection_sock.c, syncookies.c).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Callable
+
+from pcapq.diagnose import Diagnosis, Finding
+from pcapq.teach.glossary import Glossary
+
+CAUSE_TITLES = {
+    "accept_queue_overflow": "accept queue overflow",
+    "syn_queue_overflow": "SYN queue overflow",
+    "listen_drops": "SYNs dropped by the listener",
+    "closed_port": "closed port",
+    "network_loss": "packet loss on the path",
+    "client_gave_up": "the client gave up",
+    "slow_server": "a server too slow for the client's timeout",
+    "port_reuse": "a 4-tuple reused while in TIME-WAIT",
+    "port_exhaustion": "source ports running out",
+}
+
+
+@dataclass
+class Step:
+    frames: list[int]
+    file: int
+    offset: float
+    """Seconds since the connection's first packet."""
+    actor: str
+    what: str
+    why: str
+    queue: str | None = None
+    kernel: str | None = None
+    application: str | None = None
+    terms: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file,
+            "frames": self.frames,
+            "offset": round(self.offset, 6),
+            "actor": self.actor,
+            "what": self.what,
+            "why": self.why,
+            "queue": self.queue,
+            "kernel": self.kernel,
+            "application": self.application,
+            "terms": self.terms,
+        }
+
+
+@dataclass
+class Story:
+    connection: dict
+    """The connection's record, as in the JSON report (with its events)."""
+    reason: str
+    """Why this connection was chosen."""
+    finding: Finding | None
+    intro: list[str]
+    steps: list[Step]
+    ending: list[str]
+    others: list[int] = field(default_factory=list)
+    matched: int = 1
+
+    def to_json(self) -> dict:
+        c = self.connection
+        return {
+            "schema": "pcapq.explain",
+            "schema_version": 1,
+            "connection": {k: c[k] for k in ("id", "client", "server", "outcome", "symptoms", "first_frame",
+                                              "first_time", "duration")},
+            "chosen_because": self.reason,
+            "other_matches": self.others,
+            "matches": self.matched,
+            "finding": self.finding.to_json() if self.finding else None,
+            "intro": self.intro,
+            "steps": [s.to_json() for s in self.steps],
+            "ending": self.ending,
+        }
+
+
+@dataclass
+class _Context:
+    conn: dict
+    cause: str | None
+    capture_side: str
+    seen: set[str] = field(default_factory=set)
+    """Event kinds already told."""
+
+    def has(self, symptom: str) -> bool:
+        return symptom in self.conn["symptoms"]
+
+    @property
+    def at_server(self) -> bool:
+        return self.capture_side == "server"
+
+
+def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None = None, matched: int = 1) -> Story:
+    finding = next((f for f in diagnosis.findings if conn["id"] in f.connections), None)
+    ctx = _Context(conn, finding.cause if finding else None, diagnosis.capture_point.side)
+    glossary = Glossary()
+    intro = _intro(conn, finding, diagnosis)
+    steps: list[Step] = []
+    groups = groupby(conn["events"], key=lambda e: (e["kind"], e["from"], e["file"]))
+    told: dict[str, int] = {}  # an explanation -> the step that gave it
+    for (_kind, _side, file), run in groups:
+        events = list(run)
+        kind = events[0]["kind"]
+        narrator = NARRATORS.get(kind, _other)
+        step, terms = narrator(events, ctx)
+        timing = _timing(events, conn)
+        earlier = told.get(step.why)
+        if earlier is not None:
+            # Told already: say so instead of repeating the whole explanation.
+            step.why = f"Again, for the same reason as in step {earlier}."
+            step.kernel = step.application = None
+        else:
+            told[step.why] = len(steps) + 1
+        if timing:
+            step.why = f"{step.why} {timing}"
+        step.frames = [e["frame"] for e in events]
+        step.file = file
+        step.offset = events[0]["offset"]
+        step.terms = glossary.first_use(["frame", "kernel", *terms] if not steps else terms)
+        steps.append(step)
+        ctx.seen.add(kind)
+    return Story(conn, reason, finding, intro, steps, _ending(conn, finding, ctx), others or [], matched)
+
+
+def _timing(events: list[dict], conn: dict) -> str:
+    """The waits of these re-sends against the kernel's schedule, from the connection's series."""
+    sends = {(send["file"], send["frame"]): send for series in conn["series"] for send in series["sends"]}
+    pairs = []
+    for e in events:
+        send = sends.get((e["file"], e["frame"]))
+        if send and send.get("interval") is not None and send.get("expected") is not None and not send.get("triggered"):
+            pairs.append((send["interval"], send["expected"]))
+    if not pairs:
+        return ""
+    expected = ", ".join(f"{want:.3f} s" for _, want in pairs)
+    return f"The kernel's schedule expected {'waits of' if len(pairs) > 1 else 'a wait of'} {expected}."
+
+
+def _intro(conn: dict, finding: Finding | None, diagnosis: Diagnosis) -> list[str]:
+    lines = [
+        f"Connection {conn['id']}: the client {conn['client']} (here, the proxy) to the server "
+        f"{conn['server']} (the upstream), from frame {conn['first_frame']}, over {conn['duration']:.3f} s. "
+        f"pcapq's verdict: {conn['outcome'].replace('_', ' ')}"
+        + (f", with {', '.join(s.replace('_', ' ') for s in conn['symptoms'])}." if conn["symptoms"] else "."),
+    ]
+    if finding:
+        lines.append(
+            f"It belongs to the finding \"{CAUSE_TITLES.get(finding.cause, finding.cause)} on {finding.server}\" "
+            f"(confidence {finding.confidence:.2f}: {finding.confidence_reason})."
+        )
+    cp = diagnosis.capture_point
+    where = {"server": "next to the server", "client": "next to the client"}.get(cp.side)
+    lines.append(
+        f"The capture was taken {where}: {cp.reason}." if where else
+        f"Where the capture was taken is not known ({cp.reason}); a packet seen here may still have been "
+        "lost on the other side of the capture point."
+    )
+    return lines
+
+
+def _ending(conn: dict, finding: Finding | None, ctx: _Context) -> list[str]:
+    lines = [f"What the applications saw: {_application_outcome(conn, ctx)}"]
+    if finding and finding.proxy_log:
+        when = ("If such a wait passes the proxy's timeout, nginx logs: " if conn["outcome"] == "completed"
+                else "What nginx logs in such a case: ")
+        lines.append(when + "; ".join(finding.proxy_log) + ".")
+    if conn["added_latency"]:
+        lines.append(f"Time lost to retransmissions: {conn['added_latency']:.3f} s.")
+    if finding:
+        lines.append(f"What to change: {finding.advice}")
+    counters = _counters(ctx)
+    if counters:
+        lines.append(f"To confirm on the server: nstat -az {' '.join(counters)} (the counters move when this happens).")
+    return lines
+
+
+def _counters(ctx: _Context) -> list[str]:
+    if ctx.cause in ("accept_queue_overflow", "listen_drops"):
+        return ["TcpExtListenOverflows", "TcpExtListenDrops"]
+    if ctx.cause == "syn_queue_overflow":
+        return ["TcpExtTCPReqQFullDrop", "TcpExtTCPReqQFullDoCookies", "TcpExtListenDrops"]
+    if ctx.cause == "network_loss":
+        return ["TcpRetransSegs", "TcpExtTCPFastRetrans", "TcpExtTCPTimeouts"]
+    if ctx.cause == "closed_port":
+        return ["TcpOutRsts", "TcpAttemptFails"]
+    return []
+
+
+def _application_outcome(conn: dict, ctx: _Context) -> str:
+    outcome = conn["outcome"]
+    reset = conn.get("reset") or {}
+    if outcome == "completed":
+        late = " late" if conn["added_latency"] >= 1 else ""
+        return f"connect() returned, the request was answered{late} and both sides closed normally."
+    if outcome == "refused":
+        return "connect() failed with ECONNREFUSED: nginx logs \"connect() failed (111: Connection refused)\" and answers 502."
+    if outcome == "reset_by_server":
+        return ("connect() had returned, then the next read() failed with ECONNRESET: nginx logs "
+                "\"recv() failed (104: Connection reset by peer)\" and answers 502.")
+    if outcome == "reset_by_client":
+        synacks = [ev["frame"] for ev in conn["events"] if ev["kind"] == "synack"]
+        if reset.get("answers") == "ack" and (not synacks or reset.get("frame", 0) < synacks[0]):
+            return ("connect() took longer: the first SYN met the old connection's TIME-WAIT, and the SYN sent "
+                    "again got through" + (" and the request was answered." if conn["request"]["answered"] else "."))
+        return "the client gave up first (its timeout) and reset the connection; the server's answer, if any, found no socket."
+    if outcome == "timed_out":
+        return "connect() never returned: the client gave up on its SYNs (ETIMEDOUT, or the proxy's connect timeout)."
+    if outcome == "abandoned":
+        return "the client gave up on a connection that never got an answer (the proxy's timeout)."
+    if outcome == "open":
+        return "the connection was still waiting when the capture ended."
+    return f"{outcome.replace('_', ' ')}."
+
+
+# ---------------------------------------------------------------------------------------------
+# One narrator per event kind: (events of one run) -> (Step without frames, terms it uses)
+
+Narrator = Callable[[list[dict], _Context], "tuple[Step, list[str]]"]
+
+
+def _step(actor: str, what: str, why: str, **kw: str | None) -> Step:
+    return Step([], 0, 0.0, actor, what, why, **kw)  # type: ignore[arg-type]
+
+
+def _intervals(events: list[dict]) -> str:
+    gaps = [e.get("since_previous") for e in events if e.get("since_previous") is not None]
+    return ", ".join(f"{g:.3f} s" for g in gaps)
+
+
+def _syn(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    return _step(
+        "client kernel",
+        "sends a SYN, the first packet of the handshake, with its ISN.",
+        "The client application called connect(). Its kernel picked a source port and an ISN "
+        "(secure_tcp_seq()) and started the SYN timer.",
+        queue="When the SYN reaches the listener, tcp_conn_request() puts a request socket in the SYN "
+        "queue, unless that queue or the accept queue is full.",
+        kernel="tcp_v4_connect() -> tcp_connect(); retries: net.ipv4.tcp_syn_retries",
+        application="connect() is now waiting for the handshake (a non-blocking one returned EINPROGRESS).",
+    ), ["SYN", "ISN", "handshake", "listener", "SYN queue", "request socket", "accept queue"]
+
+
+def _syn_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    n = len(events)
+    attempts = f"{events[0]['attempt']}" + (f" to {events[-1]['attempt']}" if n > 1 else "")
+    what = f"sends its SYN again (attempt {attempts}, {_intervals(events)} after the previous one), same ISN."
+    terms = ["retransmission", "RTO"]
+    gap = events[0].get("since_previous") or 0
+    if ctx.conn["reset"] and ctx.conn["reset"]["from"] == "client" and "rst" in ctx.seen and gap < 0.5:
+        why = ("Its first SYN met the server's TIME-WAIT socket for the same 4-tuple, which answered with an "
+               "ACK instead of a SYN-ACK; the client reset that ACK and re-armed its SYN timer to the minimum "
+               "(tcp_rcv_synsent_state_process(): TCP_TIMEOUT_MIN), so the SYN goes again at once. The RST "
+               "ended the TIME-WAIT socket (net.ipv4.tcp_rfc1337=0), so this SYN opens the connection.")
+        return _step("client kernel", what, why, kernel="tcp_rcv_synsent_state_process(), tcp_timewait_state_process()",
+                     application="connect() is still waiting."), [*terms, "TIME-WAIT", "4-tuple"]
+    if "synack" in ctx.seen:
+        why = ("A SYN-ACK was sent but never reached the client (lost after the capture point), so the "
+               "client's SYN timer fired.")
+        queue = None
+    elif ctx.cause == "syn_queue_overflow":
+        why = ("No SYN-ACK came: the listener dropped the SYN because its SYN queue was full and "
+               "net.ipv4.tcp_syncookies is 0 (tcp_conn_request(): inet_csk_reqsk_queue_is_full(), counted in "
+               "TcpExtTCPReqQFullDrop). The client's SYN timer fired.")
+        queue = "SYN queue: full of half-open requests, so the SYN was dropped."
+    elif ctx.cause in ("accept_queue_overflow", "listen_drops"):
+        why = ("No SYN-ACK came: the listener dropped the SYN because its accept queue was full "
+               "(tcp_conn_request(): sk_acceptq_is_full(), counted in TcpExtListenOverflows). A listener "
+               "whose application does not accept() fast enough refuses new handshakes silently.")
+        queue = "accept queue: full, so new SYNs are dropped."
+    else:
+        why = "No SYN-ACK came back in time: the SYN or its answer was lost, or the server was not answering."
+        queue = None
+    schedule = _series(ctx, "syn")
+    timer = {
+        "syn_linear": "the first retries 1 s apart (net.ipv4.tcp_syn_linear_timeouts, Linux 6.5+), then doubling",
+        "syn_exponential": "1 s, then doubling (the initial RTO of Linux 3.1+, RFC 6298 §2.1)",
+        "syn_legacy": "3 s, then doubling: the initial RTO of kernels before 3.1 (RFC 2988)",
+    }.get(schedule or "", "1 s, then doubling")
+    return _step("client kernel", what, f"{why} Its timer: {timer}.", queue=queue,
+                 kernel="tcp_retransmit_timer(); net.ipv4.tcp_syn_retries caps the tries",
+                 application="connect() is still waiting; each retry adds its wait to the request's latency."), terms
+
+
+def _series(ctx: _Context, kind: str) -> str | None:
+    return next((s["schedule"] for s in ctx.conn["series"] if s["kind"] == kind), None)
+
+
+def _synack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    terms = ["SYN-ACK"]
+    if ctx.has("syncookie_suspected"):
+        why = ("The SYN queue was full, so the kernel answered with a SYN cookie and kept nothing "
+               "(tcp_conn_request() -> cookie_v4_init_sequence(); net.ipv4.tcp_syncookies=1).")
+        terms.append("SYN cookie")
+        queue = "SYN queue: full; the cookie stands in for a request socket."
+        kernel = "tcp_conn_request() -> cookie_v4_init_sequence(); net.ipv4.tcp_syncookies; no SYN-ACK timer"
+    else:
+        why = "The listener answers: it keeps a request socket in the SYN queue and starts the SYN-ACK timer."
+        queue = "SYN queue: one more half-open request."
+        kernel = "tcp_conn_request() -> inet_csk_reqsk_queue_hash_add(); retries: net.ipv4.tcp_synack_retries"
+    return _step("server kernel", "answers with a SYN-ACK, carrying its own ISN.", why, queue=queue,
+                 kernel=kernel,
+                 application="The server application knows nothing yet: only accept() will show it the connection."), terms
+
+
+def _handshake_ack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    app = "connect() returns 0 in the client application: as far as it knows, the connection is open."
+    reset = ctx.conn.get("reset") or {}
+    if ctx.has("final_ack_dropped"):
+        why = ("On the client the connection is established. At the server the ACK found the accept queue "
+               "full: tcp_check_req() could not move the connection there (inet_csk_complete_hashdance() "
+               "failed) and dropped the ACK, counted in TcpExtListenOverflows. The server re-sending its "
+               "SYN-ACK later proves it never took this ACK.")
+        queue = "accept queue: full, so the completed handshake is thrown away and the request socket stays."
+        terms = ["half-open"]
+    elif reset.get("from") == "server" and reset.get("answers") == "handshake_ack":
+        why = ("At the server the ACK found the accept queue full, and net.ipv4.tcp_abort_on_overflow=1: "
+               "instead of dropping it, tcp_check_req() makes the listener answer with an RST.")
+        queue = "accept queue: full."
+        terms = []
+    elif ctx.has("syncookie_suspected") and ctx.has("request_unacked"):
+        why = ("The server kept nothing for this connection (SYN cookie). It can rebuild it from this ACK "
+               "(cookie_v4_check()), but only if the accept queue has room; it had none, so the ACK was "
+               "dropped (TcpExtListenOverflows) and nothing will re-send the SYN-ACK.")
+        queue = "accept queue: full."
+        terms = ["half-open"]
+    else:
+        why = ("The handshake is complete. The server kernel turns the request socket into a full socket and "
+               "puts it in the accept queue for the application (tcp_check_req() -> inet_csk_reqsk_queue_add()).")
+        queue = "accept queue: one more connection waiting for accept()."
+        terms = []
+    return _step("client kernel", "acknowledges the SYN-ACK: the ACK that completes the handshake.", why,
+                 queue=queue, kernel="tcp_rcv_synsent_state_process() (client), tcp_check_req() (server)",
+                 application=app), ["ACK", "backlog", *terms]
+
+
+def _data_first(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    e = events[0]
+    if e["from"] == "client":
+        if ctx.has("request_unacked"):
+            why = ("The client believes the connection is open, so it sends at once. The server has no "
+                   "established socket for it: the listener sees a data segment for a connection not in its "
+                   "accept queue and drops it like the ACK before it.")
+            queue = "accept queue: still full."
+        else:
+            why = "The client application wrote its request; its kernel sends it and keeps a copy until it is acknowledged."
+            queue = None
+        return _step("client kernel", f"sends the request ({e['len']} bytes).", why, queue=queue,
+                     kernel="tcp_sendmsg() -> tcp_write_xmit()",
+                     application="write() returned at once: the bytes went to the send buffer, not yet to the server."), []
+    after_accept = "has accept()ed the connection, read the request and written its answer" \
+        if ctx.conn["request"]["sent"] else "has written"
+    return _step("server kernel", f"sends the response ({e['len']} bytes).",
+                 f"The server application {after_accept}.",
+                 kernel="tcp_sendmsg()",
+                 application="The proxy's read() returns the response: it can answer its own client."), []
+
+
+def _data_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    side = events[0]["from"]
+    attempts = f"{events[0]['attempt']}" + (f" to {events[-1]['attempt']}" if len(events) > 1 else "")
+    waits = _intervals(events)
+    what = f"sends the same data again (attempt {attempts}" + (f"; waits {waits})." if waits else ").")
+    fast = all((e.get("since_previous") or 1) < 0.1 for e in events) and "dup_ack" in ctx.seen
+    if fast:
+        why = ("Duplicate ACKs told the sender a segment was missing: it re-sends it at once without waiting "
+               "for its timer (tcp_fastretrans_alert()).")
+        return _step(f"{side} kernel", what, why, kernel="tcp_fastretrans_alert(); net.ipv4.tcp_reordering",
+                     application="Nothing visible: a short delay."), ["fast retransmit", "retransmission"]
+    acked = ctx.conn["request"]["acked"]
+    if side == "client" and acked is not None and 0 <= acked - events[-1]["time"] < 0.5:
+        why = ("No ACK came for the request, so the client's RTO fired again. This copy arrives when the "
+               "listener has room again (the application called accept()): it completes the connection "
+               "(it carries the ACK flag, tcp_check_req()) and the server acknowledges the request.")
+        return _step(f"{side} kernel", what, why, queue="accept queue: room again, the connection enters it.",
+                     kernel="tcp_retransmit_timer() (client), tcp_check_req() (server)",
+                     application="The client is still waiting for the answer; it comes now."), ["retransmission", "RTO"]
+    if events[0].get("after_handshake_ack") and ctx.has("request_unacked"):
+        why = ("No ACK came for the request, so the client's RTO fired: 200 ms at first (TCP_RTO_MIN), doubling "
+               "each time. Each copy reaches a listener that still has no room in its accept queue and is "
+               "dropped (TcpExtListenOverflows). Once the application calls accept() and frees a place, the "
+               "next copy (it carries the ACK flag) completes the handshake and is acknowledged.")
+        queue = "accept queue: full while these are dropped."
+    else:
+        why = ("No ACK came within the retransmission timeout, so the sender's timer fired: 200 ms at first "
+               "(TCP_RTO_MIN) or the measured round trip, doubling each time.")
+        queue = None
+    return _step(f"{side} kernel", what, why, queue=queue,
+                 kernel="tcp_retransmit_timer(); net.ipv4.tcp_retries2 caps the tries",
+                 application="The application waits: its read() has no answer yet."), ["retransmission", "RTO"]
+
+
+def _synack_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    attempts = f"{events[0]['attempt']}" + (f" to {events[-1]['attempt']}" if len(events) > 1 else "")
+    what = f"sends its SYN-ACK again (attempt {attempts}, {_intervals(events)} after the previous one)."
+    if events[0].get("after_handshake_ack"):
+        why = ("The client had already acknowledged it, so this is the sign the server dropped that ACK. "
+               "The request socket is still in the SYN queue; its timer re-sends the SYN-ACK 1 s, 2 s, 4 s ... "
+               "apart, hoping a new ACK will find room in the accept queue.")
+        queue = "SYN queue: the request socket waits; accept queue: full."
+    elif any(e["kind"] == "synack_retransmit" for e in events) and not ctx.conn["handshake"]["completed"]:
+        why = ("No ACK came back for the SYN-ACK: the client is gone, never existed (a spoofed SYN), or the "
+               "packets were lost. The half-open request keeps its place in the SYN queue until its retries "
+               "run out.")
+        queue = "SYN queue: this half-open request holds a place."
+    else:
+        why = "No ACK came back in time for the SYN-ACK, so the request socket's timer fired."
+        queue = "SYN queue: the request socket waits."
+    return _step("server kernel", what, why, queue=queue,
+                 kernel="reqsk_timer_handler(); net.ipv4.tcp_synack_retries (default 5: about 63 s)",
+                 application="Nothing on the server: the application never sees a half-open connection."), ["half-open"]
+
+
+def _dup_ack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    side = events[0]["from"]
+    times = "once" if len(events) == 1 else f"{len(events)} times"
+    what = f"repeats its ACK ({times}): a duplicate ACK."
+    if "synack_retransmit" in ctx.seen and side == "client":
+        why = ("It answers a SYN-ACK it already acknowledged (Wireshark: 'Dup ACK'). When the accept queue "
+               "has room again, this ACK is the one that completes the connection on the server.")
+    else:
+        why = ("A segment arrived after a hole in the sequence: the receiver acknowledges what it has in order "
+               "again, so the sender learns something is missing (with SACK saying what arrived).")
+    return _step(f"{side} kernel", what, why, kernel="tcp_send_dupack() / tcp_ack_snd_check()",
+                 application="Nothing visible."), ["duplicate ACK"]
+
+
+def _fin(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    side = events[0]["from"]
+    first = "fin" not in ctx.seen
+    if first:
+        why = (f"The {side} application called close(): no more data from it. The side that closes first "
+               "keeps the 4-tuple in TIME-WAIT for 60 s (TCP_TIMEWAIT_LEN).")
+        terms = ["FIN", "TIME-WAIT", "4-tuple"]
+    else:
+        why = f"The {side} application read the end of the stream (read() returned 0) and closed too."
+        terms = ["FIN"]
+    if side == "client" and ctx.conn["outcome"] in ("abandoned", "open") and ctx.conn["request"]["answered"] is None:
+        why = ("The client gave up waiting (the proxy's timeout, e.g. nginx's fastcgi_read_timeout) and closed "
+               "the connection before any answer came.")
+    return _step(f"{side} kernel", "sends a FIN.", why, kernel="tcp_close() -> tcp_send_fin()",
+                 application=f"The {side} application closed its socket."), terms
+
+
+def _fin_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    side = events[0]["from"]
+    return _step(f"{side} kernel", "sends its FIN again.",
+                 "The FIN was not acknowledged in time, so the retransmission timer fired.",
+                 kernel="tcp_retransmit_timer()", application="Nothing visible: close() already returned."), ["retransmission"]
+
+
+def _rst(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    e = events[0]
+    side, answers = e["from"], e.get("answers")
+    terms = ["RST"]
+    if side == "server" and answers == "syn":
+        why = ("Nothing listens on this port: the kernel answers the SYN with an RST (tcp_v4_send_reset()).")
+        app = "connect() fails at once with ECONNREFUSED."
+        terms.append("ECONNREFUSED")
+        kernel = "tcp_v4_rcv() -> tcp_v4_send_reset()"
+    elif side == "server" and answers == "handshake_ack":
+        why = ("The accept queue was full and net.ipv4.tcp_abort_on_overflow=1: the listener resets the "
+               "connection instead of dropping the ACK (tcp_check_req(): 'embryonic' reset, TcpExtEmbryonicRsts).")
+        app = "connect() had returned; the client's next read() or write() fails with ECONNRESET: nginx answers 502."
+        terms.append("ECONNRESET")
+        kernel = "tcp_check_req() -> tcp_v4_send_reset(); net.ipv4.tcp_abort_on_overflow"
+    elif side == "server":
+        why = (f"The server has no socket for this connection any more (it answers the client's {answers}): "
+               "the request expired in the SYN queue, or it was reset before; any segment for it gets an RST.")
+        app = "The client's read() or write() fails with ECONNRESET."
+        terms.append("ECONNRESET")
+        kernel = "tcp_v4_rcv() -> tcp_v4_send_reset()"
+    elif answers == "ack" and "synack" not in ctx.seen:
+        answered = e.get("answers_frame") or {}
+        why = (f"The client, still in SYN-SENT, got an ACK (frame {answered.get('frame', '?')}) that acknowledged "
+               "nothing it had sent: the server's TIME-WAIT socket for the same 4-tuple answering the SYN "
+               "(tcp_timewait_state_process(): the SYN's sequence number was not above what TIME-WAIT expects, "
+               "and it carried no newer timestamp). The client resets it; pcapq counts that ACK with the "
+               "earlier connection.")
+        app = "connect() keeps waiting."
+        terms += ["TIME-WAIT", "4-tuple"]
+        kernel = "tcp_rcv_synsent_state_process() -> tcp_send_active_reset() path"
+    else:
+        after = e.get("after")
+        waited = f" {after:.3f} s after the server's last packet" if after is not None else ""
+        why = (f"The client application gave up{waited} (its read timed out) and closed with SO_LINGER 0, "
+               "which sends an RST instead of a FIN; the server's answer, when it comes, finds no connection.")
+        app = "The client's read() timed out; the proxy answers 504 (upstream timed out)."
+        kernel = "tcp_close() with linger 0 -> tcp_send_active_reset()"
+    answered = {"ack": "an ACK", "syn": "the SYN", "synack": "the SYN-ACK", "handshake_ack": "the handshake's ACK",
+                "data": "data", "retransmit": "a retransmission", "fin": "a FIN", "rst": "an RST"}
+    return _step(f"{side} kernel", f"sends an RST (answering {answered.get(answers or '', 'nothing')}).", why,
+                 kernel=kernel, application=app), terms
+
+
+def _zero_window(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    side = events[0]["from"]
+    return _step(f"{side} kernel", "advertises a zero window.",
+                 f"The {side} application is not reading fast enough: its receive buffer is full.",
+                 kernel="tcp_select_window()", application="The sender's write() blocks until there is room."), ["zero window"]
+
+
+def _other(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    e = events[0]
+    return _step(f"{e['from']} kernel", f"sends {e['kind'].replace('_', ' ')} ({e['flags']}).", "", ), []
+
+
+NARRATORS: dict[str, Narrator] = {
+    "syn": _syn,
+    "syn_retransmit": _syn_retransmit,
+    "synack": _synack,
+    "synack_retransmit": _synack_retransmit,
+    "handshake_ack": _handshake_ack,
+    "data_first": _data_first,
+    "data_retransmit": _data_retransmit,
+    "dup_ack": _dup_ack,
+    "fin": _fin,
+    "fin_retransmit": _fin_retransmit,
+    "rst": _rst,
+    "zero_window": _zero_window,
+}

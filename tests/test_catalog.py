@@ -1,0 +1,61 @@
+"""The capture catalog (captures/): every crafted capture regenerates byte for byte from
+captures/crafted/make.py, and every scenario has its real and its crafted capture."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pcapq.lab.catalog import SCENARIOS
+
+REPO = Path(__file__).resolve().parent.parent
+CRAFTED = REPO / "captures" / "crafted"
+MAKE = CRAFTED / "make.py"
+CRAFTED_ONLY = {"legacy_initial_rto"}
+
+
+def crafted_names() -> list[str]:
+    return sorted(p.stem for p in CRAFTED.glob("*.pcap"))
+
+
+def test_every_scenario_has_a_real_and_a_crafted_capture() -> None:
+    real = {p.stem for p in (REPO / "captures").glob("*.pcap")}
+    assert real == set(SCENARIOS)
+    assert set(crafted_names()) == set(SCENARIOS) | CRAFTED_ONLY
+    for name in SCENARIOS:
+        assert (REPO / "captures" / f"{name}.nstat.txt").exists(), name
+    assert (REPO / "captures" / "nginx_php_fpm.error.log").exists()
+    assert (REPO / "captures" / "nginx_php_fpm.access.log").exists()
+
+
+def test_the_catalog_is_small() -> None:
+    total = sum(p.stat().st_size for p in (REPO / "captures").rglob("*") if p.is_file())
+    assert total < 3_000_000, total
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("crafted")
+    subprocess.run([sys.executable, str(MAKE), "--out", str(out)], check=True, capture_output=True, timeout=300)
+    return out
+
+
+@pytest.mark.parametrize("name", crafted_names())
+def test_crafted_capture_regenerates_byte_for_byte(regenerated: Path, name: str) -> None:
+    shipped = (CRAFTED / f"{name}.pcap").read_bytes()
+    fresh = (regenerated / f"{name}.pcap").read_bytes()
+    assert fresh == shipped, f"{name}.pcap differs from what captures/crafted/make.py writes now"
+
+
+def test_regenerated_twice_in_one_process_is_the_same(tmp_path: Path) -> None:
+    """Nothing in the builder depends on state left by an earlier scenario (scapy's counters)."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import make; from pathlib import Path;"
+        "[make.make(n, Path(sys.argv[2])) for n in list(make.SCENARIOS)[::-1]]"
+    )
+    subprocess.run([sys.executable, "-c", code, str(CRAFTED), str(tmp_path)], check=True, timeout=300)
+    for name in crafted_names():
+        assert (tmp_path / f"{name}.pcap").read_bytes() == (CRAFTED / f"{name}.pcap").read_bytes(), name
