@@ -187,8 +187,9 @@ impl Analysis {
                 out.push(format!("{}: {why}", shown(&f.path)));
             }
             if f.time_went_backwards > 0 {
+                let (packets, have, them) = if f.time_went_backwards == 1 { ("packet", "has", "it") } else { ("packets", "have", "them") };
                 out.push(format!(
-                    "{}: {} packets have an earlier timestamp than the packet before them; events are kept in file order",
+                    "{}: {} {packets} {have} an earlier timestamp than the packet before {them}; events are kept in file order",
                     shown(&f.path),
                     f.time_went_backwards
                 ));

@@ -187,7 +187,7 @@ impl CaptureReader {
                 }
                 Err(PcapError::Eof) => return self.cut_or(ReadStop::End, consumed_before),
                 Err(PcapError::Incomplete(_)) => {
-                    if let Some(stop) = self.oversized_record(inner, consumed_before) {
+                    if let Some(stop) = self.oversized_record(inner, consumed_before).or_else(|| self.lying_block(inner, consumed_before)) {
                         return stop;
                     }
                     if let Err(stop) = self.refill(inner, consumed_before) {
@@ -196,7 +196,10 @@ impl CaptureReader {
                 }
                 Err(PcapError::UnexpectedEof) => {
                     let truncated = ReadStop::Truncated { offset: consumed_before, frame: self.info.records + 1 };
-                    return self.oversized_record(inner, consumed_before).unwrap_or_else(|| self.cut_or(truncated, consumed_before));
+                    return self
+                        .oversized_record(inner, consumed_before)
+                        .or_else(|| self.lying_block(inner, consumed_before))
+                        .unwrap_or_else(|| self.cut_or(truncated, consumed_before));
                 }
                 Err(PcapError::BufferTooSmall) => {
                     if let Some(stop) = self.oversized_record(inner, consumed_before) {
@@ -232,6 +235,18 @@ impl CaptureReader {
             offset,
             frame: self.info.records + 1,
             reason: format!("a record claims {claimed} bytes, more than the {MAX_RECORD_LEN} a capture record can hold"),
+        })
+    }
+
+    /// `Corrupt` when the whole block is in the buffer and pcap-parser still asks for more: a
+    /// length inside the block (an EPB's captured length, an option's length) points past its
+    /// end. More data would not help; waiting for it would read the rest of the file as this block.
+    fn lying_block(&self, inner: &dyn PcapReaderIterator, offset: u64) -> Option<ReadStop> {
+        let claimed = claimed_record_len(self.info.format?, inner.data(), self.section.big_endian)?;
+        (claimed <= inner.data().len() as u64).then(|| ReadStop::Corrupt {
+            offset,
+            frame: self.info.records + 1,
+            reason: format!("a field inside the {claimed}-byte block points past its end"),
         })
     }
 
