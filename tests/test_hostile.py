@@ -366,3 +366,56 @@ def test_sequence_wrap_in_the_handshake(tmp_path, client_isn, server_isn):
     retransmits = [k for k in kinds(doc) if k.endswith("retransmit")]
     assert retransmits == ["syn_retransmit", "synack_retransmit"], kinds(doc)
     assert conn["sides"]["client"]["unseen_segments"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory: no allocation sized by a length the file made up
+
+_PEAK_RSS = """
+import resource, sys
+from pcapq import _core
+try:
+    _core.analyze(sys.argv[1:], keep_connections=True, keep_events=True)
+except _core.CaptureError:
+    pass
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss_kib(*paths: Path) -> int:
+    """Peak resident memory of a fresh interpreter that analysed `paths`, in KiB."""
+    proc = subprocess.run([sys.executable, "-c", _PEAK_RSS, *map(str, paths)], capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout)
+
+
+def _lying_files(tmp_path: Path) -> dict[str, bytes]:
+    packets = conversations(2)
+    good_ng = b"".join(epb(p) for p in packets)
+    record = bytearray(pcap_bytes(packets[:1])[24:])
+    record[8:12] = struct.pack("<I", (4 << 20) - 1)  # just under the cap, at the end: a cut
+    ng_header = shb() + idb()
+    huge_option = struct.pack("<II", 1, 28) + struct.pack("<HHI", 0, 0, 0) + struct.pack("<HH", 2, 0xFFFF) + struct.pack("<I", 28)
+    return {
+        "pcap_caplen_4g": pcap_bytes(packets[:3]) + struct.pack("<IIII", int(START), 0, 0xFFFFFFFF, 0xFFFFFFFF) + b"\x00" * 64,
+        "pcap_caplen_under_cap_at_end": pcap_bytes(packets[:3]) + bytes(record),
+        "pcapng_block_4g": ng_header + good_ng + struct.pack("<II", 6, 0xFFFFFFF0) + b"\x00" * 64,
+        "pcapng_block_under_cap_at_end": ng_header + good_ng + struct.pack("<II", 6, (4 << 20) - 4) + b"\x00" * 64,
+        "pcapng_epb_caplen_4g": ng_header + good_ng + _epb_raw(0xFFFFFFF0, b"\x00" * 60),
+        "pcapng_idb_option_past_block": shb() + huge_option + good_ng,
+        "pcapng_shb_section_length_huge": shb()[:16] + struct.pack("<q", 2**62) + shb()[24:] + idb() + good_ng,
+    }
+
+
+def test_lying_lengths_keep_memory_small(tmp_path):
+    baseline = tmp_path / "baseline.pcap"
+    baseline.write_bytes(pcap_bytes(conversations(2)))
+    base = peak_rss_kib(baseline)
+    for name, data in _lying_files(tmp_path).items():
+        path = tmp_path / f"{name}.cap"
+        path.write_bytes(data)
+        proc = run_pcapq("analyze", str(path))
+        assert_no_crash(proc)
+        assert proc.returncode in (ExitCode.UNREADABLE, ExitCode.DAMAGED, ExitCode.NO_TCP, ExitCode.OK), (name, proc.stderr)
+        # The reading buffer may grow to the 4 MiB record cap, and no further.
+        assert peak_rss_kib(path) - base < 16 * 1024, name
