@@ -220,11 +220,20 @@ fn shown(path: &str) -> &str {
 /// Analyses the files in order as one capture. Fails only if a file cannot be opened or is not
 /// a capture; damage inside a file stops reading that file and is reported in its `FileReport`.
 pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, ReadError> {
+    analyze_readers(paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader))), options)
+}
+
+/// `analyze` over readers already made (each with the name its file is reported under), opened
+/// one at a time as the iterator yields them.
+pub fn analyze_readers(
+    readers: impl IntoIterator<Item = Result<(String, CaptureReader), ReadError>>,
+    options: AnalyzeOptions,
+) -> Result<Analysis, ReadError> {
     let mut tracker = Tracker::new(options.tracker);
-    let mut files = Vec::with_capacity(paths.len());
+    let mut files = Vec::new();
     let mut skipped = SkipCounts::default();
-    for (index, path) in paths.iter().enumerate() {
-        let mut reader = CaptureReader::open(path)?;
+    for (index, opened) in readers.into_iter().enumerate() {
+        let (path, mut reader) = opened?;
         let mut tcp_segments = 0u64;
         let mut link_types: Vec<(u32, u64)> = Vec::new();
         let file = index as u32;
@@ -243,7 +252,7 @@ pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, Re
         });
         let info = &reader.info;
         files.push(FileReport {
-            path: path.clone(),
+            path,
             format: info.format,
             gzip: info.gzip,
             packets: info.records,

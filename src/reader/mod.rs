@@ -104,7 +104,15 @@ struct Section {
 
 impl CaptureReader {
     pub fn open(path: &str) -> Result<CaptureReader, ReadError> {
-        let source = source::open(path)?;
+        CaptureReader::of_source(path, source::open(path)?)
+    }
+
+    /// A reader of a capture held in memory (tests, fuzzing); `name` names it in messages.
+    pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<CaptureReader, ReadError> {
+        CaptureReader::of_source(name, source::from_stream(name, Box::new(std::io::Cursor::new(bytes)))?)
+    }
+
+    fn of_source(path: &str, source: source::Source) -> Result<CaptureReader, ReadError> {
         let bad_header = |e: PcapError<&[u8]>| ReadError::BadHeader { path: path.to_string(), reason: header_reason(&e) };
         let mut info = CaptureInfo { format: Some(source.format), gzip: source.gzip, ..CaptureInfo::default() };
         let mut section = Section::default();
