@@ -5,7 +5,7 @@
 
 use crate::decode::{self, Skip};
 use crate::flow::table::FlowTable;
-use crate::detect::{self, servers::{PortPressure, ServerBook, ServerStats}};
+use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
@@ -174,6 +174,11 @@ impl Analysis {
         self.server_book().into_owned().finish()
     }
 
+    /// Connections that were one client SYN and nothing more (a SYN flood, a port scan).
+    pub fn one_syn(&self) -> OneSynTally {
+        self.server_book().one_syn().clone()
+    }
+
     /// Per (client address, server endpoint), the most source ports held at once.
     pub fn port_pressure(&self) -> Vec<PortPressure> {
         self.server_book().port_pressure()
@@ -200,6 +205,21 @@ impl Analysis {
                 "{} more connections with a problem were counted but not kept (at most {} are)",
                 self.not_kept,
                 crate::flow::store::MAX_KEPT_WITH_PROBLEMS
+            ));
+        }
+        if self.live.retired_early > 0 {
+            out.push(format!(
+                "{} half-open connections were set aside early, more than {} being open at once (a SYN flood or a scan); \
+                 they are counted, and a late packet of theirs still finds them",
+                self.live.retired_early,
+                crate::flow::table::MAX_LIVE_FLOWS
+            ));
+        }
+        if self.live.forgotten_early > 0 {
+            out.push(format!(
+                "{} half-open connections were forgotten early, more than {} being remembered at once; a late packet of theirs starts a new connection",
+                self.live.forgotten_early,
+                crate::flow::table::MAX_TOMBSTONES
             ));
         }
         for (linktype, n) in self.skipped.unknown_link_types() {

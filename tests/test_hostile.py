@@ -374,17 +374,21 @@ def test_sequence_wrap_in_the_handshake(tmp_path, client_isn, server_isn):
 _PEAK_RSS = """
 import resource, sys
 from pcapq import _core
+from pcapq.diagnose import diagnose
+every = sys.argv[1] == "every"
 try:
-    _core.analyze(sys.argv[1:], keep_connections=True, keep_events=True)
+    diagnose(_core.analyze(sys.argv[2:], keep_connections=every, keep_events=every))
 except _core.CaptureError:
     pass
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
-def peak_rss_kib(*paths: Path) -> int:
-    """Peak resident memory of a fresh interpreter that analysed `paths`, in KiB."""
-    proc = subprocess.run([sys.executable, "-c", _PEAK_RSS, *map(str, paths)], capture_output=True, timeout=120)
+def peak_rss_kib(*paths: Path, every_connection: bool = True) -> int:
+    """Peak resident memory of a fresh interpreter that analysed `paths` and diagnosed them, in
+    KiB: keeping every connection with its events (JSON output), or not (the terminal report)."""
+    keep = "every" if every_connection else "problems"
+    proc = subprocess.run([sys.executable, "-c", _PEAK_RSS, keep, *map(str, paths)], capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return int(proc.stdout)
 

@@ -255,6 +255,7 @@ impl Tracker {
             self.table.note_finished(key, time_ns);
         }
         self.table.insert(key, flow);
+        self.table.relieve_pressure(&mut self.store, time_ns);
     }
 
     /// Opens the record of a new connection; returns its index and the side that sent `seg`.
