@@ -8,7 +8,7 @@ use crate::flow::table::FlowTable;
 use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
-use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
+use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AnalyzeOptions {
@@ -31,6 +31,8 @@ pub struct FileReport {
     /// (LINKTYPE, packets), in order of first appearance.
     pub link_types: Vec<(u32, u64)>,
     pub stop: ReadStop,
+    /// What a pcapng file says about itself, its strings made safe to show.
+    pub notes: Option<CaptureNotes>,
 }
 
 /// Counts of frames that were not usable TCP segments, by reason.
@@ -284,6 +286,7 @@ pub fn analyze_readers(
             time_went_backwards: info.time_went_backwards,
             link_types,
             stop,
+            notes: info.notes.clone(),
         });
     }
     let (finished, live) = tracker.finish();

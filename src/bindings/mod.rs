@@ -76,7 +76,8 @@ impl Analysis {
     }
 
     /// One dict per input file: path, format, gzip, packets, tcp_segments, first_time,
-    /// last_time, link_types, read_stop ("end", "truncated", "corrupt", "io_error").
+    /// last_time, link_types, read_stop ("end", "truncated", "corrupt", "io_error"),
+    /// read_stop_detail, pcapng (what a pcapng file says about itself, or None; docs/json.md).
     fn captures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for f in &self.inner.files {
@@ -95,6 +96,7 @@ impl Analysis {
             d.set_item("link_types", links)?;
             d.set_item("read_stop", f.stop.kind())?;
             d.set_item("read_stop_detail", f.stop.describe())?;
+            d.set_item("pcapng", python_value(py, &json::notes_value(f))?)?;
             list.append(d)?;
         }
         Ok(list)

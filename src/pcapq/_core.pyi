@@ -54,6 +54,7 @@ class _CaptureInfo(TypedDict):
     link_types: dict[str, int]
     read_stop: str
     read_stop_detail: str | None
+    pcapng: dict[str, Any] | None
 
 @final
 class Analysis:

@@ -24,6 +24,44 @@ def _count(n: int, of: int | None = None) -> Text:
     return text
 
 
+def _name(c: dict) -> str:
+    return "standard input" if c["path"] == "-" else c["path"]
+
+
+def render_notes(captures: list[dict]) -> Table | None:
+    """What pcapng files say about themselves: application, interfaces, comments. The strings
+    come from the file (the core has removed control characters and capped their length); each
+    goes into a Text, so rich shows "[bold]" or "<script>" as the characters they are."""
+    rows: list[tuple[str, str]] = []
+    several = len(captures) > 1
+    for c in captures:
+        n = c.get("pcapng")
+        if not n:
+            continue
+        prefix = f"{_name(c)}: " if several else ""
+        made_by = ", ".join(f"{label} {n[key]}" for key, label in (("application", "by"), ("os", "on"), ("hardware", "hardware")) if n[key])
+        if made_by:
+            rows.append((f"{prefix}written", made_by))
+        for i in n["interfaces"]:
+            if i["name"] or i["description"]:
+                rows.append((f"{prefix}interface", " - ".join(x for x in (i["name"], i["description"]) if x) + f" ({i['link_type']})"))
+        for comment in n["comments"]:
+            rows.append((f"{prefix}comment", comment))
+        for p in n["packet_comments"]:
+            rows.append((f"{prefix}frame {p['frame']:,}", p["comment"]))
+        more = n["packet_comments_total"] - len(n["packet_comments"])
+        if more > 0:
+            rows.append((f"{prefix}frames", f"{more:,} more packet comments (pcapq analyze --format json lists the first 16)"))
+    if not rows:
+        return None
+    table = Table(title="\nCapture notes", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
+    table.add_column("what", style="bold")
+    table.add_column("text", overflow="fold")
+    for what, text in rows:
+        table.add_row(Text(what), Text(text))
+    return table
+
+
 def render_summary(analysis: Analysis) -> Group:
     """Captures read, then connection counts, then what was skipped."""
     s = analysis.summary()
@@ -36,11 +74,15 @@ def render_summary(analysis: Analysis) -> Group:
     files.add_column("TCP", justify="right")
     files.add_column("from")
     files.add_column("to")
-    for c in analysis.captures():
+    captures = analysis.captures()
+    for c in captures:
         fmt = (c["format"] or "?") + (" (gzip)" if c["gzip"] else "")
-        name = "standard input" if c["path"] == "-" else c["path"]
-        files.add_row(name, fmt, f"{c['packets']:,}", f"{c['tcp_segments']:,}", _when(c["first_time"]), _when(c["last_time"]))
+        # Text, not a str: rich would read "[...]" in a file name as markup.
+        files.add_row(Text(_name(c)), fmt, f"{c['packets']:,}", f"{c['tcp_segments']:,}", _when(c["first_time"]), _when(c["last_time"]))
     parts.append(files)
+    notes = render_notes(captures)
+    if notes is not None:
+        parts.append(notes)
 
     total = s["connections"]
     conns = Table(title="\nConnections", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
