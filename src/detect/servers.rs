@@ -107,13 +107,26 @@ pub struct ServerBook {
     one_syn: OneSynTally,
     /// Connections of (client, server) pairs beyond `MAX_PORT_PAIRS`, not in `ports`.
     pub untracked_port_pairs: u64,
+    /// One-SYN connections to endpoints beyond `MAX_SERVERS_FOR_ONE_SYN`, not in `servers`.
+    pub one_syn_without_server: u64,
 }
+
+/// Past this many server endpoints, a one-SYN connection to a new endpoint makes no entry.
+pub const MAX_SERVERS_FOR_ONE_SYN: usize = 4096;
 
 /// (client address, server endpoint) pairs whose ports are followed, at most.
 pub const MAX_PORT_PAIRS: usize = 65_536;
 
 impl ServerBook {
     pub fn add(&mut self, c: &Connection, outcome: Outcome, symptoms: Symptoms) {
+        let one_syn = probes::is_one_syn(c);
+        if one_syn && self.servers.len() >= MAX_SERVERS_FOR_ONE_SYN && !self.servers.contains_key(&c.server) {
+            // A scan of many hosts and ports would make an entry per endpoint probed: counted
+            // in the aggregate only.
+            self.one_syn.add(c);
+            self.one_syn_without_server += 1;
+            return;
+        }
         let s = self.servers.entry(c.server).or_insert_with(|| ServerStats::new(c.server));
         s.connections += 1;
         s.outcomes[outcome.index()] += 1;
@@ -140,7 +153,7 @@ impl ServerBook {
         if let Some(answered) = c.milestones.server_data_ns {
             s.answered_ns.push(answered);
         }
-        if probes::is_one_syn(c) {
+        if one_syn {
             s.one_syn += 1;
             self.one_syn.add(c);
         }
@@ -208,6 +221,7 @@ impl ServerBook {
         }
         self.one_syn.merge(&other.one_syn);
         self.untracked_port_pairs += other.untracked_port_pairs;
+        self.one_syn_without_server += other.one_syn_without_server;
         for (pair, spans) in other.ports {
             self.add_spans(pair, spans);
         }
