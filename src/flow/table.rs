@@ -134,6 +134,18 @@ impl Default for FlowTable {
     }
 }
 
+/// What a half-open connection's record knew of its SYN, from its tombstone: the client's ISN
+/// (the SYN took one sequence number) and that one SYN was sent, at the flow's last packet.
+fn restore_syn(conn: &mut crate::flow::Connection, tombstone: &Tombstone) {
+    let client = crate::flow::Side::Client.index();
+    if conn.base_seq[client].is_some() || !tombstone.flags.get(TombstoneFlags::NEXT_SEQ_KNOWN, client) {
+        return;
+    }
+    conn.base_seq[client] = Some(tombstone.next_seq[client].wrapping_sub(1));
+    conn.syn_count = conn.syn_count.max(1);
+    conn.syn_time_ns.get_or_insert(tombstone.last_time_ns);
+}
+
 fn is_half_open(state: ConnState) -> bool {
     matches!(state, ConnState::SynSent | ConnState::SynReceived)
 }
@@ -147,6 +159,11 @@ impl FlowTable {
             Entry::Vacant(place) => {
                 let tombstone = self.finished.remove(key)?;
                 let slot = store.revive(&tombstone.record, key, tombstone.client_is_low(), tombstone.state, tombstone.last_time_ns);
+                if is_half_open(tombstone.state) {
+                    // Set aside during a flood (`relieve_pressure`): the record must still know
+                    // its SYN, so that the same SYN again is a retransmission, not a new connection.
+                    restore_syn(store.get_mut(slot), &tombstone);
+                }
                 // Back in the hot table, finished: the next sweeps retire it again.
                 self.closing.push_back((*key, tombstone.last_time_ns));
                 Some(place.insert(tombstone.into_flow(slot)))
