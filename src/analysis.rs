@@ -7,6 +7,7 @@ use crate::decode::{self, Skip};
 use crate::flow::table::FlowTable;
 use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
+use crate::flow::timeline::Timeline;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 
@@ -94,6 +95,8 @@ pub struct Analysis {
     pub servers: Option<ServerBook>,
     /// ...and how many connections with a problem were counted but not kept.
     pub not_kept: u64,
+    /// With `keep_connections` off: the per-second counts of every connection.
+    pub dropped_timeline: Timeline,
     /// Tracker state of the connections still remembered when the input ended (what a merge
     /// with the next capture continues from).
     pub live: FlowTable,
@@ -128,7 +131,17 @@ impl Analysis {
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
-        Ok(Analysis { files, connections: joined.connections, live: joined.live, skipped, options: self.options, ..Analysis::default() })
+        let mut dropped_timeline = self.dropped_timeline;
+        dropped_timeline.add(&later.dropped_timeline);
+        Ok(Analysis {
+            files,
+            connections: joined.connections,
+            live: joined.live,
+            skipped,
+            dropped_timeline,
+            options: self.options,
+            ..Analysis::default()
+        })
     }
 
     /// When the capture ends: its latest packet.
@@ -155,6 +168,19 @@ impl Analysis {
             skipped: self.skipped.total(),
             connections: tally,
         }
+    }
+
+    /// Per-second counts over every connection: kept from the run, plus every kept record when
+    /// all records are kept.
+    pub fn timeline(&self) -> Timeline {
+        let mut timeline = self.dropped_timeline.clone();
+        if self.keeps_every_connection() {
+            let end_ns = self.end_ns();
+            for c in &self.connections {
+                timeline.add_connection(c, detect::classify(c, end_ns).0);
+            }
+        }
+        timeline
     }
 
     /// The per-server book: kept from the run, or made from every record.
@@ -231,6 +257,9 @@ impl Analysis {
     }
 }
 
+/// A pcap record header's size (pcapng's is larger): what `progress` adds per packet.
+const RECORD_HEADER_BYTES: u64 = 16;
+
 fn shown(path: &str) -> &str {
     if path == "-" {
         "standard input"
@@ -242,15 +271,29 @@ fn shown(path: &str) -> &str {
 /// Analyses the files in order as one capture. Fails only if a file cannot be opened or is not
 /// a capture; damage inside a file stops reading that file and is reported in its `FileReport`.
 pub fn analyze(paths: &[String], options: AnalyzeOptions) -> Result<Analysis, ReadError> {
-    analyze_readers(paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader))), options)
+    analyze_with_progress(paths, options, &mut |_| {})
 }
 
-/// `analyze` over readers already made (each with the name its file is reported under), opened
-/// one at a time as the iterator yields them.
+/// How often `analyze_with_progress` reports: every this many bytes of records read.
+pub const PROGRESS_EVERY_BYTES: u64 = 4 << 20;
+
+/// `analyze`, calling `progress(bytes)` every `PROGRESS_EVERY_BYTES` and once at the end with
+/// the bytes of capture records read so far over all files (record headers plus captured data,
+/// after decompression).
+pub fn analyze_with_progress(paths: &[String], options: AnalyzeOptions, progress: &mut dyn FnMut(u64)) -> Result<Analysis, ReadError> {
+    let readers = paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader)));
+    analyze_readers(readers, options, progress)
+}
+
+/// `analyze_with_progress` over readers already made (each with the name its file is reported
+/// under), opened one at a time as the iterator yields them.
 pub fn analyze_readers(
     readers: impl IntoIterator<Item = Result<(String, CaptureReader), ReadError>>,
     options: AnalyzeOptions,
+    progress: &mut dyn FnMut(u64),
 ) -> Result<Analysis, ReadError> {
+    let mut read_bytes = 0u64;
+    let mut next_report = PROGRESS_EVERY_BYTES;
     let mut tracker = Tracker::new(options.tracker);
     let mut files = Vec::new();
     let mut skipped = SkipCounts::default();
@@ -260,6 +303,11 @@ pub fn analyze_readers(
         let mut link_types: Vec<(u32, u64)> = Vec::new();
         let file = index as u32;
         let stop = reader.for_each_packet(|packet| {
+            read_bytes += RECORD_HEADER_BYTES + packet.data.len() as u64;
+            if read_bytes >= next_report {
+                progress(read_bytes);
+                next_report = read_bytes + PROGRESS_EVERY_BYTES;
+            }
             match link_types.iter_mut().find(|(t, _)| *t == packet.linktype) {
                 Some((_, n)) => *n += 1,
                 None => link_types.push((packet.linktype, 1)),
@@ -289,6 +337,7 @@ pub fn analyze_readers(
             notes: info.notes.clone(),
         });
     }
+    progress(read_bytes);
     let (finished, live) = tracker.finish();
     Ok(Analysis {
         files,
@@ -296,6 +345,7 @@ pub fn analyze_readers(
         dropped: finished.tally,
         servers: finished.servers,
         not_kept: finished.not_kept,
+        dropped_timeline: finished.timeline,
         live,
         skipped,
         options,

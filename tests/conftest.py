@@ -22,8 +22,11 @@ def run_pcapq(*args: str, input: bytes | None = None) -> subprocess.CompletedPro
 def analyze_json(*paths: str | Path) -> dict:
     """The JSON document for the given captures, through the CLI."""
     proc = run_pcapq("analyze", "--format", "json", *map(str, paths))
-    assert proc.returncode == 0, proc.stderr.decode()
-    return json.loads(proc.stdout)
+    assert proc.returncode in (0, 1), proc.stderr.decode()
+    doc = json.loads(proc.stdout)
+    # 1 exactly when there is a finding (docs/exit-codes.md).
+    assert proc.returncode == (1 if doc["findings"] else 0), doc["findings"]
+    return doc
 
 
 @pytest.fixture

@@ -398,7 +398,7 @@ def test_inputs_are_not_modified(tmp_path):
     before = {p: (sha256(p), p.stat().st_mtime_ns) for p in (plain, ng)}
     for args in (["--format", "json"], ["--format", "text"], ["--format", "json", "-o", str(tmp_path / "r.json")]):
         proc = run_pcapq("analyze", *args, str(plain), str(ng))
-        assert proc.returncode == ExitCode.OK, proc.stderr
+        assert proc.returncode == ExitCode.PROBLEMS, proc.stderr
     assert {p: (sha256(p), p.stat().st_mtime_ns) for p in (plain, ng)} == before
 
 
@@ -508,7 +508,7 @@ def test_json_stdout_and_output_file_are_identical(tmp_path, capture):
     report = tmp_path / "report.json"
     to_stdout = run_pcapq("analyze", "--format", "json", str(capture))
     to_file = run_pcapq("analyze", "--format", "json", "-o", str(report), str(capture))
-    assert to_stdout.returncode == to_file.returncode == 0
+    assert to_stdout.returncode == to_file.returncode == ExitCode.PROBLEMS
     assert to_file.stdout == b""
     assert report.read_bytes() == to_stdout.stdout
 
@@ -525,7 +525,7 @@ def test_json_pretty_is_the_same_data(tmp_path, capture):
 
 def test_json_document_shape(capture):
     proc, doc = run_json(capture)
-    assert proc.returncode == 0
+    assert proc.returncode == ExitCode.PROBLEMS and doc["findings"]
     assert doc["schema"] == "pcapq.analysis"
     assert doc["schema_version"] == 1 == pcapq.JSON_SCHEMA_VERSION
     assert {"captures", "summary", "skipped", "warnings", "connections"} <= doc.keys()
@@ -647,7 +647,7 @@ def _count(text: str, label: str) -> int:
 @pytest.mark.parametrize("args", [["--no-color"], []])
 def test_text_summary_counts_without_ansi_when_piped(capture, args):
     proc = run_piped("analyze", *args, str(capture))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.PROBLEMS, proc.stderr
     assert not ANSI.search(proc.stdout), proc.stdout
     text = proc.stdout.decode()
     assert _count(text, "connections") == 5
@@ -668,12 +668,12 @@ def test_text_summary_rows_are_not_wrapped_when_piped(capture):
 def test_text_summary_to_file_has_no_ansi(tmp_path, capture):
     out = tmp_path / "summary.txt"
     proc = run_piped("analyze", "-o", str(out), str(capture))
-    assert proc.returncode == 0 and proc.stdout == b""
+    assert proc.returncode == ExitCode.PROBLEMS and proc.stdout == b""
     assert not ANSI.search(out.read_bytes())
     assert _count(out.read_text(), "with SYN retransmits") == 1
 
 
-def _run_on_terminal(*args: str) -> bytes:
+def _run_on_terminal(*args: str, code: int = ExitCode.PROBLEMS) -> bytes:
     """Runs pcapq with stdout and stderr on a pseudo-terminal; returns what it printed."""
     leader, follower = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160"}
@@ -693,7 +693,7 @@ def _run_on_terminal(*args: str) -> bytes:
             break
         out += chunk
     os.close(leader)
-    assert proc.wait(timeout=60) == 0, out
+    assert proc.wait(timeout=60) == code, out
     return out
 
 

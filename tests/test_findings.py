@@ -78,7 +78,7 @@ def test_json_report_carries_findings_and_capture_point(tmp_path):
         capture_output=True,
         timeout=60,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # a finding: problems found
     doc = json.loads(out.read_text())
     assert doc["capture_point"]["side"] in ("client", "server", "between", "unknown")
     (f,) = doc["findings"]

@@ -23,7 +23,8 @@ def text_report(path: Path) -> subprocess.CompletedProcess:
     env = os.environ | {"COLUMNS": "400"}
     proc = subprocess.run(["pcapq", "analyze", "--no-color", str(path)], capture_output=True, timeout=120, env=env)
     assert_no_crash(proc)
-    assert proc.returncode == ExitCode.OK, proc.stderr
+    # A flood or a scan is a finding: exit 1.
+    assert proc.returncode == ExitCode.PROBLEMS, proc.stderr
     return proc
 
 
@@ -60,7 +61,7 @@ def test_port_scan_is_one_finding(tmp_path):
 def test_flood_json_names_sources_targets_and_first_frames(tmp_path):
     path = syn_flood(tmp_path / "flood.pcap", 3000, sources=7)
     proc = run_pcapq("analyze", "--format", "json", str(path))
-    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert proc.returncode == ExitCode.PROBLEMS, proc.stderr
     doc = json.loads(proc.stdout)
     (finding,) = doc["findings"]
     assert finding["cause"] == "syn_flood" and finding["server"] == "10.0.0.2:9000"

@@ -8,7 +8,7 @@ use _core::reader::CaptureReader;
 
 fn analyse(bytes: &[u8], tracker: TrackerOptions) -> Option<Analysis> {
     let opened = CaptureReader::from_bytes("fuzz", bytes.to_vec()).map(|r| ("fuzz".to_string(), r));
-    analyze_readers([opened], AnalyzeOptions { tracker }).ok()
+    analyze_readers([opened], AnalyzeOptions { tracker }, &mut |_| {}).ok()
 }
 
 pub fn analyse_bytes(bytes: Vec<u8>) {

@@ -124,7 +124,8 @@ impl Analysis {
     /// a problem (an outcome other than completed or open, or any symptom).
     /// `lean`: only what the findings read, flat (id, client, server, first_file, first_frame,
     /// first_time, last_time, outcome, symptoms, follows, follows_after, completed,
-    /// syn_attempts, synack_attempts, synack_time, ack_time, request_acked, reset, and series
+    /// syn_attempts, synack_attempts, synack_time, ack_time, request_acked, added_latency, reset, and
+    /// series
     /// as `pcapq.diagnose.lean.Series`), made without the JSON detour.
     /// `server` ("ip:port"): only connections to that server.
     #[pyo3(signature = (*, problems_only = false, lean = false, server = None))]
@@ -249,6 +250,40 @@ impl Analysis {
         Ok(stats.answered_ns.partition_point(|&t| t <= to) - stats.answered_ns.partition_point(|&t| t < from))
     }
 
+    /// Per-second counts over every connection (also those not kept), as columns of equal
+    /// length: seconds (epoch, rounded down, only seconds that saw anything), new (outcome slug
+    /// -> connections whose first packet fell in that second), retransmissions, waiting_in and
+    /// waiting_out (connections that began / stopped waiting for the server's answer).
+    /// `server` ("ip:port"): only connections to that server.
+    #[pyo3(signature = (server = None))]
+    fn timeline<'py>(&self, py: Python<'py>, server: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+        let server = server.map(parse_endpoint).transpose()?;
+        let timeline = self.inner.timeline();
+        let mut seconds = Vec::new();
+        let mut new: Vec<Vec<u64>> = vec![Vec::new(); detect::Outcome::ALL.len()];
+        let (mut retransmissions, mut waiting_in, mut waiting_out) = (Vec::new(), Vec::new(), Vec::new());
+        for (second, counts) in timeline.seconds(server) {
+            seconds.push(second);
+            for (column, n) in new.iter_mut().zip(counts.new) {
+                column.push(n);
+            }
+            retransmissions.push(counts.retransmissions);
+            waiting_in.push(counts.waiting_in);
+            waiting_out.push(counts.waiting_out);
+        }
+        let d = PyDict::new(py);
+        d.set_item("seconds", seconds)?;
+        let by_outcome = PyDict::new(py);
+        for (o, column) in detect::Outcome::ALL.iter().zip(new) {
+            by_outcome.set_item(o.slug(), column)?;
+        }
+        d.set_item("new", by_outcome)?;
+        d.set_item("retransmissions", retransmissions)?;
+        d.set_item("waiting_in", waiting_in)?;
+        d.set_item("waiting_out", waiting_out)?;
+        Ok(d)
+    }
+
     /// Connection `index` (0-based, in order of first packet) as a JSON object string.
     fn connection_json(&self, index: usize) -> PyResult<String> {
         let c = self.inner.connections.get(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("no such connection"))?;
@@ -333,6 +368,7 @@ fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c: &Connectio
     d.set_item("synack_time", c.synack_time_ns.map(epoch))?;
     d.set_item("ack_time", c.handshake_ack_time_ns.map(epoch))?;
     d.set_item("request_acked", c.milestones.client_data_acked_ns.map(epoch))?;
+    d.set_item("added_latency", epoch(v.added_latency_ns))?;
     match c.milestones.first_rst {
         Some(r) => {
             let reset = PyDict::new(py);
@@ -460,18 +496,40 @@ impl Write for PyTextWriter<'_> {
 
 /// Reads the captures in `paths` (in order, as one capture; "-" is stdin) and rebuilds every
 /// TCP connection. `keep_connections` keeps every connection's record (off, finished
-/// connections are only counted: memory follows the live ones); `keep_events` keeps their
-/// events; `mergeable` keeps what `Analysis.merge` needs to join this analysis onto the one of
-/// the capture before. Raises CaptureError if a file cannot be opened or is not a
-/// capture.
+/// connections are only counted: memory follows the live ones); `keep_events` keeps the events
+/// of the connections kept (without `keep_connections`, of those with a problem); `mergeable`
+/// keeps what `Analysis.merge` needs to join this analysis onto the one of the capture before.
+/// Raises CaptureError if a file cannot be opened or is not a capture. `progress`, when given, is called with the bytes of capture records read so far,
+/// every few MiB and once at the end; an exception it raises is raised once the reading ends.
 #[pyfunction]
-#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false))]
-fn analyze(py: Python<'_>, paths: Vec<String>, keep_connections: bool, keep_events: bool, mergeable: bool) -> PyResult<Analysis> {
-    if !keep_connections && (keep_events || mergeable) {
-        return Err(pyo3::exceptions::PyValueError::new_err("keep_events and mergeable need keep_connections"));
+#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false, progress = None))]
+fn analyze(
+    py: Python<'_>,
+    paths: Vec<String>,
+    keep_connections: bool,
+    keep_events: bool,
+    mergeable: bool,
+    progress: Option<PyObject>,
+) -> PyResult<Analysis> {
+    if !keep_connections && mergeable {
+        return Err(pyo3::exceptions::PyValueError::new_err("mergeable needs keep_connections"));
     }
     let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections } };
-    let result = py.allow_threads(|| catch(|| analysis::analyze(&paths, options)))?;
+    let mut raised: Option<PyErr> = None;
+    let result = py.allow_threads(|| {
+        catch(|| {
+            let mut report = |bytes: u64| {
+                // The GIL is taken only for the call, every few MiB.
+                if let (Some(callback), None) = (&progress, &raised) {
+                    raised = Python::with_gil(|py| callback.call1(py, (bytes,)).err());
+                }
+            };
+            analysis::analyze_with_progress(&paths, options, &mut report)
+        })
+    })?;
+    if let Some(e) = raised {
+        return Err(e);
+    }
     match result {
         Ok(inner) => Ok(Analysis::of(inner)),
         Err(e) => Err(errors::capture_error(&e)),

@@ -9,7 +9,7 @@ use super::{Outcome, Symptoms};
 use crate::flow::connection::Connection;
 use std::net::IpAddr;
 
-use crate::flow::{Endpoint, Side};
+use crate::flow::Endpoint;
 
 /// Handshake gaps kept per server to take medians from.
 const MAX_GAP_SAMPLES: usize = 4096;
@@ -142,13 +142,9 @@ impl ServerBook {
                 s.synack_to_ack_ns.push(ack - synack);
             }
         }
-        if let Some(established) = c.handshake_ack_time_ns {
-            let answered = c.milestones.server_data_ns;
-            let ended = c.milestones.first_rst.map(|r| r.time_ns);
-            let client_fin = c.counts[Side::Client.index()].fin.then_some(c.last_time_ns);
-            let until = answered.or(ended).or(client_fin).unwrap_or(c.last_time_ns);
+        if let Some((established, until)) = crate::flow::timeline::waiting_span(c) {
             s.waiting_from_ns.push(established);
-            s.waiting_until_ns.push(until.max(established));
+            s.waiting_until_ns.push(until);
         }
         if let Some(answered) = c.milestones.server_data_ns {
             s.answered_ns.push(answered);

@@ -9,6 +9,7 @@ pub mod seq;
 pub mod store;
 pub mod table;
 pub mod tally;
+pub mod timeline;
 pub mod tracker;
 #[cfg(test)]
 pub(crate) mod wire;

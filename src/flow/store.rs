@@ -8,6 +8,7 @@
 use super::connection::{ConnState, Connection};
 use super::key::FlowKey;
 use super::tally::{Marks, Tally};
+use super::timeline::Timeline;
 use crate::detect::{self, servers, servers::ServerBook};
 
 /// What a run leaves: every record (when all are kept), or the tally of all connections, their
@@ -20,6 +21,8 @@ pub struct Finished {
     pub servers: Option<ServerBook>,
     /// Connections with a problem beyond `MAX_KEPT_WITH_PROBLEMS`, counted but not kept.
     pub not_kept: u64,
+    /// Per-second counts of the connections counted (empty when every record is kept).
+    pub timeline: Timeline,
 }
 
 /// What is left of a record when its connection leaves the hot table: its id (when every
@@ -39,6 +42,8 @@ pub struct ConnectionStore {
     tally: Tally,
     /// Their servers' statistics.
     servers: ServerBook,
+    /// Their per-second counts.
+    timeline: Timeline,
     /// The dropped ones that had a problem (up to `MAX_KEPT_WITH_PROBLEMS`), kept for findings.
     with_problems: Vec<Connection>,
     with_problems_not_kept: u64,
@@ -56,6 +61,7 @@ impl ConnectionStore {
             keep_all,
             tally: Tally::default(),
             servers: ServerBook::default(),
+            timeline: Timeline::default(),
             with_problems: Vec::new(),
             with_problems_not_kept: 0,
         }
@@ -135,6 +141,7 @@ impl ConnectionStore {
         let mut tallied = self.tally.count_as(conn, outcome, symptoms);
         if first_count {
             self.servers.add(conn, outcome, symptoms);
+            self.timeline.add_connection(conn, outcome);
         }
         // A revived record is judged only by its outcome (a late RST can change it).
         let outcome_now = tallied.counted_outcome().unwrap_or(outcome);
@@ -174,7 +181,13 @@ impl ConnectionStore {
         }
         let mut kept = self.with_problems;
         kept.sort_by_key(|c| c.id);
-        Finished { connections: kept, tally: self.tally, servers: Some(self.servers), not_kept: self.with_problems_not_kept }
+        Finished {
+            connections: kept,
+            tally: self.tally,
+            servers: Some(self.servers),
+            not_kept: self.with_problems_not_kept,
+            timeline: self.timeline,
+        }
     }
 
     /// The records, by slot (by id when every record is kept).

@@ -2,7 +2,7 @@
 
 import os
 
-from typing import Any, Final, Protocol, TypedDict, final
+from typing import Any, Callable, Final, Protocol, TypedDict, final
 
 __all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "PcapqError", "CaptureError", "InternalError"]
 
@@ -56,6 +56,13 @@ class _CaptureInfo(TypedDict):
     read_stop_detail: str | None
     pcapng: dict[str, Any] | None
 
+class _Timeline(TypedDict):
+    seconds: list[int]
+    new: dict[str, list[int]]
+    retransmissions: list[int]
+    waiting_in: list[int]
+    waiting_out: list[int]
+
 @final
 class Analysis:
     """The result of one analysis, held in Rust."""
@@ -82,7 +89,8 @@ class Analysis:
         or only those with a problem (an outcome other than completed or open, or a symptom).
         With keep_connections=False only connections with a problem were kept. `lean`: only
         the fields the findings read (id, client, server, first_file, first_frame, first_time,
-        last_time, outcome, symptoms, follows, follows_after, handshake, request, reset, series).
+        last_time, outcome, symptoms, follows, follows_after, completed, syn_attempts,
+        synack_attempts, synack_time, ack_time, request_acked, added_latency, reset, series).
         `server` ("ip:port", "[v6]:port"): only connections to that server.
 
         Raises:
@@ -121,6 +129,18 @@ class Analysis:
             ValueError: `server` is not an endpoint.
         """
 
+    def timeline(self, server: str | None = None) -> _Timeline:
+        """Per-second counts over every connection (also those not kept), as columns of equal
+        length: seconds (epoch, rounded down; only seconds that saw anything), new (outcome ->
+        connections whose first packet fell in that second), retransmissions (SYN, SYN-ACK and
+        data), waiting_in / waiting_out (connections that began / stopped waiting for the
+        server's answer after the client's handshake ACK). Merged analyses sum them.
+        `server` ("ip:port", "[v6]:port"): only connections to that server.
+
+        Raises:
+            ValueError: `server` is not an endpoint.
+        """
+
     def connection_json(self, index: int) -> str:
         """Connection `index` (in order of first packet) as a JSON object.
 
@@ -152,18 +172,27 @@ class Analysis:
         """
 
 def analyze(
-    paths: list[str], *, keep_connections: bool = True, keep_events: bool = True, mergeable: bool = False
+    paths: list[str],
+    *,
+    keep_connections: bool = True,
+    keep_events: bool = True,
+    mergeable: bool = False,
+    progress: Callable[[int], object] | None = None,
 ) -> Analysis:
     """Reads the captures in order, as one capture ("-" is stdin), and rebuilds every TCP connection.
 
     keep_connections: keep every connection's record; off, a finished connection is only
         counted in the summary, so memory follows the connections live at once.
-    keep_events: keep each connection's events (needed for JSON; needs keep_connections).
+    keep_events: keep the events of each connection kept (needed for JSON and ladders): of
+        every connection, or with keep_connections=False of those with a problem.
     mergeable: keep what `Analysis.merge` needs to join this onto the capture before
         (needs keep_connections).
+    progress: called with the bytes of capture records read so far (headers and data, after
+        decompression), every 4 MiB and once at the end; an exception it raises is raised
+        when reading ends.
 
     Raises:
-        ValueError: keep_events or mergeable without keep_connections.
+        ValueError: mergeable without keep_connections.
 
     Raises:
         CaptureError: a file cannot be opened or is not a capture.

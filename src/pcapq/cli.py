@@ -55,16 +55,25 @@ def cli() -> None:
 
     \b
     Start here:
-      $ pcapq analyze dump.pcap                 summary of every connection
+      $ pcapq analyze dump.pcap                 findings, worst connections, totals
+      $ pcapq analyze --format html -o r.html dump.pcap   the same as one page with pictures
       $ pcapq analyze --format json dump.pcap   one JSON record per connection
+      $ pcapq timeline --failed dump.pcap       failed connections, packet by packet
       $ tcpdump -i any -w - port 9000 | pcapq analyze -
       $ pcapq crosscheck dump.pcap              pcapq's labels against tshark's
     """
 
 
-def format_option(help: str):
+REPORT_FORMATS = ["text", "json", "markdown", "html"]
+# The HTML report's table lists every connection for inputs of up to this many bytes of records
+# (about 16,000 connections of a proxy's capture); beyond, or from standard input, pcapq keeps
+# only the connections with a problem, so memory follows the live connections.
+HTML_EVERY_CONNECTION_BYTES = 64 << 20
+
+
+def format_option(help: str, choices: list[str] | None = None):
     return click.option(
-        "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help=help
+        "--format", "fmt", type=click.Choice(choices or ["text", "json"]), default="text", show_default=True, help=help
     )
 
 
@@ -79,12 +88,17 @@ output_option = click.option(
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@format_option("text: a summary for people. json: every connection with its events (schema in docs/json.md).")
+@format_option(
+    "text: findings, worst connections and totals for people. json: every connection with its events (schema in "
+    "docs/json.md). markdown: the text report for a ticket. html: one self-contained file with charts, ladder "
+    "diagrams and a table of connections (docs/reports.md).",
+    REPORT_FORMATS,
+)
 @output_option
 @click.option("--pretty", is_flag=True, help="Indent the JSON for reading.")
 @click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
 def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool) -> None:
-    """Say what went wrong in the captures, then summarise every TCP connection.
+    """Say what went wrong in the captures, the worst connections, then totals.
 
     FILE is a pcap or pcapng capture, optionally gzip-compressed; '-' reads standard
     input. Several files are read in the order given as one capture, so a connection
@@ -95,33 +109,57 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
       $ pcapq analyze dump.pcap
       $ pcapq analyze ring.pcap0 ring.pcap1 ring.pcap2
       $ pcapq analyze --format json -o report.json dump.pcap.gz
+      $ pcapq analyze --format html -o report.html dump.pcap
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
 
     \b
-    Exit codes: 0 analysed; 2 usage error; 3 a capture could not be read; 4 a capture is
-    damaged (analysed up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the
-    report could not be written.
+    Exit codes: 0 analysed, nothing wrong found; 1 analysed, and a problem was found (a
+    finding); 2 usage error; 3 a capture could not be read; 4 a capture is damaged (analysed
+    up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the report could not be
+    written.
     """
+    from pcapq.diagnose import diagnose
+
     _refuse_overwriting_inputs(files, output)
-    try:
-        every_connection = fmt == "json"
-        result = _core.analyze(list(files), keep_connections=every_connection, keep_events=every_connection)
-    except _core.CaptureError as e:
-        _fail(e.args[0], ExitCode.UNREADABLE)
+    # JSON has every connection and its events. HTML draws ladders from the events of the
+    # connections with a problem, and lists every connection in its table when the input is
+    # small enough. The other reports need only the counts and the connections with a problem.
+    from pcapq.report.progress import record_bytes
+
+    size = record_bytes(files)
+    every_connection = fmt == "json" or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
+    result = _read(files, keep_connections=every_connection, keep_events=fmt in ("json", "html"))
+    diagnosis = diagnose(result)
 
     def json_file(path: str) -> None:
         # The core writes the file itself, without passing every chunk through Python.
-        from pcapq.diagnose import diagnose
-
-        result.write_json(path, pretty=pretty, extra=_json_extra(diagnose(result), pretty))
+        result.write_json(path, pretty=pretty, extra=_json_extra(diagnosis, pretty))
 
     _deliver(
         output,
         no_color,
-        lambda out, colourless: _write_report(result, fmt, pretty, colourless, out),
+        lambda out, colourless: _write_report(result, diagnosis, fmt, pretty, colourless, out),
         json_file if fmt == "json" else None,
     )
+    sys.exit(int(_exit_code(result, diagnosis.findings)))
 
+
+def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:
+    """Analyses the captures, with a progress bar on a terminal for large inputs."""
+    from pcapq.report.progress import progress_for
+
+    try:
+        with progress_for(files) as progress:
+            return _core.analyze(
+                list(files), keep_connections=keep_connections, keep_events=keep_events, progress=progress
+            )
+    except _core.CaptureError as e:
+        _fail(e.args[0], ExitCode.UNREADABLE)
+
+
+def _exit_code(result: _core.Analysis, findings: list) -> ExitCode:
+    """Warnings on stderr, then the exit code: no TCP (5) before damage (4) before problems
+    found (1)."""
     for warning in result.warnings():
         _warn(warning)
     damaged = [c for c in result.captures() if c["read_stop"] in ("corrupt", "io_error")]
@@ -130,7 +168,192 @@ def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_colo
         what = ", ".join(f"{n:,} {meaning}" for n, meaning in result.skipped().values()) or "no packets at all"
         _fail(f"no TCP segments to analyse in {summary['packets']:,} packets ({what})", ExitCode.NO_TCP)
     if damaged:
-        sys.exit(int(ExitCode.DAMAGED))
+        return ExitCode.DAMAGED
+    if findings:
+        return ExitCode.PROBLEMS
+    return ExitCode.OK
+
+
+CAUSES = [
+    "accept_queue_overflow", "syn_queue_overflow", "listen_drops", "closed_port", "network_loss",
+    "client_gave_up", "slow_server", "port_reuse", "port_exhaustion",
+]
+OUTCOMES = ["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial"]
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--conn", "conn", metavar="PORT|IP:PORT", help="The connection from this client port or client endpoint.")
+@click.option("--failed", is_flag=True, help="Connections with a problem: a failed outcome or any symptom.")
+@click.option("--outcome", "outcomes", multiple=True, type=click.Choice(OUTCOMES), help="Connections with this outcome (repeatable).")
+@click.option("--cause", "causes", multiple=True, type=click.Choice(CAUSES), help="Connections of a finding with this cause (repeatable).")
+@click.option("--server", metavar="IP:PORT", help="Connections to this server endpoint (and the aggregate of its connections only).")
+@click.option("--since", metavar="WHEN", help="Connections still going at or after WHEN (and the aggregate from then): seconds into the capture (12.5), HH:MM:SS[.fff] UTC, or an ISO date-time.")
+@click.option("--until", metavar="WHEN", help="Connections begun at or before WHEN (same forms as --since).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Show at most this many connections.")
+@click.option("--aggregate", is_flag=True, help="Show the timeline across the capture (per time bucket); alone, only that.")
+@click.option("--bucket", type=click.IntRange(min=1), metavar="SECONDS", help="Width of the aggregate's buckets (default: at most 60 buckets).")
+@format_option("text: tables for a terminal. json: rows and notes as data. markdown: tables for a ticket. html: one self-contained page with ladder diagrams.", REPORT_FORMATS)
+@output_option
+@click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
+def timeline(
+    files: tuple[str, ...], conn: str | None, failed: bool, outcomes: tuple[str, ...], causes: tuple[str, ...],
+    server: str | None, since: str | None, until: str | None, limit: int, aggregate: bool, bucket: int | None,
+    fmt: str, output: str, no_color: bool,
+) -> None:
+    """Annotated packet-by-packet timelines of connections, and the capture's timeline.
+
+    Per connection, one row per packet pcapq labelled: frame number, time since the
+    connection's first packet, direction (→ client to server, ← server to client), flags,
+    relative seq/ack/len, and what it means in plain words, with each retransmission's wait
+    set against the kernel's schedule. Without a selection, the timeline across the capture
+    (new connections by outcome, retransmissions, connections waiting for the server, per
+    time bucket) and the connections with a problem.
+
+    \b
+    Examples:
+      $ pcapq timeline dump.pcap
+      $ pcapq timeline --conn 52206 dump.pcap
+      $ pcapq timeline --cause accept_queue_overflow --limit 5 dump.pcap
+      $ pcapq timeline --outcome timed_out --since 10:15:00 --until 10:16:00 dump.pcap
+      $ pcapq timeline --aggregate --bucket 10 dump.pcap
+      $ pcapq timeline --failed --format html -o ladders.html dump.pcap
+
+    \b
+    Exit codes: 0 shown; 2 usage error (also a bad --conn, --server, --since or --until);
+    3 a capture could not be read; 4 a capture is damaged (shown up to the damage); 5 no TCP
+    in the capture; 70 a bug in pcapq; 74 the report could not be written.
+    """
+    from pcapq.report import timeline as tl
+
+    _refuse_overwriting_inputs(files, output)
+    selecting = bool(conn or failed or outcomes or causes or server or since or until)
+    show_connections = selecting or not aggregate
+    selection = tl.Selection(
+        conn=_check_conn(conn),
+        failed=failed or not selecting,
+        outcomes=outcomes,
+        server=_check_endpoint(server, "--server"),
+        limit=limit,
+    )
+    # The times' form is checked before reading; seconds into the capture need its first packet.
+    for text, option in ((since, "--since"), (until, "--until")):
+        _parse_when(text, 0.0, option)
+    # Connections with a problem are kept with their events in any case; every record only
+    # when the selection may want a connection without one.
+    if causes:
+        selection.connection_ids = set()  # filled from the findings below
+    every_record = show_connections and not selection.wants_problems_only()
+    result = _read(files, keep_connections=every_record, keep_events=show_connections)
+    starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
+    start = min(starts) if starts else 0.0
+    selection.since = _parse_when(since, start, "--since")
+    selection.until = _parse_when(until, start, "--until")
+    findings: list = []
+    if causes or aggregate or not selecting:
+        from pcapq.diagnose import diagnose
+
+        findings = diagnose(result).findings
+    if causes:
+        selection.connection_ids = {i for f in findings if f.cause in causes for i in f.connections}
+    timelines: list = []
+    matched = 0
+    if show_connections:
+        indices, matched = tl.select(result, selection)
+        timelines = [tl.connection_timeline(result, i) for i in indices]
+    agg = None
+    if aggregate or not selecting:
+        episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in findings if selection.server in (None, f.server)]
+        agg = tl.capture_aggregate(
+            result, episodes, server=selection.server, width=bucket, since=selection.since, until=selection.until
+        )
+    source = ", ".join("standard input" if f == "-" else f for f in files)
+
+    def write(out: TextIO, colourless: bool) -> None:
+        if fmt == "json":
+            import json
+
+            doc = {
+                "schema": "pcapq.timeline",
+                "schema_version": 1,
+                "aggregate": agg.to_json() if agg is not None else None,
+                "matched": matched,
+                "connections": [t.to_json() for t in timelines],
+            }
+            out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        elif fmt == "markdown":
+            from pcapq.report.markdown import render_timelines
+
+            out.write(render_timelines(timelines, agg, matched, source))
+        elif fmt == "html":
+            from pcapq.report.html import render_timelines as render_html
+
+            out.write(render_html(timelines, agg, matched, source))
+        else:
+            from pcapq.report.timeline_text import render_timelines as render_text
+
+            _console(out, colourless).print(render_text(timelines, agg, matched if show_connections else 0))
+        out.flush()
+
+    _deliver(output, no_color, write)
+    sys.exit(int(_exit_code(result, [])))
+
+
+def _check_conn(conn: str | None) -> str | None:
+    if conn is None or conn.isdigit():
+        if conn is not None and not 0 < int(conn) < 65536:
+            raise click.BadParameter(f"{conn} is not a port", param_hint="--conn")
+        return conn
+    return _check_endpoint(conn, "--conn")
+
+
+def _check_endpoint(text: str | None, option: str) -> str | None:
+    """"10.0.0.1:9000" or "[2001:db8::1]:9000", written as the core writes endpoints."""
+    if text is None:
+        return None
+    import ipaddress
+
+    host, _, port = text.rpartition(":")
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+        if not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(port)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not IP:PORT (IPv6 as [addr]:PORT)", param_hint=option) from None
+    return f"[{ip}]:{int(port)}" if ip.version == 6 else f"{ip}:{int(port)}"
+
+
+def _parse_when(text: str | None, start: float, option: str) -> float | None:
+    """Seconds into the capture ("12.5"), a UTC time of day on the capture's first day
+    ("06:36:12.5"), or an ISO date-time (UTC unless it says otherwise); epoch seconds."""
+    if text is None:
+        return None
+    from datetime import datetime, timezone
+
+    try:
+        return start + float(text)
+    except ValueError:
+        pass
+    try:
+        if "T" in text or "-" in text:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+            return when.timestamp()
+        day = datetime.fromtimestamp(start, tz=timezone.utc).date()
+        parts = text.split(":")
+        if len(parts) not in (2, 3):
+            raise ValueError(text)
+        hours, minutes = int(parts[0]), int(parts[1])
+        seconds = float(parts[2]) if len(parts) == 3 else 0.0
+        midnight = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+        if not (0 <= hours < 24 and 0 <= minutes < 60 and 0 <= seconds < 61):
+            raise ValueError(text)
+        return midnight + hours * 3600 + minutes * 60 + seconds
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not seconds into the capture, HH:MM:SS[.fff] (UTC) or an ISO date-time", param_hint=option
+        ) from None
 
 
 TSHARK_INSTALL = "apt-get install tshark (Debian/Ubuntu)"
@@ -237,21 +460,34 @@ def _stop_on_broken_pipe() -> NoReturn:
     sys.exit(int(ExitCode.OK))
 
 
-def _write_report(result: _core.Analysis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
-    from pcapq.diagnose import diagnose
-
-    diagnosis = diagnose(result)
+def _write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
     if fmt == "json":
         result.write_json(out, pretty=pretty, extra=_json_extra(diagnosis, pretty))
         out.flush()
         return
+    from pcapq.report import model
+
+    report = model.build(result, diagnosis, with_table=fmt == "html", with_ladders=fmt == "html")
+    if fmt == "markdown":
+        from pcapq.report.markdown import render_analyze
+
+        out.write(render_analyze(report))
+        return
+    if fmt == "html":
+        from pcapq.report.html import render_analyze as render_html
+
+        out.write(render_html(report))
+        return
     from pcapq.report.findings import render_findings
     from pcapq.report.summary import print_summary
+    from pcapq.report.timeline_text import worst_table
 
     console = _console(out, no_color)
-    starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
-    console.print(render_findings(diagnosis, min(starts) if starts else None))
+    console.print(render_findings(diagnosis, report.start))
     console.print()
+    if report.worst:
+        console.print(worst_table(report.worst, report.problems))
+        console.print()
     print_summary(result, console)
 
 

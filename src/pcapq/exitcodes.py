@@ -5,7 +5,11 @@ from enum import IntEnum
 
 class ExitCode(IntEnum):
     OK = 0
-    """Analysed. A capture cut short at its last record still exits 0, with a warning on stderr."""
+    """Analysed, nothing wrong found. A capture cut short at its last record still exits 0, with a
+    warning on stderr."""
+    PROBLEMS = 1
+    """analyze: analysed, and a problem was found (at least one finding). Damage (4) and no TCP (5)
+    take precedence."""
     USAGE = 2
     """The command line is wrong (unknown option, missing argument)."""
     UNREADABLE = 3

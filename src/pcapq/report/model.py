@@ -1,0 +1,118 @@
+"""What the `analyze` report shows, gathered once from the core and the diagnosis, for every
+renderer (terminal, Markdown, HTML). Bounded: at most `table_max` connection rows and
+`ladders_max` ladders, whatever the size of the capture."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+from pcapq._core import Analysis
+from pcapq.diagnose import Diagnosis
+from pcapq.report import timeline as tl
+
+# Rows of the worst-connections table in the terminal and Markdown.
+WORST_ROWS = 10
+# Rows of the HTML connection table: every connection up to this many, else the problem
+# connections, worst first, up to this many.
+TABLE_MAX = 20_000
+# Ladder diagrams in the HTML report: the worst problem connections, up to this many.
+LADDERS_MAX = 200
+
+
+@dataclass(frozen=True)
+class ConnectionRow:
+    id: int
+    client: str
+    server: str
+    outcome: str
+    symptoms: tuple[str, ...]
+    first_time: float
+    last_time: float
+    added_latency: float
+    file: int
+    frame: int
+
+    @property
+    def client_port(self) -> str:
+        return self.client.rsplit(":", 1)[1]
+
+    @staticmethod
+    def of(c: dict[str, Any]) -> "ConnectionRow":
+        return ConnectionRow(
+            c["id"], c["client"], c["server"], c["outcome"], tuple(c["symptoms"]), c["first_time"], c["last_time"],
+            c["added_latency"], c["first_file"], c["first_frame"],
+        )
+
+
+@dataclass
+class AnalyzeReport:
+    captures: Sequence[Mapping[str, Any]]
+    summary: Mapping[str, Any]
+    skipped: dict[str, tuple[int, str]]
+    warnings: list[str]
+    diagnosis: Diagnosis
+    start: Optional[float]  # the capture's first packet, epoch seconds
+    problems: int  # connections with a problem (outcome or symptom) that were kept
+    worst: list[ConnectionRow]
+    aggregate: tl.Aggregate
+    table: list[ConnectionRow] = field(default_factory=list)
+    table_note: Optional[str] = None
+    ladders: list[tl.ConnectionTimeline] = field(default_factory=list)
+    ladders_note: Optional[str] = None
+
+
+def build(
+    analysis: Analysis,
+    diagnosis: Diagnosis,
+    *,
+    with_table: bool = False,
+    with_ladders: bool = False,
+    worst_rows: int = WORST_ROWS,
+    table_max: int = TABLE_MAX,
+    ladders_max: int = LADDERS_MAX,
+    max_buckets: int = 60,
+) -> AnalyzeReport:
+    """Ladders need an analysis that kept events (`keep_events`); the table lists every
+    connection only when every record was kept."""
+    captures = analysis.captures()
+    starts = [c["first_time"] for c in captures if c["first_time"] is not None]
+    summary = analysis.summary()
+    keeps_all = len(analysis) == summary["connections"]
+    # Every record kept: a connection's index is its id. Else the records kept are those with a
+    # problem, in order of id, and a connection's index is its place among them.
+    kept = analysis.connections(problems_only=keeps_all, lean=True)
+    index = {} if keeps_all else {c["id"]: i for i, c in enumerate(kept)}
+    problems = sorted((c for c in kept if tl.has_problem(c)), key=tl.severity)
+    episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
+    report = AnalyzeReport(
+        captures=captures,
+        summary=summary,
+        skipped=analysis.skipped(),
+        warnings=analysis.warnings(),
+        diagnosis=diagnosis,
+        start=min(starts) if starts else None,
+        problems=len(problems),
+        worst=[ConnectionRow.of(c) for c in problems[:worst_rows]],
+        aggregate=tl.capture_aggregate(analysis, episodes, max_buckets=max_buckets),
+    )
+    if with_table:
+        if keeps_all and summary["connections"] <= table_max:
+            report.table = [ConnectionRow.of(c) for c in analysis.connections(lean=True)]
+        else:
+            report.table = [ConnectionRow.of(c) for c in problems[:table_max]]
+            shown = len(report.table)
+            report.table_note = (
+                f"{summary['connections']:,} connections: the table lists the {shown:,} with a problem"
+                + (f" (the worst {shown:,} of {len(problems):,}; at most {table_max:,} rows are embedded)" if len(problems) > shown else "")
+                + ". `pcapq analyze --format json` has every connection."
+            )
+    if with_ladders:
+        failed = problems[:ladders_max]
+        report.ladders = [tl.connection_timeline(analysis, c["id"] if keeps_all else index[c["id"]]) for c in failed]
+        if len(problems) > ladders_max:
+            report.ladders_note = (
+                f"Ladders for the {ladders_max} worst of {len(problems):,} connections with a problem; "
+                "`pcapq timeline --failed` shows any of them."
+            )
+    return report

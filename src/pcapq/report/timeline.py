@@ -1,0 +1,528 @@
+"""Annotated per-connection timelines and the aggregate timeline of a capture, as plain data
+that the text, Markdown, HTML and JSON renderers share.
+
+A connection's timeline is one row per event the core recorded (docs/json.md, `events[]`):
+frame, time since the connection's first packet, direction, flags, relative seq/ack/len, and
+what the packet means in plain words, with the retransmission timings set against the kernel's
+schedule (docs/diagnosis.md). The aggregate timeline re-buckets the core's per-second counts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping, Optional
+
+from pcapq._core import Analysis
+
+# Outcomes in which the connection did not do its job (docs/diagnosis.md, "Outcome").
+FAILED_OUTCOMES = ("refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client")
+OUTCOMES = ("completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial")
+
+SCHEDULE_NAMES = {
+    "syn_linear": "the linear SYN schedule",
+    "syn_exponential": "the doubling SYN schedule",
+    "syn_legacy": "the pre-3.1 SYN schedule",
+    "synack": "the SYN-ACK schedule",
+    "data_rto": "the RTO schedule",
+}
+
+# What an RST answered (the `answers` field of an `rst` event), in words.
+ANSWERED = {
+    "syn": "SYN",
+    "synack": "SYN-ACK",
+    "handshake_ack": "handshake ACK",
+    "ack": "ACK",
+    "data": "data",
+    "retransmit": "re-sent segment",
+    "fin": "FIN",
+    "rst": "RST",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One packet of a connection's timeline."""
+
+    file: int
+    frame: int
+    time: float  # epoch seconds
+    offset: float  # seconds since the connection's first packet
+    side: str  # who sent it: "client" or "server"
+    flags: str
+    seq: Optional[int]
+    ack: Optional[int]
+    length: int
+    kind: str  # the event kind (docs/json.md)
+    note: str  # what it means, in plain words
+
+    @property
+    def arrow(self) -> str:
+        return "→" if self.side == "client" else "←"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """When the kernel's retransmission schedule says a re-send is due (offset in seconds)."""
+
+    offset: float
+    series: str  # "syn", "synack" or "data"
+    side: str
+    attempt: int  # 2 = first retransmission
+    schedule: str
+
+
+@dataclass
+class ConnectionTimeline:
+    id: int
+    client: str
+    server: str
+    outcome: str
+    symptoms: list[str]
+    first_time: float
+    duration: float
+    added_latency: float
+    rows: list[Row]
+    slots: list[Slot] = field(default_factory=list)
+    events_dropped: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILED_OUTCOMES
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        for row in out["rows"]:
+            row["arrow"] = "→" if row["side"] == "client" else "←"
+        return out
+
+
+def _s(seconds: float) -> str:
+    """Seconds for a sentence: 0.81 s, 63.1 s, 4.2 ms, 0.042 ms."""
+    if seconds < 0.001:
+        return f"{seconds * 1000:.3f} ms"
+    if seconds < 0.01:
+        return f"{seconds * 1000:.1f} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    return f"{seconds:.1f} s"
+
+
+def _ordinal_send(attempt: Optional[int]) -> str:
+    return f"#{attempt}" if attempt is not None else "again"
+
+
+class _Annotator:
+    """Writes the note of each event of one connection, knowing the whole connection."""
+
+    def __init__(self, conn: dict[str, Any]) -> None:
+        self.conn = conn
+        self.symptoms = set(conn["symptoms"])
+        events = conn["events"]
+        self.handshake_ack = next((e for e in events if e["kind"] == "handshake_ack"), None)
+        self.first_synack = next((e for e in events if e["kind"] == "synack"), None)
+        self.request = next((e for e in events if e["kind"] == "data_first" and e["from"] == "client"), None)
+        self.spurious = next(
+            (e for e in events if e["kind"] == "synack_retransmit" and e.get("after_handshake_ack")), None
+        )
+        self.answer = next((e for e in events if e["kind"] == "data_first" and e["from"] == "server"), None)
+        # The request's last copy before the answer is the one the server finally took.
+        self.request_taken = None
+        if self.answer is not None:
+            copies = [
+                e
+                for e in events
+                if e["kind"] == "data_retransmit" and e["from"] == "client" and e["seq"] == 1
+                and e["time"] <= self.answer["time"]
+            ]
+            self.request_taken = copies[-1] if copies else None
+        # Duplicate ACKs each side received since it last sent data again (fast retransmit).
+        self.dup_acks_seen = {"client": 0, "server": 0}
+        # (file, frame) -> (expected interval, schedule, triggered) of every timed re-send.
+        self.expected: dict[tuple[int, int], tuple[Optional[float], str, bool]] = {}
+        for series in conn["series"]:
+            for send in series["sends"]:
+                self.expected[(send["file"], send["frame"])] = (send["expected"], series["schedule"], send["triggered"])
+
+    def _timing(self, e: dict[str, Any]) -> str:
+        waited = e.get("since_previous")
+        expected, schedule, _ = self.expected.get((e["file"], e["frame"]), (None, "", False))
+        if waited is None:
+            return ""
+        text = f"waited {_s(waited)}"
+        if expected is not None:
+            text += f", {SCHEDULE_NAMES.get(schedule, schedule)} predicts {_s(expected)}"
+        return text
+
+    def note(self, e: dict[str, Any], previous: Optional[dict[str, Any]] = None) -> str:
+        """What event `e` means; `previous` is the event before it."""
+        kind, side = e["kind"], e["from"]
+        attempt = e.get("attempt")
+        if kind == "syn":
+            return "SYN: the client opens the connection"
+        if kind == "syn_retransmit":
+            return f"SYN {_ordinal_send(attempt)}, same ISN: no SYN-ACK came; {self._timing(e)}"
+        if kind == "synack":
+            return "SYN-ACK: the server's kernel answers and holds a half-open request"
+        if kind == "synack_retransmit":
+            triggered = self.expected.get((e["file"], e["frame"]), (None, "", False))[2]
+            if e.get("after_handshake_ack") and self.handshake_ack is not None:
+                return (
+                    f"SYN-ACK {_ordinal_send(attempt)}, spurious: the client already ACKed in frame "
+                    f"{self.handshake_ack['frame']}, so the server dropped that ACK (accept queue full)"
+                )
+            if triggered:
+                return f"SYN-ACK {_ordinal_send(attempt)}, sent at once in answer to the re-sent SYN"
+            return f"SYN-ACK {_ordinal_send(attempt)}: no ACK from the client; {self._timing(e)}"
+        if kind == "handshake_ack":
+            text = "ACK completing the handshake: established for the client, its connect() returns"
+            if self.spurious is not None:
+                text += f"; the server did not take it (SYN-ACK again in frame {self.spurious['frame']})"
+            return text
+        if kind == "data_first":
+            if side == "client":
+                return f"request: the client's first data, {e['len']} bytes"
+            after = f", {_s(e['time'] - self.request['time'])} after the request" if self.request else ""
+            return f"answer: the server's first data, {e['len']} bytes{after}"
+        if kind == "dup_ack":
+            self.dup_acks_seen["server" if side == "client" else "client"] += 1
+        if kind == "data_retransmit":
+            what = "request re-sent" if side == "client" and e["seq"] == 1 else f"data re-sent by the {side}"
+            dup_acks, self.dup_acks_seen[side] = self.dup_acks_seen[side], 0
+            expected = self.expected.get((e["file"], e["frame"]), (None, "", False))[0]
+            waited = e.get("since_previous")
+            # RFC 5681 §3.2: three duplicate ACKs trigger a retransmission before the RTO.
+            if dup_acks >= 3 and waited is not None and (expected is None or waited < expected / 2):
+                return (
+                    f"{what}, attempt {attempt}: a fast retransmit after {dup_acks} duplicate ACKs, "
+                    f"{_s(waited)} after the previous send (no timeout)"
+                )
+            text = f"{what}, attempt {attempt}: {self._timing(e)}"
+            if e is self.request_taken and self.answer is not None:
+                text += f"; this copy got through: the server answered it in frame {self.answer['frame']}"
+            elif side == "client" and "request_unacked" in self.symptoms and e.get("after_handshake_ack"):
+                text += "; never acknowledged: sent into a half-open connection"
+            return text
+        if kind == "fin_retransmit":
+            return f"FIN re-sent by the {side}, attempt {attempt}: {self._timing(e)}"
+        if kind == "dup_ack":
+            of = e.get("dup_of") or {}
+            text = f"duplicate ACK #{e.get('dup_count', 1)} of frame {of.get('frame', '?')}"
+            if previous is not None and previous["kind"] in ("synack_retransmit", "syn_retransmit") and previous["from"] != side:
+                return f"{text}: the {side} answers the re-sent {'SYN-ACK' if side == 'client' else 'SYN'}"
+            return f"{text}: the {side} is missing data, or got a segment twice"
+        if kind == "zero_window":
+            return f"zero window: the {side}'s receive buffer is full, the peer must wait"
+        if kind == "fin":
+            return self._fin_note(e)
+        if kind == "rst":
+            return self._rst_note(e)
+        return kind.replace("_", " ")
+
+    def _fin_note(self, e: dict[str, Any]) -> str:
+        side = e["from"]
+        answered = self.conn["request"]["answered"]
+        if self.request is not None and (answered is None or answered > e["time"]):
+            if side == "client":
+                return "FIN from the client before any answer: it gave up waiting (a read timeout)"
+            return "FIN from the server before any answer: the upstream closed without answering"
+        return f"FIN: the {side} is done sending"
+
+    def _rst_note(self, e: dict[str, Any]) -> str:
+        side, answers = e["from"], e.get("answers", "nothing")
+        peer = "server" if side == "client" else "client"
+        answered = f"the {peer}'s {ANSWERED.get(answers, answers.replace('_', ' '))}"
+        answered_frame = (e.get("answers_frame") or {}).get("frame")
+        after = e.get("after")
+        if side == "server" and answers == "syn":
+            return "RST from the server answers the SYN: connection refused, nothing listens on the port"
+        if side == "server" and "reset_after_expiry" in self.symptoms and self.first_synack is not None:
+            since = e["time"] - self.first_synack["time"]
+            return f"RST from the server {_s(since)} after the first SYN-ACK: the half-open request had expired"
+        if side == "server" and "reset_after_ack" in self.symptoms:
+            return (
+                f"RST from the server answering {answered}: the accept queue was full and "
+                "net.ipv4.tcp_abort_on_overflow is 1"
+            )
+        what = f"RST from the {side}"
+        if answered_frame is not None and after is not None:
+            what += f", {_s(after)} after {answered} in frame {answered_frame}"
+        if side == "client":
+            what += ": the client gave up (a timeout in the application)"
+        return what
+
+
+def _slots(conn: dict[str, Any]) -> list[Slot]:
+    """The kernel's schedule for each timed retransmission series: where the n-th send was due
+    if every wait had been exactly what the schedule predicts, from the series' first send."""
+    first = conn["first_time"]
+    out: list[Slot] = []
+    for series in conn["series"]:
+        sends = series["sends"]
+        if not sends:
+            continue
+        due = sends[0]["time"]
+        for attempt, send in enumerate(sends[1:], start=2):
+            if send["triggered"] or send["expected"] is None:
+                due = send["time"]
+                continue
+            due += send["expected"]
+            out.append(Slot(due - first, series["kind"], series["from"], attempt, series["schedule"]))
+    return out
+
+
+def annotate(conn: dict[str, Any]) -> ConnectionTimeline:
+    """The timeline of one connection, from its JSON object (docs/json.md)."""
+    notes = _Annotator(conn)
+    rows = [
+        Row(
+            file=e["file"],
+            frame=e["frame"],
+            time=e["time"],
+            offset=e["offset"],
+            side=e["from"],
+            flags=e["flags"],
+            seq=e["seq"],
+            ack=e["ack"],
+            length=e["len"],
+            kind=e["kind"],
+            note=notes.note(e, previous),
+        )
+        for previous, e in zip([None, *conn["events"]], conn["events"])
+    ]
+    return ConnectionTimeline(
+        id=conn["id"],
+        client=conn["client"],
+        server=conn["server"],
+        outcome=conn["outcome"],
+        symptoms=list(conn["symptoms"]),
+        first_time=conn["first_time"],
+        duration=conn["duration"],
+        added_latency=conn["added_latency"],
+        rows=rows,
+        slots=_slots(conn),
+        events_dropped=conn["events_dropped"],
+    )
+
+
+def connection_timeline(analysis: Analysis, index: int) -> ConnectionTimeline:
+    return annotate(json.loads(analysis.connection_json(index)))
+
+
+# ---- choosing connections ----
+
+
+@dataclass
+class Selection:
+    """Which connections `pcapq timeline` shows. Empty fields do not filter."""
+
+    conn: Optional[str] = None  # "PORT" (client port) or "IP:PORT" (client endpoint)
+    failed: bool = False
+    outcomes: tuple[str, ...] = ()
+    connection_ids: Optional[set[int]] = None  # from --cause: the findings' connections
+    server: Optional[str] = None
+    since: Optional[float] = None  # epoch seconds
+    until: Optional[float] = None
+    limit: int = 20
+
+    def wants_problems_only(self) -> bool:
+        """Whether only connections with a problem can match."""
+        problem_outcomes = bool(self.outcomes) and all(o not in ("completed", "open") for o in self.outcomes)
+        return self.failed or self.connection_ids is not None or problem_outcomes
+
+    def matches(self, c: dict[str, Any]) -> bool:
+        if self.server is not None and c["server"] != self.server:
+            return False
+        if self.conn is not None:
+            if ":" in self.conn.strip("[]") and not self.conn.isdigit():
+                if c["client"] != self.conn:
+                    return False
+            elif c["client"].rsplit(":", 1)[1] != self.conn:
+                return False
+        if self.failed and not has_problem(c):
+            return False
+        if self.outcomes and c["outcome"] not in self.outcomes:
+            return False
+        if self.connection_ids is not None and c["id"] not in self.connection_ids:
+            return False
+        if self.since is not None and c["last_time"] < self.since:
+            return False
+        if self.until is not None and c["first_time"] > self.until:
+            return False
+        return True
+
+
+def has_problem(c: dict[str, Any]) -> bool:
+    """A failed outcome, or any symptom (the core's `problems_only`)."""
+    return c["outcome"] not in ("completed", "open") or bool(c["symptoms"])
+
+
+def severity(c: dict[str, Any]) -> tuple:
+    """Sort key, worst first: failed outcomes, then the most added latency, then the earliest."""
+    return (c["outcome"] not in FAILED_OUTCOMES, not c["symptoms"], -c.get("added_latency", 0.0), c["first_time"], c["id"])
+
+
+def select(analysis: Analysis, selection: Selection) -> tuple[list[int], int]:
+    """The connections to show, in capture order (at most `limit`), as indices for
+    `connection_timeline`, and how many matched. The analysis may have kept every record (an
+    index is then the id) or only those with a problem (an index is the place among them)."""
+    if len(analysis) == analysis.summary()["connections"]:
+        candidates = analysis.connections(problems_only=selection.wants_problems_only(), lean=True, server=selection.server)
+        matched = [c["id"] for c in candidates if selection.matches(c)]
+    else:
+        kept = analysis.connections(lean=True)
+        matched = [i for i, c in enumerate(kept) if selection.matches(c)]
+    return matched[: selection.limit], len(matched)
+
+
+# ---- the aggregate timeline ----
+
+# Bucket widths to choose from, seconds.
+BUCKET_WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    start: float  # epoch seconds
+    new: dict[str, int]  # connections begun in the bucket, by outcome
+    retransmissions: int
+    # Most connections waiting for the server's answer, sampled at the end of each second of
+    # the bucket: exact at those instants; a connection that came and went within one second
+    # is not seen.
+    waiting_peak: int
+
+    @property
+    def connections(self) -> int:
+        return sum(self.new.values())
+
+    @property
+    def failed(self) -> int:
+        return sum(self.new[o] for o in FAILED_OUTCOMES)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A finding's span, to shade on the aggregate timeline."""
+
+    cause: str
+    server: str
+    first: float
+    last: float
+
+
+@dataclass
+class Aggregate:
+    width: int  # seconds per bucket
+    buckets: list[Bucket]
+    episodes: list[Episode] = field(default_factory=list)
+    # With several servers: each one's waiting peaks, bucket by bucket (a listen queue is per
+    # listener; `Bucket.waiting_peak` adds up every server's).
+    waiting_by_server: dict[str, list[int]] = field(default_factory=dict)
+    servers: int = 1  # server endpoints counted
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bucket_seconds": self.width,
+            "buckets": [asdict(b) for b in self.buckets],
+            "episodes": [asdict(e) for e in self.episodes],
+            "waiting_by_server": self.waiting_by_server,
+        }
+
+
+def choose_width(span_s: float, max_buckets: int) -> int:
+    for width in BUCKET_WIDTHS:
+        if span_s / width <= max_buckets:
+            return width
+    return BUCKET_WIDTHS[-1] * (int(span_s / (BUCKET_WIDTHS[-1] * max_buckets)) + 1)
+
+
+def aggregate(
+    per_second: Mapping[str, Any],
+    width: Optional[int] = None,
+    max_buckets: int = 60,
+    episodes: Iterable[Episode] = (),
+    grid: Optional[tuple[int, int]] = None,
+) -> Aggregate:
+    """Re-buckets the core's per-second counts (`Analysis.timeline()`) into buckets of `width`
+    seconds (chosen so that there are at most `max_buckets` when not given), every bucket from
+    the first second to the last, empty ones included; or onto `grid` (first bucket's start,
+    number of buckets) with `width`, to line up with another aggregate."""
+    seconds: list[int] = per_second["seconds"]
+    if not seconds:
+        return Aggregate(width or 1, [], list(episodes))
+    first, last = seconds[0], seconds[-1]
+    if width is None:
+        width = choose_width(last - first + 1, max_buckets)
+    if grid is not None:
+        start, count = grid
+    else:
+        start = first - first % width
+        count = (last - start) // width + 1
+    new = [dict.fromkeys(OUTCOMES, 0) for _ in range(count)]
+    retransmissions = [0] * count
+    peaks = [0] * count
+    level = 0  # connections waiting at the end of the latest second counted
+    index = 0
+    for i, second in enumerate(seconds):
+        b = min(max(0, (second - start) // width), count - 1)
+        # Seconds with nothing in them keep the level: carry it into the buckets they span.
+        while index < b:
+            index += 1
+            peaks[index] = max(peaks[index], level)
+        for outcome, column in per_second["new"].items():
+            new[b][outcome] = new[b].get(outcome, 0) + column[i]
+        retransmissions[b] += per_second["retransmissions"][i]
+        level += per_second["waiting_in"][i] - per_second["waiting_out"][i]
+        peaks[b] = max(peaks[b], level)
+    while index < count - 1:
+        index += 1
+        peaks[index] = max(peaks[index], level)
+    buckets = [Bucket(start + k * width, new[k], retransmissions[k], peaks[k]) for k in range(count)]
+    return Aggregate(width, buckets, list(episodes))
+
+
+# Servers whose waiting counts are drawn apart, at most.
+MAX_SERVER_LINES = 6
+
+
+def capture_aggregate(
+    analysis: Analysis,
+    episodes: Iterable[Episode] = (),
+    server: Optional[str] = None,
+    width: Optional[int] = None,
+    max_buckets: int = 60,
+    since: Optional[float] = None,
+    until: Optional[float] = None,
+) -> Aggregate:
+    """The aggregate timeline of the capture (or of one server), and with several servers the
+    waiting counts of the busiest ones apart; only the buckets between `since` and `until`
+    (epoch seconds) when given."""
+    per_second = analysis.timeline(server)
+    seconds = per_second["seconds"]
+    if width is None and seconds and (since is not None or until is not None):
+        first = max(seconds[0], int(since if since is not None else seconds[0]))
+        last = min(seconds[-1], int(until if until is not None else seconds[-1]))
+        width = choose_width(max(1, last - first + 1), max_buckets)
+    agg = aggregate(per_second, width=width, max_buckets=max_buckets, episodes=episodes)
+    keep = [
+        i
+        for i, b in enumerate(agg.buckets)
+        if (since is None or b.start + agg.width > since) and (until is None or b.start <= until)
+    ]
+    if len(keep) < len(agg.buckets):
+        agg.buckets = [agg.buckets[i] for i in keep]
+    if server is not None or not agg.buckets:
+        return agg
+    servers = analysis.servers()
+    agg.servers = len(servers)
+    if len(servers) < 2:
+        return agg
+    whole = aggregate(per_second, width=agg.width)
+    grid = (int(whole.buckets[0].start), len(whole.buckets))
+    lines = {}
+    for s in servers:
+        mine = aggregate(analysis.timeline(s["server"]), width=agg.width, grid=grid)
+        lines[s["server"]] = [mine.buckets[i].waiting_peak for i in keep]
+    busiest = sorted(lines, key=lambda name: (-max(lines[name]), name))[:MAX_SERVER_LINES]
+    agg.waiting_by_server = {name: lines[name] for name in busiest if max(lines[name]) > 0}
+    return agg

@@ -1,0 +1,118 @@
+"""Terminal renderings (rich) of the worst-connections table, the aggregate timeline and the
+per-connection timelines."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from pcapq.report import timeline as tl
+from pcapq.report.model import ConnectionRow
+
+OUTCOME_STYLES = {
+    "completed": "green",
+    "open": "",
+    "refused": "magenta",
+    "timed_out": "red",
+    "abandoned": "yellow",
+    "reset_by_server": "red",
+    "reset_by_client": "yellow",
+    "partial": "dim",
+}
+
+
+def _clock(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+
+
+def worst_table(rows: list[ConnectionRow], total: int) -> Table:
+    more = f" ({total:,} in all; `pcapq timeline --failed` shows them packet by packet)" if total > len(rows) else ""
+    t = Table(title=f"Worst connections{more}", title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("id", justify="right")
+    t.add_column("client port", justify="right")
+    t.add_column("server")
+    t.add_column("outcome")
+    t.add_column("symptoms")
+    t.add_column("added latency", justify="right")
+    t.add_column("first frame", justify="right")
+    for r in rows:
+        t.add_row(
+            str(r.id), r.client_port, r.server, Text(r.outcome.replace("_", " "), style=OUTCOME_STYLES.get(r.outcome, "")),
+            Text(", ".join(s.replace("_", " ") for s in r.symptoms) or "-", style="yellow"),
+            f"{r.added_latency:.3f} s" if r.added_latency else "-",
+            str(r.frame) + (f" (file {r.file})" if r.file else ""),
+        )
+    return t
+
+
+def aggregate_table(agg: tl.Aggregate) -> Group:
+    if not agg.buckets:
+        return Group(Text("No connections to show (none in the capture, or none in the time asked for).", style="dim"))
+    outcomes = [o for o in tl.OUTCOMES if any(b.new[o] for b in agg.buckets)]
+    t = Table(title=f"Across the capture, buckets of {agg.width} s", title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("start (UTC)")
+    t.add_column("new", justify="right")
+    for o in outcomes:
+        t.add_column(o.replace("_", " "), justify="right", style=OUTCOME_STYLES.get(o, ""))
+    t.add_column("retransmits", justify="right")
+    t.add_column("waiting", justify="right")
+    t.add_column("episode")
+    for b in agg.buckets:
+        end = b.start + agg.width
+        episode = ", ".join(sorted({e.cause.replace("_", " ") for e in agg.episodes if e.first < end and e.last >= b.start}))
+        t.add_row(
+            _clock(b.start)[:8], str(b.connections), *[str(b.new[o]) for o in outcomes], str(b.retransmissions),
+            str(b.waiting_peak), Text(episode, style="red"),
+        )
+    note = Text(
+        "waiting: connections established for the client and not yet answered by the server (an estimate of "
+        "the accept queue: the most at the end of any second of the bucket)"
+        + (f"; summed over {agg.servers} servers, --server shows one" if agg.servers > 1 else ""),
+        style="dim",
+    )
+    return Group(t, note)
+
+
+def connection_table(t: tl.ConnectionTimeline) -> Group:
+    symptoms = ", ".join(s.replace("_", " ") for s in t.symptoms) or "no symptom"
+    latency = f", {t.added_latency:.3f} s added by retransmissions" if t.added_latency else ""
+    head = Text.assemble(
+        (f"Connection {t.id}: {t.client} → {t.server}  ", "bold"),
+        (t.outcome.replace("_", " "), OUTCOME_STYLES.get(t.outcome, "") + " bold"),
+        (f", {symptoms}; first packet {_clock(t.first_time)} UTC, {t.duration:.3f} s{latency}", ""),
+    )
+    table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 1))
+    table.add_column("frame", justify="right")
+    table.add_column("time", justify="right")
+    table.add_column("")
+    table.add_column("flags")
+    table.add_column("seq", justify="right")
+    table.add_column("ack", justify="right")
+    table.add_column("len", justify="right")
+    table.add_column("what it means", overflow="fold")
+    for r in t.rows:
+        style = "red" if r.kind == "rst" else "yellow" if "retransmit" in r.kind else ""
+        table.add_row(
+            str(r.frame) + (f"/{r.file}" if r.file else ""), f"{r.offset:.6f}", r.arrow, r.flags,
+            "" if r.seq is None else str(r.seq), "" if r.ack is None else str(r.ack), str(r.length), Text(r.note, style=style),
+        )
+    parts: list[Any] = [head, table]
+    if t.events_dropped:
+        parts.append(Text(f"{t.events_dropped} later events were not kept.", style="dim"))
+    parts.append(Text(""))
+    return Group(*parts)
+
+
+def render_timelines(timelines: list[tl.ConnectionTimeline], aggregate: Optional[tl.Aggregate], matched: int) -> Group:
+    parts: list[Any] = []
+    if aggregate is not None:
+        parts += [aggregate_table(aggregate), Text("")]
+    if timelines or aggregate is None:
+        more = f"; --limit shows more" if matched > len(timelines) else ""
+        parts.append(Text(f"{len(timelines)} of {matched} matching connections{more}. → client to server, ← server to client.\n", style="dim"))
+    parts += [connection_table(t) for t in timelines]
+    return Group(*parts)
