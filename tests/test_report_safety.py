@@ -138,3 +138,55 @@ def test_many_packet_comments_are_capped_and_counted(tmp_path, count):
     assert len(notes["packet_comments"]) == 16 and notes["packet_comments_total"] == len(blocks)
     out = run("analyze", "--no-color", str(path), env={"COLUMNS": "400"}).stdout.decode()
     assert f"{len(blocks) - 16} more packet comments" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown and HTML
+
+
+def _notes_section(markdown: str) -> list[str]:
+    lines = markdown.split("## Capture notes\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [line for line in lines if line.startswith("| ")]
+
+
+def test_markdown_holds_no_html_and_no_broken_table_from_the_capture():
+    out = run("analyze", "--format", "markdown", str(FIXTURE)).stdout.decode()
+    for raw in ("<script", "</script", "<img", "<b>", "\x1b", "\u202e"):
+        assert raw not in out, raw
+    assert "&lt;script>document.title='pwned';console.log('pwned')&lt;/script>" in out
+    rows = _notes_section(out)
+    assert len(rows) == 11, rows  # header + 10 notes
+    for row in rows:
+        # Three cell borders; every pipe from the capture is escaped.
+        assert len(re.findall(r"(?<!\\)\|", row)) == 3, row
+    assert "\\`code\\` \\*\\*bold\\*\\* \\[link\\](javascript:alert(1))" in out
+
+
+def test_html_report_runs_nothing_from_the_capture(tmp_path):
+    from html_browser import PageWatch, browser, write_report
+    from test_html_chromium import _skip_unless_browser
+
+    _skip_unless_browser()
+    report = tmp_path / "report.html"
+    write_report(FIXTURE, report)
+    text = report.read_text()
+    for raw in ("<script>document.title", "<img src=x", "\x1b", "\u202e"):
+        assert raw not in text, raw
+    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;" in text
+    with browser() as b:
+        page = b.new_page(viewport={"width": 1280, "height": 1000})
+        watch = PageWatch(page, report.as_uri())
+        console: list[str] = []
+        page.on("console", lambda m: console.append(m.text))
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        # Each payload would set the title or log "pwned": neither happened.
+        assert "pwned" not in page.title()
+        assert not [m for m in console if "pwned" in m], console
+        assert page.locator("img").count() == 0
+        assert page.evaluate("document.querySelectorAll('script').length") == len(re.findall(r"<script\b", text))
+        # The strings are on the page as text.
+        notes = page.text_content("table.notes") or ""
+        for payload in (SCRIPT, CLOSE_SCRIPT, ATTRIBUTE, "[bold red]big[/]"):
+            assert payload in notes, payload
+        assert watch.problems == []

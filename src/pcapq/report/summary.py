@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pcapq._core import Analysis
+from pcapq.report.notes import note_rows
 
 
 def _when(epoch: float | None) -> str:
@@ -29,29 +30,9 @@ def _name(c: dict) -> str:
 
 
 def render_notes(captures: list[dict]) -> Table | None:
-    """What pcapng files say about themselves: application, interfaces, comments. The strings
-    come from the file (the core has removed control characters and capped their length); each
-    goes into a Text, so rich shows "[bold]" or "<script>" as the characters they are."""
-    rows: list[tuple[str, str]] = []
-    several = len(captures) > 1
-    for c in captures:
-        n = c.get("pcapng")
-        if not n:
-            continue
-        prefix = f"{_name(c)}: " if several else ""
-        made_by = ", ".join(f"{label} {n[key]}" for key, label in (("application", "by"), ("os", "on"), ("hardware", "hardware")) if n[key])
-        if made_by:
-            rows.append((f"{prefix}written", made_by))
-        for i in n["interfaces"]:
-            if i["name"] or i["description"]:
-                rows.append((f"{prefix}interface", " - ".join(x for x in (i["name"], i["description"]) if x) + f" ({i['link_type']})"))
-        for comment in n["comments"]:
-            rows.append((f"{prefix}comment", comment))
-        for p in n["packet_comments"]:
-            rows.append((f"{prefix}frame {p['frame']:,}", p["comment"]))
-        more = n["packet_comments_total"] - len(n["packet_comments"])
-        if more > 0:
-            rows.append((f"{prefix}frames", f"{more:,} more packet comments (pcapq analyze --format json lists the first 16)"))
+    """What pcapng files say about themselves. Each string goes into a Text, so rich shows
+    "[bold]" or "<script>" as the characters they are."""
+    rows = note_rows(captures)
     if not rows:
         return None
     table = Table(title="\nCapture notes", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
