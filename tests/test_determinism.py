@@ -1,4 +1,5 @@
-"""The same input gives the same output bytes on every run, and reading never changes the input.
+"""The same input gives the same output bytes on every run (text, JSON, Markdown, HTML), and
+reading never changes the input.
 
 Python randomises str hashing per process (PYTHONHASHSEED), and hash maps in the core iterate
 in an order no one chose: each run here uses a different seed, so an output that followed
@@ -27,6 +28,8 @@ FORMATS = {
     "text": ["--format", "text", "--no-color"],
     "json": ["--format", "json"],
     "json_pretty": ["--format", "json", "--pretty"],
+    "markdown": ["--format", "markdown"],
+    "html": ["--format", "html"],
 }
 
 
