@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -25,11 +26,11 @@ def _count(n: int, of: int | None = None) -> Text:
     return text
 
 
-def _name(c: dict) -> str:
+def _name(c: Mapping[str, Any]) -> str:
     return "standard input" if c["path"] == "-" else c["path"]
 
 
-def render_notes(captures: list[dict]) -> Table | None:
+def render_notes(captures: Sequence[Mapping[str, Any]]) -> Table | None:
     """What pcapng files say about themselves. Each string goes into a Text, so rich shows
     "[bold]" or "<script>" as the characters they are."""
     rows = note_rows(captures)
