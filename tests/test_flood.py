@@ -115,3 +115,37 @@ def test_a_few_lone_syns_are_not_a_flood(tmp_path, lone):
     path = syn_flood(tmp_path / "few.pcap", lone, sources=lone)
     doc = json.loads(run_pcapq("analyze", "--format", "json", str(path)).stdout)
     assert not [f for f in doc["findings"] if f["cause"] in ("syn_flood", "port_scan")]
+
+
+def test_a_proxy_retrying_a_closed_port_is_a_closed_port_not_a_flood(tmp_path):
+    # 1,500 connect() attempts on new source ports, each SYN answered by an RST: the finding is
+    # the closed port, though every connection is one client SYN.
+    from test_cli import with_client_port
+
+    template: list = []
+    c = Conversation(client=("10.0.0.1", 40000), packets=template)
+    c.syn(0.0)
+    c.rst("server", 0.0001)
+    packets = [p for i in range(1500) for p in with_client_port(template, 20000 + i, i * 0.01)]
+    path = tmp_path / "closed.pcap"
+    path.write_bytes(pcap_bytes(packets))
+    doc = json.loads(run_pcapq("analyze", "--format", "json", str(path)).stdout)
+    causes = [f["cause"] for f in doc["findings"]]
+    assert causes == ["closed_port"], causes
+    assert doc["findings"][0]["connections"]["count"] == 1500
+
+
+def test_a_flood_on_a_server_that_also_refused_keeps_the_closed_port_finding(tmp_path):
+    from test_cli import with_client_port
+
+    template: list = []
+    c = Conversation(client=("10.0.0.1", 40000), packets=template)
+    c.syn(0.0)
+    c.rst("server", 0.0001)
+    refused = [p for i in range(5) for p in with_client_port(template, 20000 + i, 1 + i * 0.01)]
+    flood = syn_flood(tmp_path / "flood.pcap", 3000, sources=30)
+    merged = tmp_path / "both.pcap"
+    merged.write_bytes(_merge_by_time(flood.read_bytes(), pcap_bytes(refused)[24:]))
+    doc = json.loads(run_pcapq("analyze", "--format", "json", str(merged)).stdout)
+    causes = sorted(f["cause"] for f in doc["findings"])
+    assert causes == ["closed_port", "syn_flood"], causes

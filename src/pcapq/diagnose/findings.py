@@ -118,7 +118,7 @@ def diagnose(analysis: Analysis) -> Diagnosis:
     capture_point = infer(servers)
     pressure = [p for p in analysis.port_pressure() if p["peak"] >= PORT_EXHAUSTION_SHARE * p["range"]]
     timings = settings.Timings()
-    from pcapq.diagnose.flood import find_floods, is_one_syn
+    from pcapq.diagnose.flood import find_floods
 
     flood = find_floods(analysis)
     findings: list[Finding] = list(flood.findings)
@@ -126,14 +126,13 @@ def diagnose(analysis: Analysis) -> Diagnosis:
         if not _any_problem(server):
             continue
         held = [p for p in pressure if p["server"] == server["server"]]
-        flooded = flood.explains(server)
-        if flooded and server["connections"] == server["one_syn"]:
+        if flood.explains_all_of(server):
             # Every connection to it is the flood's or the scan's, already reported.
             findings.extend(_port_exhaustion(held, []))
             continue
         problems = analysis.connections(problems_only=True, lean=True, server=server["server"])
-        if flooded:
-            problems = [c for c in problems if not is_one_syn(c)]
+        if flood.explains(server):
+            problems = [c for c in problems if not flood.explains_connection(c)]
         for episode in episodes(problems):
             findings.extend(_explain(episode, analysis, capture_point))
         findings.extend(_port_exhaustion(held, problems))

@@ -29,8 +29,24 @@ class Flood:
     findings: list[Finding]
     servers: set[str]
 
+    @property
+    def is_scan(self) -> bool:
+        return any(f.cause == "port_scan" for f in self.findings)
+
     def explains(self, server: dict) -> bool:
         return server["server"] in self.servers or self._scanned_address(server["server"])
+
+    def explains_all_of(self, server: dict) -> bool:
+        """Every connection to `server` is the flood's or the scan's: none needs reading. A
+        refused one is a closed port's unless a scan explains it."""
+        return self.explains(server) and server["connections"] == server["one_syn"] and (
+            self.is_scan or server["outcomes"]["refused"] == 0
+        )
+
+    def explains_connection(self, c: dict) -> bool:
+        """A connection to a server `explains` covers: a one-SYN connection, and for a flood not
+        one the server refused (a proxy retrying a closed port makes those, one SYN each)."""
+        return is_one_syn(c) and (self.is_scan or c["reset"] is None)
 
     def _scanned_address(self, endpoint: str) -> bool:
         return any(f.cause == "port_scan" and _address(endpoint) == f.details["address"] for f in self.findings)
@@ -78,6 +94,9 @@ def find_floods(analysis: Analysis) -> Flood:
                           details=details | {"address": address})
         return Flood([finding], set())
     findings, servers = [], set()
+    if s["connections"] - s["answered_rst"] < FLOOD_MIN:
+        # Refused SYNs from few sources to few ports are a closed port, not a flood.
+        return Flood([], set())
     for target, n in s["top_targets"]:
         if n < FLOOD_MIN:
             continue
