@@ -7,17 +7,18 @@ use crate::decode::{self, Skip};
 use crate::flow::table::FlowTable;
 use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
+use crate::flow::store::{ConnectionStore, Finished};
 use crate::flow::timeline::Timeline;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct AnalyzeOptions {
     pub tracker: TrackerOptions,
 }
 
 /// What one input file held and how reading it ended.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FileReport {
     pub path: String,
     pub format: Option<Format>,
@@ -37,7 +38,7 @@ pub struct FileReport {
 }
 
 /// Counts of frames that were not usable TCP segments, by reason.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SkipCounts {
     counts: Vec<(Skip, u64)>,
 }
@@ -83,7 +84,7 @@ impl SkipCounts {
 }
 
 /// The result of analysing one capture (one or more time-adjacent files).
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Analysis {
     pub files: Vec<FileReport>,
     /// Every connection in order of its first packet (`keep_connections` on), or only those
@@ -100,6 +101,13 @@ pub struct Analysis {
     /// Tracker state of the connections still remembered when the input ended (what a merge
     /// with the next capture continues from).
     pub live: FlowTable,
+    /// With `keep_connections` off and `mergeable` on: the records not counted yet (live at
+    /// the end, or able to join the capture before), in order of id. `settle` counts them.
+    pub open: Vec<Connection>,
+    /// The id the next connection would get.
+    pub next_id: u64,
+    /// Connections finalised early because more than `max_live` were live at once.
+    pub evicted: u64,
     pub skipped: SkipCounts,
     pub options: AnalyzeOptions,
 }
@@ -116,32 +124,150 @@ pub struct Summary {
 impl Analysis {
     /// Joins the analysis of the capture that came right after this one (analysed with
     /// `mergeable` on): files are appended, connections spanning the boundary become one.
+    /// Both must keep every record, or neither; one that does not keep every record must not
+    /// have been settled (read) yet.
     pub fn merge(self, later: Analysis) -> Result<Analysis, String> {
-        if !self.options.tracker.keep_connections || !later.options.tracker.keep_connections {
-            return Err("only analyses that kept every connection can be merged".into());
+        let (mine, theirs) = (self.options.tracker, later.options.tracker);
+        if mine.keep_connections != theirs.keep_connections {
+            return Err("an analysis that kept every connection cannot be merged with one that did not".into());
         }
-        if !later.options.tracker.mergeable {
+        if !theirs.mergeable {
             return Err("the later analysis was not made mergeable".into());
         }
+        if !mine.keep_connections && !self.is_open() {
+            return Err("the earlier analysis was not made mergeable, or was already read (merge before reading)".into());
+        }
+        if !later.is_open() && !theirs.keep_connections {
+            return Err("the later analysis was already read (merge before reading)".into());
+        }
+        if mine.keep_connections {
+            self.merge_records(later)
+        } else {
+            Ok(self.merge_folded(later))
+        }
+    }
+
+    /// Whether this analysis can still continue into a later one: it keeps every record, or
+    /// it was made mergeable and not settled.
+    fn is_open(&self) -> bool {
+        self.options.tracker.mergeable
+    }
+
+    fn merge_records(self, later: Analysis) -> Result<Analysis, String> {
         let file_offset = self.files.len() as u32;
-        let earlier = merge::Tracked { connections: self.connections, live: self.live };
+        let base = self.connections.len() as u64;
+        let mut tracker = Tracker::resume(self.options.tracker, self.connections, self.live);
         let later_tracked = merge::Tracked { connections: later.connections, live: later.live };
-        let joined = merge::join(self.options.tracker, earlier, later_tracked, file_offset);
+        merge::join(&mut tracker, later_tracked, file_offset, base);
+        let (finished, live) = tracker.finish();
         let mut files = self.files;
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
         let mut dropped_timeline = self.dropped_timeline;
         dropped_timeline.add(&later.dropped_timeline);
+        let next_id = finished.connections.len() as u64;
+        let evicted = self.evicted + later.evicted;
         Ok(Analysis {
             files,
-            connections: joined.connections,
-            live: joined.live,
+            connections: finished.connections,
+            live,
+            next_id,
+            evicted,
             skipped,
             dropped_timeline,
             options: self.options,
             ..Analysis::default()
         })
+    }
+
+    /// Merges analyses that counted finished connections instead of keeping them: the open
+    /// records are joined as records are, the counts are added, and what the later analysis
+    /// kept (connections with a problem, tombstones) is renumbered.
+    fn merge_folded(self, later: Analysis) -> Analysis {
+        let file_offset = self.files.len() as u32;
+        let end_ns = self.end_ns().max(later.end_ns());
+        let earlier = Finished {
+            connections: self.connections,
+            tally: self.dropped,
+            servers: self.servers,
+            not_kept: self.not_kept,
+            timeline: self.dropped_timeline,
+            open: self.open,
+            next_id: self.next_id,
+        };
+        let base = earlier.next_id;
+        let store = ConnectionStore::resume_folded(earlier, true);
+        // Replayed segments must not start prefixes of their own.
+        let replay = TrackerOptions { mergeable: false, ..self.options.tracker };
+        let mut tracker = Tracker::resume_with(replay, store, self.live);
+        let later_tracked = merge::Tracked { connections: later.open, live: later.live };
+        let (ids, dropped) = merge::join(&mut tracker, later_tracked, file_offset, base);
+
+        let mut problems = later.connections;
+        for conn in &mut problems {
+            merge::renumber(conn, &ids, file_offset);
+        }
+        tracker.store.absorb(&later.dropped, later.servers.unwrap_or_default(), &later.dropped_timeline, problems, later.not_kept);
+        tracker.store.set_next_id(ids.next_id(later.next_id));
+        tracker.table.adopt_tombstones(dropped, |id| ids.merged(id));
+        // No merge can join these records to an earlier capture any more: count what is done.
+        tracker.store.forget_prefixes();
+        tracker.table.settle(&mut tracker.store, end_ns);
+        let referenced: std::collections::HashSet<usize> = tracker.table.live_slots().collect();
+        for slot in tracker.store.used_slots() {
+            if !referenced.contains(&slot) {
+                tracker.store.fold(slot, end_ns);
+            }
+        }
+        let (finished, live) = tracker.finish();
+
+        let mut files = self.files;
+        files.extend(later.files);
+        let mut skipped = self.skipped;
+        skipped.merge(&later.skipped);
+        Analysis {
+            files,
+            connections: finished.connections,
+            dropped: finished.tally,
+            servers: finished.servers,
+            not_kept: finished.not_kept,
+            dropped_timeline: finished.timeline,
+            live,
+            open: finished.open,
+            next_id: finished.next_id,
+            evicted: self.evicted + later.evicted,
+            skipped,
+            options: self.options,
+        }
+    }
+
+    /// Counts the open records of an analysis that did not keep every record, as if its
+    /// capture ended here. Afterwards it cannot be merged with a later one.
+    pub fn settle(&mut self) {
+        if self.options.tracker.keep_connections || !self.options.tracker.mergeable {
+            return;
+        }
+        let end_ns = self.end_ns();
+        let finished = Finished {
+            connections: std::mem::take(&mut self.connections),
+            tally: self.dropped,
+            servers: self.servers.take(),
+            not_kept: self.not_kept,
+            timeline: std::mem::take(&mut self.dropped_timeline),
+            open: std::mem::take(&mut self.open),
+            next_id: self.next_id,
+        };
+        let mut store = ConnectionStore::resume_folded(finished, false);
+        store.forget_prefixes();
+        let settled = store.finish(end_ns, &mut Vec::new());
+        self.connections = settled.connections;
+        self.dropped = settled.tally;
+        self.servers = settled.servers;
+        self.not_kept = settled.not_kept;
+        self.dropped_timeline = settled.timeline;
+        self.live = FlowTable::default();
+        self.options.tracker.mergeable = false;
     }
 
     /// When the capture ends: its latest packet.
@@ -228,6 +354,12 @@ impl Analysis {
                 ));
             }
         }
+        if self.evicted > 0 {
+            out.push(format!(
+                "{} connections were finalised early, the longest idle first, to keep at most {} live at once (--max-connections); a later packet of one of them starts a new, partial connection",
+                self.evicted, self.options.tracker.max_live
+            ));
+        }
         if self.not_kept > 0 {
             out.push(format!(
                 "{} more connections with a problem were counted but not kept (at most {} are)",
@@ -259,6 +391,46 @@ impl Analysis {
 
 /// A pcap record header's size (pcapng's is larger): what `progress` adds per packet.
 const RECORD_HEADER_BYTES: u64 = 16;
+
+/// Serialised analyses (`Analysis::to_bytes`) start with this.
+const PART_MAGIC: &[u8; 8] = b"PCAPQPRT";
+/// The layout of the serialised analysis; bumped whenever a serialised type changes.
+pub const PART_FORMAT: u16 = 1;
+
+impl Analysis {
+    /// The analysis as bytes, for another process to merge: `PART_MAGIC`, `PART_FORMAT`
+    /// (u16, little-endian), the pcapq version (one length byte, then UTF-8), then the
+    /// analysis in postcard's compact binary form.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+        let version = env!("CARGO_PKG_VERSION").as_bytes();
+        let mut out = Vec::with_capacity(64 * 1024);
+        out.extend_from_slice(PART_MAGIC);
+        out.extend_from_slice(&PART_FORMAT.to_le_bytes());
+        out.push(version.len() as u8);
+        out.extend_from_slice(version);
+        postcard::to_io(self, &mut out).map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+
+    /// Reads what `to_bytes` wrote. Fails with a sentence on anything else, or on bytes
+    /// written by a pcapq with another `PART_FORMAT`.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Analysis, String> {
+        let not_ours = || "not a serialised pcapq analysis".to_string();
+        let rest = bytes.strip_prefix(PART_MAGIC.as_slice()).ok_or_else(not_ours)?;
+        let (format, rest) = rest.split_first_chunk::<2>().ok_or_else(not_ours)?;
+        let (len, rest) = rest.split_first().ok_or_else(not_ours)?;
+        let (version, body) = rest.split_at_checked(usize::from(*len)).ok_or_else(not_ours)?;
+        let format = u16::from_le_bytes(*format);
+        if format != PART_FORMAT {
+            return Err(format!(
+                "this analysis was serialised by pcapq {} (format {format}); this is pcapq {} (format {PART_FORMAT}): run the same pcapq version everywhere",
+                String::from_utf8_lossy(version),
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        postcard::from_bytes(body).map_err(|e| format!("damaged serialised analysis: {e}"))
+    }
+}
 
 fn shown(path: &str) -> &str {
     if path == "-" {
@@ -338,8 +510,10 @@ pub fn analyze_readers(
         });
     }
     progress(read_bytes);
+    let evicted = tracker.evicted;
     let (finished, live) = tracker.finish();
     Ok(Analysis {
+        evicted,
         files,
         connections: finished.connections,
         dropped: finished.tally,
@@ -347,7 +521,36 @@ pub fn analyze_readers(
         not_kept: finished.not_kept,
         dropped_timeline: finished.timeline,
         live,
+        open: finished.open,
+        next_id: finished.next_id,
         skipped,
         options,
     })
+}
+
+/// Analyses each file on its own, as a mergeable part, on up to `jobs` threads (0: one per
+/// core). Results come back in the order of `paths`.
+pub fn analyze_parts(paths: &[String], options: AnalyzeOptions, jobs: usize) -> Vec<Result<Analysis, ReadError>> {
+    analyze_parts_with_progress(paths, options, jobs, &|_, _| {})
+}
+
+/// `analyze_parts`, calling `progress(index, bytes)` as `analyze_with_progress` does for the
+/// file `paths[index]`, from whichever thread reads it.
+pub fn analyze_parts_with_progress(
+    paths: &[String],
+    options: AnalyzeOptions,
+    jobs: usize,
+    progress: &(dyn Fn(usize, u64) + Sync),
+) -> Vec<Result<Analysis, ReadError>> {
+    use rayon::prelude::*;
+    let options = AnalyzeOptions { tracker: TrackerOptions { mergeable: true, ..options.tracker } };
+    let part = |(index, path): (usize, &String)| {
+        analyze_with_progress(std::slice::from_ref(path), options, &mut |bytes| progress(index, bytes))
+    };
+    let run = || paths.par_iter().enumerate().map(part).collect();
+    match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
+        Ok(pool) => pool.install(run),
+        // No threads to be had: one after the other.
+        Err(_) => paths.iter().enumerate().map(part).collect(),
+    }
 }

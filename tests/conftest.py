@@ -19,6 +19,13 @@ def run_pcapq(*args: str, input: bytes | None = None) -> subprocess.CompletedPro
     return subprocess.run(["pcapq", *args], input=input, capture_output=True, timeout=120)
 
 
+def exit_for(doc: dict) -> int:
+    """The exit code `pcapq analyze` gives for its JSON document: 1 exactly when there is a
+    finding, in any capture point (docs/exit-codes.md)."""
+    reports = [p["report"] for p in doc["capture_points"]] if "capture_points" in doc else [doc]
+    return 1 if any(r["findings"] for r in reports) else 0
+
+
 def analyze_json(*paths: str | Path) -> dict:
     """The JSON document for the given captures, through the CLI."""
     proc = run_pcapq("analyze", "--format", "json", *map(str, paths))

@@ -165,9 +165,10 @@ def test_missing_file(tmp_path):
     assert "nope.pcap" in line and "no such file" in line
 
 
-def test_directory(tmp_path):
+def test_directory_without_captures(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a capture")
     line = assert_one_error(run_pcapq("analyze", str(tmp_path)), ExitCode.UNREADABLE)
-    assert "is a directory" in line
+    assert str(tmp_path) in line and "holds no pcap or pcapng capture" in line
 
 
 def test_empty_file(tmp_path):

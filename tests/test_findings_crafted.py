@@ -370,6 +370,21 @@ def test_accept_queue_overflow_seen_at_the_server_proves_the_drop(tmp_path: Path
     assert f.first == pytest.approx(conn.packets[0].time, abs=1e-6)
 
 
+def test_accept_queue_overflow_with_a_client_that_gave_up_connecting(tmp_path: Path) -> None:
+    """While the queue is full the listener drops SYNs too: a client (nginx with a short
+    fastcgi_connect_timeout) that gives up after two unanswered SYNs never connects, and the
+    proxy logs a timeout while connecting besides the ones while reading."""
+    wire = Wire("server")
+    run = accept_queue_run(wire, dropped=1)
+    gave_up, _ = syns_dropped(wire, 44000, 0.2, sends=2, answered=False)
+    later(wire, 7.0)
+    result = wire.analyse(tmp_path)
+    f = result.one("accept_queue_overflow")
+    (conn, _, resent), = run["drops"]
+    assert f.connections == result.ids(conn, *run["others"], gave_up), result.describe()
+    assert f.proxy_log == [PROXY_LOG["read_timeout"], PROXY_LOG["timed_out"]]
+
+
 @pytest.mark.parametrize("at", ["client", "between"])
 @pytest.mark.parametrize("dropped, confidence", [(1, 0.6), (3, 0.8)])
 def test_accept_queue_overflow_seen_elsewhere_is_less_sure(tmp_path: Path, at: str, dropped: int, confidence: float) -> None:

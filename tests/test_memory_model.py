@@ -93,14 +93,12 @@ def test_generated_traffic_summary_same_both_ways(tmp_path):
     assert kept["with_syn_retransmits"] > 0 and kept["with_synack_retransmits"] > 0
 
 
-def test_merging_needs_the_records_and_events_follow_the_records_kept(tmp_path):
+def test_events_follow_the_records_kept_and_merges_do_not_mix_the_two(tmp_path):
     path = write_pcap(tmp_path / "a.pcap", spanning_conversations())
     # Without every record, the connections kept (those with a problem) keep their events.
     with_events = pcapq.analyze([str(path)], keep_connections=False)
     assert len(with_events) > 0
     assert all(json.loads(with_events.connection_json(i))["events"] for i in range(len(with_events)))
-    with pytest.raises(ValueError):
-        pcapq.analyze([str(path)], keep_connections=False, keep_events=False, mergeable=True)
     dropped = pcapq.analyze([str(path)], keep_connections=False, keep_events=False)
     # Only the connections with a problem are kept.
     with_problems = [c["id"] for c in pcapq.analyze([str(path)]).connections(problems_only=True)]
@@ -108,3 +106,80 @@ def test_merging_needs_the_records_and_events_follow_the_records_kept(tmp_path):
     assert len(dropped) == len(with_problems) > 0
     with pytest.raises(ValueError):
         pcapq.analyze([str(path)]).merge(dropped)
+
+
+def test_established_connection_silent_past_keepalive_is_finalised(tmp_path):
+    """An established connection silent for longer than the kernel's keepalive gives up
+    (7200 s + 9 x 75 s) is forgotten; a packet after that starts a new, partial connection."""
+    packets: list = []
+    quiet = Conversation(client=("10.0.0.1", 40001), packets=packets)
+    quiet.handshake(0.0)
+    quiet.send("client", 0.01, 100)
+    quiet.send("server", 0.02, 100)
+    fillers = filler(packets, 7880.0, 7905.0, every=0.005)  # long enough for a full sweep (every 15 s)
+    quiet.send("client", 7910.0, 100)
+    packets.sort(key=lambda p: p.time)
+    kept, dropped = both_ways(write_pcap(tmp_path / "quiet.pcap", packets))
+    assert kept == dropped
+    assert kept["connections"] == fillers + 2
+    assert kept["partial"] == 1
+
+
+def test_established_connection_silent_for_an_hour_stays_one(tmp_path):
+    packets: list = []
+    quiet = Conversation(client=("10.0.0.1", 40001), packets=packets)
+    quiet.handshake(0.0)
+    quiet.send("client", 0.01, 100)
+    fillers = filler(packets, 3600.0, 3606.0)
+    quiet.send("server", 3610.0, 100)
+    packets.sort(key=lambda p: p.time)
+    kept, dropped = both_ways(write_pcap(tmp_path / "hour.pcap", packets))
+    assert kept == dropped
+    assert kept["connections"] == fillers + 1 and kept["partial"] == 0
+
+
+def _open_connections(n: int, packets: list, start: float = 0.0) -> list:
+    convs = []
+    for i in range(n):
+        c = Conversation(client=("10.1.0.1", 30000 + i), server=("10.1.0.2", 9000), packets=packets)
+        c.handshake(start + i * 0.001)
+        convs.append(c)
+    return convs
+
+
+def test_max_connections_finalises_the_idlest_and_says_so(tmp_path):
+    packets: list = []
+    _open_connections(1000, packets)
+    path = write_pcap(tmp_path / "open.pcap", packets)
+    unlimited = pcapq.analyze([str(path)], keep_connections=False, keep_events=False)
+    limited = pcapq.analyze([str(path)], keep_connections=False, keep_events=False, max_connections=100)
+    # Every connection is still counted once, with the same outcome.
+    assert limited.summary() == unlimited.summary()
+    assert unlimited.warnings() == []
+    (warning,) = limited.warnings()
+    assert "finalised early" in warning and "at most 100 live at once" in warning
+    evicted = int(warning.split()[0])
+    assert 900 <= evicted <= 1000
+
+
+def test_max_connections_late_packets_start_partial_connections(tmp_path):
+    packets: list = []
+    convs = _open_connections(300, packets)
+    for c in convs[:10]:  # the oldest ones speak again, after they were finalised
+        c.send("client", 5.0, 100)
+    packets.sort(key=lambda p: p.time)
+    path = write_pcap(tmp_path / "late.pcap", packets)
+    limited = pcapq.analyze([str(path)], keep_connections=False, keep_events=False, max_connections=50)
+    s = limited.summary()
+    assert s["connections"] == 310 and s["partial"] == 10
+    assert "finalised early" in limited.warnings()[0]
+
+
+def test_max_connections_from_the_command_line(tmp_path):
+    packets: list = []
+    _open_connections(200, packets)
+    path = write_pcap(tmp_path / "open.pcap", packets)
+    proc = subprocess.run(["pcapq", "analyze", "--max-connections", "20", str(path)], capture_output=True, timeout=60)
+    assert proc.returncode == 0
+    err = proc.stderr.decode()
+    assert err.startswith("pcapq: warning: ") and "finalised early" in err and "--max-connections" in err

@@ -145,3 +145,94 @@ def test_merge_without_events_keeps_counts(tmp_path, keep_events):
         pcapq.analyze([str(b)], keep_events=keep_events, mergeable=True)
     )
     assert merged.summary() == one_run
+
+
+# --- merging analyses that did not keep every connection (fold mode), and the parallel path ---
+
+
+def _fold_view(analysis: pcapq.Analysis) -> dict:
+    """Everything a fold-mode analysis reports: summary, servers, port pressure, the kept
+    connections with a problem, warnings."""
+    return {
+        "summary": analysis.summary(),
+        "servers": analysis.servers(),
+        "ports": analysis.port_pressure(),
+        "problems": analysis.connections(),
+        "warnings": analysis.warnings(),
+    }
+
+
+def _fold(paths, **kw) -> pcapq.Analysis:
+    return pcapq.analyze([str(p) for p in paths], keep_connections=False, keep_events=False, **kw)
+
+
+def _busy_spanning_conversations() -> list:
+    """The spanning conversations among enough short connections for sweeps to retire some."""
+    from test_memory_model import filler
+
+    packets = spanning_conversations()
+    filler(packets, 0.0, 2.0, every=0.0008)
+    packets.sort(key=lambda p: p.time)
+    return packets
+
+
+def test_fold_merge_equals_one_run_at_every_split(tmp_path):
+    packets = spanning_conversations()
+    for split in range(1, len(packets)):
+        first = write_pcap(tmp_path / "a.pcap", packets[:split])
+        second = write_pcap(tmp_path / "b.pcap", packets[split:])
+        one_run = _fold_view(_fold([first, second]))
+        merged = _fold([first], mergeable=True).merge(_fold([second], mergeable=True))
+        assert _fold_view(merged) == one_run, f"split after packet {split}"
+
+
+def test_fold_merge_of_many_parts_with_retired_connections(tmp_path):
+    packets = _busy_spanning_conversations()
+    n = len(packets)
+    for cuts in ([n // 2], [n // 5, n // 2, 4 * n // 5], [137, 2000, 2001, 9000, n - 3]):
+        bounds = [0, *cuts, n]
+        paths = [write_pcap(tmp_path / f"p{i}.pcap", packets[a:b]) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+        one_run = _fold_view(_fold(paths))
+        parts = [_fold([p], mergeable=True) for p in paths]
+        merged = parts[0]
+        for later in parts[1:]:
+            merged = merged.merge(later)
+        assert _fold_view(merged) == one_run, f"cuts {cuts}"
+        assert one_run["summary"]["connections"] > 2000
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+@pytest.mark.parametrize("keep", [False, True])
+def test_parallel_parts_joined_equal_one_run(tmp_path, jobs, keep):
+    packets = _busy_spanning_conversations()
+    n = len(packets)
+    cuts = [n // 7, 2 * n // 7, n // 2, 5 * n // 7]
+    bounds = [0, *cuts, n]
+    paths = [str(write_pcap(tmp_path / f"p{i}.pcap", packets[a:b])) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+    parts = pcapq._core.analyze_parts(paths, jobs=jobs, keep_connections=keep, keep_events=keep)
+    merged = parts[0]
+    for later in parts[1:]:
+        merged = merged.merge(later)
+    if keep:
+        assert _document(merged) == _document(pcapq.analyze(paths))
+    else:
+        assert _fold_view(merged) == _fold_view(_fold(paths))
+
+
+def test_fold_merge_refuses_mixed_and_read_analyses(tmp_path):
+    path = write_pcap(tmp_path / "a.pcap", spanning_conversations())
+    with pytest.raises(ValueError, match="kept every connection"):
+        pcapq.analyze([str(path)]).merge(_fold([path], mergeable=True))
+    read = _fold([path], mergeable=True)
+    read.summary()
+    with pytest.raises(ValueError, match="already read"):
+        read.merge(_fold([path], mergeable=True))
+    with pytest.raises(ValueError, match="not made mergeable"):
+        _fold([path]).merge(_fold([path], mergeable=True))
+
+
+def test_analyze_parts_raises_for_the_first_bad_file(tmp_path):
+    good = str(write_pcap(tmp_path / "a.pcap", spanning_conversations()))
+    with pytest.raises(pcapq.CaptureError) as raised:
+        pcapq._core.analyze_parts([good, str(tmp_path / "missing.pcap"), str(tmp_path / "gone.pcap")], jobs=2)
+    assert "missing.pcap" in raised.value.args[0]

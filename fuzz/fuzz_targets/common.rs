@@ -13,7 +13,7 @@ fn analyse(bytes: &[u8], tracker: TrackerOptions) -> Option<Analysis> {
 
 pub fn analyse_bytes(bytes: Vec<u8>) {
     for keep_connections in [true, false] {
-        let tracker = TrackerOptions { keep_connections, keep_events: keep_connections, mergeable: keep_connections };
+        let tracker = TrackerOptions { keep_connections, keep_events: keep_connections, mergeable: keep_connections, ..TrackerOptions::default() };
         let Some(mut analysis) = analyse(&bytes, tracker) else { return };
         if keep_connections {
             // The same capture twice in a row, as a ring buffer's files are merged.

@@ -51,6 +51,12 @@ impl Analysis {
         Analysis { inner, servers: std::sync::OnceLock::new() }
     }
 
+    /// The analysis as its reports read it: a mergeable analysis that did not keep every record
+    /// counts its open records now, and cannot be merged afterwards.
+    fn settle(&mut self) {
+        self.inner.settle();
+    }
+
     fn server_stats(&self) -> &[detect::servers::ServerStats] {
         self.servers.get_or_init(|| self.inner.servers())
     }
@@ -67,7 +73,8 @@ impl Analysis {
 #[pymethods]
 impl Analysis {
     /// Counts over the whole capture.
-    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn summary<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.settle();
         // The same fields as the JSON document's `summary`.
         let view = json::summary_view(&self.inner);
         let value = serde_json::to_value(&view).map_err(|e| internal_error(e.to_string()))?;
@@ -112,11 +119,13 @@ impl Analysis {
     }
 
     /// Sentences about anything that makes the result incomplete (truncation, unknown link types).
-    fn warnings(&self) -> Vec<String> {
+    fn warnings(&mut self) -> Vec<String> {
+        self.settle();
         self.inner.warnings()
     }
 
-    fn __len__(&self) -> usize {
+    fn __len__(&mut self) -> usize {
+        self.settle();
         self.inner.connections.len()
     }
 
@@ -129,7 +138,8 @@ impl Analysis {
     /// as `pcapq.diagnose.lean.Series`), made without the JSON detour.
     /// `server` ("ip:port"): only connections to that server.
     #[pyo3(signature = (*, problems_only = false, lean = false, server = None))]
-    fn connections<'py>(&self, py: Python<'py>, problems_only: bool, lean: bool, server: Option<&str>) -> PyResult<Bound<'py, PyList>> {
+    fn connections<'py>(&mut self, py: Python<'py>, problems_only: bool, lean: bool, server: Option<&str>) -> PyResult<Bound<'py, PyList>> {
+        self.settle();
         let end_ns = self.inner.end_ns();
         let list = PyList::empty(py);
         let shapes = if lean { Some(LeanShapes::import(py)?) } else { None };
@@ -157,7 +167,8 @@ impl Analysis {
     /// answered (connections the server sent data on), one_syn (connections that were one
     /// client SYN and nothing more), and the median handshake gaps at the
     /// capture point (syn_to_synack, synack_to_ack, seconds; None without clean handshakes).
-    fn servers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    fn servers<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.settle();
         let list = PyList::empty(py);
         for s in self.server_stats() {
             let d = PyDict::new(py);
@@ -186,7 +197,8 @@ impl Analysis {
 
     /// For `server` ("ip:port"): at each of `times` (epoch seconds), how many connections its
     /// clients considered established were still waiting for its first answer.
-    fn waiting_at(&self, server: &str, times: Vec<f64>) -> PyResult<Vec<usize>> {
+    fn waiting_at(&mut self, server: &str, times: Vec<f64>) -> PyResult<Vec<usize>> {
+        self.settle();
         let stats = self.server(server)?;
         Ok(times.iter().map(|t| stats.waiting_at((t * 1e9).round() as i64)).collect())
     }
@@ -194,7 +206,8 @@ impl Analysis {
     /// Per (client address, server endpoint), the most source ports it held at once (in use, or
     /// in TIME-WAIT for 60 s after the connection), highest first: client, server, peak, at
     /// (epoch seconds), and `range`, the size of Linux's default ephemeral port range.
-    fn port_pressure<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    fn port_pressure<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.settle();
         let list = PyList::empty(py);
         for p in self.inner.port_pressure() {
             let d = PyDict::new(py);
@@ -244,7 +257,8 @@ impl Analysis {
     }
 
     /// For `server`: how many connections it answered (first data) between `start` and `end`.
-    fn answered_between(&self, server: &str, start: f64, end: f64) -> PyResult<usize> {
+    fn answered_between(&mut self, server: &str, start: f64, end: f64) -> PyResult<usize> {
+        self.settle();
         let stats = self.server(server)?;
         let (from, to) = ((start * 1e9).round() as i64, (end * 1e9).round() as i64);
         Ok(stats.answered_ns.partition_point(|&t| t <= to) - stats.answered_ns.partition_point(|&t| t < from))
@@ -256,7 +270,8 @@ impl Analysis {
     /// waiting_out (connections that began / stopped waiting for the server's answer).
     /// `server` ("ip:port"): only connections to that server.
     #[pyo3(signature = (server = None))]
-    fn timeline<'py>(&self, py: Python<'py>, server: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+    fn timeline<'py>(&mut self, py: Python<'py>, server: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+        self.settle();
         let server = server.map(parse_endpoint).transpose()?;
         let timeline = self.inner.timeline();
         let mut seconds = Vec::new();
@@ -285,7 +300,8 @@ impl Analysis {
     }
 
     /// Connection `index` (0-based, in order of first packet) as a JSON object string.
-    fn connection_json(&self, index: usize) -> PyResult<String> {
+    fn connection_json(&mut self, index: usize) -> PyResult<String> {
+        self.settle();
         let c = self.inner.connections.get(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("no such connection"))?;
         Ok(json::connection_json(c, self.inner.end_ns()))
     }
@@ -300,11 +316,33 @@ impl Analysis {
         Ok(Analysis::of(inner))
     }
 
+    /// The analysis as compact, versioned bytes (for another process to merge); see
+    /// `from_bytes`. Does not use it up.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let inner = &self.inner;
+        let bytes = py.allow_threads(|| catch(|| inner.to_bytes()))?.map_err(internal_error)?;
+        Ok(pyo3::types::PyBytes::new(py, &bytes))
+    }
+
+    /// The analysis `to_bytes` serialised. Raises ValueError for other bytes, or bytes from a
+    /// pcapq with another serialisation format.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Analysis> {
+        let inner = py.allow_threads(|| catch(|| analysis::Analysis::from_bytes(data)))?.map_err(pyo3::exceptions::PyValueError::new_err)?;
+        Ok(Analysis::of(inner))
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, pyo3::types::PyBytes>,))> {
+        let from_bytes = py.get_type::<Analysis>().getattr("from_bytes")?;
+        Ok((from_bytes, (self.to_bytes(py)?,)))
+    }
+
     /// Writes the JSON document (docs/json.md) to `target`: a path, which the core writes
     /// itself, or a text file object, given chunks of 1 MiB. An exception raised by
     /// `target.write` (BrokenPipeError, a full disk) propagates as it was raised.
     #[pyo3(signature = (target, pretty = false, extra = None))]
-    fn write_json(&self, py: Python<'_>, target: Bound<'_, PyAny>, pretty: bool, extra: Option<String>) -> PyResult<()> {
+    fn write_json(&mut self, py: Python<'_>, target: Bound<'_, PyAny>, pretty: bool, extra: Option<String>) -> PyResult<()> {
+        self.settle();
         if let Some(e) = &extra {
             let parsed: serde_json::Value = serde_json::from_str(e).map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("extra: {e}")))?;
             if !parsed.is_object() {
@@ -498,23 +536,25 @@ impl Write for PyTextWriter<'_> {
 /// TCP connection. `keep_connections` keeps every connection's record (off, finished
 /// connections are only counted: memory follows the live ones); `keep_events` keeps the events
 /// of the connections kept (without `keep_connections`, of those with a problem); `mergeable`
-/// keeps what `Analysis.merge` needs to join this analysis onto the one of the capture before.
-/// Raises CaptureError if a file cannot be opened or is not a capture. `progress`, when given, is called with the bytes of capture records read so far,
+/// keeps what `Analysis.merge` needs to join this analysis onto the one of the capture before
+/// (without `keep_connections`: the records of connections live at the end or able to join the
+/// capture before, counted when the analysis is first read). `max_connections` (0: no limit)
+/// caps the connections live at once: beyond it the longest idle are finalised early, counted in
+/// a warning. `progress`, when given, is called with the bytes of capture records read so far,
 /// every few MiB and once at the end; an exception it raises is raised once the reading ends.
+/// Raises CaptureError if a file cannot be opened or is not a capture.
 #[pyfunction]
-#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false, progress = None))]
+#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false, max_connections = 0, progress = None))]
 fn analyze(
     py: Python<'_>,
     paths: Vec<String>,
     keep_connections: bool,
     keep_events: bool,
     mergeable: bool,
+    max_connections: usize,
     progress: Option<PyObject>,
 ) -> PyResult<Analysis> {
-    if !keep_connections && mergeable {
-        return Err(pyo3::exceptions::PyValueError::new_err("mergeable needs keep_connections"));
-    }
-    let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections } };
+    let options = analyze_options(keep_connections, keep_events, mergeable, max_connections);
     let mut raised: Option<PyErr> = None;
     let result = py.allow_threads(|| {
         catch(|| {
@@ -536,12 +576,50 @@ fn analyze(
     }
 }
 
+fn analyze_options(keep_connections: bool, keep_events: bool, mergeable: bool, max_live: usize) -> AnalyzeOptions {
+    AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections, max_live } }
+}
+
+/// Analyses each file of `paths` on its own as a mergeable part (`analyze([path],
+/// mergeable=True, ...)`), on `jobs` threads (0: one per core) with the GIL released;
+/// `progress(index, bytes)` as `analyze`'s, for the file `paths[index]`. Returns
+/// the parts in the order of `paths`, to be joined with `Analysis.merge`. Raises CaptureError
+/// for the first file (in order) that cannot be opened or is not a capture.
+#[pyfunction]
+#[pyo3(signature = (paths, *, jobs = 0, keep_connections = true, keep_events = true, max_connections = 0, progress = None))]
+fn analyze_parts(
+    py: Python<'_>,
+    paths: Vec<String>,
+    jobs: usize,
+    keep_connections: bool,
+    keep_events: bool,
+    max_connections: usize,
+    progress: Option<PyObject>,
+) -> PyResult<Vec<Analysis>> {
+    let options = analyze_options(keep_connections, keep_events, true, max_connections);
+    let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+    let report = |index: usize, bytes: u64| {
+        let Some(callback) = &progress else { return };
+        let mut raised = raised.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if raised.is_none() {
+            // The GIL is taken only for the call, every few MiB of each file.
+            *raised = Python::with_gil(|py| callback.call1(py, (index, bytes)).err());
+        }
+    };
+    let results = py.allow_threads(|| catch(|| analysis::analyze_parts_with_progress(&paths, options, jobs, &report)))?;
+    if let Some(e) = raised.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+        return Err(e);
+    }
+    results.into_iter().map(|r| r.map(Analysis::of).map_err(|e| errors::capture_error(&e))).collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("JSON_SCHEMA_VERSION", json::SCHEMA_VERSION)?;
     m.add_class::<Analysis>()?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_parts, m)?)?;
     m.add("PcapqError", m.py().get_type::<PcapqError>())?;
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
     m.add("InternalError", m.py().get_type::<InternalError>())?;

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 pub use tcp::{flags, TcpOptions};
 
 /// A decoded TCP segment: everything the connection tracker needs, nothing borrowed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     pub src: IpAddr,
     pub dst: IpAddr,
@@ -37,7 +37,7 @@ impl Segment {
 }
 
 /// Why a frame is not a TCP segment pcapq can use. Counted, never fatal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum Skip {
     UnknownLinkType(u32),
     LinkHeaderCut,

@@ -24,7 +24,7 @@ const OPT_SACK_PERMITTED: u8 = 4;
 const OPT_SACK: u8 = 5;
 const OPT_TIMESTAMP: u8 = 8;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TcpOptions {
     pub mss: Option<u16>,
     pub window_scale: Option<u8>,

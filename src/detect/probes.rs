@@ -24,7 +24,7 @@ pub fn is_one_syn(c: &Connection) -> bool {
     !c.partial && c.syn_count == 1 && client.packets == 1 && c.handshake_ack_time_ns.is_none()
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct OneSynTally {
     pub connections: u64,
     /// Of them, how many the server answered with a SYN-ACK, and how many with an RST.

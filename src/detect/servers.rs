@@ -14,7 +14,7 @@ use crate::flow::Endpoint;
 /// Handshake gaps kept per server to take medians from.
 const MAX_GAP_SAMPLES: usize = 4096;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ServerStats {
     pub server: Endpoint,
     pub connections: u64,
@@ -97,7 +97,7 @@ pub struct PortPressure {
 }
 
 /// Every server's stats, filled one connection at a time.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ServerBook {
     servers: FxHashMap<Endpoint, ServerStats>,
     /// Per (client address, server endpoint): when each connection began, and when its port
@@ -208,8 +208,10 @@ impl ServerBook {
             }
             s.first_ns = s.first_ns.min(theirs.first_ns);
             s.last_ns = s.last_ns.max(theirs.last_ns);
-            s.syn_to_synack_ns.extend(theirs.syn_to_synack_ns);
-            s.synack_to_ack_ns.extend(theirs.synack_to_ack_ns);
+            // As if added one at a time: the first MAX_GAP_SAMPLES handshakes count.
+            let room = MAX_GAP_SAMPLES.saturating_sub(s.syn_to_synack_ns.len());
+            s.syn_to_synack_ns.extend(theirs.syn_to_synack_ns.into_iter().take(room));
+            s.synack_to_ack_ns.extend(theirs.synack_to_ack_ns.into_iter().take(room));
             s.waiting_from_ns.extend(theirs.waiting_from_ns);
             s.waiting_until_ns.extend(theirs.waiting_until_ns);
             s.answered_ns.extend(theirs.answered_ns);

@@ -7,7 +7,7 @@ use super::tally::Marks;
 use crate::decode::{Segment, TcpOptions};
 
 /// Where the handshake and teardown got to, as seen at the capture point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConnState {
     /// Client SYN seen, no SYN-ACK yet (RFC 9293 §3.3.2 SYN-SENT, from the client's view).
     SynSent,
@@ -41,7 +41,7 @@ impl ConnState {
 }
 
 /// Per-direction counts, indexed by `Side::index()`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DirectionCounts {
     pub packets: u64,
     pub payload_bytes: u64,
@@ -54,7 +54,7 @@ pub struct DirectionCounts {
     pub rst: bool,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Connection {
     /// Order of first appearance in the analysis, from 0.
     pub id: u64,
@@ -100,7 +100,7 @@ pub struct Connection {
 }
 
 /// Moments in a connection's life that its verdict needs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Milestones {
     pub client_data_ns: Option<i64>,
     pub server_data_ns: Option<i64>,
@@ -110,7 +110,7 @@ pub struct Milestones {
 }
 
 /// The first RST and what it answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RstFacts {
     pub from: Side,
     pub time_ns: i64,
@@ -121,7 +121,7 @@ pub struct RstFacts {
 }
 
 /// One send of a retransmitted SYN, SYN-ACK or segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Send {
     pub at: FrameRef,
     pub time_ns: i64,
@@ -130,7 +130,7 @@ pub struct Send {
 }
 
 /// The sends of one data segment that was re-sent.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DataSeries {
     pub from: Side,
     pub seq: u32,
@@ -140,7 +140,7 @@ pub struct DataSeries {
 }
 
 /// Retransmission series of a connection (at most `MAX_SERIES` data series, `MAX_SENDS` sends each).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RetransmitLog {
     pub syn: Vec<Send>,
     pub synack: Vec<Send>,
@@ -180,7 +180,7 @@ impl RetransmitLog {
 }
 
 /// The options a SYN or SYN-ACK offered (RFC 9293 §3.7.1, RFC 7323 §2.2 and §3.2, RFC 2018 §2), in 8 bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HandshakeOptions {
     pub mss: Option<u16>,
     pub window_scale: Option<u8>,
@@ -195,7 +195,7 @@ impl From<TcpOptions> for HandshakeOptions {
 }
 
 /// A segment as the tracker saw it, kept so a merge can feed it again.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SeenSegment {
     pub segment: Segment,
     pub at: FrameRef,
@@ -205,7 +205,7 @@ pub struct SeenSegment {
 /// The first `PREFIX_LEN` segments of a connection and the record as it stood after them.
 /// A merge replays the segments into the earlier capture's connection and adds what came
 /// after the snapshot.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Prefix {
     pub segments: Vec<SeenSegment>,
     /// The record after the last prefix segment (without events); `None` while the whole

@@ -2,7 +2,7 @@
 //! (docs/json.md) and the docs.
 
 /// Which end of the connection sent a packet. The client is the side that sent the SYN.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Side {
     Client = 0,
     Server = 1,
@@ -28,7 +28,7 @@ impl Side {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum EventKind {
     /// The client's first SYN.
     Syn,
@@ -89,7 +89,7 @@ impl EventKind {
 }
 
 /// What a packet was, as far as an RST that follows it is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum PacketRole {
     Syn,
     Synack,
@@ -118,7 +118,7 @@ impl PacketRole {
 
 /// Where a packet is: which input file (0-based, in the order given) and its frame number there.
 /// Packed to 12 bytes: events, flows and segments in flight each hold several.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[repr(C, packed(4))]
 pub struct FrameRef {
     pub file: u32,
@@ -126,7 +126,7 @@ pub struct FrameRef {
 }
 
 /// Extra facts some events carry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Detail {
     None,
     /// A retransmission: which send this is (2 = first retransmission), where the original
@@ -138,7 +138,7 @@ pub enum Detail {
     Rst { answers: Option<PacketRole>, answers_frame: Option<FrameRef>, after_ns: Option<i64> },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Event {
     pub at: FrameRef,
     pub time_ns: i64,

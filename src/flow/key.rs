@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use crate::decode::Segment;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Endpoint {
     pub ip: IpAddr,
     pub port: u16,
@@ -35,7 +35,7 @@ impl Endpoint {
 /// The 4-tuple with its endpoints in a fixed order, so both directions find the same entry.
 /// Addresses are packed into integers (IPv4 in the low 32 bits, with `v6` telling the
 /// families apart): hashing and comparing it is on the path of every packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlowKey {
     low_ip: [u64; 2],
     high_ip: [u64; 2],

@@ -17,25 +17,52 @@ use super::connection::{Connection, Milestones, RetransmitLog, Send};
 use super::event::{Detail, FrameRef, Side};
 use super::key::{Endpoint, FlowKey};
 use super::table::{is_forgotten, FlowTable};
-use super::tracker::{starts_new_connection, Flow, Tracker, TrackerOptions};
+use super::tracker::{starts_new_connection, Flow, Tracker};
 
-/// Connections and the flow table of an analysis, as `Tracker::finish()` returns them.
+/// Connections and the flow table of an analysis, as `Tracker::finish()` returns them: every
+/// record (index = id), or the open records of an analysis that did not keep every record
+/// (in order of id; the table refers to them by index).
 pub struct Tracked {
     pub connections: Vec<Connection>,
     pub live: FlowTable,
 }
 
-/// Joins `later` onto `earlier`, both analysed keeping every connection's record.
-/// `file_offset` is the number of input files of the earlier analysis: the later one's file
-/// indices move up by it.
-pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offset: u32) -> Tracked {
-    let mut tracker = Tracker::resume(options, earlier.connections, earlier.live);
-    let mut later_live: FxHashMap<usize, (FlowKey, Flow)> =
-        later.live.into_flows().map(|(key, flow)| (flow.conn, (key, flow))).collect();
-    // Later-local connection index -> merged id, for `follows`.
-    let mut merged_id: Vec<u64> = Vec::with_capacity(later.connections.len());
+/// How the later analysis's connection ids map to the merged numbering: connections joined
+/// to an earlier one take its id, the others are numbered after the earlier analysis's.
+pub struct IdMap {
+    base: u64,
+    /// (later id, merged id) of the joined connections, by later id.
+    joined: Vec<(u64, u64)>,
+}
+
+impl IdMap {
+    pub fn merged(&self, later_id: u64) -> u64 {
+        match self.joined.binary_search_by_key(&later_id, |&(l, _)| l) {
+            Ok(i) => self.joined[i].1,
+            Err(i) => self.base + later_id - i as u64,
+        }
+    }
+
+    /// The id after the last one, for a later analysis whose next id was `later_next`.
+    pub fn next_id(&self, later_next: u64) -> u64 {
+        self.base + later_next - self.joined.len() as u64
+    }
+}
+
+/// Joins the connections in `later` onto the tracker of the earlier capture, whose ids end
+/// before `base`. `file_offset` is the number of input files of the earlier analysis: the
+/// later one's file indices move up by it. Returns the id map and the later table's tombstones
+/// of records it did not keep.
+pub fn join(tracker: &mut Tracker, later: Tracked, file_offset: u32, base: u64) -> (IdMap, FlowTable) {
+    let (mut flows, dropped) = later.live.into_flows();
+    for (_, flow) in &mut flows {
+        flow.direction.iter_mut().for_each(|d| d.shift_files(file_offset));
+    }
+    let mut later_live: FxHashMap<usize, (FlowKey, Flow)> = flows.into_iter().map(|(key, flow)| (flow.conn, (key, flow))).collect();
+    let mut ids = IdMap { base, joined: Vec::new() };
 
     for (index, mut conn) in later.connections.into_iter().enumerate() {
+        let later_id = conn.id;
         shift_files(&mut conn, file_offset);
         let key = FlowKey::new(conn.client, conn.server);
         let live_flow = later_live.remove(&index);
@@ -54,14 +81,14 @@ pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offs
 
         if joins {
             let e = earlier_flow.unwrap_or_default();
-            graft(&mut tracker, e, key, conn, live_flow);
-            merged_id.push(tracker.store.get(e).id);
+            graft(tracker, e, key, conn, live_flow);
+            ids.joined.push((later_id, tracker.store.get(e).id));
             continue;
         }
 
         // A new connection. If the earlier capture had one on the same 4-tuple, this replaces it.
         if let Some(previous) = conn.follows {
-            conn.follows = merged_id.get(previous as usize).copied();
+            conn.follows = Some(ids.merged(previous));
         }
         if let Some(e) = earlier_flow {
             if first.is_some_and(|f| {
@@ -74,15 +101,20 @@ pub fn join(options: TrackerOptions, earlier: Tracked, later: Tracked, file_offs
             }
             tracker.table.remove(&key);
         }
-        let new_index = tracker.store.adopt(conn);
-        merged_id.push(tracker.store.get(new_index).id);
+        let new_index = tracker.store.adopt_as(conn, ids.merged(later_id));
         if let Some((key, mut flow)) = live_flow {
             flow.conn = new_index;
             tracker.table.insert(key, flow);
         }
     }
-    let (finished, live) = tracker.finish();
-    Tracked { connections: finished.connections, live }
+    (ids, dropped)
+}
+
+/// Moves a record of the later analysis into the merged numbering: files and ids.
+pub fn renumber(conn: &mut Connection, ids: &IdMap, file_offset: u32) {
+    shift_files(conn, file_offset);
+    conn.id = ids.merged(conn.id);
+    conn.follows = conn.follows.map(|f| ids.merged(f));
 }
 
 /// Replays the later connection's prefix into earlier connection `e`, then adds what the later

@@ -2,7 +2,7 @@
 
 /// A TCP sequence number. `a.before(b)` is true when `a` comes earlier in sequence space,
 /// wrapping included, as RFC 9293 §3.4 defines "<" for sequence numbers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct SeqNumber(pub u32);
 
 impl SeqNumber {

@@ -23,14 +23,41 @@ pub struct Finished {
     pub not_kept: u64,
     /// Per-second counts of the connections counted (empty when every record is kept).
     pub timeline: Timeline,
+    /// A mergeable run that does not keep every record: the records not counted yet (live
+    /// when the input ended, or able to join the capture before), in order of id. The flow
+    /// table refers to them by their index here.
+    pub open: Vec<Connection>,
+    /// The id the next connection gets.
+    pub next_id: u64,
 }
 
-/// What is left of a record when its connection leaves the hot table: its id (when every
-/// record is kept, also its slot) and what the tally counted for it (when it was dropped).
-#[derive(Clone, Copy, Debug)]
+/// What is left of a record when its connection leaves the hot table: its id, its slot when
+/// the store keeps the record (every record kept, or one a merge may still join), and what
+/// the tally counted for it (when it was dropped).
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Retired {
     pub id: u64,
     pub tallied: Marks,
+    slot: u32,
+}
+
+impl Retired {
+    const NO_SLOT: u32 = u32::MAX;
+
+    /// The slot still holding the record, if the store kept it.
+    pub fn slot(&self) -> Option<usize> {
+        (self.slot != Retired::NO_SLOT).then_some(self.slot as usize)
+    }
+
+    pub fn renumber(&mut self, slot: usize) {
+        self.slot = slot as u32;
+    }
+
+    /// The record was counted and dropped after all.
+    pub fn fold(&mut self, tallied: Marks) {
+        self.slot = Retired::NO_SLOT;
+        self.tallied = tallied;
+    }
 }
 
 pub struct ConnectionStore {
@@ -38,6 +65,9 @@ pub struct ConnectionStore {
     free: Vec<usize>,
     next_id: u64,
     keep_all: bool,
+    /// Records that a merge may join to the capture before (they have a prefix) are not
+    /// counted when they leave the hot table, but kept.
+    mergeable: bool,
     /// Connections counted and dropped.
     tally: Tally,
     /// Their servers' statistics.
@@ -53,12 +83,13 @@ pub struct ConnectionStore {
 pub const MAX_KEPT_WITH_PROBLEMS: usize = 100_000;
 
 impl ConnectionStore {
-    pub fn new(keep_all: bool) -> ConnectionStore {
+    pub fn new(keep_all: bool, mergeable: bool) -> ConnectionStore {
         ConnectionStore {
             slots: Vec::new(),
             free: Vec::new(),
             next_id: 0,
             keep_all,
+            mergeable,
             tally: Tally::default(),
             servers: ServerBook::default(),
             timeline: Timeline::default(),
@@ -71,9 +102,72 @@ impl ConnectionStore {
     /// slot is its id.
     pub fn resume(records: Vec<Connection>) -> ConnectionStore {
         let next_id = records.len() as u64;
-        ConnectionStore { slots: records, next_id, ..ConnectionStore::new(true) }
+        ConnectionStore { slots: records, next_id, ..ConnectionStore::new(true, false) }
     }
 
+    /// Continues from what a run that did not keep every record left: its counts, the records
+    /// of connections with a problem, and its open records (slot = index in `open`).
+    pub fn resume_folded(finished: Finished, mergeable: bool) -> ConnectionStore {
+        ConnectionStore {
+            slots: finished.open,
+            next_id: finished.next_id,
+            tally: finished.tally,
+            servers: finished.servers.unwrap_or_default(),
+            timeline: finished.timeline,
+            with_problems: finished.connections,
+            with_problems_not_kept: finished.not_kept,
+            ..ConnectionStore::new(false, mergeable)
+        }
+    }
+
+    /// Adds what another run that did not keep every record counted: its tally, its servers'
+    /// statistics and per-second counts, and its records of connections with a problem
+    /// (already renumbered).
+    pub fn absorb(&mut self, tally: &Tally, servers: ServerBook, timeline: &Timeline, with_problems: Vec<Connection>, not_kept: u64) {
+        self.tally.add(tally);
+        self.servers.merge(servers);
+        self.timeline.add(timeline);
+        for conn in with_problems {
+            if self.with_problems.len() < MAX_KEPT_WITH_PROBLEMS {
+                self.with_problems.push(conn);
+            } else {
+                self.with_problems_not_kept += 1;
+            }
+        }
+        self.with_problems_not_kept += not_kept;
+    }
+
+    /// Ids from here on continue after `next_id`.
+    pub fn set_next_id(&mut self, next_id: u64) {
+        self.next_id = next_id;
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Drops the records' prefixes: none of them can join an earlier capture any more, so
+    /// they are counted when they leave the hot table.
+    pub fn forget_prefixes(&mut self) {
+        for conn in &mut self.slots {
+            conn.prefix = None;
+        }
+    }
+
+    /// Slots in use (not free), in slot order.
+    pub fn used_slots(&self) -> Vec<usize> {
+        let free: std::collections::HashSet<usize> = self.free.iter().copied().collect();
+        (0..self.slots.len()).filter(|s| !free.contains(s)).collect()
+    }
+
+    /// Counts the record in `slot` and frees the slot (a record no flow refers to any more).
+    pub fn fold(&mut self, slot: usize, now_ns: i64) -> Marks {
+        self.slots[slot].prefix = None;
+        let tallied = self.count(slot, now_ns);
+        self.slots[slot].events = Vec::new();
+        self.free.push(slot);
+        tallied
+    }
     pub fn keeps_all(&self) -> bool {
         self.keep_all
     }
@@ -105,6 +199,13 @@ impl ConnectionStore {
         self.add(|_| conn)
     }
 
+    /// Adds a record made by another run under the id it has in the merged numbering.
+    pub fn adopt_as(&mut self, mut conn: Connection, id: u64) -> usize {
+        conn.id = id;
+        self.next_id = self.next_id.max(id + 1);
+        self.place(conn)
+    }
+
     pub fn get(&self, slot: usize) -> &Connection {
         &self.slots[slot]
     }
@@ -122,13 +223,15 @@ impl ConnectionStore {
     pub fn retire(&mut self, slot: usize, now_ns: i64) -> Retired {
         let conn = &self.slots[slot];
         if self.keep_all {
-            return Retired { id: conn.id, tallied: Marks::default() };
+            return Retired { id: conn.id, tallied: Marks::default(), slot: slot as u32 };
         }
-        let tallied = self.count(slot, now_ns);
+        if self.mergeable && conn.prefix.is_some() {
+            // A merge may still join it to the capture before: not counted yet.
+            return Retired { id: conn.id, tallied: conn.tallied, slot: slot as u32 };
+        }
         let id = self.slots[slot].id;
-        self.slots[slot].events = Vec::new();
-        self.free.push(slot);
-        Retired { id, tallied }
+        let tallied = self.fold(slot, now_ns);
+        Retired { id, tallied, slot: Retired::NO_SLOT }
     }
 
     /// Counts the record in `slot` into the tally and its server's statistics, and keeps it if
@@ -159,9 +262,9 @@ impl ConnectionStore {
 
     /// A late packet came for a retired connection: its slot, holding its record again.
     pub fn revive(&mut self, retired: &Retired, key: &FlowKey, client_is_low: bool, state: ConnState, time_ns: i64) -> usize {
-        if self.keep_all {
-            // Records are never dropped then, and each sits at the slot of its id.
-            return retired.id as usize;
+        if let Some(slot) = retired.slot() {
+            // The record was kept (every record is, or a merge may join it).
+            return slot;
         }
         let (low, high) = key.endpoints();
         let (client, server) = if client_is_low { (low, high) } else { (high, low) };
@@ -169,13 +272,24 @@ impl ConnectionStore {
     }
 
     /// What the run leaves, for a capture that ended at `end_ns`.
-    pub fn finish(mut self, end_ns: i64) -> Finished {
+    /// A mergeable store does not count the records in use: they come back in `open`, in
+    /// order of id, and `renumbered` gets each one's slot and its index there.
+    pub fn finish(mut self, end_ns: i64, renumbered: &mut Vec<(usize, usize)>) -> Finished {
+        let next_id = self.next_id;
         if self.keep_all {
-            return Finished { connections: self.slots, ..Finished::default() };
+            return Finished { connections: self.slots, next_id, ..Finished::default() };
         }
-        let free: std::collections::HashSet<usize> = self.free.iter().copied().collect();
-        for slot in 0..self.slots.len() {
-            if !free.contains(&slot) {
+        let mut open = Vec::new();
+        let mut used = self.used_slots();
+        if self.mergeable {
+            used.sort_by_key(|&slot| self.slots[slot].id);
+            for (index, &slot) in used.iter().enumerate() {
+                renumbered.push((slot, index));
+            }
+            let mut slots: Vec<Option<Connection>> = std::mem::take(&mut self.slots).into_iter().map(Some).collect();
+            open = used.iter().filter_map(|&slot| slots[slot].take()).collect();
+        } else {
+            for slot in used {
                 self.count(slot, end_ns);
             }
         }
@@ -187,6 +301,8 @@ impl ConnectionStore {
             servers: Some(self.servers),
             not_kept: self.with_problems_not_kept,
             timeline: self.timeline,
+            open,
+            next_id,
         }
     }
 

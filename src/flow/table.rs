@@ -25,7 +25,7 @@ pub const CLOSED_GRACE_NS: i64 = 500_000_000;
 pub const LINGER_NS: i64 = 120 * 1_000_000_000;
 
 /// What is kept of a finished connection's state.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Tombstone {
     record: Retired,
     last_time_ns: i64,
@@ -36,7 +36,7 @@ struct Tombstone {
 }
 
 /// Per-direction booleans of a tombstone, as bits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct TombstoneFlags(u8);
 
 impl TombstoneFlags {
@@ -91,6 +91,7 @@ impl Tombstone {
     }
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct FlowTable {
     live: FxHashMap<FlowKey, Flow>,
     finished: FxHashMap<FlowKey, Tombstone>,
@@ -280,22 +281,120 @@ impl FlowTable {
         }
     }
 
+    /// Finalises the `n` flows idle longest: their records are retired, the flows forgotten
+    /// (no tombstone: that would be memory again). Returns how many.
+    pub fn evict_idlest(&mut self, store: &mut ConnectionStore, n: usize, now_ns: i64) -> usize {
+        let mut idle: Vec<(i64, FlowKey)> = self.live.iter().map(|(k, f)| (f.last_time_ns, *k)).collect();
+        let n = n.min(idle.len());
+        if n == 0 {
+            return 0;
+        }
+        idle.select_nth_unstable_by_key(n - 1, |(t, _)| *t);
+        for (_, key) in idle.iter().take(n) {
+            if let Some(flow) = self.live.remove(key) {
+                store.retire(flow.conn, now_ns);
+            }
+        }
+        n
+    }
+
     /// Forgets the tombstones that `is_forgotten` says are done.
     pub fn sweep_finished(&mut self, now_ns: i64) {
         self.finished.retain(|_, t| !is_forgotten(t.last_time_ns, t.state, now_ns));
     }
 
-    /// Every flow still remembered, in no particular order; a tombstone comes back as a flow
-    /// on its record's slot (the record's id: for analyses that keep every record).
-    pub fn into_flows(self) -> impl Iterator<Item = (FlowKey, Flow)> {
-        let revived = self.finished.into_iter().map(|(key, t)| (key, t.into_flow(t.record.id as usize)));
-        self.live.into_iter().chain(revived)
+    /// Every flow whose record the store kept, in no particular order (a tombstone comes back
+    /// as a flow on its record's slot), and the table of the tombstones of dropped records.
+    pub fn into_flows(self) -> (Vec<(FlowKey, Flow)>, FlowTable) {
+        let mut dropped = FlowTable::default();
+        let mut flows: Vec<(FlowKey, Flow)> = self.live.into_iter().collect();
+        for (key, t) in self.finished {
+            match t.record.slot() {
+                Some(slot) => flows.push((key, t.into_flow(slot))),
+                None => {
+                    dropped.finished.insert(key, t);
+                }
+            }
+        }
+        (flows, dropped)
+    }
+
+    /// Moves the records' slots: `renumbered` holds (old slot, new slot) of every record a
+    /// flow or tombstone refers to.
+    pub fn renumber(&mut self, renumbered: &[(usize, usize)]) {
+        if renumbered.is_empty() {
+            return;
+        }
+        let map: FxHashMap<usize, usize> = renumbered.iter().copied().collect();
+        for flow in self.live.values_mut() {
+            if let Some(&slot) = map.get(&flow.conn) {
+                flow.conn = slot;
+            }
+        }
+        for t in self.finished.values_mut() {
+            if let Some(slot) = t.record.slot() {
+                if let Some(&to) = map.get(&slot) {
+                    t.record.renumber(to);
+                }
+            }
+        }
+    }
+
+    /// Takes over the tombstones of dropped records of the capture that came next (their ids
+    /// moved by `id_of`); they replace what this table had on the same 4-tuple.
+    pub fn adopt_tombstones(&mut self, later: FlowTable, id_of: impl Fn(u64) -> u64) {
+        for (key, mut t) in later.finished {
+            t.record.id = id_of(t.record.id);
+            self.live.remove(&key);
+            self.finished.insert(key, t);
+        }
+    }
+
+    /// At the end of a merge: counts the records tombstones still keep (no merge can join them
+    /// any more), retires finished flows past their grace and forgets what is done.
+    pub fn settle(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+        for t in self.finished.values_mut() {
+            if let Some(slot) = t.record.slot() {
+                let tallied = store.fold(slot, now_ns);
+                t.record.fold(tallied);
+            }
+        }
+        let done: Vec<FlowKey> = self
+            .live
+            .iter()
+            .filter(|(_, f)| f.state.is_over() && now_ns - f.last_time_ns > CLOSED_GRACE_NS)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in done {
+            if let Some(flow) = self.live.remove(&key) {
+                let record = store.retire(flow.conn, now_ns);
+                self.finished.insert(key, Tombstone::of(&flow, record, flow.state));
+            }
+        }
+        self.sweep_forgotten_flows(store, now_ns);
+        self.sweep_finished(now_ns);
+    }
+
+    /// The record slots the hot table refers to.
+    pub fn live_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.live.values().map(|f| f.conn)
     }
 }
 
-/// A connection that is over (or was never answered) and idle for `LINGER_NS` is forgotten:
-/// a later segment on its 4-tuple starts a new connection.
+/// An established connection silent this long is dead by the kernel's own keepalive: the
+/// first probe after net.ipv4.tcp_keepalive_time (7200 s), then net.ipv4.tcp_keepalive_probes
+/// (9) unanswered probes net.ipv4.tcp_keepalive_intvl (75 s) apart (Linux v6.6
+/// net/ipv4/tcp_timer.c: tcp_keepalive_timer()). Without keepalive the kernel keeps it; a
+/// capture cannot tell, and memory must not grow with every silent connection.
+pub const ESTABLISHED_IDLE_NS: i64 = (7200 + 9 * 75) * 1_000_000_000;
+
+/// A connection that is over (or was never answered) and idle for `LINGER_NS`, or established
+/// and idle for `ESTABLISHED_IDLE_NS`, is forgotten: a later segment on its 4-tuple starts a
+/// new connection.
 pub fn is_forgotten(last_time_ns: i64, state: ConnState, now_ns: i64) -> bool {
-    let lingering = !matches!(state, ConnState::Established | ConnState::Closing);
-    lingering && now_ns - last_time_ns > LINGER_NS
+    let idle = now_ns - last_time_ns;
+    match state {
+        ConnState::Established | ConnState::Closing => idle > ESTABLISHED_IDLE_NS,
+        _ => idle > LINGER_NS,
+    }
 }

@@ -8,7 +8,7 @@ use crate::detect::{self, Outcome, Symptom};
 
 /// What a connection showed, as bits, so that counting it again (after a late packet revived it)
 /// adds only what is new.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Marks(u32);
 
 impl Marks {
@@ -87,13 +87,13 @@ impl Marks {
 }
 
 /// Counts over connections (docs/json.md, `summary`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     /// Connections by outcome, in `Outcome::ALL` order.
-    #[serde(serialize_with = "by_outcome")]
+    #[serde(serialize_with = "by_outcome", deserialize_with = "outcomes_by_slug")]
     pub outcomes: [u64; 8],
     /// Connections with each symptom, in `Symptom::ALL` order.
-    #[serde(serialize_with = "by_symptom")]
+    #[serde(serialize_with = "by_symptom", deserialize_with = "symptoms_by_slug")]
     pub symptoms: [u64; 9],
     pub connections: u64,
     pub handshakes_completed: u64,
@@ -196,4 +196,25 @@ fn by_symptom<S: Serializer>(counts: &[u64; 9], serializer: S) -> Result<S::Ok, 
         map.serialize_entry(s.slug(), &counts[s.index()])?;
     }
     map.end()
+}
+
+/// Reads counts written by `by_outcome`/`by_symptom` back into their arrays; an unknown slug
+/// is an error (a partial result from another version).
+fn by_slug<'de, D: serde::Deserializer<'de>, const N: usize>(d: D, index: impl Fn(&str) -> Option<usize>) -> Result<[u64; N], D::Error> {
+    use serde::Deserialize;
+    let counts = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
+    let mut out = [0u64; N];
+    for (slug, n) in counts {
+        let i = index(&slug).filter(|&i| i < N).ok_or_else(|| serde::de::Error::custom(format!("unknown count {slug}")))?;
+        out[i] = n;
+    }
+    Ok(out)
+}
+
+fn outcomes_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 8], D::Error> {
+    by_slug(d, |slug| Outcome::ALL.iter().find(|o| o.slug() == slug).map(|o| o.index()))
+}
+
+fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 9], D::Error> {
+    by_slug(d, |slug| Symptom::ALL.iter().find(|s| s.slug() == slug).map(|s| s.index()))
 }

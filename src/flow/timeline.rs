@@ -15,7 +15,7 @@ use crate::detect::Outcome;
 const NS_PER_S: i64 = 1_000_000_000;
 
 /// What happened in one second of the capture.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Second {
     /// Connections whose first packet fell in this second, by outcome (`Outcome::ALL` order).
     pub new: [u64; 8],
@@ -31,7 +31,7 @@ pub struct Second {
 /// Per server endpoint, the seconds (Unix epoch, rounded down) that saw anything. Kept per
 /// server because a listen queue is per listener: the waiting counts of two servers are two
 /// queues.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Timeline {
     seconds: BTreeMap<(Endpoint, i64), Second>,
 }

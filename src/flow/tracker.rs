@@ -28,7 +28,7 @@ const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
 /// Segments remembered per direction to number retransmission attempts.
 const MAX_IN_FLIGHT: usize = 4;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TrackerOptions {
     /// Keep each connection's event list (JSON, timelines). Off, only counts are kept.
     pub keep_events: bool,
@@ -37,11 +37,14 @@ pub struct TrackerOptions {
     /// Keep every connection's record. Off, a finished connection is counted in the summary
     /// and its record dropped (events and merging need the records).
     pub keep_connections: bool,
+    /// At most this many connections in the hot table (0: no limit). When a new connection
+    /// finds it full, the longest-idle eighth is finalised early (`Tracker::evicted`).
+    pub max_live: usize,
 }
 
 impl Default for TrackerOptions {
     fn default() -> Self {
-        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true }
+        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true, max_live: 0 }
     }
 }
 
@@ -51,7 +54,7 @@ impl Default for TrackerOptions {
 const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
 
 /// One segment sent and not yet acknowledged, remembered to number its retransmissions.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct SentSegment {
     seq: SeqNumber,
     end: SeqNumber,
@@ -63,7 +66,7 @@ pub(crate) struct SentSegment {
 
 /// The last `MAX_IN_FLIGHT` segments sent and not yet acknowledged, oldest first, kept inline
 /// (no allocation per connection).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct InFlight {
     segments: [SentSegment; MAX_IN_FLIGHT],
     len: u8,
@@ -103,7 +106,7 @@ impl InFlight {
 }
 
 /// What the tracker knows about one direction of a live connection.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct DirectionState {
     /// Highest sequence number sent plus one (SYN and FIN count one), Wireshark's nextseq.
     pub(crate) next_seq: Option<SeqNumber>,
@@ -125,8 +128,27 @@ pub struct DirectionState {
     pub(crate) in_flight: InFlight,
 }
 
+impl DirectionState {
+    /// Moves every frame reference `offset` files on (a merge puts a later capture's files
+    /// after the earlier one's).
+    pub(crate) fn shift_files(&mut self, offset: u32) {
+        let shift = |f: &mut FrameRef| f.file += offset;
+        shift(&mut self.last_ack_at);
+        if let Some((_, f, _)) = self.last_packet.as_mut() {
+            shift(f);
+        }
+        if let Some(f) = self.first_handshake.as_mut() {
+            shift(f);
+        }
+        let len = usize::from(self.in_flight.len);
+        for sent in self.in_flight.segments.iter_mut().take(len) {
+            shift(&mut sent.first);
+        }
+    }
+}
+
 /// The tracker's working state for a connection that may still see packets.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Flow {
     /// Index of the connection's record in `Tracker::connections`.
     pub conn: usize,
@@ -175,6 +197,8 @@ pub struct Tracker {
     first_time_ns: Option<i64>,
     /// The latest capture time seen: where the capture ends, for verdicts.
     last_time_ns: i64,
+    /// Connections finalised early because the hot table held `max_live`.
+    pub evicted: u64,
 }
 
 impl Tracker {
@@ -182,11 +206,12 @@ impl Tracker {
         Tracker {
             options,
             table: FlowTable::default(),
-            store: ConnectionStore::new(options.keep_connections),
+            store: ConnectionStore::new(options.keep_connections, options.mergeable),
             segments_since_sweep: 0,
             last_full_sweep_ns: None,
             first_time_ns: None,
             last_time_ns: i64::MIN,
+            evicted: 0,
         }
     }
 
@@ -194,6 +219,15 @@ impl Tracker {
     pub fn resume(options: TrackerOptions, connections: Vec<Connection>, table: FlowTable) -> Tracker {
         let mut tracker = Tracker::new(options);
         tracker.store = ConnectionStore::resume(connections);
+        tracker.table = table;
+        tracker
+    }
+
+    /// A tracker that continues from a store and table made elsewhere (a merge of analyses
+    /// that did not keep every record).
+    pub fn resume_with(options: TrackerOptions, store: ConnectionStore, table: FlowTable) -> Tracker {
+        let mut tracker = Tracker::new(options);
+        tracker.store = store;
         tracker.table = table;
         tracker
     }
@@ -243,6 +277,9 @@ impl Tracker {
             }
             None => None,
         };
+        if self.options.max_live > 0 && self.table.live_len() >= self.options.max_live {
+            self.make_room(time_ns);
+        }
         let (conn_index, side) = self.open_connection(seg, at, time_ns, follows);
         let client_is_low = source_is_low == (side == Side::Client);
         let mut flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
@@ -305,11 +342,32 @@ impl Tracker {
         }
     }
 
+    /// The hot table is full: retires what is finished or forgotten, and if that is not
+    /// enough, finalises the longest-idle eighth of the live connections as they stand
+    /// (counted like connections still open at the end; later packets of theirs start new,
+    /// partial connections). A batch, so that the scan is paid once per `max_live / 8`
+    /// new connections.
+    fn make_room(&mut self, now_ns: i64) {
+        self.table.sweep_finished_flows(&mut self.store, now_ns);
+        self.table.sweep_forgotten_flows(&mut self.store, now_ns);
+        let max = self.options.max_live;
+        let room_for = (max / 8).max(1);
+        let target = max.saturating_sub(room_for);
+        let live = self.table.live_len();
+        if live > target {
+            self.evicted += self.table.evict_idlest(&mut self.store, live - target, now_ns) as u64;
+        }
+    }
+
     /// What the run leaves (every record when `keep_connections` is on; otherwise the tally,
     /// the servers' statistics and the connections with a problem), and the table of flows
     /// still remembered.
     pub fn finish(self) -> (Finished, FlowTable) {
-        (self.store.finish(self.last_time_ns), self.table)
+        let mut renumbered = Vec::new();
+        let finished = self.store.finish(self.last_time_ns, &mut renumbered);
+        let mut table = self.table;
+        table.renumber(&renumbered);
+        (finished, table)
     }
 }
 
@@ -1521,7 +1579,7 @@ mod tests {
 
     #[test]
     fn test_closed_retired_after_grace_then_late_rst_revives_and_counts_once() {
-        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false };
+        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false, max_live: 0 };
         let mut w = closed_connection(options);
         w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 300 * MS);
         assert_eq!(w.tracker.live_connections(), 1, "still within the grace period");
@@ -1555,7 +1613,7 @@ mod tests {
     fn test_syn_flood_half_open_flows_leave_the_hot_table_and_a_late_syn_finds_its_tombstone() {
         use crate::flow::table::MAX_LIVE_FLOWS;
         use std::net::IpAddr;
-        let options = TrackerOptions { keep_events: true, mergeable: false, keep_connections: false };
+        let options = TrackerOptions { keep_events: true, mergeable: false, keep_connections: false, ..TrackerOptions::default() };
         let mut w = Wire::with_options(1024, 9000, options);
         // One established connection first: never set aside, however many SYNs follow.
         w.handshake(CISN, SISN);

@@ -4,7 +4,7 @@ import os
 
 from typing import Any, Callable, Final, Protocol, TypedDict, final
 
-__all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "PcapqError", "CaptureError", "InternalError"]
+__all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "analyze_parts", "PcapqError", "CaptureError", "InternalError"]
 
 __version__: Final[str]
 JSON_SCHEMA_VERSION: Final[int]
@@ -153,12 +153,29 @@ class Analysis:
 
         `later` must come from ``analyze(..., mergeable=True)``. Connections spanning the
         boundary become one; file indices of `later` follow this one's. Both inputs are
-        used up (empty afterwards).
+        used up (empty afterwards). Both must keep every connection, or neither; an analysis
+        that did not keep them must be mergeable and not read yet (reading counts its open
+        connections as if its capture ended there).
 
         Raises:
-            ValueError: an analysis did not keep its connections, or `later` is not mergeable.
+            ValueError: one kept its connections and the other did not, `later` is not
+                mergeable, or an analysis without its connections was already read.
         """
 
+    def to_bytes(self) -> bytes:
+        """The analysis as compact, versioned bytes, for another process to merge (a Dask
+        worker's partial result). Pickling uses the same bytes."""
+
+    @staticmethod
+    def from_bytes(data: bytes) -> Analysis:
+        """The analysis `to_bytes` serialised.
+
+        Raises:
+            ValueError: not a serialised analysis, damaged, or written by a pcapq with
+                another serialisation format (the message names both versions).
+        """
+
+    def __reduce__(self) -> tuple[Callable[[bytes], Analysis], tuple[bytes]]: ...
     def write_json(
         self, target: str | os.PathLike[str] | _TextFile, pretty: bool = False, extra: str | None = None
     ) -> None:
@@ -177,6 +194,7 @@ def analyze(
     keep_connections: bool = True,
     keep_events: bool = True,
     mergeable: bool = False,
+    max_connections: int = 0,
     progress: Callable[[int], object] | None = None,
 ) -> Analysis:
     """Reads the captures in order, as one capture ("-" is stdin), and rebuilds every TCP connection.
@@ -185,16 +203,34 @@ def analyze(
         counted in the summary, so memory follows the connections live at once.
     keep_events: keep the events of each connection kept (needed for JSON and ladders): of
         every connection, or with keep_connections=False of those with a problem.
-    mergeable: keep what `Analysis.merge` needs to join this onto the capture before
-        (needs keep_connections).
+    mergeable: keep what `Analysis.merge` needs to join this onto the capture before.
+        Without keep_connections, the records of connections live at the end or able to
+        join the capture before are kept uncounted until the analysis is first read.
+    max_connections: at most this many connections live at once (0: no limit); beyond it the
+        longest idle are finalised early and a warning says how many.
     progress: called with the bytes of capture records read so far (headers and data, after
         decompression), every 4 MiB and once at the end; an exception it raises is raised
         when reading ends.
 
     Raises:
-        ValueError: mergeable without keep_connections.
+        CaptureError: a file cannot be opened or is not a capture.
+        InternalError: a bug in pcapq's core.
+    """
+
+def analyze_parts(
+    paths: list[str],
+    *,
+    jobs: int = 0,
+    keep_connections: bool = True,
+    keep_events: bool = True,
+    max_connections: int = 0,
+    progress: Callable[[int, int], object] | None = None,
+) -> list[Analysis]:
+    """Analyses each file on its own as a mergeable part, on `jobs` threads (0: one per core),
+    with the GIL released. The parts come back in the order of `paths`; join them in time
+    order with `Analysis.merge`. `progress(index, bytes)`: as `analyze`'s, for `paths[index]`.
 
     Raises:
-        CaptureError: a file cannot be opened or is not a capture.
+        CaptureError: the first file (in order) that cannot be opened or is not a capture.
         InternalError: a bug in pcapq's core.
     """

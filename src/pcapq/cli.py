@@ -97,55 +97,132 @@ output_option = click.option(
 @output_option
 @click.option("--pretty", is_flag=True, help="Indent the JSON for reading.")
 @click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
-def analyze(files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool) -> None:
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Analyse every file as one capture, in order of first packet, instead of one capture per capture point.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Files analysed at once, one per thread  [default: 0, one per core].",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="N",
+    help="At most N connections live at once per file; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="Analyse one file per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
+)
+def analyze(
+    files: tuple[str, ...],
+    fmt: str,
+    output: str,
+    pretty: bool,
+    no_color: bool,
+    merge: bool,
+    jobs: int,
+    max_connections: int,
+    scheduler: str | None,
+) -> None:
     """Say what went wrong in the captures, the worst connections, then totals.
 
-    FILE is a pcap or pcapng capture, optionally gzip-compressed; '-' reads standard
-    input. Several files are read in the order given as one capture, so a connection
-    that spans two files of a ring buffer stays one connection.
+    FILE is a pcap or pcapng capture, optionally gzip-compressed, a directory (every
+    capture in it, found by content), or a glob pattern ('ring/*.pcap*'); '-' reads
+    standard input. Files are grouped into capture points (one tcpdump on one host) by
+    directory and name pattern and put in time order; the files of one point are one
+    capture, so a connection that spans two files of a ring buffer stays one connection.
+    Several points are reported side by side (docs/capture-points.md).
 
     \b
     Examples:
       $ pcapq analyze dump.pcap
       $ pcapq analyze ring.pcap0 ring.pcap1 ring.pcap2
+      $ pcapq analyze 'web1/*.pcap' 'web2/*.pcap'        two hosts, side by side
+      $ pcapq analyze --merge captures/                 everything as one capture
+      $ pcapq analyze --jobs 4 'ring/*.pcap*'           four files at a time
+      $ pcapq analyze --scheduler tcp://10.0.0.5:8786 /shared/cap/   one task per file
       $ pcapq analyze --format json -o report.json dump.pcap.gz
       $ pcapq analyze --format html -o report.html dump.pcap
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
 
     \b
     Exit codes: 0 analysed, nothing wrong found; 1 analysed, and a problem was found (a
-    finding); 2 usage error; 3 a capture could not be read; 4 a capture is damaged (analysed
-    up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the report could not be
-    written.
+    finding); 2 usage error; 3 a capture could not be read (or a pattern or directory holds
+    none); 4 a capture is damaged (analysed up to the damage); 5 no TCP in the capture; 69
+    --scheduler: dask missing or the scheduler unreachable; 70 a bug in pcapq; 74 the report
+    could not be written.
     """
-    from pcapq.diagnose import diagnose
+    from pcapq.inputs import InputError, expand
+    from pcapq.report.progress import progress_for, record_bytes
 
-    _refuse_overwriting_inputs(files, output)
+    try:
+        paths = expand(files)
+    except InputError as e:
+        _fail(str(e), ExitCode.UNREADABLE)
+    _refuse_overwriting_inputs(tuple(paths), output)
+    if scheduler and "-" in paths:
+        _fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
     # JSON has every connection and its events. HTML draws ladders from the events of the
     # connections with a problem, and lists every connection in its table when the input is
     # small enough. The other reports need only the counts and the connections with a problem.
-    from pcapq.report.progress import record_bytes
-
-    size = record_bytes(files)
+    size = record_bytes(tuple(paths))
     every_connection = fmt == "json" or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
-    result = _read(files, keep_connections=every_connection, keep_events=fmt in ("json", "html"))
-    diagnosis = diagnose(result)
+    keep = dict(keep_connections=every_connection, keep_events=fmt in ("json", "html"), max_connections=max_connections)
+    try:
+        if scheduler:
+            from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
 
-    def json_file(path: str) -> None:
-        # The core writes the file itself, without passing every chunk through Python.
-        result.write_json(path, pretty=pretty, extra=_json_extra(diagnosis, pretty))
+            try:
+                points = analyze_on_cluster(paths, scheduler, merge=merge, **keep)
+            except ClusterUnavailable as e:
+                _fail(str(e), ExitCode.UNAVAILABLE)
+        else:
+            from pcapq.points import analyze_points
 
-    _deliver(
-        output,
-        no_color,
-        lambda out, colourless: _write_report(result, diagnosis, fmt, pretty, colourless, out),
-        json_file if fmt == "json" else None,
-    )
-    sys.exit(int(_exit_code(result, diagnosis.findings)))
+            with progress_for(tuple(paths)) as progress:
+                points = analyze_points(paths, merge=merge, jobs=jobs, progress=progress, **keep)
+    except _core.CaptureError as e:
+        _fail(e.args[0], ExitCode.UNREADABLE)
+
+    from pcapq.diagnose import diagnose
+
+    diagnoses = [diagnose(p.analysis) for p in points]
+    if fmt == "html" and len(points) > 1:
+        names = ", ".join(p.name for p in points)
+        _fail(f"an HTML report shows one capture point and these files are {len(points)} ({names}): add --merge, or give one point's files", ExitCode.USAGE)
+    if len(points) == 1:
+        result, diagnosis = points[0].analysis, diagnoses[0]
+
+        def json_file(path: str) -> None:
+            # The core writes the file itself, without passing every chunk through Python.
+            result.write_json(path, pretty=pretty, extra=_json_extra(diagnosis, pretty))
+
+        _deliver(
+            output,
+            no_color,
+            lambda out, colourless: _write_report(result, diagnosis, fmt, pretty, colourless, out),
+            json_file if fmt == "json" else None,
+        )
+    else:
+        _deliver(
+            output,
+            no_color,
+            lambda out, colourless: _write_points_report(points, diagnoses, fmt, pretty, colourless, out),
+        )
+    findings = [f for d in diagnoses for f in d.findings]
+    sys.exit(int(_exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)))
 
 
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:
-    """Analyses the captures, with a progress bar on a terminal for large inputs."""
+    """Analyses the captures as one capture, with a progress bar on a terminal for large inputs."""
     from pcapq.report.progress import progress_for
 
     try:
@@ -157,16 +234,24 @@ def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> 
         _fail(e.args[0], ExitCode.UNREADABLE)
 
 
-def _exit_code(result: _core.Analysis, findings: list) -> ExitCode:
-    """Warnings on stderr, then the exit code: no TCP (5) before damage (4) before problems
-    found (1)."""
-    for warning in result.warnings():
-        _warn(warning)
-    damaged = [c for c in result.captures() if c["read_stop"] in ("corrupt", "io_error")]
-    summary = result.summary()
-    if summary["tcp_segments"] == 0:
-        what = ", ".join(f"{n:,} {meaning}" for n, meaning in result.skipped().values()) or "no packets at all"
-        _fail(f"no TCP segments to analyse in {summary['packets']:,} packets ({what})", ExitCode.NO_TCP)
+def _exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list) -> ExitCode:
+    """Warnings on stderr (named by capture point when there are several), then the exit code:
+    no TCP (5) before damage (4) before problems found (1)."""
+    damaged = False
+    segments = packets = 0
+    skipped: dict[str, list] = {}
+    for name, analysis in analyses:
+        for warning in analysis.warnings():
+            _warn(f"{name}: {warning}" if name else warning)
+        damaged |= any(c["read_stop"] in ("corrupt", "io_error") for c in analysis.captures())
+        summary = analysis.summary()
+        segments += summary["tcp_segments"]
+        packets += summary["packets"]
+        for slug, (n, meaning) in analysis.skipped().items():
+            skipped.setdefault(slug, [0, meaning])[0] += n
+    if segments == 0:
+        what = ", ".join(f"{n:,} {meaning}" for n, meaning in skipped.values()) or "no packets at all"
+        _fail(f"no TCP segments to analyse in {packets:,} packets ({what})", ExitCode.NO_TCP)
     if damaged:
         return ExitCode.DAMAGED
     if findings:
@@ -296,7 +381,7 @@ def timeline(
         out.flush()
 
     _deliver(output, no_color, write)
-    sys.exit(int(_exit_code(result, [])))
+    sys.exit(int(_exit_code([(None, result)], [])))
 
 
 def _check_conn(conn: str | None) -> str | None:
@@ -478,17 +563,54 @@ def _write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_
 
         out.write(render_html(report))
         return
+    _print_text_report(result, diagnosis, _console(out, no_color), report)
+
+
+def _print_text_report(result: _core.Analysis, diagnosis, console, report=None) -> None:
+    """Findings, the worst connections, then totals, for a terminal."""
+    from pcapq.report import model
     from pcapq.report.findings import render_findings
     from pcapq.report.summary import print_summary
     from pcapq.report.timeline_text import worst_table
 
-    console = _console(out, no_color)
+    if report is None:
+        report = model.build(result, diagnosis, with_table=False, with_ladders=False)
     console.print(render_findings(diagnosis, report.start))
     console.print()
     if report.worst:
         console.print(worst_table(report.worst, report.problems))
         console.print()
     print_summary(result, console)
+
+
+def _write_points_report(points, diagnoses, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+    """Several capture points: JSON, one document with a section per point; Markdown, a section
+    per point; text, the points side by side, then each one's report."""
+    import json
+
+    if fmt == "json":
+        indent = "\n  " if pretty else ""
+        out.write('{"capture_points": [')
+        for i, (p, d) in enumerate(zip(points, diagnoses)):
+            head = json.dumps({"name": p.name, "files": p.point.paths})
+            out.write(("," if i else "") + indent + head[:-1] + ', "report": ')
+            p.analysis.write_json(out, pretty=pretty, extra=_json_extra(d, pretty))
+            out.write("}")
+        out.write(("\n" if pretty else "") + "]}\n")
+        out.flush()
+        return
+    if fmt == "markdown":
+        from pcapq.report.escape import md_text
+
+        for p, d in zip(points, diagnoses):
+            out.write(f"# Capture point {md_text(p.name)}\n\n")
+            _write_report(p.analysis, d, fmt, pretty, no_color, out)
+            out.write("\n")
+        return
+    from pcapq.report.points import print_points
+
+    console = _console(out, no_color)
+    print_points(points, diagnoses, console, lambda p, d, _: _print_text_report(p.analysis, d, console))
 
 
 def _json_extra(diagnosis, pretty: bool) -> str:

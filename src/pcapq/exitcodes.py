@@ -22,6 +22,8 @@ class ExitCode(IntEnum):
     """crosscheck: pcapq and tshark disagree on a frame and no documented difference explains it."""
     TSHARK_MISSING = 69
     """crosscheck: tshark is not installed (EX_UNAVAILABLE), or it failed to read the capture."""
+    UNAVAILABLE = 69
+    """analyze --scheduler: dask.distributed is not installed, or the scheduler cannot be reached."""
     INTERNAL = 70
     """A bug in pcapq (EX_SOFTWARE). Please report it."""
     CANT_WRITE = 74

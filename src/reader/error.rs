@@ -71,7 +71,7 @@ impl fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// How reading a capture ended. Everything before the stop has been analysed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReadStop {
     /// The whole file was read.
     End,

@@ -11,14 +11,14 @@ pub const MAX_TEXT_CHARS: usize = 256;
 pub const MAX_NOTES: usize = 16;
 
 /// One interface as its IDB describes it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InterfaceNote {
     pub name: Option<String>,
     pub description: Option<String>,
     pub linktype: u32,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CaptureNotes {
     pub hardware: Option<String>,
     pub os: Option<String>,

@@ -13,7 +13,7 @@ use super::ReadError;
 const PEEK_LEN: usize = 64 * 1024;
 
 /// The container format, from the first four bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Format {
     /// Classic libpcap, either byte order, micro- or nanosecond timestamps.
     Pcap,

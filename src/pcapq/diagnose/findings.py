@@ -333,8 +333,14 @@ def _accept_queue(episode: Episode, overflow: list[dict], unanswered: list[dict]
         evidence += _series_frames(c, "data", "request sent again, never acknowledged") if _has(c, "syncookie_suspected") else []
     involved = {c["id"]: c for c in overflow + unanswered}
     details = _queue_estimate(episode.server, overflow, analysis)
-    # Dropped ACKs and cookies leave requests waiting (504); resets end them at once (502).
-    proxy_log = ([PROXY_LOG["read_timeout"]] if dropped or cookies else []) + ([PROXY_LOG["reset_by_server"]] if resets else [])
+    # Dropped ACKs and cookies leave requests waiting (504); resets end them at once (502); a
+    # client that gave up while its SYNs were dropped never connected (504 while connecting).
+    never_connected = [c for c in unanswered if c["synack_time"] is None and c["outcome"] in ("timed_out", "abandoned")]
+    proxy_log = (
+        ([PROXY_LOG["read_timeout"]] if dropped or cookies else [])
+        + ([PROXY_LOG["reset_by_server"]] if resets else [])
+        + ([PROXY_LOG["timed_out"]] if never_connected else [])
+    )
     return _finding("accept_queue_overflow", episode, list(involved.values()), confidence, reason, evidence,
                     proxy_log=proxy_log, details=details)
 
