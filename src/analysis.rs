@@ -5,12 +5,12 @@
 
 use crate::decode::{self, Skip};
 use crate::flow::table::FlowTable;
-use crate::detect::{self, servers::{PortPressure, ServerBook, ServerStats}};
+use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::flow::timeline::Timeline;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
-use crate::reader::{CaptureReader, Format, ReadError, ReadStop};
+use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct AnalyzeOptions {
@@ -33,6 +33,8 @@ pub struct FileReport {
     /// (LINKTYPE, packets), in order of first appearance.
     pub link_types: Vec<(u32, u64)>,
     pub stop: ReadStop,
+    /// What a pcapng file says about itself, its strings made safe to show.
+    pub notes: Option<CaptureNotes>,
 }
 
 /// Counts of frames that were not usable TCP segments, by reason.
@@ -326,6 +328,11 @@ impl Analysis {
         self.server_book().into_owned().finish()
     }
 
+    /// Connections that were one client SYN and nothing more (a SYN flood, a port scan).
+    pub fn one_syn(&self) -> OneSynTally {
+        self.server_book().one_syn().clone()
+    }
+
     /// Per (client address, server endpoint), the most source ports held at once.
     pub fn port_pressure(&self) -> Vec<PortPressure> {
         self.server_book().port_pressure()
@@ -339,8 +346,9 @@ impl Analysis {
                 out.push(format!("{}: {why}", shown(&f.path)));
             }
             if f.time_went_backwards > 0 {
+                let (packets, have, them) = if f.time_went_backwards == 1 { ("packet", "has", "it") } else { ("packets", "have", "them") };
                 out.push(format!(
-                    "{}: {} packets have an earlier timestamp than the packet before them; events are kept in file order",
+                    "{}: {} {packets} {have} an earlier timestamp than the packet before {them}; events are kept in file order",
                     shown(&f.path),
                     f.time_went_backwards
                 ));
@@ -357,6 +365,21 @@ impl Analysis {
                 "{} more connections with a problem were counted but not kept (at most {} are)",
                 self.not_kept,
                 crate::flow::store::MAX_KEPT_WITH_PROBLEMS
+            ));
+        }
+        if self.live.retired_early > 0 {
+            out.push(format!(
+                "{} half-open connections were set aside early, more than {} being open at once (a SYN flood or a scan); \
+                 they are counted, and a late packet of theirs still finds them",
+                self.live.retired_early,
+                crate::flow::table::MAX_LIVE_FLOWS
+            ));
+        }
+        if self.live.forgotten_early > 0 {
+            out.push(format!(
+                "{} half-open connections were forgotten early, more than {} being remembered at once; a late packet of theirs starts a new connection",
+                self.live.forgotten_early,
+                crate::flow::table::MAX_TOMBSTONES
             ));
         }
         for (linktype, n) in self.skipped.unknown_link_types() {
@@ -430,13 +453,24 @@ pub const PROGRESS_EVERY_BYTES: u64 = 4 << 20;
 /// the bytes of capture records read so far over all files (record headers plus captured data,
 /// after decompression).
 pub fn analyze_with_progress(paths: &[String], options: AnalyzeOptions, progress: &mut dyn FnMut(u64)) -> Result<Analysis, ReadError> {
+    let readers = paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader)));
+    analyze_readers(readers, options, progress)
+}
+
+/// `analyze_with_progress` over readers already made (each with the name its file is reported
+/// under), opened one at a time as the iterator yields them.
+pub fn analyze_readers(
+    readers: impl IntoIterator<Item = Result<(String, CaptureReader), ReadError>>,
+    options: AnalyzeOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Analysis, ReadError> {
     let mut read_bytes = 0u64;
     let mut next_report = PROGRESS_EVERY_BYTES;
     let mut tracker = Tracker::new(options.tracker);
-    let mut files = Vec::with_capacity(paths.len());
+    let mut files = Vec::new();
     let mut skipped = SkipCounts::default();
-    for (index, path) in paths.iter().enumerate() {
-        let mut reader = CaptureReader::open(path)?;
+    for (index, opened) in readers.into_iter().enumerate() {
+        let (path, mut reader) = opened?;
         let mut tcp_segments = 0u64;
         let mut link_types: Vec<(u32, u64)> = Vec::new();
         let file = index as u32;
@@ -460,7 +494,7 @@ pub fn analyze_with_progress(paths: &[String], options: AnalyzeOptions, progress
         });
         let info = &reader.info;
         files.push(FileReport {
-            path: path.clone(),
+            path,
             format: info.format,
             gzip: info.gzip,
             packets: info.records,
@@ -472,6 +506,7 @@ pub fn analyze_with_progress(paths: &[String], options: AnalyzeOptions, progress
             time_went_backwards: info.time_went_backwards,
             link_types,
             stop,
+            notes: info.notes.clone(),
         });
     }
     progress(read_bytes);

@@ -83,7 +83,8 @@ impl Analysis {
     }
 
     /// One dict per input file: path, format, gzip, packets, tcp_segments, first_time,
-    /// last_time, link_types, read_stop ("end", "truncated", "corrupt", "io_error").
+    /// last_time, link_types, read_stop ("end", "truncated", "corrupt", "io_error"),
+    /// read_stop_detail, pcapng (what a pcapng file says about itself, or None; docs/json.md).
     fn captures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for f in &self.inner.files {
@@ -102,6 +103,7 @@ impl Analysis {
             d.set_item("link_types", links)?;
             d.set_item("read_stop", f.stop.kind())?;
             d.set_item("read_stop_detail", f.stop.describe())?;
+            d.set_item("pcapng", python_value(py, &json::notes_value(f))?)?;
             list.append(d)?;
         }
         Ok(list)
@@ -162,7 +164,8 @@ impl Analysis {
     }
 
     /// One dict per server endpoint: connections, outcomes, symptoms, first_time, last_time,
-    /// answered (connections the server sent data on), and the median handshake gaps at the
+    /// answered (connections the server sent data on), one_syn (connections that were one
+    /// client SYN and nothing more), and the median handshake gaps at the
     /// capture point (syn_to_synack, synack_to_ack, seconds; None without clean handshakes).
     fn servers<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         self.settle();
@@ -184,6 +187,7 @@ impl Analysis {
             d.set_item("first_time", s.first_ns as f64 / 1e9)?;
             d.set_item("last_time", s.last_ns as f64 / 1e9)?;
             d.set_item("answered", s.answered_ns.len())?;
+            d.set_item("one_syn", s.one_syn)?;
             d.set_item("syn_to_synack", s.median_syn_to_synack_ns().map(|n| n as f64 / 1e9))?;
             d.set_item("synack_to_ack", s.median_synack_to_ack_ns().map(|n| n as f64 / 1e9))?;
             list.append(d)?;
@@ -215,6 +219,41 @@ impl Analysis {
             list.append(d)?;
         }
         Ok(list)
+    }
+
+    /// Connections that were one client SYN and nothing more (a SYN flood, a port scan), in
+    /// aggregate: connections, answered_synack, answered_rst, sources (distinct addresses),
+    /// sources_at_least (true when there were more than could be counted), targets (distinct
+    /// server endpoints), targets_at_least, top_sources and top_targets ([(endpoint, count)],
+    /// most first), first_time and last_time (epoch seconds or None), frames ([{file, frame}]).
+    fn one_syn<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        const TOP: usize = 5;
+        let t = self.inner.one_syn();
+        let d = PyDict::new(py);
+        d.set_item("connections", t.connections)?;
+        d.set_item("answered_synack", t.answered_synack)?;
+        d.set_item("answered_rst", t.answered_rst)?;
+        let (sources, more_sources) = t.sources();
+        d.set_item("sources", sources)?;
+        d.set_item("sources_at_least", more_sources)?;
+        let (targets, more_targets) = t.target_count();
+        d.set_item("targets", targets)?;
+        d.set_item("targets_at_least", more_targets)?;
+        let top_sources: Vec<(String, u64)> = t.top_sources(TOP).into_iter().map(|(ip, n)| (ip.to_string(), n)).collect();
+        d.set_item("top_sources", top_sources)?;
+        let top_targets: Vec<(String, u64)> = t.targets(TOP).into_iter().map(|(e, n)| (e.to_string(), n)).collect();
+        d.set_item("top_targets", top_targets)?;
+        d.set_item("first_time", t.first_ns.map(epoch))?;
+        d.set_item("last_time", t.last_ns.map(epoch))?;
+        let frames = PyList::empty(py);
+        for f in &t.frames {
+            let fd = PyDict::new(py);
+            fd.set_item("file", f.file)?;
+            fd.set_item("frame", f.frame)?;
+            frames.append(fd)?;
+        }
+        d.set_item("frames", frames)?;
+        Ok(d)
     }
 
     /// For `server`: how many connections it answered (first data) between `start` and `end`.

@@ -191,4 +191,29 @@ mod tests {
         bad[0] = 0x25;
         assert_eq!(decode(link::LINKTYPE_RAW, &bad), Err(Skip::NotIp));
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn prop_any_frame_decodes_or_is_skipped(linktype in prop::sample::select(vec![0u32, 1, 12, 14, 101, 108, 113, 228, 229, 276, 147]),
+                                                 frame in prop::collection::vec(any::<u8>(), 0..128)) {
+            if let Ok(s) = decode(linktype, &frame) {
+                prop_assert!(s.payload_len as usize <= frame.len().max(65_535));
+            }
+        }
+
+        #[test]
+        fn prop_any_cut_of_a_good_frame_is_the_segment_or_a_skip(cut in 0usize..80, extra in 0usize..20) {
+            let f = frame(40 + extra as u16, extra);
+            let whole = decode(link::LINKTYPE_ETHERNET, &f).unwrap();
+            match decode(link::LINKTYPE_ETHERNET, &f[..cut.min(f.len())]) {
+                Ok(s) => {
+                    prop_assert_eq!((s.seq, s.payload_len, s.src_port), (whole.seq, whole.payload_len, whole.src_port));
+                    prop_assert_eq!(s.snaplen_cut, cut < f.len());
+                }
+                Err(skip) => prop_assert!(matches!(skip, Skip::LinkHeaderCut | Skip::IpHeaderCut | Skip::TcpHeaderCut)),
+            }
+        }
+    }
 }

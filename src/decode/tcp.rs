@@ -171,4 +171,84 @@ mod tests {
         // Data offset 15 words with only 20 bytes captured: fixed header still parses.
         assert_eq!(parse(&header(15, 0, &[])).unwrap().header_len, 60);
     }
+
+    use proptest::prelude::*;
+
+    /// One option as a sender writes it.
+    #[derive(Clone, Debug)]
+    enum Opt {
+        Nop,
+        Mss(u16),
+        WindowScale(u8),
+        SackPermitted,
+        Timestamp(u32, u32),
+        Sack(u8),
+        Unknown(u8, Vec<u8>),
+    }
+
+    fn encode(opts: &[Opt]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for o in opts {
+            match o {
+                Opt::Nop => out.push(OPT_NOP),
+                Opt::Mss(v) => out.extend([OPT_MSS, 4, (v >> 8) as u8, *v as u8]),
+                Opt::WindowScale(v) => out.extend([OPT_WINDOW_SCALE, 3, *v]),
+                Opt::SackPermitted => out.extend([OPT_SACK_PERMITTED, 2]),
+                Opt::Timestamp(a, b) => {
+                    out.extend([OPT_TIMESTAMP, 10]);
+                    out.extend(a.to_be_bytes());
+                    out.extend(b.to_be_bytes());
+                }
+                Opt::Sack(n) => {
+                    out.extend([OPT_SACK, 2 + 8 * n]);
+                    out.extend(std::iter::repeat_n(0, 8 * usize::from(*n)));
+                }
+                Opt::Unknown(kind, body) => {
+                    out.extend([*kind, 2 + body.len() as u8]);
+                    out.extend(body);
+                }
+            }
+        }
+        out
+    }
+
+    fn option() -> impl Strategy<Value = Opt> {
+        prop_oneof![
+            Just(Opt::Nop),
+            any::<u16>().prop_map(Opt::Mss),
+            any::<u8>().prop_map(Opt::WindowScale),
+            Just(Opt::SackPermitted),
+            (any::<u32>(), any::<u32>()).prop_map(|(a, b)| Opt::Timestamp(a, b)),
+            (1u8..=4).prop_map(Opt::Sack),
+            (30u8..=253, prop::collection::vec(any::<u8>(), 0..10)).prop_map(|(k, b)| Opt::Unknown(k, b)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn prop_well_formed_options_are_read_back(opts in prop::collection::vec(option(), 0..8)) {
+            let parsed = parse_options(&encode(&opts));
+            // The last of each kind wins, as it does for a receiver that overwrites.
+            let mut expected = TcpOptions::default();
+            for o in &opts {
+                match o {
+                    Opt::Mss(v) => expected.mss = Some(*v),
+                    Opt::WindowScale(v) => expected.window_scale = Some(*v),
+                    Opt::SackPermitted => expected.sack_permitted = true,
+                    Opt::Timestamp(a, b) => expected.timestamp = Some((*a, *b)),
+                    Opt::Sack(n) => expected.sack_blocks = *n,
+                    Opt::Nop | Opt::Unknown(..) => {}
+                }
+            }
+            prop_assert_eq!(parsed, expected);
+        }
+
+        #[test]
+        fn prop_any_bytes_parse_without_panic_and_any_prefix_too(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            for end in 0..=bytes.len() {
+                let _ = parse_options(&bytes[..end]);
+                let _ = parse(&bytes[..end]);
+            }
+        }
+    }
 }

@@ -3,6 +3,8 @@
 
 use rustc_hash::FxHashMap;
 
+use super::probes::{self, OneSynTally};
+
 use super::{Outcome, Symptoms};
 use crate::flow::connection::Connection;
 use std::net::IpAddr;
@@ -32,6 +34,8 @@ pub struct ServerStats {
     pub waiting_until_ns: Vec<i64>,
     /// First server data of each connection: the service rate.
     pub answered_ns: Vec<i64>,
+    /// Connections that were one client SYN and nothing more (see `probes`).
+    pub one_syn: u64,
 }
 
 impl ServerStats {
@@ -48,6 +52,7 @@ impl ServerStats {
             waiting_from_ns: Vec::new(),
             waiting_until_ns: Vec::new(),
             answered_ns: Vec::new(),
+            one_syn: 0,
         }
     }
 
@@ -98,10 +103,30 @@ pub struct ServerBook {
     /// Per (client address, server endpoint): when each connection began, and when its port
     /// became free again (its end plus TIME-WAIT).
     ports: FxHashMap<(IpAddr, Endpoint), Vec<(i64, i64)>>,
+    /// Connections that were one client SYN and nothing more (a flood or a scan), in aggregate.
+    one_syn: OneSynTally,
+    /// Connections of (client, server) pairs beyond `MAX_PORT_PAIRS`, not in `ports`.
+    pub untracked_port_pairs: u64,
+    /// One-SYN connections to endpoints beyond `MAX_SERVERS_FOR_ONE_SYN`, not in `servers`.
+    pub one_syn_without_server: u64,
 }
+
+/// Past this many server endpoints, a one-SYN connection to a new endpoint makes no entry.
+pub const MAX_SERVERS_FOR_ONE_SYN: usize = 4096;
+
+/// (client address, server endpoint) pairs whose ports are followed, at most.
+pub const MAX_PORT_PAIRS: usize = 65_536;
 
 impl ServerBook {
     pub fn add(&mut self, c: &Connection, outcome: Outcome, symptoms: Symptoms) {
+        let one_syn = probes::is_one_syn(c);
+        if one_syn && self.servers.len() >= MAX_SERVERS_FOR_ONE_SYN && !self.servers.contains_key(&c.server) {
+            // A scan of many hosts and ports would make an entry per endpoint probed: counted
+            // in the aggregate only.
+            self.one_syn.add(c);
+            self.one_syn_without_server += 1;
+            return;
+        }
         let s = self.servers.entry(c.server).or_insert_with(|| ServerStats::new(c.server));
         s.connections += 1;
         s.outcomes[outcome.index()] += 1;
@@ -124,7 +149,28 @@ impl ServerBook {
         if let Some(answered) = c.milestones.server_data_ns {
             s.answered_ns.push(answered);
         }
-        self.ports.entry((c.client.ip, c.server)).or_default().push((c.first_time_ns, c.last_time_ns + TIME_WAIT_NS));
+        if one_syn {
+            s.one_syn += 1;
+            self.one_syn.add(c);
+        }
+        self.add_spans((c.client.ip, c.server), vec![(c.first_time_ns, c.last_time_ns + TIME_WAIT_NS)]);
+    }
+
+    /// Adds port spans to a pair's; a new pair beyond `MAX_PORT_PAIRS` is only counted (a flood
+    /// from spoofed addresses brings a new pair with every SYN; no proxy has this many).
+    fn add_spans(&mut self, pair: (IpAddr, Endpoint), spans: Vec<(i64, i64)>) {
+        if let Some(mine) = self.ports.get_mut(&pair) {
+            mine.extend(spans);
+        } else if self.ports.len() >= MAX_PORT_PAIRS {
+            self.untracked_port_pairs += spans.len() as u64;
+        } else {
+            self.ports.insert(pair, spans);
+        }
+    }
+
+    /// The connections that were one client SYN and nothing more.
+    pub fn one_syn(&self) -> &OneSynTally {
+        &self.one_syn
     }
 
     /// Per (client address, server endpoint), the most source ports held at once.
@@ -169,9 +215,13 @@ impl ServerBook {
             s.waiting_from_ns.extend(theirs.waiting_from_ns);
             s.waiting_until_ns.extend(theirs.waiting_until_ns);
             s.answered_ns.extend(theirs.answered_ns);
+            s.one_syn += theirs.one_syn;
         }
+        self.one_syn.merge(&other.one_syn);
+        self.untracked_port_pairs += other.untracked_port_pairs;
+        self.one_syn_without_server += other.one_syn_without_server;
         for (pair, spans) in other.ports {
-            self.ports.entry(pair).or_default().extend(spans);
+            self.add_spans(pair, spans);
         }
     }
 

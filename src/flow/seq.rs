@@ -53,4 +53,31 @@ mod tests {
         let s = SeqNumber(5);
         assert!(!s.before(s) && !s.after(s));
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn prop_before_is_a_strict_order_within_half_the_space(a in any::<u32>(), n in 1u32..(1 << 31)) {
+            let (a, b) = (SeqNumber(a), SeqNumber(a).plus(n));
+            prop_assert!(a.before(b));
+            prop_assert!(!b.before(a));
+            prop_assert!(b.after(a));
+            prop_assert_eq!(a.max(b), b);
+            prop_assert_eq!(b.max(a), b);
+            prop_assert_eq!(b.relative_to(a.0), n);
+        }
+
+        #[test]
+        fn prop_exactly_one_of_before_equal_after(a in any::<u32>(), b in any::<u32>()) {
+            let (a, b) = (SeqNumber(a), SeqNumber(b));
+            let relations = [a.before(b), a == b, a.after(b)];
+            // Half the space apart (2^31), both directions say "before": RFC 9293 §3.4 leaves it undefined.
+            if b.0.wrapping_sub(a.0) == 1 << 31 {
+                prop_assert!(a.before(b) && b.before(a));
+            } else {
+                prop_assert_eq!(relations.iter().filter(|&&r| r).count(), 1);
+            }
+        }
+    }
 }

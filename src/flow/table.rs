@@ -97,7 +97,24 @@ pub struct FlowTable {
     finished: FxHashMap<FlowKey, Tombstone>,
     /// Flows that reached CLOSED or RESET, oldest first: what the next sweep looks at.
     closing: VecDeque<(FlowKey, i64)>,
+    /// Sizes at which the next pressure check runs (see `relieve_pressure`).
+    live_limit: usize,
+    finished_limit: usize,
+    /// Half-open flows moved out of the hot table early, and tombstones of half-open flows
+    /// forgotten early, to keep memory bounded.
+    pub retired_early: u64,
+    pub forgotten_early: u64,
 }
+
+/// More flows than this in the hot table at once, and half-open ones (a SYN, perhaps a SYN-ACK,
+/// never completed) leave it early as tombstones, idle ones first: a SYN flood or a port scan
+/// brings millions of them; real traffic keeps a few thousand connections live at once.
+pub const MAX_LIVE_FLOWS: usize = 100_000;
+/// More tombstones than this, and those of half-open connections are forgotten early.
+pub const MAX_TOMBSTONES: usize = 400_000;
+/// A half-open flow idle this long goes first: a client's kernel sends its SYN again after
+/// 1 s (Linux TCP_TIMEOUT_INIT), the server its SYN-ACK too.
+const HALF_OPEN_IDLE_NS: i64 = 1_000_000_000;
 
 /// Room made at the start for flows and tombstones: growing a large table means copying it
 /// into memory touched for the first time, twice over. Untouched room costs address space only.
@@ -110,8 +127,28 @@ impl Default for FlowTable {
             live: FxHashMap::with_capacity_and_hasher(LIVE_CAPACITY, Default::default()),
             finished: FxHashMap::with_capacity_and_hasher(FINISHED_CAPACITY, Default::default()),
             closing: VecDeque::new(),
+            live_limit: MAX_LIVE_FLOWS,
+            finished_limit: MAX_TOMBSTONES,
+            retired_early: 0,
+            forgotten_early: 0,
         }
     }
+}
+
+/// What a half-open connection's record knew of its SYN, from its tombstone: the client's ISN
+/// (the SYN took one sequence number) and that one SYN was sent, at the flow's last packet.
+fn restore_syn(conn: &mut crate::flow::Connection, tombstone: &Tombstone) {
+    let client = crate::flow::Side::Client.index();
+    if conn.base_seq[client].is_some() || !tombstone.flags.get(TombstoneFlags::NEXT_SEQ_KNOWN, client) {
+        return;
+    }
+    conn.base_seq[client] = Some(tombstone.next_seq[client].wrapping_sub(1));
+    conn.syn_count = conn.syn_count.max(1);
+    conn.syn_time_ns.get_or_insert(tombstone.last_time_ns);
+}
+
+fn is_half_open(state: ConnState) -> bool {
+    matches!(state, ConnState::SynSent | ConnState::SynReceived)
 }
 
 impl FlowTable {
@@ -123,6 +160,11 @@ impl FlowTable {
             Entry::Vacant(place) => {
                 let tombstone = self.finished.remove(key)?;
                 let slot = store.revive(&tombstone.record, key, tombstone.client_is_low(), tombstone.state, tombstone.last_time_ns);
+                if is_half_open(tombstone.state) {
+                    // Set aside during a flood (`relieve_pressure`): the record must still know
+                    // its SYN, so that the same SYN again is a retransmission, not a new connection.
+                    restore_syn(store.get_mut(slot), &tombstone);
+                }
                 // Back in the hot table, finished: the next sweeps retire it again.
                 self.closing.push_back((*key, tombstone.last_time_ns));
                 Some(place.insert(tombstone.into_flow(slot)))
@@ -199,6 +241,44 @@ impl FlowTable {
             }
             !forgotten
         });
+    }
+
+    /// Keeps the hot table and the tombstones near their limits under a flood of half-open
+    /// connections: over `MAX_LIVE_FLOWS` flows, half-open ones become tombstones (their records
+    /// retired as if `LINGER_NS` had passed without another packet), those idle for `HALF_OPEN_IDLE_NS` first, then
+    /// all, until half the limit is free; over `MAX_TOMBSTONES` tombstones, half-open ones are
+    /// forgotten. Each check scans the table, so the next one waits until it has grown by half
+    /// a limit again: the cost stays in proportion to the connections.
+    pub fn relieve_pressure(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+        if self.live.len() > self.live_limit {
+            let finished = &mut self.finished;
+            let mut retired = 0u64;
+            for min_idle in [HALF_OPEN_IDLE_NS, 0] {
+                let mut over = self.live.len().saturating_sub(MAX_LIVE_FLOWS / 2);
+                if over == 0 {
+                    break;
+                }
+                self.live.retain(|key, flow| {
+                    let goes = over > 0 && is_half_open(flow.state) && now_ns - flow.last_time_ns >= min_idle;
+                    if goes {
+                        over -= 1;
+                        retired += 1;
+                        // Judged as when it would have been forgotten, had nothing come later.
+                        let record = store.retire(flow.conn, flow.last_time_ns.saturating_add(LINGER_NS));
+                        finished.insert(*key, Tombstone::of(flow, record, flow.state));
+                    }
+                    !goes
+                });
+            }
+            self.retired_early += retired;
+            self.live_limit = (self.live.len() + MAX_LIVE_FLOWS / 2).max(MAX_LIVE_FLOWS);
+        }
+        if self.finished.len() > self.finished_limit {
+            let before = self.finished.len();
+            self.finished.retain(|_, t| !is_half_open(t.state));
+            self.forgotten_early += (before - self.finished.len()) as u64;
+            self.finished_limit = (self.finished.len() + MAX_TOMBSTONES / 2).max(MAX_TOMBSTONES);
+        }
     }
 
     /// Finalises the `n` flows idle longest: their records are retired, the flows forgotten

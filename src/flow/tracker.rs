@@ -292,6 +292,7 @@ impl Tracker {
             self.table.note_finished(key, time_ns);
         }
         self.table.insert(key, flow);
+        self.table.relieve_pressure(&mut self.store, time_ns);
     }
 
     /// Opens the record of a new connection; returns its index and the side that sent `seg`.
@@ -1603,6 +1604,42 @@ mod tests {
         let conns = w.conns();
         assert_eq!(conns.len(), 1);
         assert_eq!(conns[0].events.last().map(|e| e.kind), Some(EventKind::FinRetransmit));
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // A flood of half-open connections: the hot table stays near its limit
+
+    #[test]
+    fn test_syn_flood_half_open_flows_leave_the_hot_table_and_a_late_syn_finds_its_tombstone() {
+        use crate::flow::table::MAX_LIVE_FLOWS;
+        use std::net::IpAddr;
+        let options = TrackerOptions { keep_events: true, mergeable: false, keep_connections: false, ..TrackerOptions::default() };
+        let mut w = Wire::with_options(1024, 9000, options);
+        // One established connection first: never set aside, however many SYNs follow.
+        w.handshake(CISN, SISN);
+        let flood = 3 * MAX_LIVE_FLOWS as u32;
+        for i in 0..flood {
+            // 10.1.x.y:port -> the server, one SYN each, 10 microseconds apart.
+            w.client = Endpoint { ip: IpAddr::from([10, 1, (i >> 16) as u8, (i >> 8) as u8]), port: 1024 + (i & 0xff) as u16 };
+            let seg_ms = 10 + i64::from(i) / 100;
+            w.send(seg_ms, C, SYN, i, 0, 0);
+        }
+        assert!(w.tracker.live_connections() <= MAX_LIVE_FLOWS + MAX_LIVE_FLOWS / 2 + 1, "{}", w.tracker.live_connections());
+        assert!(w.tracker.table.retired_early >= u64::from(flood) - MAX_LIVE_FLOWS as u64);
+        // The first flood SYN sent again: its tombstone brings it back as the same connection.
+        w.client = Endpoint { ip: IpAddr::from([10, 1, 0, 0]), port: 1024 };
+        w.send(10_000, C, SYN, 0, 0, 0);
+        // And the established connection is still live.
+        w.client = Endpoint { ip: IpAddr::from([10, 0, 0, 1]), port: 1024 };
+        w.send(10_001, C, ACK | PSH, CISN + 1, SISN + 1, 10);
+        let (finished, table) = w.tracker.finish();
+        assert_eq!(finished.tally.connections, u64::from(flood) + 1, "the re-sent SYN is no new connection");
+        assert_eq!(finished.tally.with_syn_retransmits, 1);
+        assert!(finished.connections.len() <= crate::flow::store::MAX_KEPT_WITH_PROBLEMS);
+        let book = finished.servers.expect("counted, not kept");
+        // Counted once, when set aside (the re-sent SYN came after).
+        assert_eq!(book.one_syn().connections, u64::from(flood));
+        drop(table);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::detect::{self, Series};
 use crate::flow::connection::HandshakeOptions;
 use crate::flow::tally::Tally;
 use crate::flow::{Connection, Detail, Event, FrameRef, Side};
-use crate::reader::CaptureReader;
+use crate::reader::{CaptureNotes, CaptureReader};
 
 pub const SCHEMA_NAME: &str = "pcapq.analysis";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -76,6 +76,54 @@ struct CaptureView<'a> {
     link_types: BTreeMap<String, u64>,
     read_stop: &'static str,
     read_stop_detail: Option<String>,
+    /// What a pcapng file says about itself; null for classic pcap.
+    pcapng: Option<NotesView<'a>>,
+}
+
+#[derive(Serialize)]
+struct NotesView<'a> {
+    hardware: Option<&'a str>,
+    os: Option<&'a str>,
+    application: Option<&'a str>,
+    comments: &'a [String],
+    interfaces: Vec<InterfaceView<'a>>,
+    packet_comments: Vec<PacketCommentView<'a>>,
+    packet_comments_total: u64,
+}
+
+#[derive(Serialize)]
+struct InterfaceView<'a> {
+    name: Option<&'a str>,
+    description: Option<&'a str>,
+    link_type: String,
+}
+
+#[derive(Serialize)]
+struct PacketCommentView<'a> {
+    frame: u64,
+    comment: &'a str,
+}
+
+impl<'a> NotesView<'a> {
+    fn of(n: &'a CaptureNotes) -> NotesView<'a> {
+        NotesView {
+            hardware: n.hardware.as_deref(),
+            os: n.os.as_deref(),
+            application: n.application.as_deref(),
+            comments: &n.comments,
+            interfaces: n
+                .interfaces
+                .iter()
+                .map(|i| InterfaceView {
+                    name: i.name.as_deref(),
+                    description: i.description.as_deref(),
+                    link_type: CaptureReader::linktype_name(i.linktype),
+                })
+                .collect(),
+            packet_comments: n.packet_comments.iter().map(|(frame, comment)| PacketCommentView { frame: *frame, comment }).collect(),
+            packet_comments_total: n.packet_comments_total,
+        }
+    }
 }
 
 impl<'a> CaptureView<'a> {
@@ -93,6 +141,7 @@ impl<'a> CaptureView<'a> {
             link_types: f.link_types.iter().map(|(t, n)| (CaptureReader::linktype_name(*t), *n)).collect(),
             read_stop: f.stop.kind(),
             read_stop_detail: f.stop.describe(),
+            pcapng: f.notes.as_ref().map(NotesView::of),
         }
     }
 }
@@ -424,6 +473,11 @@ pub fn connection_value(c: &Connection, end_ns: i64) -> serde_json::Value {
 /// One connection as a JSON object, for a capture that ends at `end_ns`.
 pub fn connection_json(c: &Connection, end_ns: i64) -> String {
     serde_json::to_string(&connection_view(c, end_ns)).unwrap_or_default()
+}
+
+/// A capture's pcapng notes as the JSON document shows them (null for classic pcap).
+pub fn notes_value(f: &FileReport) -> serde_json::Value {
+    f.notes.as_ref().map_or(serde_json::Value::Null, |n| serde_json::to_value(NotesView::of(n)).unwrap_or_default())
 }
 
 pub fn summary_view(a: &Analysis) -> SummaryView {

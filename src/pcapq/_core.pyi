@@ -54,6 +54,7 @@ class _CaptureInfo(TypedDict):
     link_types: dict[str, int]
     read_stop: str
     read_stop_detail: str | None
+    pcapng: dict[str, Any] | None
 
 class _Timeline(TypedDict):
     seconds: list[int]
@@ -98,7 +99,8 @@ class Analysis:
 
     def servers(self) -> list[dict[str, Any]]:
         """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,
-        answered, syn_to_synack and synack_to_ack (median handshake gaps, seconds, or None)."""
+        answered, one_syn (connections that were one client SYN and nothing more), syn_to_synack
+        and synack_to_ack (median handshake gaps, seconds, or None)."""
 
     def waiting_at(self, server: str, times: list[float]) -> list[int]:
         """At each time, how many connections to `server` its clients considered established
@@ -112,6 +114,12 @@ class Analysis:
         """Per (client address, server endpoint), highest first: client, server, peak (source
         ports held at once, in use or in TIME-WAIT), at (when), range (28232, Linux's default
         ephemeral port range)."""
+
+    def one_syn(self) -> dict[str, Any]:
+        """Connections that were one client SYN and nothing more (a SYN flood, a port scan), in
+        aggregate: connections, answered_synack, answered_rst, sources, sources_at_least,
+        targets, targets_at_least, top_sources and top_targets ([(address or endpoint, count)],
+        most first), first_time, last_time (epoch seconds or None), frames ([{file, frame}])."""
 
     def answered_between(self, server: str, start: float, end: float) -> int:
         """How many connections `server` answered (first data) between start and end.

@@ -5,10 +5,12 @@
 //! next frame number, as Wireshark numbers them: 1-based, counting every record in the file.
 
 mod error;
+pub mod notes;
 mod pcap;
 mod source;
 
 pub use error::{ReadError, ReadStop};
+pub use notes::CaptureNotes;
 pub use source::Format;
 use source::StreamFault;
 
@@ -61,6 +63,8 @@ pub struct CaptureInfo {
     pub last_time_ns: Option<i64>,
     /// Packets whose timestamp is earlier than the packet before them.
     pub time_went_backwards: u64,
+    /// What a pcapng file says about itself (application, interfaces, comments); `None` for pcap.
+    pub notes: Option<CaptureNotes>,
 }
 
 /// Per-interface facts from a pcapng IDB (or the pcap file header).
@@ -104,7 +108,15 @@ struct Section {
 
 impl CaptureReader {
     pub fn open(path: &str) -> Result<CaptureReader, ReadError> {
-        let source = source::open(path)?;
+        CaptureReader::of_source(path, source::open(path)?)
+    }
+
+    /// A reader of a capture held in memory (tests, fuzzing); `name` names it in messages.
+    pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<CaptureReader, ReadError> {
+        CaptureReader::of_source(name, source::from_stream(name, Box::new(std::io::Cursor::new(bytes)))?)
+    }
+
+    fn of_source(path: &str, source: source::Source) -> Result<CaptureReader, ReadError> {
         let bad_header = |e: PcapError<&[u8]>| ReadError::BadHeader { path: path.to_string(), reason: header_reason(&e) };
         let mut info = CaptureInfo { format: Some(source.format), gzip: source.gzip, ..CaptureInfo::default() };
         let mut section = Section::default();
@@ -187,7 +199,7 @@ impl CaptureReader {
                 }
                 Err(PcapError::Eof) => return self.cut_or(ReadStop::End, consumed_before),
                 Err(PcapError::Incomplete(_)) => {
-                    if let Some(stop) = self.oversized_record(inner, consumed_before) {
+                    if let Some(stop) = self.oversized_record(inner, consumed_before).or_else(|| self.lying_block(inner, consumed_before)) {
                         return stop;
                     }
                     if let Err(stop) = self.refill(inner, consumed_before) {
@@ -196,7 +208,10 @@ impl CaptureReader {
                 }
                 Err(PcapError::UnexpectedEof) => {
                     let truncated = ReadStop::Truncated { offset: consumed_before, frame: self.info.records + 1 };
-                    return self.oversized_record(inner, consumed_before).unwrap_or_else(|| self.cut_or(truncated, consumed_before));
+                    return self
+                        .oversized_record(inner, consumed_before)
+                        .or_else(|| self.lying_block(inner, consumed_before))
+                        .unwrap_or_else(|| self.cut_or(truncated, consumed_before));
                 }
                 Err(PcapError::BufferTooSmall) => {
                     if let Some(stop) = self.oversized_record(inner, consumed_before) {
@@ -232,6 +247,18 @@ impl CaptureReader {
             offset,
             frame: self.info.records + 1,
             reason: format!("a record claims {claimed} bytes, more than the {MAX_RECORD_LEN} a capture record can hold"),
+        })
+    }
+
+    /// `Corrupt` when the whole block is in the buffer and pcap-parser still asks for more: a
+    /// length inside the block (an EPB's captured length, an option's length) points past its
+    /// end. More data would not help; waiting for it would read the rest of the file as this block.
+    fn lying_block(&self, inner: &dyn PcapReaderIterator, offset: u64) -> Option<ReadStop> {
+        let claimed = claimed_record_len(self.info.format?, inner.data(), self.section.big_endian)?;
+        (claimed <= inner.data().len() as u64).then(|| ReadStop::Corrupt {
+            offset,
+            frame: self.info.records + 1,
+            reason: format!("a field inside the {claimed}-byte block points past its end"),
         })
     }
 
@@ -289,6 +316,17 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
             info.sections += 1;
             section.big_endian = shb.big_endian();
             section.interfaces.clear();
+            let notes = info.notes.get_or_insert_with(CaptureNotes::default);
+            for option in &shb.options {
+                let value = option_value(option);
+                match option.code {
+                    OptionCode::Comment => notes.add_comment(value),
+                    OptionCode::ShbHardware if notes.hardware.is_none() => notes.hardware = notes::clean_text(value),
+                    OptionCode::ShbOs if notes.os.is_none() => notes.os = notes::clean_text(value),
+                    OptionCode::ShbUserAppl if notes.application.is_none() => notes.application = notes::clean_text(value),
+                    _ => {}
+                }
+            }
             None
         }
         Block::InterfaceDescription(idb) => {
@@ -297,8 +335,13 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
             // if_tsoffset as little-endian in any section, so both are decoded here.
             let mut units_per_second = 1_000_000;
             let mut offset_seconds = 0;
+            let notes = info.notes.get_or_insert_with(CaptureNotes::default);
+            let mut note = notes::InterfaceNote { linktype: file_linktype(idb.linktype.0 as u32), ..Default::default() };
             for option in &idb.options {
                 match option.code {
+                    OptionCode::Comment => notes.add_comment(option_value(option)),
+                    OptionCode::IfName => note.name = notes::clean_text(option_value(option)),
+                    OptionCode::IfDescription => note.description = notes::clean_text(option_value(option)),
                     OptionCode::IfTsresol => {
                         if let Some(units) = option.value.first().and_then(|&r| units_per_second_of(r)) {
                             units_per_second = units;
@@ -312,6 +355,7 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
                     _ => {}
                 }
             }
+            notes.add_interface(note);
             section.interfaces.push(Interface { linktype: file_linktype(idb.linktype.0 as u32), snaplen: idb.snaplen, units_per_second, offset_seconds });
             None
         }
@@ -319,6 +363,10 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
             let iface = *section.interfaces.get(epb.if_id as usize)?;
             let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
             let time_ns = ticks_to_ns(ticks, iface.units_per_second, iface.offset_seconds);
+            for option in epb.options.iter().filter(|o| o.code == OptionCode::Comment) {
+                // This packet takes the next frame number.
+                info.notes.get_or_insert_with(CaptureNotes::default).add_packet_comment(info.records + 1, option_value(option));
+            }
             Some((time_ns, iface.linktype, epb.origlen, clamp(epb.data, epb.caplen)))
         }
         Block::SimplePacket(spb) => {
@@ -343,6 +391,12 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
         }
         _ => None,
     }
+}
+
+/// An option's value without its padding (pcap-parser keeps the padding in `value`).
+fn option_value<'o>(option: &'o pcap_parser::PcapNGOption<'_>) -> &'o [u8] {
+    let value = option.value();
+    value.get(..usize::from(option.len)).unwrap_or(value)
 }
 
 /// A block type read little-endian, as the section's byte order reads it.

@@ -179,4 +179,105 @@ mod tests {
         let mut r = PcapRecords::new(&bytes[..], false, 24);
         assert_eq!(r.next_record().unwrap().data.len(), BUFFER_LEN + 100);
     }
+
+    // -----------------------------------------------------------------------------------------
+    // Properties: our record loop reads what pcap-parser's legacy reader reads.
+
+    use pcap_parser::traits::PcapReaderIterator;
+    use pcap_parser::{LegacyPcapReader, PcapBlockOwned, PcapError};
+    use proptest::prelude::*;
+
+    /// A classic pcap file (header and records) in the given byte order.
+    fn file(be: bool, records: &[(u32, u32, u32, Vec<u8>)]) -> Vec<u8> {
+        let word = |v: u32| if be { v.to_be_bytes() } else { v.to_le_bytes() };
+        let half = |v: u16| if be { v.to_be_bytes() } else { v.to_le_bytes() };
+        let mut out = Vec::new();
+        out.extend_from_slice(&word(0xa1b2_c3d4));
+        out.extend_from_slice(&half(2));
+        out.extend_from_slice(&half(4));
+        out.extend_from_slice(&[0; 8]);
+        out.extend_from_slice(&word(262_144));
+        out.extend_from_slice(&word(1));
+        for (seconds, fraction, orig_len, data) in records {
+            for v in [*seconds, *fraction, data.len() as u32, *orig_len] {
+                out.extend_from_slice(&word(v));
+            }
+            out.extend_from_slice(data);
+        }
+        out
+    }
+
+    type Owned = (u32, u32, u32, Vec<u8>);
+
+    /// Every record pcap-parser reads before it stops.
+    fn by_pcap_parser(bytes: &[u8]) -> Vec<Owned> {
+        let mut out = Vec::new();
+        let Ok(mut reader) = LegacyPcapReader::new(1 << 16, bytes) else { return out };
+        loop {
+            match reader.next() {
+                Ok((len, block)) => {
+                    if let PcapBlockOwned::Legacy(b) = block {
+                        out.push((b.ts_sec, b.ts_usec, b.origlen, b.data.to_vec()));
+                    }
+                    reader.consume(len);
+                }
+                Err(PcapError::Incomplete(_)) => {
+                    if reader.refill().is_err() {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    /// Every record our loop reads before it stops, and why it stopped.
+    fn by_our_loop(bytes: &[u8], be: bool) -> (Vec<Owned>, Stop) {
+        let mut out = Vec::new();
+        let mut r = PcapRecords::new(Trickle(bytes.get(24..).unwrap_or_default().to_vec(), 0), be, 24);
+        loop {
+            match r.next_record() {
+                Ok(rec) => out.push((rec.seconds, rec.fraction, rec.orig_len, rec.data.to_vec())),
+                Err(stop) => return (out, stop),
+            }
+        }
+    }
+
+    fn records() -> impl Strategy<Value = Vec<Owned>> {
+        prop::collection::vec((any::<u32>(), 0u32..1_000_000, any::<u32>(), prop::collection::vec(any::<u8>(), 0..200)), 0..20)
+    }
+
+    proptest! {
+        #[test]
+        fn prop_records_match_pcap_parser(be in any::<bool>(), recs in records()) {
+            let bytes = file(be, &recs);
+            let (ours, stop) = by_our_loop(&bytes, be);
+            prop_assert_eq!(stop, Stop::End);
+            prop_assert_eq!(&ours, &recs);
+            prop_assert_eq!(by_pcap_parser(&bytes), recs);
+        }
+
+        #[test]
+        fn prop_cut_file_reads_the_whole_records_before_the_cut(be in any::<bool>(), recs in records(), cut in any::<prop::sample::Index>()) {
+            let bytes = file(be, &recs);
+            let at = 24 + cut.index(bytes.len() - 24 + 1);
+            let cut_bytes = &bytes[..at];
+            let (ours, stop) = by_our_loop(cut_bytes, be);
+            prop_assert_eq!(&ours, &by_pcap_parser(cut_bytes));
+            prop_assert!(recs.starts_with(&ours));
+            if ours.len() < recs.len() {
+                let whole_before: usize = ours.iter().map(|r| 16 + r.3.len()).sum::<usize>() + 24;
+                prop_assert_eq!(stop, if at == whole_before { Stop::End } else { Stop::Truncated });
+            }
+        }
+
+        #[test]
+        fn prop_garbage_after_the_header_never_panics(be in any::<bool>(), tail in prop::collection::vec(any::<u8>(), 0..2000)) {
+            let mut bytes = file(be, &[]);
+            bytes.extend_from_slice(&tail);
+            let (ours, _) = by_our_loop(&bytes, be);
+            prop_assert!(ours.len() <= tail.len() / 16);
+        }
+    }
 }

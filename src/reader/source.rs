@@ -108,6 +108,12 @@ pub fn open(path: &str) -> Result<Source, ReadError> {
         }
         Box::new(File::open(path).map_err(|e| ReadError::io(path, e))?)
     };
+    from_stream(path, raw)
+}
+
+/// Like `open`, on a stream already open; `name` names it in messages.
+pub fn from_stream(name: &str, raw: Box<dyn Read + Send>) -> Result<Source, ReadError> {
+    let path = name;
     let fault = StreamFault::default();
     let (head, rest) = peek(raw, PEEK_LEN).map_err(|e| ReadError::io(path, e))?;
     if head.starts_with(&[0x1f, 0x8b]) {

@@ -31,6 +31,17 @@ ADVICE = {
         "The server took the request but answered after the client's timeout. Profile the slow "
         "requests, or raise the proxy's read timeout if the wait is expected."
     ),
+    "syn_flood": (
+        "Many sources sent one SYN each and never completed the handshake: a SYN flood, or "
+        "clients whose SYNs were spoofed. Keep net.ipv4.tcp_syncookies=1 (the default) so real "
+        "clients still connect, filter the sources upstream, and look at `nstat -az "
+        "TcpExtSyncookiesSent TcpExtListenDrops` on the server."
+    ),
+    "port_scan": (
+        "A few sources probed many ports with one SYN each: a port scan. Nothing to tune in the "
+        "proxy or the upstream; make sure only the ports that should answer do (firewall), and "
+        "find who scans."
+    ),
     "port_exhaustion": (
         "A proxy address used nearly every ephemeral port towards one upstream (in use or in "
         "TIME-WAIT). Use keepalive connections to the upstream (nginx `keepalive`), widen "

@@ -57,6 +57,12 @@ class Finding:
     advice: str
     proxy_log: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)
+    # How many connections it covers, when that is more than the ids listed (a flood's).
+    count: int | None = None
+
+    @property
+    def connection_count(self) -> int:
+        return len(self.connections) if self.count is None else self.count
 
     def to_json(self) -> dict:
         return {
@@ -66,7 +72,7 @@ class Finding:
             "confidence_reason": self.confidence_reason,
             "first": self.first,
             "last": self.last,
-            "connections": {"count": len(self.connections), "ids": self.connections},
+            "connections": {"count": self.connection_count, "ids": self.connections},
             "evidence": self.evidence,
             "advice": self.advice,
             "proxy_log": self.proxy_log,
@@ -112,14 +118,24 @@ def diagnose(analysis: Analysis) -> Diagnosis:
     capture_point = infer(servers)
     pressure = [p for p in analysis.port_pressure() if p["peak"] >= PORT_EXHAUSTION_SHARE * p["range"]]
     timings = settings.Timings()
-    findings: list[Finding] = []
+    from pcapq.diagnose.flood import find_floods
+
+    flood = find_floods(analysis)
+    findings: list[Finding] = list(flood.findings)
     for server in servers:
         if not _any_problem(server):
             continue
+        held = [p for p in pressure if p["server"] == server["server"]]
+        if flood.explains_all_of(server):
+            # Every connection to it is the flood's or the scan's, already reported.
+            findings.extend(_port_exhaustion(held, []))
+            continue
         problems = analysis.connections(problems_only=True, lean=True, server=server["server"])
+        if flood.explains(server):
+            problems = [c for c in problems if not flood.explains_connection(c)]
         for episode in episodes(problems):
             findings.extend(_explain(episode, analysis, capture_point))
-        findings.extend(_port_exhaustion([p for p in pressure if p["server"] == server["server"]], problems))
+        findings.extend(_port_exhaustion(held, problems))
         timings.add(problems)
         del problems  # before the next server's batch is made
     findings.sort(key=lambda f: (f.first, f.server, f.cause))

@@ -20,6 +20,8 @@ TITLES = {
     "client_gave_up": "Clients gave up",
     "slow_server": "Server too slow for the client's timeout",
     "port_reuse": "4-tuple reused in TIME-WAIT",
+    "syn_flood": "SYN flood",
+    "port_scan": "Port scan",
 }
 
 
@@ -34,7 +36,7 @@ def render_finding(f: Finding, capture_start: float | None) -> Panel:
     offset = f" (+{f.first - capture_start:.3f} s into the capture)" if capture_start is not None else ""
     rows.add_row("when", f"{_clock(f.first)} to {_clock(f.last)} UTC{offset}")
     ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
-    rows.add_row("connections", f"{len(f.connections)} (ids {ids})")
+    rows.add_row("connections", f"{f.connection_count:,} (ids {ids})" if ids else f"{f.connection_count:,}")
     rows.add_row("confidence", f"{f.confidence:.2f}: {f.confidence_reason}")
     frames = ", ".join(f"{e['frame']}" + (f" (file {e['file']})" if e["file"] else "") for e in f.evidence)
     rows.add_row("open in Wireshark", f"frames {frames}" if frames else "-")

@@ -25,6 +25,7 @@ from pcapq.report import timeline as tl
 from pcapq.report.escape import html_text as h
 from pcapq.report.escape import script_json
 from pcapq.report.findings import TITLES
+from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport
 
 OUTCOME_COLOURS = {
@@ -66,6 +67,8 @@ table.conns th, table.conns td { border-bottom: 1px solid var(--line); padding: 
 table.conns th { cursor: pointer; background: var(--panel); user-select: none; position: sticky; top: 0; }
 table.conns th[aria-sort=ascending]::after { content: " \\25B2"; } table.conns th[aria-sort=descending]::after { content: " \\25BC"; }
 table.captures th { cursor: default; position: static; }
+table.notes th { text-align: left; padding-right: 1em; font-weight: 600; }
+table.notes td { overflow-wrap: anywhere; }
 table.conns td.wrap { white-space: normal; min-width: 420px; }
 table.conns td.file { white-space: normal; overflow-wrap: anywhere; }
 table.conns td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -164,7 +167,7 @@ def _findings(report: AnalyzeReport) -> list[str]:
         ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
         items = [
             ("when", f"{_clock(f.first)} to {_clock(f.last)} UTC{offset}"),
-            ("connections", f"{len(f.connections)} (ids {ids})"),
+            ("connections", f"{f.connection_count:,} (ids {ids})" if ids else f"{f.connection_count:,}"),
             ("confidence", f"{f.confidence:.2f}: {f.confidence_reason}"),
         ]
         evidence = "".join(
@@ -199,7 +202,12 @@ def _captures(report: AnalyzeReport) -> list[str]:
             f"<td class=num>{c['tcp_segments']:,}</td><td>{first}</td><td>{last}</td><td>{h(c['read_stop'])}</td></tr>"
         )
     head = "<tr><th>file</th><th>format</th><th>packets</th><th>TCP</th><th>first packet (UTC)</th><th>last packet (UTC)</th><th>read</th></tr>"
-    return [f'<table class="conns captures"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>']
+    out = [f'<table class="conns captures"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>']
+    notes = note_rows(report.captures)
+    if notes:
+        cells = "".join(f"<tr><th>{h(what)}</th><td>{h(text)}</td></tr>" for what, text in notes)
+        out.append(f'<h3>Capture notes</h3><table class="notes"><tbody>{cells}</tbody></table>')
+    return out
 
 
 def _totals(report: AnalyzeReport) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Collection, Optional
 from pcapq.report import timeline as tl
 from pcapq.report.escape import md_code, md_text
 from pcapq.report.findings import TITLES
+from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport, ConnectionRow
 
 
@@ -64,6 +65,9 @@ def render_analyze(report: AnalyzeReport) -> str:
     out: list[str] = ["# pcapq analysis", ""]
     files = ", ".join(md_text(c["path"] if c["path"] != "-" else "standard input") for c in report.captures)
     out += [f"Captures: {files}", ""]
+    notes = note_rows(report.captures)
+    if notes:
+        out += ["## Capture notes", ""] + _table(["what", "text"], [[md_text(what), md_text(text)] for what, text in notes]) + [""]
     out += ["## Findings", ""]
     if not d.findings:
         out += ["No failures found: no connection shows a listen-queue, loss or timeout problem.", ""]
@@ -74,7 +78,7 @@ def render_analyze(report: AnalyzeReport) -> str:
         frames = ", ".join(str(e["frame"]) + (f" (file {e['file']})" if e["file"] else "") for e in f.evidence)
         out += [
             f"- **When:** {_clock(f.first)} to {_clock(f.last)}{offset}",
-            f"- **Connections:** {len(f.connections)} (ids {ids})",
+            f"- **Connections:** {f.connection_count:,} (ids {ids})" if ids else f"- **Connections:** {f.connection_count:,}",
             f"- **Confidence:** {f.confidence:.2f}: {md_text(f.confidence_reason)}",
             f"- **Open in Wireshark:** frames {frames}" if frames else "- **Open in Wireshark:** -",
         ]

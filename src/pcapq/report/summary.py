@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from pcapq._core import Analysis
+from pcapq.report.notes import note_rows
 
 
 def _when(epoch: float | None) -> str:
@@ -24,6 +26,24 @@ def _count(n: int, of: int | None = None) -> Text:
     return text
 
 
+def _name(c: Mapping[str, Any]) -> str:
+    return "standard input" if c["path"] == "-" else c["path"]
+
+
+def render_notes(captures: Sequence[Mapping[str, Any]]) -> Table | None:
+    """What pcapng files say about themselves. Each string goes into a Text, so rich shows
+    "[bold]" or "<script>" as the characters they are."""
+    rows = note_rows(captures)
+    if not rows:
+        return None
+    table = Table(title="\nCapture notes", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
+    table.add_column("what", style="bold")
+    table.add_column("text", overflow="fold")
+    for what, text in rows:
+        table.add_row(Text(what), Text(text))
+    return table
+
+
 def render_summary(analysis: Analysis) -> Group:
     """Captures read, then connection counts, then what was skipped."""
     s = analysis.summary()
@@ -36,11 +56,15 @@ def render_summary(analysis: Analysis) -> Group:
     files.add_column("TCP", justify="right")
     files.add_column("from")
     files.add_column("to")
-    for c in analysis.captures():
+    captures = analysis.captures()
+    for c in captures:
         fmt = (c["format"] or "?") + (" (gzip)" if c["gzip"] else "")
-        name = "standard input" if c["path"] == "-" else c["path"]
-        files.add_row(name, fmt, f"{c['packets']:,}", f"{c['tcp_segments']:,}", _when(c["first_time"]), _when(c["last_time"]))
+        # Text, not a str: rich would read "[...]" in a file name as markup.
+        files.add_row(Text(_name(c)), fmt, f"{c['packets']:,}", f"{c['tcp_segments']:,}", _when(c["first_time"]), _when(c["last_time"]))
     parts.append(files)
+    notes = render_notes(captures)
+    if notes is not None:
+        parts.append(notes)
 
     total = s["connections"]
     conns = Table(title="\nConnections", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
