@@ -593,6 +593,7 @@ mod tests {
             time_went_backwards: 0,
             link_types: vec![(1, 10)],
             stop: ReadStop::End,
+            notes: None,
         });
         let back = Analysis::from_bytes(&a.to_bytes().unwrap()).unwrap();
         assert_eq!(back.summary(), a.summary());

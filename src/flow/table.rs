@@ -304,9 +304,10 @@ impl FlowTable {
     }
 
     /// Every flow whose record the store kept, in no particular order (a tombstone comes back
-    /// as a flow on its record's slot), and the table of the tombstones of dropped records.
+    /// as a flow on its record's slot), and the table of the tombstones of dropped records
+    /// (with the counts of flows set aside or forgotten early).
     pub fn into_flows(self) -> (Vec<(FlowKey, Flow)>, FlowTable) {
-        let mut dropped = FlowTable::default();
+        let mut dropped = FlowTable { retired_early: self.retired_early, forgotten_early: self.forgotten_early, ..FlowTable::default() };
         let mut flows: Vec<(FlowKey, Flow)> = self.live.into_iter().collect();
         for (key, t) in self.finished {
             match t.record.slot() {
@@ -343,6 +344,8 @@ impl FlowTable {
     /// Takes over the tombstones of dropped records of the capture that came next (their ids
     /// moved by `id_of`); they replace what this table had on the same 4-tuple.
     pub fn adopt_tombstones(&mut self, later: FlowTable, id_of: impl Fn(u64) -> u64) {
+        self.retired_early += later.retired_early;
+        self.forgotten_early += later.forgotten_early;
         for (key, mut t) in later.finished {
             t.record.id = id_of(t.record.id);
             self.live.remove(&key);
