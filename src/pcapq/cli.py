@@ -551,7 +551,13 @@ def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> 
 
     _refuse_overwriting_inputs(files, output)
     try:
-        result = _core.analyze(list(files))
+        # Without --conn the story is one of the connections with a problem: only those are
+        # kept (with their events), so memory follows the live connections. A capture with no
+        # problem at all is read again keeping every record, for its first healthy connection.
+        every_record = conn is not None or "-" in files  # standard input cannot be read twice
+        result = _core.analyze(list(files), keep_connections=every_record, keep_events=True)
+        if len(result) == 0 and result.summary()["connections"] > 0:
+            result = _core.analyze(list(files))
     except _core.CaptureError as e:
         _fail(e.args[0], ExitCode.UNREADABLE)
     for warning in result.warnings():

@@ -23,5 +23,5 @@ def explain(analysis: Analysis, conn: str | None = None) -> Story:
     """
     diagnosis = diagnose(analysis)
     choice = choose(analysis, diagnosis, conn)
-    record = json.loads(analysis.connection_json(choice.id))
+    record = json.loads(analysis.connection_json(choice.index))
     return tell(record, diagnosis, choice.reason, choice.others, choice.matched)

@@ -11,7 +11,9 @@ server endpoint is tried too). Otherwise the most instructive one, by this rule 
 3. with no problem at all, the first connection that completed (what healthy looks like).
 
 Only problem connections (lean) and then the one chosen are brought into Python, never one
-object per healthy connection; --conn reads the records one at a time.
+object per healthy connection; --conn reads the records one at a time. Without --conn the
+analysis may keep only the connections with a problem (keep_connections=False): records are
+then found by id, not by position.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from pcapq.diagnose import Diagnosis
 
 @dataclass
 class Choice:
-    id: int
+    index: int
+    """The record's position in the analysis (`Analysis.connection_json(index)`)."""
     reason: str
     others: list[int]
     """Other connections --conn matched (the same 4-tuple reused, a server port), up to MAX_OTHERS."""
@@ -61,16 +64,18 @@ def _record_richness(c: dict) -> tuple:
 def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice:
     if conn is not None:
         return _by_endpoint(analysis, conn)
+    position = _positions(analysis)
     findings = sorted(diagnosis.findings, key=lambda f: (-f.confidence, f.first))
     for finding in findings:
-        named = [json.loads(analysis.connection_json(i)) for i in sorted(finding.connections)[:CANDIDATES]]
+        kept = [position[i] for i in sorted(finding.connections) if i in position][:CANDIDATES]
+        named = [(json.loads(analysis.connection_json(i)), i) for i in kept]
         if named:
-            best = max(named, key=_record_richness)
-            return Choice(best["id"], f"the richest connection of the most certain finding ({_cause(finding.cause)})", [])
+            index = max(named, key=lambda pair: _record_richness(pair[0]))[1]
+            return Choice(index, f"the richest connection of the most certain finding ({_cause(finding.cause)})", [])
     problems = analysis.connections(problems_only=True, lean=True)
     if problems:
         best = max(problems, key=_richness)
-        return Choice(best["id"], "the problem connection with the most symptoms (no finding names one)", [])
+        return Choice(position[best["id"]], "the problem connection with the most symptoms (no finding names one)", [])
     # No problem anywhere: every connection completed or is still open; usually the first one
     # completed, so this reads one or two records.
     for i in range(len(analysis)):
@@ -79,6 +84,24 @@ def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice
     if len(analysis):
         return Choice(0, "no connection completed: the first one", [])
     raise NoSuchConnection("the capture holds no TCP connection to explain")
+
+
+class _Identity(dict):
+    """Every record kept: a connection's id is its position."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: int) -> int:
+        return key
+
+
+def _positions(analysis: Analysis) -> dict[int, int]:
+    """Connection id -> position of its record: the same when every record is kept, else
+    looked up among the records kept (those with a problem)."""
+    if len(analysis) == analysis.summary()["connections"]:
+        return _Identity()
+    return {c["id"]: i for i, c in enumerate(analysis.connections(lean=True))}
 
 
 # Fields of a connection's JSON record (docs/json.md), read without parsing its events.
