@@ -226,6 +226,11 @@ impl Analysis {
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
+        Analysis::of_run(files, finished, live, self.evicted + later.evicted, skipped, self.options)
+    }
+
+    /// What a tracker left (`Tracker::finish`) over `files`.
+    fn of_run(files: Vec<FileReport>, finished: Finished, live: FlowTable, evicted: u64, skipped: SkipCounts, options: AnalyzeOptions) -> Analysis {
         Analysis {
             files,
             connections: finished.connections,
@@ -236,9 +241,9 @@ impl Analysis {
             live,
             open: finished.open,
             next_id: finished.next_id,
-            evicted: self.evicted + later.evicted,
+            evicted,
             skipped,
-            options: self.options,
+            options,
         }
     }
 
@@ -512,20 +517,7 @@ pub fn analyze_readers(
     progress(read_bytes);
     let evicted = tracker.evicted;
     let (finished, live) = tracker.finish();
-    Ok(Analysis {
-        evicted,
-        files,
-        connections: finished.connections,
-        dropped: finished.tally,
-        servers: finished.servers,
-        not_kept: finished.not_kept,
-        dropped_timeline: finished.timeline,
-        live,
-        open: finished.open,
-        next_id: finished.next_id,
-        skipped,
-        options,
-    })
+    Ok(Analysis::of_run(files, finished, live, evicted, skipped, options))
 }
 
 /// Analyses several captures, each a list of files read in order as one capture (as `analyze`

@@ -79,13 +79,10 @@ def syn_queue_overflow(packets: list[Captured]) -> None:
     exchange(c, 3.5003)
 
 
-def accept_queue_overflow(packets: list[Captured]) -> None:
-    """backlog 1 (the accept queue holds 2), first accept() at 3 s. 40000 and 40001 fill the
-    queue; 40002's SYN was answered before 40001's ACK, so its ACK finds the queue full and is
-    dropped (tcp_check_req() -> inet_csk_complete_hashdance() fails), and so is its request: the
-    server re-sends its SYN-ACK (1 s, 3 s), the client answers each with a duplicate ACK and
-    re-sends its request on its RTO (0.2 s, doubling). 40003's SYNs meet a full queue and are
-    dropped (tcp_conn_request(): sk_acceptq_is_full()) until 3.5 s."""
+def accept_queue_filled(packets: list[Captured]) -> tuple:
+    """backlog 1, no accept() yet: 40000 and 40001 are established and their requests wait in
+    the accept queue (which holds 2); 40002 got its SYN-ACK before 40001's ACK filled the queue.
+    Returns the three conversations; 40002's ACK is next."""
     a = conversation(packets, 40000, 1000, 5000)
     a.handshake(0.0)
     a.send("client", 0.0003, REQUEST)
@@ -99,6 +96,17 @@ def accept_queue_overflow(packets: list[Captured]) -> None:
     b.ack("client", 0.0102)
     b.send("client", 0.0103, REQUEST)
     b.ack("server", 0.0104)
+    return a, b, c
+
+
+def accept_queue_overflow(packets: list[Captured]) -> None:
+    """backlog 1 (the accept queue holds 2), first accept() at 3 s. 40000 and 40001 fill the
+    queue; 40002's SYN was answered before 40001's ACK, so its ACK finds the queue full and is
+    dropped (tcp_check_req() -> inet_csk_complete_hashdance() fails), and so is its request: the
+    server re-sends its SYN-ACK (1 s, 3 s), the client answers each with a duplicate ACK and
+    re-sends its request on its RTO (0.2 s, doubling). 40003's SYNs meet a full queue and are
+    dropped (tcp_conn_request(): sk_acceptq_is_full()) until 3.5 s."""
+    a, b, c = accept_queue_filled(packets)
     c.ack("client", 0.0105)  # dropped: the accept queue is full
     c.send("client", 0.0106, REQUEST)  # dropped
     for r in RTO[:3]:
@@ -139,19 +147,7 @@ def abort_on_overflow(packets: list[Captured]) -> None:
     """accept_queue_overflow with net.ipv4.tcp_abort_on_overflow=1: 40002's ACK finds the accept
     queue full and the listener answers it with an RST (tcp_check_req(): embryonic reset),
     then its request with a second one. The client's read fails with ECONNRESET at once."""
-    a = conversation(packets, 40000, 1000, 5000)
-    a.handshake(0.0)
-    a.send("client", 0.0003, REQUEST)
-    a.ack("server", 0.0004)
-    b = conversation(packets, 40001, 2000, 6000)
-    c = conversation(packets, 40002, 3000, 7000)
-    b.syn(0.0100)
-    c.syn(0.0101)
-    b.synack(0.01011)
-    c.synack(0.01012)
-    b.ack("client", 0.0102)
-    b.send("client", 0.0103, REQUEST)
-    b.ack("server", 0.0104)
+    a, b, c = accept_queue_filled(packets)
     c.ack("client", 0.0105)
     c.rst("server", 0.01052, with_ack=False)
     c.send("client", 0.0106, REQUEST)

@@ -597,8 +597,18 @@ fn analyze_parts(
     progress: Option<PyObject>,
 ) -> PyResult<Vec<Analysis>> {
     let options = analyze_options(keep_connections, keep_events, true, max_connections);
+    run_reporting(py, progress, |report| analysis::analyze_parts_with_progress(&paths, options, jobs, report))
+}
+
+/// Runs `work` with the GIL released, passing it the reporter of `progress`; the analyses as
+/// Python objects, the first CaptureError, or the exception `progress` raised.
+fn run_reporting(
+    py: Python<'_>,
+    progress: Option<PyObject>,
+    work: impl FnOnce(&(dyn Fn(usize, u64) + Sync)) -> Vec<Result<analysis::Analysis, crate::reader::ReadError>> + Send,
+) -> PyResult<Vec<Analysis>> {
     let reporter = ProgressReporter::new(progress);
-    let results = py.allow_threads(|| catch(|| analysis::analyze_parts_with_progress(&paths, options, jobs, &|i, b| reporter.report(i, b))))?;
+    let results = py.allow_threads(|| catch(|| work(&|i, b| reporter.report(i, b))))?;
     reporter.finish()?;
     results.into_iter().map(|r| r.map(Analysis::of).map_err(|e| errors::capture_error(&e))).collect()
 }
@@ -649,10 +659,7 @@ fn analyze_many(
     progress: Option<PyObject>,
 ) -> PyResult<Vec<Analysis>> {
     let options = analyze_options(keep_connections, keep_events, false, max_connections);
-    let reporter = ProgressReporter::new(progress);
-    let results = py.allow_threads(|| catch(|| analysis::analyze_captures_with_progress(&captures, options, jobs, &|i, b| reporter.report(i, b))))?;
-    reporter.finish()?;
-    results.into_iter().map(|r| r.map(Analysis::of).map_err(|e| errors::capture_error(&e))).collect()
+    run_reporting(py, progress, |report| analysis::analyze_captures_with_progress(&captures, options, jobs, report))
 }
 
 #[pymodule]
