@@ -22,6 +22,7 @@ class Timings:
         self.synack_retries = 0
         self.cut_short = 0
         self.first_rto: list[float] = []
+        self.first_syn_retry: list[float] = []
 
     def add(self, problems: list[dict]) -> None:
         for c in problems:
@@ -30,6 +31,8 @@ class Timings:
                     self.syn_series += 1
                     if s.count >= 3:
                         self.syn_schedules.append(s.schedule)
+                    if s.second and s.second.interval is not None:
+                        self.first_syn_retry.append(s.second.interval)
                 elif s.kind == "synack":
                     self.synack_series += 1
                     self.synack_retries = max(self.synack_retries, s.timed_retries)
@@ -44,11 +47,8 @@ class Timings:
         if telling:
             schedule = max(set(telling), key=telling.count)
             out.append(f"{SYN_SCHEDULES[schedule]}: {telling.count(schedule)} of {len(telling)} SYN series")
-        elif self.syn_series:
-            out.append(
-                f"the first SYN retry came 1 s after the SYN (Linux 3.1+): {self.syn_series} SYN series, "
-                "too short to tell the schedule"
-            )
+        elif self.first_syn_retry:
+            out.append(_first_syn_retry(median(self.first_syn_retry), self.syn_series))
         if self.synack_series:
             n = self.synack_retries
             out.append(f"server net.ipv4.tcp_synack_retries >= {n} (up to {n} SYN-ACK timer retries seen)")
@@ -58,11 +58,37 @@ class Timings:
                     "half full of old requests (inet_connection_sock.c: reqsk_timer_handler() lowers the retries then)"
                 )
         if self.first_rto:
-            out.append(
-                f"data re-sent first after {median(self.first_rto) * 1000:.0f} ms (median of {len(self.first_rto)}): "
-                "the loss probe / RTO"
+            first = median(self.first_rto)
+            why = (
+                "a fast retransmit (duplicate ACKs or SACK: tcp_fastretrans_alert(), RACK), not a timer"
+                if first < FASTER_THAN_ANY_TIMER_S
+                else "the loss probe / RTO"
             )
+            shown = f"{first * 1000:.0f} ms" if first >= 0.01 else f"{first * 1000:.2f} ms"
+            out.append(f"data re-sent first after {shown} (median of {len(self.first_rto)}): {why}")
         return out
+
+
+# Linux's shortest retransmission timer: the tail loss probe waits at least TCP_TIMEOUT_MIN
+# (2 jiffies, 8 ms at HZ=250) and the RTO at least 200 ms (TCP_RTO_MIN); a re-send sooner
+# than this answered duplicate ACKs or SACK blocks.
+FASTER_THAN_ANY_TIMER_S = 0.005
+
+
+def _first_syn_retry(seconds: float, series: int) -> str:
+    """What the wait before the first SYN retry says, from a series too short to tell the
+    schedule."""
+    tail = f"{series} SYN series, too short to tell the schedule"
+    if 0.8 <= seconds <= 1.6:
+        return f"the first SYN retry came {seconds:.2f} s after the SYN: the 1 s initial RTO of Linux 3.1+ ({tail})"
+    if 2.5 <= seconds <= 3.8:
+        return f"the first SYN retry came {seconds:.2f} s after the SYN: the 3 s initial RTO of kernels before 3.1 ({tail})"
+    if seconds < 0.8:
+        return (
+            f"the SYN was sent again {seconds * 1000:.0f} ms after the first, sooner than the client's 1 s SYN "
+            f"timer (TCP_TIMEOUT_INIT): something made the client send it at once, not a timeout ({tail})"
+        )
+    return f"the first SYN retry came {seconds:.2f} s after the SYN ({tail})"
 
 
 def infer(problems: list[dict]) -> list[str]:
