@@ -194,3 +194,31 @@ def test_kernel_captures_have_no_unexplained_disagreement(tmp_path, scenario):
     with NetnsPair(tools=("ip", "tcpdump", "tc", "nstat")) as net:
         run = getattr(kernel_scenarios, scenario)(net, tmp_path / f"{scenario}.pcap")
     assert_all_explained(run.pcap)
+
+
+def test_markdown_and_html_reports(tmp_path):
+    capture = REPO / "captures/accept_queue_overflow.pcap"
+    doc = crosscheck_json(capture)
+    md = run_pcapq("crosscheck", "--format", "markdown", str(capture))
+    assert md.returncode == 0, md.stderr.decode()
+    text = md.stdout.decode()
+    assert "## Agreement per label" in text and "## Disagreements" in text
+    # One table row per label and per disagreement, as in the JSON.
+    assert sum(line.startswith("| ") for line in text.splitlines()) == 2 + len(doc["table"]) + len(doc["disagreements"])
+    assert "never labels a SYN-ACK spurious" in text
+    out = tmp_path / "x.html"
+    html = run_pcapq("crosscheck", "--format", "html", "-o", str(out), str(capture))
+    assert html.returncode == 0 and html.stdout == b""
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert page.count("<tr") == 2 + len(doc["table"]) + len(doc["disagreements"])
+    assert f"{doc['table'][0]['pcapq']}</td>" in page
+
+
+def test_reports_escape_the_file_name(tmp_path):
+    hostile = tmp_path / "a<b>|`c`.pcap"
+    hostile.write_bytes((REPO / "captures/closed_port.pcap").read_bytes())
+    md = run_pcapq("crosscheck", "--format", "markdown", str(hostile)).stdout.decode()
+    assert "<b>" not in md and "|`c`" not in md
+    html = run_pcapq("crosscheck", "--format", "html", str(hostile)).stdout.decode()
+    assert "a<b>" not in html and "a&lt;b&gt;" in html

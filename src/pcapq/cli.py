@@ -450,7 +450,11 @@ TSHARK_INSTALL = "apt-get install tshark (Debian/Ubuntu)"
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", metavar="FILE")
-@format_option("text: agreement table and disagreements for people. json: the same as one document.")
+@format_option(
+    "text: agreement table and disagreements for people. json: the same as one document. markdown: for a "
+    "ticket. html: one self-contained page.",
+    REPORT_FORMATS,
+)
 @output_option
 @click.option(
     "--method",
@@ -497,14 +501,18 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
         _fail(f"no TCP segments to compare in {file}", ExitCode.NO_TCP)
 
     def write(out: TextIO, colourless: bool) -> None:
+        from pcapq.crosscheck import report
+
         if fmt == "json":
             import json
 
             out.write(json.dumps(result.to_json(), indent=2) + "\n")
+        elif fmt == "markdown":
+            out.write(report.render_markdown(result))
+        elif fmt == "html":
+            out.write(report.render_html(result))
         else:
-            from pcapq.crosscheck.report import render
-
-            _console(out, colourless).print(render(result))
+            _console(out, colourless).print(report.render(result))
         out.flush()
 
     _deliver(output, no_color, write)

@@ -77,6 +77,7 @@ table.conns td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pager { margin-top: 8px; display: flex; gap: 8px; align-items: center; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin: 0 4px 0 10px; vertical-align: middle; }
 .outcome { font-weight: 600; }
+tr.bad td { color: var(--bad); font-weight: 600; }
 """
 
 SCRIPT = """

@@ -17,7 +17,7 @@ def _clock(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
-def _table(header: list[str], rows: list[list[str]], right: Collection[int] = frozenset()) -> list[str]:
+def table(header: list[str], rows: list[list[str]], right: Collection[int] = frozenset()) -> list[str]:
     align = ["---:" if i in right else "---" for i in range(len(header))]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -29,7 +29,7 @@ def _latency(seconds: float) -> str:
 
 
 def worst_table(rows: list[ConnectionRow]) -> list[str]:
-    return _table(
+    return table(
         ["id", "client port", "server", "outcome", "symptoms", "added latency", "first frame"],
         [
             [
@@ -55,7 +55,7 @@ def aggregate_table(agg: tl.Aggregate) -> list[str]:
     header = ["start (UTC)", "new"] + [o.replace("_", " ") for o in outcomes] + ["retransmissions", "waiting (peak)"]
     servers = f" Summed over {agg.servers} servers." if agg.servers > 1 else ""
     return [f"Buckets of {agg.width} s. *waiting*: connections established for the client and not yet answered "
-            f"by the server (an estimate of the accept queue: the most at the end of any second of the bucket).{servers}"] + [""] + _table(
+            f"by the server (an estimate of the accept queue: the most at the end of any second of the bucket).{servers}"] + [""] + table(
         header, rows, right=set(range(1, len(header)))
     )
 
@@ -67,7 +67,7 @@ def render_analyze(report: AnalyzeReport) -> str:
     out += [f"Captures: {files}", ""]
     notes = note_rows(report.captures)
     if notes:
-        out += ["## Capture notes", ""] + _table(["what", "text"], [[md_text(what), md_text(text)] for what, text in notes]) + [""]
+        out += ["## Capture notes", ""] + table(["what", "text"], [[md_text(what), md_text(text)] for what, text in notes]) + [""]
     out += ["## Findings", ""]
     if not d.findings:
         out += ["No failures found: no connection shows a listen-queue, loss or timeout problem.", ""]
@@ -116,7 +116,7 @@ def render_analyze(report: AnalyzeReport) -> str:
     ]
     rows += [[f"outcome {md_code(k)}", pct(v)] for k, v in s["outcomes"].items() if v]
     rows += [[f"symptom {md_code(k)}", pct(v)] for k, v in s["symptoms"].items() if v]
-    out += ["## Totals", ""] + _table(["", "count"], rows, right={1}) + [""]
+    out += ["## Totals", ""] + table(["", "count"], rows, right={1}) + [""]
     for w in report.warnings:
         out.append(f"> warning: {md_text(w)}")
     return "\n".join(out).rstrip() + "\n"
@@ -138,7 +138,7 @@ def connection_section(t: tl.ConnectionTimeline) -> list[str]:
         ]
         for r in t.rows
     ]
-    out += _table(["frame", "time (s)", "dir", "flags", "seq", "ack", "len", "what it means"], rows, right={0, 1, 4, 5, 6})
+    out += table(["frame", "time (s)", "dir", "flags", "seq", "ack", "len", "what it means"], rows, right={0, 1, 4, 5, 6})
     if t.events_dropped:
         out += ["", f"{t.events_dropped} later events were not kept (a long transfer's duplicate ACKs)."]
     return out + [""]
