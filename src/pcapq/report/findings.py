@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 from rich.console import Group
 from rich.panel import Panel
@@ -10,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pcapq.diagnose import Diagnosis, Finding
+from pcapq.report.clock import utc_clock
 
 TITLES = {
     "accept_queue_overflow": "Accept queue overflow",
@@ -25,16 +25,12 @@ TITLES = {
 }
 
 
-def _clock(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
-
-
 def render_finding(f: Finding, capture_start: float | None) -> Panel:
     rows = Table.grid(padding=(0, 2))
     rows.add_column(style="bold")
     rows.add_column()
     offset = f" (+{f.first - capture_start:.3f} s into the capture)" if capture_start is not None else ""
-    rows.add_row("when", f"{_clock(f.first)} to {_clock(f.last)} UTC{offset}")
+    rows.add_row("when", f"{utc_clock(f.first)} to {utc_clock(f.last)} UTC{offset}")
     ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
     rows.add_row("connections", f"{f.connection_count:,} (ids {ids})" if ids else f"{f.connection_count:,}")
     rows.add_row("confidence", f"{f.confidence:.2f}: {f.confidence_reason}")

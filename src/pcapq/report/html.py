@@ -17,7 +17,6 @@ that forbids fetches), `chart_svg()` (an `timeline.Aggregate`), `ladder_svg()` (
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from pcapq import _core
@@ -27,6 +26,7 @@ from pcapq.report.escape import script_json
 from pcapq.report.findings import TITLES
 from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport
+from pcapq.report.clock import utc_clock
 
 OUTCOME_COLOURS = {
     "completed": "#4e9a5b",
@@ -149,11 +149,6 @@ SCRIPT = """
 """
 
 
-def _clock(epoch: float, with_date: bool = False) -> str:
-    fmt = "%Y-%m-%d %H:%M:%S.%f" if with_date else "%H:%M:%S.%f"
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime(fmt)[:-3]
-
-
 def _file_note(file: int) -> str:
     return f" (file {file})" if file else ""
 
@@ -167,7 +162,7 @@ def _findings(report: AnalyzeReport) -> list[str]:
         offset = f" (+{f.first - report.start:.3f} s into the capture)" if report.start is not None else ""
         ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
         items = [
-            ("when", f"{_clock(f.first)} to {_clock(f.last)} UTC{offset}"),
+            ("when", f"{utc_clock(f.first)} to {utc_clock(f.last)} UTC{offset}"),
             ("connections", f"{f.connection_count:,} (ids {ids})" if ids else f"{f.connection_count:,}"),
             ("confidence", f"{f.confidence:.2f}: {f.confidence_reason}"),
         ]
@@ -196,8 +191,8 @@ def _captures(report: AnalyzeReport) -> list[str]:
     for c in report.captures:
         name = "standard input" if c["path"] == "-" else c["path"]
         fmt = (c["format"] or "?") + (" (gzip)" if c["gzip"] else "")
-        first = _clock(c["first_time"], True) if c["first_time"] is not None else "-"
-        last = _clock(c["last_time"], True) if c["last_time"] is not None else "-"
+        first = utc_clock(c["first_time"], True) if c["first_time"] is not None else "-"
+        last = utc_clock(c["last_time"], True) if c["last_time"] is not None else "-"
         rows.append(
             f"<tr><td class=file>{h(name)}</td><td>{h(fmt)}</td><td class=num>{c['packets']:,}</td>"
             f"<td class=num>{c['tcp_segments']:,}</td><td>{first}</td><td>{last}</td><td>{h(c['read_stop'])}</td></tr>"
@@ -289,14 +284,14 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
                 continue
             bh = count / max_new * panel
             base -= bh
-            tip = f"{_clock(b.start)} UTC: {count:,} {outcome.replace('_', ' ')}"
+            tip = f"{utc_clock(b.start)} UTC: {count:,} {outcome.replace('_', ' ')}"
             parts.append(
                 f'<rect x="{bx:.1f}" y="{base:.1f}" width="{w:.1f}" height="{bh:.1f}" fill="{OUTCOME_COLOURS[outcome]}">'
                 f"<title>{h(tip)}</title></rect>"
             )
         if b.retransmissions:
             bh = b.retransmissions / max_rtx * panel
-            tip = f"{_clock(b.start)} UTC: {b.retransmissions:,} retransmissions"
+            tip = f"{utc_clock(b.start)} UTC: {b.retransmissions:,} retransmissions"
             parts.append(
                 f'<rect x="{bx:.1f}" y="{ys[1] + panel - bh:.1f}" width="{w:.1f}" height="{bh:.1f}" fill="#e67e22">'
                 f"<title>{h(tip)}</title></rect>"
@@ -315,7 +310,7 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
     for colour, (server, values) in zip(SERVER_COLOURS, agg.waiting_by_server.items()):
         parts.append(step_line(values, colour, f"waiting at {server}", 1.3))
     def tick_label(t: float) -> str:
-        return _clock(t, with_date=t1 - t0 > 86400)[:-4]
+        return utc_clock(t, with_date=t1 - t0 > 86400)[:-4]
 
     ticks = min(8, n)
     for k in range(ticks + 1):
@@ -514,7 +509,7 @@ def render_analyze(report: AnalyzeReport) -> str:
     when = ""
     if report.start is not None:
         ends = [c["last_time"] for c in report.captures if c["last_time"] is not None]
-        when = f"{_clock(report.start, True)} to {_clock(max(ends), True)} UTC" if ends else ""
+        when = f"{utc_clock(report.start, True)} to {utc_clock(max(ends), True)} UTC" if ends else ""
     body = [
         f"<h1>pcapq: {h(names)}</h1>",
         f'<p class="muted">{h(when)} · pcapq {h(_core.__version__)}</p>',

@@ -3,7 +3,6 @@ Text from the capture (file names) goes through `escape.md_text`."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Collection, Optional
 
 from pcapq.report import timeline as tl
@@ -11,10 +10,11 @@ from pcapq.report.escape import md_code, md_text
 from pcapq.report.findings import TITLES
 from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport, ConnectionRow
+from pcapq.report.clock import utc_clock
 
 
-def _clock(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+def _utc_date(epoch: float) -> str:
+    return utc_clock(epoch, with_date=True) + " UTC"
 
 
 def table(header: list[str], rows: list[list[str]], right: Collection[int] = frozenset()) -> list[str]:
@@ -48,7 +48,7 @@ def aggregate_table(agg: tl.Aggregate) -> list[str]:
     rows = []
     for b in agg.buckets:
         rows.append(
-            [datetime.fromtimestamp(b.start, tz=timezone.utc).strftime("%H:%M:%S"), str(b.connections)]
+            [utc_clock(b.start)[:8], str(b.connections)]
             + [str(b.new[o]) for o in outcomes]
             + [str(b.retransmissions), str(b.waiting_peak)]
         )
@@ -77,7 +77,7 @@ def render_analyze(report: AnalyzeReport) -> str:
         ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
         frames = ", ".join(str(e["frame"]) + (f" (file {e['file']})" if e["file"] else "") for e in f.evidence)
         out += [
-            f"- **When:** {_clock(f.first)} to {_clock(f.last)}{offset}",
+            f"- **When:** {_utc_date(f.first)} to {_utc_date(f.last)}{offset}",
             f"- **Connections:** {f.connection_count:,} (ids {ids})" if ids else f"- **Connections:** {f.connection_count:,}",
             f"- **Confidence:** {f.confidence:.2f}: {md_text(f.confidence_reason)}",
             f"- **Open in Wireshark:** frames {frames}" if frames else "- **Open in Wireshark:** -",
@@ -127,7 +127,7 @@ def connection_section(t: tl.ConnectionTimeline) -> list[str]:
     out = [
         f"### Connection {t.id}: {md_text(t.client)} → {md_text(t.server)}",
         "",
-        f"{md_code(t.outcome)}, {symptoms}; first packet {_clock(t.first_time)}, lasted {t.duration:.3f} s"
+        f"{md_code(t.outcome)}, {symptoms}; first packet {_utc_date(t.first_time)}, lasted {t.duration:.3f} s"
         + (f", {t.added_latency:.3f} s added by retransmissions" if t.added_latency else ""),
         "",
     ]

@@ -3,7 +3,6 @@ per-connection timelines."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any, Optional
 
 from rich.console import Group
@@ -12,6 +11,7 @@ from rich.text import Text
 
 from pcapq.report import timeline as tl
 from pcapq.report.model import ConnectionRow
+from pcapq.report.clock import utc_clock
 
 OUTCOME_STYLES = {
     "completed": "green",
@@ -23,10 +23,6 @@ OUTCOME_STYLES = {
     "reset_by_client": "yellow",
     "partial": "dim",
 }
-
-
-def _clock(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S.%f")[:-3]
 
 
 def worst_table(rows: list[ConnectionRow], total: int) -> Table:
@@ -65,7 +61,7 @@ def aggregate_table(agg: tl.Aggregate) -> Group:
         end = b.start + agg.width
         episode = ", ".join(sorted({e.cause.replace("_", " ") for e in agg.episodes if e.first < end and e.last >= b.start}))
         t.add_row(
-            _clock(b.start)[:8], str(b.connections), *[str(b.new[o]) for o in outcomes], str(b.retransmissions),
+            utc_clock(b.start)[:8], str(b.connections), *[str(b.new[o]) for o in outcomes], str(b.retransmissions),
             str(b.waiting_peak), Text(episode, style="red"),
         )
     note = Text(
@@ -83,7 +79,7 @@ def connection_table(t: tl.ConnectionTimeline) -> Group:
     head = Text.assemble(
         (f"Connection {t.id}: {t.client} → {t.server}  ", "bold"),
         (t.outcome.replace("_", " "), OUTCOME_STYLES.get(t.outcome, "") + " bold"),
-        (f", {symptoms}; first packet {_clock(t.first_time)} UTC, {t.duration:.3f} s{latency}", ""),
+        (f", {symptoms}; first packet {utc_clock(t.first_time)} UTC, {t.duration:.3f} s{latency}", ""),
     )
     table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 1))
     table.add_column("frame", justify="right")
