@@ -809,8 +809,13 @@ def main() -> None:
         cli.main(prog_name="pcapq", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except click.UsageError as e:
+        # One line, as for every other bad input, with where to read more.
+        where = e.ctx.command_path if e.ctx is not None else "pcapq"
+        click.echo(f"pcapq: {e.format_message()} (see '{where} --help')", err=True)
+        sys.exit(int(ExitCode.USAGE))
     except click.ClickException as e:
-        e.show()
+        click.echo(f"pcapq: {e.format_message()}", err=True)
         sys.exit(int(ExitCode.USAGE))
     except click.exceptions.Abort:
         sys.exit(int(ExitCode.INTERRUPTED))
