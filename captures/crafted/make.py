@@ -43,12 +43,18 @@ def exchange(c: Conversation, t: float) -> float:
     time of the last packet."""
     c.send("client", t, REQUEST)
     c.ack("server", t + 0.0001)
-    c.send("server", t + 0.0005, RESPONSE)
-    c.ack("client", t + 0.0006)
-    c.fin("server", t + 0.0007)
-    c.fin("client", t + 0.0008)
-    c.ack("server", t + 0.0009)
-    return t + 0.0009
+    return answer_and_close(c, t + 0.0005)
+
+
+def answer_and_close(c: Conversation, t: float) -> float:
+    """The response at `t`, its ACK, the server's FIN first, then the client's; the time of the
+    last packet."""
+    c.send("server", t, RESPONSE)
+    c.ack("client", t + 0.0001)
+    c.fin("server", t + 0.0002)
+    c.fin("client", t + 0.0003)
+    c.ack("server", t + 0.0004)
+    return t + 0.0004
 
 
 def healthy(packets: list[Captured]) -> None:
@@ -117,26 +123,14 @@ def accept_queue_overflow(packets: list[Captured]) -> None:
     for t in (0.5, 1.5, 2.5):
         d.syn(t)
     # accept() at 3.0 s: the server answers 40000 and 40001 and the queue has room again.
-    a.send("server", 3.0, RESPONSE)
-    a.ack("client", 3.0001)
-    a.fin("server", 3.0002)
-    a.fin("client", 3.0003)
-    a.ack("server", 3.0004)
-    b.send("server", 3.001, RESPONSE)
-    b.ack("client", 3.0011)
-    b.fin("server", 3.0012)
-    b.fin("client", 3.0013)
-    b.ack("server", 3.0014)
+    answer_and_close(a, 3.0)
+    answer_and_close(b, 3.001)
     # 40002's SYN-ACK again at 3.01 s; the client's ACK now creates the connection.
     c.synack(0.01012 + SYNACK_RETRIES[1])
     c.ack("client", 3.0103)
     c.resend("client", 0.0106 + RTO[3], index=2)  # the request (sent: SYN, ACK, request, ...)
     c.ack("server", 3.0107)
-    c.send("server", 3.02, RESPONSE)
-    c.ack("client", 3.0201)
-    c.fin("server", 3.0202)
-    c.fin("client", 3.0203)
-    c.ack("server", 3.0204)
+    answer_and_close(c, 3.02)
     d.syn(3.5)
     d.synack(3.50002)
     d.ack("client", 3.5001)
@@ -154,11 +148,7 @@ def abort_on_overflow(packets: list[Captured]) -> None:
     c.rst("server", 0.01062, with_ack=False)
     t = 2.0
     for conv in (a, b):
-        conv.send("server", t, RESPONSE)
-        conv.ack("client", t + 0.0001)
-        conv.fin("server", t + 0.0002)
-        conv.fin("client", t + 0.0003)
-        conv.ack("server", t + 0.0004)
+        answer_and_close(conv, t)
         t += 0.001
 
 
