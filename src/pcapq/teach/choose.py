@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 from pcapq._core import Analysis
 from pcapq.diagnose import Diagnosis
@@ -67,7 +68,7 @@ def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice
     position = _positions(analysis)
     findings = sorted(diagnosis.findings, key=lambda f: (-f.confidence, f.first))
     for finding in findings:
-        kept = [position[i] for i in sorted(finding.connections) if i in position][:CANDIDATES]
+        kept = [p for p in map(position, sorted(finding.connections)) if p is not None][:CANDIDATES]
         named = [(json.loads(analysis.connection_json(i)), i) for i in kept]
         if named:
             index = max(named, key=lambda pair: _record_richness(pair[0]))[1]
@@ -75,7 +76,7 @@ def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice
     problems = analysis.connections(problems_only=True, lean=True)
     if problems:
         best = max(problems, key=_richness)
-        return Choice(position[best["id"]], "the problem connection with the most symptoms (no finding names one)", [])
+        return Choice(position(best["id"]) or 0, "the problem connection with the most symptoms (no finding names one)", [])
     # No problem anywhere: every connection completed or is still open; usually the first one
     # completed, so this reads one or two records.
     for i in range(len(analysis)):
@@ -86,22 +87,12 @@ def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice
     raise NoSuchConnection("the capture holds no TCP connection to explain")
 
 
-class _Identity(dict):
-    """Every record kept: a connection's id is its position."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-    def __missing__(self, key: int) -> int:
-        return key
-
-
-def _positions(analysis: Analysis) -> dict[int, int]:
-    """Connection id -> position of its record: the same when every record is kept, else
-    looked up among the records kept (those with a problem)."""
+def _positions(analysis: Analysis) -> Callable[[int], Optional[int]]:
+    """Connection id -> position of its record (None: not kept). The same number when every
+    record is kept; else looked up among the records kept (those with a problem)."""
     if len(analysis) == analysis.summary()["connections"]:
-        return _Identity()
-    return {c["id"]: i for i, c in enumerate(analysis.connections(lean=True))}
+        return lambda id_: id_
+    return {c["id"]: i for i, c in enumerate(analysis.connections(lean=True))}.get
 
 
 # Fields of a connection's JSON record (docs/json.md), read without parsing its events.
