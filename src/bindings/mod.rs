@@ -3,6 +3,7 @@
 //! The work runs with the GIL released, and a panic in the core becomes `InternalError` here
 //! instead of unwinding into Python.
 
+mod diagnosis;
 mod errors;
 
 use std::io::{self, Write};
@@ -299,6 +300,19 @@ impl Analysis {
         Ok(d)
     }
 
+    /// The problem connections per listener, in episodes, with their marks: what the
+    /// diagnosis's rules count and select over (`Problems`).
+    fn problems(slf: Bound<'_, Self>) -> PyResult<diagnosis::Problems> {
+        let book = {
+            let mut this = slf.borrow_mut();
+            this.settle();
+            let this = &*this;
+            let end_ns = this.inner.end_ns();
+            detect::episodes::Book::build(&this.inner.connections, end_ns, this.server_stats())
+        };
+        Ok(diagnosis::Problems::new(slf.unbind(), book))
+    }
+
     /// Connection `index` (0-based, in order of first packet) as a JSON object string.
     fn connection_json(&mut self, index: usize) -> PyResult<String> {
         self.settle();
@@ -386,7 +400,7 @@ fn epoch(ns: i64) -> f64 {
 
 /// The fields of a connection the findings read, as a flat dict whose series are
 /// `pcapq.diagnose.lean.Series` tuples (see `Analysis.connections`).
-fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c: &Connection, end_ns: i64) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c: &Connection, end_ns: i64) -> PyResult<Bound<'py, PyDict>> {
     let v = detect::judge(c, end_ns);
     let d = PyDict::new(py);
     d.set_item("id", c.id)?;
@@ -450,7 +464,7 @@ fn parse_endpoint(text: &str) -> PyResult<crate::flow::Endpoint> {
 }
 
 /// The named tuples of `pcapq.diagnose.lean`.
-struct LeanShapes<'py> {
+pub(crate) struct LeanShapes<'py> {
     send: Bound<'py, PyAny>,
     series: Bound<'py, PyAny>,
 }
@@ -662,11 +676,31 @@ fn analyze_many(
     run_reporting(py, progress, |report| analysis::analyze_captures_with_progress(&captures, options, jobs, report))
 }
 
+/// The core's words, for the Python side and its stub (tests/test_vocabulary.py checks both).
+fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use crate::detect::{facts::Fact, schedule::Schedule, Outcome, SeriesKind, Symptom};
+    use crate::flow::{EventKind, PacketRole};
+    let d = PyDict::new(py);
+    d.set_item("outcomes", Outcome::ALL.iter().map(|o| o.slug()).collect::<Vec<_>>())?;
+    d.set_item("symptoms", Symptom::ALL.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
+    d.set_item("facts", Fact::ALL.iter().map(|f| f.slug()).collect::<Vec<_>>())?;
+    d.set_item("marks", detect::episodes::mark_names())?;
+    d.set_item("event_kinds", EventKind::ALL.iter().map(|e| e.slug()).collect::<Vec<_>>())?;
+    d.set_item("schedules", Schedule::SLUGS.to_vec())?;
+    d.set_item("series_kinds", SeriesKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
+    d.set_item("packet_roles", PacketRole::ALL.iter().map(|r| r.slug()).collect::<Vec<_>>())?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("JSON_SCHEMA_VERSION", json::SCHEMA_VERSION)?;
     m.add_class::<Analysis>()?;
+    m.add_class::<diagnosis::Problems>()?;
+    m.add_class::<diagnosis::Episode>()?;
+    m.add_class::<diagnosis::Selection>()?;
+    m.add("VOCABULARY", vocabulary(m.py())?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_parts, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_many, m)?)?;

@@ -2,7 +2,10 @@
 //! symptoms), and each retransmission series timed against the kernel's schedule. The rules
 //! are in docs/diagnosis.md; they read only the connection's record.
 
+pub mod episodes;
+pub mod facts;
 pub mod probes;
+pub mod scans;
 pub mod schedule;
 pub mod servers;
 
@@ -132,6 +135,8 @@ pub enum SeriesKind {
 }
 
 impl SeriesKind {
+    pub const ALL: [SeriesKind; 3] = [SeriesKind::Syn, SeriesKind::Synack, SeriesKind::Data];
+
     pub fn slug(self) -> &'static str {
         match self {
             SeriesKind::Syn => "syn",
@@ -262,13 +267,20 @@ fn symptoms(c: &Connection) -> Symptoms {
     if let Some(rst) = c.milestones.first_rst {
         match (rst.from, rst.answers) {
             (_, Some(PacketRole::Syn)) => s.insert(Symptom::Rejected),
-            (Side::Server, Some(PacketRole::HandshakeAck)) => s.insert(Symptom::ResetAfterAck),
-            (Side::Server, Some(PacketRole::Data)) if answers_first_data(c, &rst) => s.insert(Symptom::ResetAfterAck),
+            (Side::Server, Some(PacketRole::HandshakeAck)) if embryonic(c) => s.insert(Symptom::ResetAfterAck),
+            (Side::Server, Some(PacketRole::Data)) if embryonic(c) && answers_first_data(c, &rst) => s.insert(Symptom::ResetAfterAck),
             (Side::Server, Some(PacketRole::Retransmit)) => s.insert(Symptom::ResetAfterExpiry),
             _ => {}
         }
     }
     s
+}
+
+/// The server had neither acknowledged client data nor sent any: no socket was established on
+/// its side. tcp_abort_on_overflow's RST comes from there (Linux v6.6 net/ipv4/tcp_minisocks.c:
+/// tcp_check_req(): embryonic_reset); an application that answered and then reset is not it.
+fn embryonic(c: &Connection) -> bool {
+    c.milestones.client_data_acked_ns.is_none() && c.milestones.server_data_ns.is_none()
 }
 
 /// The RST answers a data segment sent at the time of the client's first data: that segment.
@@ -481,6 +493,21 @@ mod tests {
         let v = w.verdict();
         assert_eq!(v.outcome, Outcome::ResetByServer);
         assert!(has(&v, Symptom::ResetAfterAck), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_rst_after_the_server_answered_is_no_reset_after_ack() {
+        // The application took the request, answered and reset (SO_LINGER 0): not the kernel's
+        // tcp_abort_on_overflow.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(5, S, PA, SISN + 1, CISN + 101, 20);
+        w.send(6, S, RST, SISN + 21, 0, 0);
+        let v = w.verdict();
+        assert_eq!(v.outcome, Outcome::ResetByServer);
+        assert!(!has(&v, Symptom::ResetAfterAck), "{:?}", v.symptoms);
     }
 
     #[test]

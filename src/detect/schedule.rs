@@ -50,6 +50,9 @@ fn doubling(first: i64, n: u32) -> i64 {
 }
 
 impl Schedule {
+    /// Every schedule's slug, in the order of the variants.
+    pub const SLUGS: [&'static str; 5] = ["syn_linear", "syn_exponential", "syn_legacy", "synack", "data_rto"];
+
     pub fn slug(self) -> &'static str {
         match self {
             Schedule::SynLinear => "syn_linear",

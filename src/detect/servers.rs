@@ -36,6 +36,9 @@ pub struct ServerStats {
     pub answered_ns: Vec<i64>,
     /// Connections that were one client SYN and nothing more (see `probes`).
     pub one_syn: u64,
+    /// Connections in which the server sent at least one packet.
+    #[serde(default)]
+    pub spoke: u64,
 }
 
 impl ServerStats {
@@ -53,6 +56,7 @@ impl ServerStats {
             waiting_until_ns: Vec::new(),
             answered_ns: Vec::new(),
             one_syn: 0,
+            spoke: 0,
         }
     }
 
@@ -149,6 +153,9 @@ impl ServerBook {
         if let Some(answered) = c.milestones.server_data_ns {
             s.answered_ns.push(answered);
         }
+        if c.counts[crate::flow::Side::Server.index()].packets > 0 {
+            s.spoke += 1;
+        }
         if one_syn {
             s.one_syn += 1;
             self.one_syn.add(c);
@@ -216,6 +223,7 @@ impl ServerBook {
             s.waiting_until_ns.extend(theirs.waiting_until_ns);
             s.answered_ns.extend(theirs.answered_ns);
             s.one_syn += theirs.one_syn;
+            s.spoke += theirs.spoke;
         }
         self.one_syn.merge(&other.one_syn);
         self.untracked_port_pairs += other.untracked_port_pairs;

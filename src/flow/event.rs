@@ -102,6 +102,17 @@ pub enum PacketRole {
 }
 
 impl PacketRole {
+    pub const ALL: [PacketRole; 8] = [
+        PacketRole::Syn,
+        PacketRole::Synack,
+        PacketRole::HandshakeAck,
+        PacketRole::Ack,
+        PacketRole::Data,
+        PacketRole::Retransmit,
+        PacketRole::Fin,
+        PacketRole::Rst,
+    ];
+
     pub fn slug(self) -> &'static str {
         match self {
             PacketRole::Syn => "syn",

@@ -10,6 +10,7 @@ from typing import Callable, NoReturn, TextIO
 import click
 
 from pcapq import _core
+from pcapq.causes.registry import SLUGS
 from pcapq.exitcodes import ExitCode
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -263,11 +264,8 @@ def _exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list
     return ExitCode.OK
 
 
-CAUSES = [
-    "accept_queue_overflow", "syn_queue_overflow", "listen_drops", "closed_port", "network_loss",
-    "client_gave_up", "slow_server", "port_reuse", "port_exhaustion",
-]
-OUTCOMES = ["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial"]
+CAUSES = SLUGS
+OUTCOMES = list(_core.VOCABULARY["outcomes"])
 
 
 @cli.command(context_settings=CONTEXT)
@@ -668,8 +666,8 @@ def _run_lab(name: str, pcap: Path) -> None:
 
 def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
     """What pcapq finds in the fresh capture, one line per finding."""
+    from pcapq.causes.registry import phrase
     from pcapq.diagnose import diagnose
-    from pcapq.teach.narrate import CAUSE_TITLES
 
     try:
         findings = diagnose(_core.analyze([str(pcap)], keep_connections=False, keep_events=False)).findings
@@ -677,8 +675,7 @@ def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
         say(f"pcapq cannot read the capture: {e.args[0]}")
         return
     for f in findings:
-        title = CAUSE_TITLES.get(f.cause, f.cause)
-        say(f"pcapq finds: {title} on {f.server}, confidence {f.confidence:.2f}, {len(f.connections)} connection(s)")
+        say(f"pcapq finds: {phrase(f.cause)} on {f.server}, confidence {f.confidence:.2f}, {f.connection_count} connection(s)")
     if not findings:
         say("pcapq finds nothing wrong")
 

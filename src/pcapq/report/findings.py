@@ -11,18 +11,11 @@ from rich.text import Text
 from pcapq.diagnose import Diagnosis, Finding
 from pcapq.report.clock import utc_clock
 
-TITLES = {
-    "accept_queue_overflow": "Accept queue overflow",
-    "syn_queue_overflow": "SYN queue overflow",
-    "listen_drops": "SYNs dropped by the listener",
-    "closed_port": "Closed port",
-    "network_loss": "Packet loss on the path",
-    "client_gave_up": "Clients gave up",
-    "slow_server": "Server too slow for the client's timeout",
-    "port_reuse": "4-tuple reused in TIME-WAIT",
-    "syn_flood": "SYN flood",
-    "port_scan": "Port scan",
-}
+from pcapq.causes.registry import title
+
+
+def finding_title(f: Finding) -> str:
+    return f"{title(f.cause)} on {f.server}"
 
 
 def render_finding(f: Finding, capture_start: float | None) -> Panel:
@@ -42,7 +35,7 @@ def render_finding(f: Finding, capture_start: float | None) -> Panel:
     for line in f.proxy_log:
         rows.add_row("proxy log", line)
     rows.add_row("what to do", f.advice)
-    title = Text(f"{TITLES.get(f.cause, f.cause)} on {f.server}", style="bold red" if f.confidence >= 0.7 else "bold yellow")
+    title = Text(finding_title(f), style="bold red" if f.confidence >= 0.7 else "bold yellow")
     return Panel(rows, title=title, title_align="left", expand=True)
 
 

@@ -23,7 +23,7 @@ from pcapq import _core
 from pcapq.report import timeline as tl
 from pcapq.report.escape import html_text as h
 from pcapq.report.escape import script_json
-from pcapq.report.findings import TITLES
+from pcapq.causes.registry import title
 from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport
 from pcapq.report.clock import utc_clock
@@ -178,7 +178,7 @@ def _findings(report: AnalyzeReport) -> list[str]:
             rows += f"<dt>proxy log</dt><dd><code>{h(line)}</code></dd>"
         rows += f"<dt>what to do</dt><dd>{h(f.advice)}</dd>"
         sure = " sure" if f.confidence >= 0.7 else ""
-        title = f"{TITLES.get(f.cause, f.cause)} on {f.server}"
+        title = f"{title(f.cause)} on {f.server}"
         out.append(f'<section class="finding{sure}"><h3>{h(title)}</h3><dl>{rows}</dl></section>')
     out.append(f'<p class="muted">Capture point: {h(d.capture_point.side)} ({h(d.capture_point.reason)})</p>')
     for sentence in d.settings:
@@ -227,7 +227,7 @@ def _shaded(episodes: list[tl.Episode]) -> list[tuple[float, float, list[str]]]:
     """Episodes joined where they overlap, so that shading does not stack: (first, last, what)."""
     out: list[tuple[float, float, list[str]]] = []
     for e in sorted(episodes, key=lambda e: e.first):
-        label = f"{TITLES.get(e.cause, e.cause)} on {e.server}"
+        label = f"{title(e.cause)} on {e.server}"
         if out and e.first <= out[-1][1]:
             first, last, labels = out[-1]
             out[-1] = (first, max(last, e.last), labels + [label])

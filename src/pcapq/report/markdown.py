@@ -7,7 +7,7 @@ from typing import Collection, Optional
 
 from pcapq.report import timeline as tl
 from pcapq.report.escape import md_code, md_text
-from pcapq.report.findings import TITLES
+from pcapq.causes.registry import title
 from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport, ConnectionRow
 from pcapq.report.clock import utc_clock
@@ -73,7 +73,7 @@ def render_analyze(report: AnalyzeReport) -> str:
         out += ["No failures found: no connection shows a listen-queue, loss or timeout problem.", ""]
     for f in d.findings:
         offset = f" (+{f.first - report.start:.3f} s into the capture)" if report.start is not None else ""
-        out += [f"### {TITLES.get(f.cause, f.cause)} on {md_text(f.server)}", ""]
+        out += [f"### {title(f.cause)} on {md_text(f.server)}", ""]
         ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
         frames = ", ".join(str(e["frame"]) + (f" (file {e['file']})" if e["file"] else "") for e in f.evidence)
         out += [

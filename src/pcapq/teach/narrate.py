@@ -12,20 +12,10 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Callable
 
+from pcapq.causes.registry import phrase
 from pcapq.diagnose import Diagnosis, Finding
 from pcapq.teach.glossary import Glossary
 
-CAUSE_TITLES = {
-    "accept_queue_overflow": "accept queue overflow",
-    "syn_queue_overflow": "SYN queue overflow",
-    "listen_drops": "SYNs dropped by the listener",
-    "closed_port": "closed port",
-    "network_loss": "packet loss on the path",
-    "client_gave_up": "the client gave up",
-    "slow_server": "a server too slow for the client's timeout",
-    "port_reuse": "a 4-tuple reused while in TIME-WAIT",
-    "port_exhaustion": "source ports running out",
-}
 
 
 @dataclass
@@ -158,7 +148,7 @@ def _intro(conn: dict, finding: Finding | None, diagnosis: Diagnosis) -> list[st
     ]
     if finding:
         lines.append(
-            f"It belongs to the finding \"{CAUSE_TITLES.get(finding.cause, finding.cause)} on {finding.server}\" "
+            f"It belongs to the finding \"{phrase(finding.cause)} on {finding.server}\" "
             f"(confidence {finding.confidence:.2f}: {finding.confidence_reason})."
         )
     cp = diagnosis.capture_point

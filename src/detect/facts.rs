@@ -1,0 +1,221 @@
+//! Facts: what the diagnosis asks of a problem connection beyond its outcome and symptoms,
+//! decided here once, from the record, so that the rules over episodes only count and select.
+//! The rules that read them are in docs/diagnosis.md.
+
+use super::{Outcome, Symptom, Symptoms};
+use crate::flow::{Connection, PacketRole, Side};
+
+/// TIME-WAIT lasts 60 s on Linux (include/net/tcp.h: TCP_TIMEWAIT_LEN).
+pub const TIME_WAIT_NS: i64 = 60 * 1_000_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fact {
+    /// The client sent its SYN again and neither a SYN-ACK nor an RST came before the re-send.
+    SynUnanswered,
+    /// The server sent a SYN-ACK and the handshake never completed (its SYN was seen).
+    HalfOpen,
+    /// One client SYN and nothing more from the client (probes::is_one_syn).
+    OneSyn,
+    /// Neither side sent a payload byte, and the handshake was refused, reset or never completed:
+    /// what a port scanner's probe leaves.
+    Probe,
+    /// A probe from a source that probed many ports of this server's address (detect::scans).
+    ScanProbe,
+    /// The client's RST answered an ACK that came before any SYN-ACK: a TIME-WAIT socket's
+    /// answer to a SYN on its 4-tuple (RFC 9293 §3.10.7.4).
+    StrayAckReset,
+    /// It reused the 4-tuple of an earlier connection within TIME-WAIT's 60 s.
+    ReusedInTimeWait,
+    /// The server acknowledged client data.
+    RequestAcked,
+    /// The client sent data and the server sent none.
+    RequestUnanswered,
+    /// No SYN-ACK ever came and the client's connect() ended (timed out or abandoned).
+    NeverConnected,
+    /// A sign of a full accept queue: a dropped final ACK, an RST for it, or a cookie's stall.
+    QueueSign,
+    /// Its trouble (re-sent SYN or request) fell inside a window where the same listener showed
+    /// a sign of a full accept queue (see `episodes::queue_windows`).
+    InQueueWindow,
+    /// The server's address sent no packet at all in the capture: a host down, unreachable or
+    /// behind a filter, or a capture that sees one direction only.
+    SilentHost,
+    /// Client and server are one host (loopback): there is no path to lose packets on.
+    Loopback,
+    /// The client sent its one SYN, got a SYN-ACK and answered nothing: a spoofed or scanning
+    /// source, not a client waiting for the server.
+    SynackIgnored,
+    /// The client's RST came before anything of the server was seen: no client kernel gives up a
+    /// connect that way (Linux v6.6 net/ipv4/tcp.c: tcp_disconnect() sends no RST in SYN-SENT);
+    /// backscatter of a spoofed SYN, or a capture that misses the server's side.
+    RstUnprovoked,
+}
+
+impl Fact {
+    pub const ALL: [Fact; 16] = [
+        Fact::SynUnanswered,
+        Fact::HalfOpen,
+        Fact::OneSyn,
+        Fact::Probe,
+        Fact::ScanProbe,
+        Fact::StrayAckReset,
+        Fact::ReusedInTimeWait,
+        Fact::RequestAcked,
+        Fact::RequestUnanswered,
+        Fact::NeverConnected,
+        Fact::QueueSign,
+        Fact::InQueueWindow,
+        Fact::SilentHost,
+        Fact::Loopback,
+        Fact::SynackIgnored,
+        Fact::RstUnprovoked,
+    ];
+
+    pub fn slug(self) -> &'static str {
+        match self {
+            Fact::SynUnanswered => "syn_unanswered",
+            Fact::HalfOpen => "half_open",
+            Fact::OneSyn => "one_syn",
+            Fact::Probe => "probe",
+            Fact::ScanProbe => "scan_probe",
+            Fact::StrayAckReset => "stray_ack_reset",
+            Fact::ReusedInTimeWait => "reused_in_time_wait",
+            Fact::RequestAcked => "request_acked",
+            Fact::RequestUnanswered => "request_unanswered",
+            Fact::NeverConnected => "never_connected",
+            Fact::QueueSign => "queue_sign",
+            Fact::InQueueWindow => "in_queue_window",
+            Fact::SilentHost => "silent_host",
+            Fact::Loopback => "loopback",
+            Fact::SynackIgnored => "synack_ignored",
+            Fact::RstUnprovoked => "rst_unprovoked",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A set of facts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Facts(u32);
+
+impl Facts {
+    pub fn insert(&mut self, f: Fact) {
+        self.0 |= 1 << f.index();
+    }
+
+    pub fn contains(self, f: Fact) -> bool {
+        self.0 & (1 << f.index()) != 0
+    }
+
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+/// The facts one record shows on its own (the ones that need its listener or the whole capture,
+/// `ScanProbe`, `InQueueWindow` and `SilentHost`, are added by `episodes`).
+pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
+    let mut f = Facts::default();
+    let client = &c.counts[Side::Client.index()];
+    let server = &c.counts[Side::Server.index()];
+    if syn_unanswered(c) {
+        f.insert(Fact::SynUnanswered);
+    }
+    if c.synack_count > 0 && !c.handshake_completed() && !c.partial {
+        f.insert(Fact::HalfOpen);
+    }
+    if super::probes::is_one_syn(c) {
+        f.insert(Fact::OneSyn);
+        if c.synack_count > 0 {
+            f.insert(Fact::SynackIgnored);
+        }
+    }
+    if c.milestones.first_rst.is_some_and(|r| r.from == Side::Client && r.answers.is_none()) && server.packets == 0 {
+        f.insert(Fact::RstUnprovoked);
+    }
+    let quiet = client.payload_bytes == 0 && server.payload_bytes == 0;
+    if quiet && !c.partial && (!c.handshake_completed() || c.milestones.first_rst.is_some()) {
+        f.insert(Fact::Probe);
+    }
+    if stray_ack_reset(c) {
+        f.insert(Fact::StrayAckReset);
+    }
+    if c.follows.is_some() && c.follows_after_ns.is_none_or(|after| after < TIME_WAIT_NS) {
+        f.insert(Fact::ReusedInTimeWait);
+    }
+    if c.milestones.client_data_acked_ns.is_some() {
+        f.insert(Fact::RequestAcked);
+    }
+    if c.milestones.client_data_ns.is_some() && c.milestones.server_data_ns.is_none() {
+        f.insert(Fact::RequestUnanswered);
+    }
+    if c.synack_count == 0 && matches!(outcome, Outcome::TimedOut | Outcome::Abandoned) {
+        f.insert(Fact::NeverConnected);
+    }
+    if [Symptom::FinalAckDropped, Symptom::ResetAfterAck, Symptom::SyncookieSuspected].iter().any(|&s| symptoms.contains(s)) {
+        f.insert(Fact::QueueSign);
+    }
+    if c.client.ip == c.server.ip || c.server.ip.is_loopback() {
+        f.insert(Fact::Loopback);
+    }
+    f
+}
+
+/// When the client sent its SYN the second time, if it did.
+pub fn second_syn_ns(c: &Connection) -> Option<i64> {
+    c.retransmits.as_ref().and_then(|log| log.syn.get(1)).map(|s| s.time_ns)
+}
+
+/// The client re-sent its SYN, and no SYN-ACK nor RST answered the first before the re-send.
+fn syn_unanswered(c: &Connection) -> bool {
+    if c.syn_count < 2 {
+        return false;
+    }
+    let Some(second) = second_syn_ns(c) else { return c.synack_time_ns.is_none() };
+    let synack_first = c.synack_time_ns.is_some_and(|t| t < second);
+    let rst_first = c.milestones.first_rst.is_some_and(|r| r.from == Side::Server && r.time_ns < second);
+    !synack_first && !rst_first
+}
+
+fn stray_ack_reset(c: &Connection) -> bool {
+    let Some(r) = c.milestones.first_rst else { return false };
+    r.from == Side::Client && r.answers == Some(PacketRole::Ack) && c.synack_time_ns.is_none_or(|t| r.time_ns < t)
+}
+
+/// The span whose place in time says which listener window a connection's trouble belongs to:
+/// from its first SYN to its SYN-ACK (or last SYN) when the SYN went unanswered, else from its
+/// first request to the server's acknowledgement (or its last packet).
+pub fn trouble_span(c: &Connection, facts: Facts) -> (i64, i64) {
+    let (start, end) = if facts.contains(Fact::SynUnanswered) {
+        let last_syn = c.retransmits.as_ref().and_then(|log| log.syn.last()).map(|s| s.time_ns);
+        (c.syn_time_ns.unwrap_or(c.first_time_ns), c.synack_time_ns.or(last_syn).unwrap_or(c.last_time_ns))
+    } else {
+        let m = &c.milestones;
+        (m.client_data_ns.unwrap_or(c.first_time_ns), m.client_data_acked_ns.unwrap_or(c.last_time_ns))
+    };
+    (start, end.max(start))
+}
+
+/// The span in which a connection with a queue sign shows the listener's accept queue full:
+/// from its first SYN if that went unanswered, else the client's handshake ACK (or its first
+/// request, or the RST), to the moment it got
+/// through (the server acknowledged or answered the request) or its last packet.
+pub fn queue_full_span(c: &Connection) -> (i64, i64) {
+    let m = &c.milestones;
+    // Its own SYN dropped first: the queue was full then already.
+    let dropped_syn = if syn_unanswered(c) { c.syn_time_ns } else { None };
+    let start = dropped_syn
+        .or(c.handshake_ack_time_ns)
+        .or(m.client_data_ns)
+        .or(m.first_rst.map(|r| r.time_ns))
+        .unwrap_or(c.first_time_ns);
+    let through = match (m.client_data_acked_ns, m.server_data_ns) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let end = through.or(m.first_rst.map(|r| r.time_ns)).unwrap_or(c.last_time_ns);
+    (start, end.max(start))
+}

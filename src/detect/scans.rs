@@ -1,0 +1,77 @@
+//! Port scans among the problem connections: one source address probing many ports of one
+//! address (SYN scans and connect scans alike leave connections that carried no payload and were
+//! refused, reset or never completed; see `facts::Fact::Probe`). Counted per pair, in a table of
+//! bounded size.
+
+use std::net::IpAddr;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::flow::{Endpoint, FrameRef};
+
+/// A source that probed at least this many ports of one address is scanning it. A proxy talks
+/// to one port, or a handful, of each upstream address.
+pub const SCAN_MIN_PORTS: usize = 16;
+/// Pairs followed at most: a spoofed flood brings a new pair with every SYN.
+const MAX_PAIRS: usize = 65_536;
+const MAX_FRAMES: usize = 6;
+
+/// One source probing one address.
+#[derive(Clone, Debug, Default)]
+pub struct Scan {
+    pub source: Option<IpAddr>,
+    pub target: Option<IpAddr>,
+    pub ports: FxHashSet<u16>,
+    pub probes: u64,
+    /// Probes the target answered with a SYN-ACK (an open port) or with an RST (closed).
+    pub open: u64,
+    pub refused: u64,
+    pub first_ns: i64,
+    pub last_ns: i64,
+    pub frames: Vec<FrameRef>,
+}
+
+#[derive(Default)]
+pub struct ScanBook {
+    pairs: FxHashMap<(IpAddr, IpAddr), Scan>,
+    pub untracked: u64,
+}
+
+impl ScanBook {
+    /// Counts one probe from `client` to `server`, first seen at `first` (`time_ns`).
+    pub fn add(&mut self, client: IpAddr, server: Endpoint, first: FrameRef, time_ns: i64, open: bool, refused: bool) {
+        let key = (client, server.ip);
+        if !self.pairs.contains_key(&key) && self.pairs.len() >= MAX_PAIRS {
+            self.untracked += 1;
+            return;
+        }
+        let s = self.pairs.entry(key).or_insert_with(|| Scan {
+            source: Some(client),
+            target: Some(server.ip),
+            first_ns: time_ns,
+            last_ns: time_ns,
+            ..Scan::default()
+        });
+        s.ports.insert(server.port);
+        s.probes += 1;
+        s.open += u64::from(open);
+        s.refused += u64::from(refused);
+        s.first_ns = s.first_ns.min(time_ns);
+        s.last_ns = s.last_ns.max(time_ns);
+        if s.frames.len() < MAX_FRAMES {
+            s.frames.push(first);
+        }
+    }
+
+    /// Is (client, server address) a scan?
+    pub fn is_scan(&self, client: IpAddr, server: IpAddr) -> bool {
+        self.pairs.get(&(client, server)).is_some_and(|s| s.ports.len() >= SCAN_MIN_PORTS)
+    }
+
+    /// The scans, busiest first.
+    pub fn scans(&self) -> Vec<&Scan> {
+        let mut out: Vec<&Scan> = self.pairs.values().filter(|s| s.ports.len() >= SCAN_MIN_PORTS).collect();
+        out.sort_by_key(|s| (std::cmp::Reverse(s.ports.len()), s.first_ns, s.source, s.target));
+        out
+    }
+}

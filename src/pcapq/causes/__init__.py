@@ -1,0 +1,1 @@
+"""The causes of failure pcapq names, one module each, listed in `pcapq.causes.registry`."""

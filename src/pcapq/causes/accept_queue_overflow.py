@@ -1,0 +1,172 @@
+"""The listener's accept queue was full: the kernel dropped the handshake's final ACK (or, with
+net.ipv4.tcp_abort_on_overflow=1, reset it), and dropped new SYNs while full."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext, plural, reset_frame, series_frame
+from pcapq.diagnose.finding import Finding
+
+# nginx proxy_connect_timeout / proxy_read_timeout default (seconds).
+PROXY_TIMEOUT_S = 60.0
+# Failing share of the connections begun in the overflow's seconds below which one full queue
+# among several listeners (SO_REUSEPORT) is worth naming.
+SHARE_FOR_ONE_OF_SEVERAL = 0.5
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    signs = ctx.select(all_of=["queue_sign"])
+    if not signs:
+        return None
+    window = ctx.select(all_of=["in_queue_window"])
+    involved = ctx.select(any_of=["queue_sign", "in_queue_window"])
+    dropped = ctx.count(all_of=["final_ack_dropped"])
+    resets = ctx.count(all_of=["reset_after_ack"])
+    cookies = ctx.count(all_of=["syncookie_suspected"])
+    cp = ctx.capture_point
+    if resets:
+        confidence, reason = 0.9, (
+            f"the server answered {plural(resets, 'handshake ACK')} or first requests with RST before it had "
+            "acknowledged or sent anything: net.ipv4.tcp_abort_on_overflow=1 and a full accept queue"
+        )
+    elif dropped and cp.proves_kernel_drops:
+        confidence, reason = 0.95, (
+            f"captured at the server: in {plural(dropped, 'connection')} the client's ACK arrived and the server "
+            "sent its SYN-ACK again, so its kernel dropped the ACK (tcp_check_req(): accept queue full)"
+        )
+    elif dropped:
+        at_once = dropped + cookies
+        confidence = 0.8 if at_once > 1 else 0.6
+        reason = (
+            f"in {plural(dropped, 'connection')} the server sent its SYN-ACK again after the client's ACK; "
+            f"seen from {cp.side}, a lost ACK would look the same"
+            + (f", but {at_once} at once point to the queue" if at_once > 1 else "")
+        )
+    else:
+        confidence, reason = 0.7, (
+            f"{plural(cookies, 'connection')} completed the handshake but their requests went unacknowledged and no "
+            "SYN-ACK was sent again: SYN cookies answered while the accept queue was full"
+        )
+    if window:
+        reason += (
+            f"; {plural(len(window), 'other connection')} whose SYNs or requests were re-sent while that queue was "
+            "full belong to it (a full accept queue drops SYNs too)"
+        )
+    evidence = []
+    for c in ctx.examples(signs):
+        evidence += series_frame(c, "synack", "SYN-ACK sent again after the client's ACK")
+        if "reset_after_ack" in c["symptoms"]:
+            answered = "handshake ACK" if c["reset"]["answers"] == "handshake_ack" else "first request"
+            evidence += reset_frame(c, f"RST answering the {answered}")
+        if "syncookie_suspected" in c["symptoms"]:
+            evidence += series_frame(c, "data", "request sent again, never acknowledged")
+    rests_on = []
+    if dropped:
+        rests_on.append(f"{plural(dropped, 'SYN-ACK')} re-sent after the client's handshake ACK (spurious: the ACK was dropped)")
+    if resets:
+        rests_on.append(f"{plural(resets, 'RST')} answering a handshake ACK or first request of a never-established connection")
+    if cookies:
+        rests_on.append(f"{plural(cookies, 'request')} unacknowledged for over 1 s with no SYN-ACK timer re-send (SYN cookies)")
+    details = _queue_estimate(ctx, signs)
+    share = _share_failed(ctx, involved)
+    if share:
+        details.update(share)
+        reason += "; " + share["share_note"]
+    ctx.claim(involved)
+    never_connected = ctx.count(all_of=["never_connected", "in_queue_window"], claimed=True)
+    proxy_log = (["read_timeout"] if dropped or cookies else []) + (["reset_by_server"] if resets else []) + (
+        ["timed_out"] if never_connected else [])
+    return ctx.finding("accept_queue_overflow", involved, confidence, reason, evidence, rests_on=rests_on,
+                       details=details, proxy_log=proxy_log)
+
+
+def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
+    """Connections waiting when the first drop came, the service rate, a backlog suggestion."""
+    analysis = ctx.capture.analysis
+    first_ack = ctx.capture.problems.earliest_ack(signs)
+    first_drop = first_ack if first_ack is not None else signs.first
+    waiting = analysis.waiting_at(ctx.server, [first_drop - 1e-6])[0]
+    start, end = signs.first, signs.last
+    answered = analysis.answered_between(ctx.server, start, end)
+    rate = answered / max(end - start, 1.0)
+    suggested = max(round(rate * PROXY_TIMEOUT_S), 1)
+    return {
+        "first_drop": first_drop,
+        "waiting_at_first_drop": waiting,
+        "estimated_backlog": max(waiting - 1, 0),
+        "estimate_note": (
+            f"{waiting} connections were established and waiting for an answer when the first ACK was "
+            f"dropped; the accept queue holds backlog+1, so the effective backlog is about {max(waiting - 1, 0)} "
+            "(an upper bound: connections already accepted and being served count too)"
+        ),
+        "service_rate_per_s": round(rate, 2),
+        "suggested_backlog": suggested,
+        "suggestion_note": (
+            f"at {rate:.1f} answers/s, a queue deeper than {suggested} makes requests wait "
+            f"past the proxy's {PROXY_TIMEOUT_S:.0f} s timeout: a deeper queue only turns 502s into 504s"
+        ),
+    }
+
+
+def _share_failed(ctx: EpisodeContext, involved) -> dict | None:
+    """How many of the connections begun in the overflow's seconds were served all the same. A few
+    failing among many served at once is what one full queue among several looks like."""
+    timeline = ctx.capture.analysis.timeline(ctx.server)
+    lo, hi = int(involved.first), int(involved.last)
+    begun = 0
+    completed = 0
+    for i, second in enumerate(timeline["seconds"]):
+        if lo <= second <= hi:
+            begun += sum(column[i] for column in timeline["new"].values())
+            completed += timeline["new"]["completed"][i]
+    failed = len(involved)
+    if begun == 0 or completed == 0 or failed / begun >= SHARE_FOR_ONE_OF_SEVERAL:
+        return None
+    return {
+        "connections_begun": begun,
+        "connections_served": completed,
+        "share_note": (
+            f"only {failed:,} of the {begun:,} connections begun in those seconds failed while {completed:,} were served: "
+            "one full queue among several listeners looks like this (one stuck listener of a SO_REUSEPORT group, "
+            "such as nginx `reuseport` with one worker busy)"
+        ),
+    }
+
+
+CAUSE = Cause(
+    slug="accept_queue_overflow",
+    title="Accept queue overflow",
+    phrase="an accept queue overflow",
+    advice=(
+        "The server accepts connections slower than they arrive. Add workers or make them faster "
+        "(php-fpm pm.max_children), then size the backlog: listen.backlog and net.core.somaxconn "
+        "(the effective backlog is the smaller). A backlog deeper than service rate x the proxy's "
+        "timeout only makes requests wait until the proxy gives up: 502s become 504s."
+    ),
+    scope="episode",
+    precedence=20,
+    rule=rule,
+    evidence=(
+        "a queue sign on the listener: a SYN-ACK re-sent by its timer after the client's handshake ACK "
+        "(`final_ack_dropped`), an RST answering the handshake ACK or first request of a connection the server "
+        "never acknowledged nor answered (`reset_after_ack`), or a cookie's stall (`syncookie_suspected`); "
+        "connections whose SYN or request was re-sent within 1 s of a span where the same listener showed a sign "
+        "belong to it (`in_queue_window`)"
+    ),
+    exclusions=(
+        "TCP_DEFER_ACCEPT: a bare ACK dropped and the SYN-ACK re-sent once, seconds later, with nothing before it",
+        "an application reset: the server acknowledged or answered before its RST",
+        "VLAN copies of one flow: VLAN tags are part of a connection's identity",
+        "duplicate frames: dropped before they count as re-sends",
+    ),
+    disproved_by=(
+        "TcpExtListenOverflows unchanged over the capture (`nstat -az TcpExtListenOverflows` on the server)",
+        "`ss -lnt` showing Recv-Q well below Send-Q on the listener during the episode",
+    ),
+    proxy_log=("read_timeout",),
+    confidence=(
+        "0.9 with a reset (tcp_abort_on_overflow=1); 0.95 with a dropped final ACK captured at the server; "
+        "0.8 with two or more signs elsewhere, 0.6 with one; 0.7 with cookies only"
+    ),
+    kernel="Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_check_req(); net/ipv4/tcp_ipv4.c: tcp_v4_syn_recv_sock(); sk_acceptq_is_full()",
+)

@@ -1,0 +1,49 @@
+"""What a cause of failure is: its words, its advice, where it applies, and its rule.
+
+One module per cause holds one `Cause`; `pcapq.causes.registry` lists the modules. Everything
+that names causes (the CLI's choices, report titles, explain and lab wording, the table in
+docs/diagnosis.md) reads them from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Literal, Optional, Sequence, Union
+
+if TYPE_CHECKING:
+    from pcapq.causes.context import CaptureContext, EpisodeContext
+    from pcapq.diagnose.finding import Finding
+
+Scope = Literal["capture", "episode", "server"]
+
+CaptureRule = Callable[["CaptureContext"], Sequence["Finding"]]
+EpisodeRule = Callable[["EpisodeContext"], Optional["Finding"]]
+
+
+@dataclass(frozen=True)
+class Cause:
+    slug: str
+    """Stable name, in JSON and on the command line."""
+    title: str
+    """For headings: "Accept queue overflow"."""
+    phrase: str
+    """For sentences: "an accept queue overflow"."""
+    advice: str
+    """What to change."""
+    scope: Scope
+    """What one finding covers: the whole capture, one episode of one listener, or one listener."""
+    precedence: int
+    """Rules run in this order, lowest first; an earlier rule's claims hide connections from later ones."""
+    rule: Union[CaptureRule, EpisodeRule]
+    evidence: str
+    """The positive evidence the rule needs, in words (docs/diagnosis.md)."""
+    exclusions: Sequence[str] = ()
+    """What the rule checks is not the case, in words."""
+    disproved_by: Sequence[str] = ()
+    """What would show the finding wrong: said with every finding."""
+    proxy_log: Sequence[str] = field(default_factory=tuple)
+    """Keys of `pcapq.causes.proxy_log.LINES` the proxy probably logged."""
+    confidence: str = ""
+    """How sure the rule is, and when, in words (docs/diagnosis.md)."""
+    kernel: str = ""
+    """The kernel function or RFC section the rule rests on."""

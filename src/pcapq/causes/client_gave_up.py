@@ -1,0 +1,59 @@
+"""The client stopped waiting before its kernel would have: a connect or read timeout in the
+application, with no request the server had taken."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
+from pcapq.diagnose.finding import Finding
+
+NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "request_acked"]
+
+
+def gave_up_evidence(c: dict) -> list[dict]:
+    """The client's RST; without one, if it never connected, its last SYN."""
+    if c["reset"]:
+        return reset_frame(c, "the client's RST")
+    if c["completed"]:
+        return []
+    syn = next((s for s in c["series"] if s.kind == "syn"), None)
+    if syn:
+        return [frame(syn.last.file, syn.last.frame, f"the client's last SYN, none after it (connection {c['id']})")]
+    return [frame(c["first_file"], c["first_frame"], f"the client's only SYN, none after it (connection {c['id']})")]
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    impatient = ctx.select(any_of=["abandoned", "reset_by_client"], none_of=NOT_A_CLIENT)
+    if not impatient:
+        return None
+    reason = f"{plural(len(impatient), 'client')} stopped before their kernel would have (a connect or read timeout)"
+    evidence = [e for c in ctx.examples(impatient) for e in gave_up_evidence(c)]
+    ctx.claim(impatient)
+    return ctx.finding("client_gave_up", impatient, 0.7, reason, evidence, rests_on=[
+        f"{plural(len(impatient), 'connection')} ended by the client (FIN or RST, or its SYNs stopped) with retries left",
+    ])
+
+
+CAUSE = Cause(
+    slug="client_gave_up",
+    title="Clients gave up",
+    phrase="clients giving up",
+    advice=(
+        "The client stopped waiting before its kernel would have: its connect or read timeout "
+        "(nginx proxy_connect_timeout, proxy_read_timeout) is shorter than the server needed."
+    ),
+    scope="episode",
+    precedence=70,
+    rule=rule,
+    evidence="the client closed, reset or stopped re-sending its SYN while its kernel still had retries left",
+    exclusions=(
+        "a source that ignored the server's SYN-ACK (spoofed or scanning)",
+        "an RST before anything of the server was seen (backscatter, or a one-way capture)",
+        "a request the server had acknowledged (that is a slow server, or an answered exchange)",
+        "a scanner's probes",
+    ),
+    disproved_by=("the proxy's error log without connect or read timeouts at those times",),
+    proxy_log=("client_gone",),
+    confidence="0.7",
+    kernel="Linux v6.6 net/ipv4/tcp_timer.c: tcp_write_timeout() (when the kernel itself would have given up)",
+)

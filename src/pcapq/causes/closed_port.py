@@ -1,0 +1,40 @@
+"""Nothing listened: the server's kernel answered SYNs with RST."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext, plural, reset_frame
+from pcapq.diagnose.finding import Finding
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    refused = ctx.select(any_of=["refused", "rejected"], none_of=["scan_probe"])
+    if not refused:
+        return None
+    ctx.claim(refused)
+    evidence = [e for c in ctx.examples(refused) for e in reset_frame(c, "RST answering the SYN")]
+    again = ctx.count(all_of=["syn_retransmitted"], any_of=["refused", "rejected"], claimed=True)
+    reason = f"{plural(len(refused), 'SYN')} answered with RST: nothing listened on {ctx.server}"
+    if again:
+        reason += f" ({plural(again, 'client')} sent the SYN again after the RST, as Windows does: still refused)"
+    return ctx.finding("closed_port", refused, 0.95, reason, evidence, rests_on=["RSTs answering SYNs"])
+
+
+CAUSE = Cause(
+    slug="closed_port",
+    title="Closed port",
+    phrase="a closed port",
+    advice="Nothing listened on the port: check that the upstream runs and listens where the proxy points.",
+    scope="episode",
+    precedence=10,
+    rule=rule,
+    evidence="the server answered a SYN with an RST (outcome `refused`, symptom `rejected`)",
+    exclusions=(
+        "a scanner's probes (one finding for the scan instead)",
+        "an RST followed by the completed handshake: forged or stale, the port was open",
+    ),
+    disproved_by=("a listener on that port at that time (`ss -lnt` on the server)", "RSTs forged on the way (their TTL differs from the server's other packets)"),
+    proxy_log=("refused",),
+    confidence="0.95",
+    kernel="RFC 9293 §3.10.7.1: a SYN to a CLOSED port is answered with RST",
+)

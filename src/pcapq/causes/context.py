@@ -1,0 +1,107 @@
+"""What a rule reads: the capture's aggregates (`CaptureContext`) or one listener's episode
+(`EpisodeContext`), and the helpers that turn a selection into a finding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from pcapq._core import Analysis, Episode, Problems, Selection
+from pcapq.causes.proxy_log import LINES
+from pcapq.diagnose.capture_point import CapturePoint
+from pcapq.diagnose.finding import Finding
+
+MAX_EVIDENCE = 6
+
+
+@dataclass
+class CaptureContext:
+    analysis: Analysis
+    problems: Problems
+    servers: list[dict]
+    capture_point: CapturePoint
+    _one_syn: dict | None = field(default=None, repr=False)
+
+    @property
+    def one_syn(self) -> dict:
+        if self._one_syn is None:
+            self._one_syn = self.analysis.one_syn()
+        return self._one_syn
+
+    def server(self, endpoint: str) -> dict | None:
+        return next((s for s in self.servers if s["server"] == endpoint), None)
+
+
+@dataclass
+class EpisodeContext:
+    capture: CaptureContext
+    episode: Episode
+
+    @property
+    def server(self) -> str:
+        return self.episode.server
+
+    @property
+    def capture_point(self) -> CapturePoint:
+        return self.capture.capture_point
+
+    def select(self, all_of: Sequence[str] = (), any_of: Sequence[str] = (), none_of: Sequence[str] = (),
+               claimed: bool = False) -> Selection:
+        return self.episode.select(list(all_of), list(any_of), list(none_of), claimed)
+
+    def count(self, all_of: Sequence[str] = (), any_of: Sequence[str] = (), none_of: Sequence[str] = (),
+              claimed: bool = False) -> int:
+        return self.episode.count(list(all_of), list(any_of), list(none_of), claimed)
+
+    def union(self, a: Selection, b: Selection) -> Selection:
+        return self.episode.union(a, b)
+
+    def claim(self, selection: Selection) -> None:
+        self.episode.claim(selection)
+
+    def examples(self, selection: Selection, limit: int = MAX_EVIDENCE) -> list[dict]:
+        """Up to `limit` of the selection's connections (lean dicts), earliest first."""
+        return self.capture.problems.examples(selection, limit)
+
+    def finding(self, cause: str, selection: Selection, confidence: float, reason: str, evidence: list[dict],
+                rests_on: Sequence[str] = (), details: dict | None = None, proxy_log: Sequence[str] | None = None) -> Finding:
+        from pcapq.causes.registry import CAUSES
+
+        c = CAUSES[cause]
+        keys = c.proxy_log if proxy_log is None else proxy_log
+        return Finding(
+            cause=cause,
+            server=self.server,
+            confidence=confidence,
+            confidence_reason=reason,
+            first=selection.first,
+            last=selection.last,
+            connections=selection.ids,
+            evidence=evidence[:MAX_EVIDENCE],
+            advice=c.advice,
+            proxy_log=[LINES[k] for k in keys],
+            details=details or {},
+            rests_on=list(rests_on),
+            disproved_by=list(c.disproved_by),
+        )
+
+
+def frame(file: int, number: int, what: str) -> dict:
+    return {"file": file, "frame": number, "what": what}
+
+
+def series_frame(c: dict, kind: str, what: str) -> list[dict]:
+    """The first re-send of the connection's `kind` series ("syn", "synack", "data")."""
+    for s in c["series"]:
+        if s.kind == kind and s.second:
+            return [frame(s.second.file, s.second.frame, f"{what} (connection {c['id']})")]
+    return []
+
+
+def reset_frame(c: dict, what: str) -> list[dict]:
+    r = c["reset"]
+    return [frame(r["file"], r["frame"], f"{what} (connection {c['id']})")] if r else []
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"

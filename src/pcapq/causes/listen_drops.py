@@ -1,0 +1,61 @@
+"""Several clients' SYNs went unanswered while the server answered others: its listener dropped
+them, or something on the way did; the capture alone cannot say which."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext, plural, series_frame
+from pcapq.diagnose.finding import Finding
+
+# How many clients' SYNs must go unanswered together to blame the listener, not the path.
+LISTEN_DROP_MIN = 3
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host", "scan_probe"])
+    if len(unanswered) < LISTEN_DROP_MIN:
+        return None
+    loopback = ctx.count(all_of=["syn_unanswered", "loopback"]) == len(unanswered)
+    reason = (
+        f"{plural(len(unanswered), 'client')}' SYNs went unanswered and were sent again on the backoff while "
+        f"{ctx.server} answered others"
+        + (": on one host (loopback) no path can lose them, so the listener or a local filter did"
+           if loopback else
+           ": the listener dropped them (a full SYN or accept queue), or a firewall or conntrack on the way did")
+        + "; the capture alone cannot tell which (nstat TcpExtListenDrops, nft or iptables counters and "
+        "`conntrack -S` can)"
+    )
+    evidence = [e for c in ctx.examples(unanswered) for e in series_frame(c, "syn", "SYN sent again, unanswered")]
+    ctx.claim(unanswered)
+    return ctx.finding("listen_drops", unanswered, 0.6, reason, evidence, rests_on=[
+        f"{plural(len(unanswered), 'SYN')} re-sent with no SYN-ACK nor RST before the re-send",
+    ])
+
+
+CAUSE = Cause(
+    slug="listen_drops",
+    title="SYNs dropped by the listener",
+    phrase="SYNs dropped by the listener",
+    advice=(
+        "The server, or something in front of it, dropped SYNs. On the server, `nstat -az TcpExtListenDrops "
+        "TcpExtListenOverflows TcpExtTCPReqQFullDrop` and `ss -lnt` (Recv-Q against Send-Q) say whether the "
+        "listener did and which queue; `nft list ruleset` counters and `conntrack -S` (drop, insert_failed) "
+        "say whether a firewall or conntrack did."
+    ),
+    scope="episode",
+    precedence=40,
+    rule=rule,
+    evidence=f"at least {LISTEN_DROP_MIN} connections whose SYN was re-sent with no SYN-ACK nor RST before the re-send (`syn_unanswered`)",
+    exclusions=(
+        "SYNs re-sent after the server's RST (a closed port, as Windows retries)",
+        "a host that never sent a packet in the capture (down, or filtered)",
+        "a scanner's probes",
+        "SYNs in a window where the listener's accept queue was full (that finding takes them)",
+    ),
+    disproved_by=(
+        "TcpExtListenDrops unchanged over the capture: then not the listener, but a firewall or conntrack",
+    ),
+    proxy_log=("timed_out",),
+    confidence="0.6: the capture cannot tell the listener from a firewall",
+    kernel="Linux v6.6 net/ipv4/tcp_input.c: tcp_conn_request() (drops counted by tcp_listendrop())",
+)

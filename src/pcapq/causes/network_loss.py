@@ -1,0 +1,69 @@
+"""Packets lost on the path between proxy and server, with loss evidence of their own."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext, plural, series_frame
+from pcapq.diagnose.finding import Finding
+
+# What the path cannot have lost, or what another finding explains.
+NOT_LOSS = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback", "stray_ack_reset"]
+GAVE_UP = ["abandoned", "reset_by_client"]
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    # Data re-sent, or a SYN re-sent; a request re-sent into a connection whose handshake the capture
+    # did not show proves nothing (a capture that starts inside an accept-queue overflow looks so).
+    resent = ctx.select(any_of=["data_retransmitted", "syn_retransmitted"], none_of=NOT_LOSS)
+    request = ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + ["partial"])
+    lost = ctx.union(resent, request)
+    if not lost:
+        return None
+    data = ctx.count(any_of=["data_retransmitted", "request_unacked"], none_of=NOT_LOSS)
+    syns = ctx.count(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["data_retransmitted", "request_unacked"])
+    confidence = 0.6 if data else 0.5
+    reason = f"{plural(len(lost), 'connection')} re-sent data or handshake packets with no sign of a full listen queue"
+    if not data:
+        reason += " (SYNs only: a lost SYN or SYN-ACK; one or two clients' SYNs cannot tell the path from a busy listener)"
+    evidence = []
+    for c in ctx.examples(lost):
+        evidence += series_frame(c, "data", "data sent again") or series_frame(c, "syn", "SYN sent again")
+    rests_on = []
+    if data:
+        rests_on.append(f"{plural(data, 'connection')} with data re-sent outside any queue-full window")
+    if syns:
+        rests_on.append(f"{plural(syns, 'connection')} with a SYN re-sent")
+    # Those that gave up stay for the give-up findings.
+    ctx.claim(ctx.union(
+        ctx.select(any_of=["data_retransmitted", "syn_retransmitted"], none_of=NOT_LOSS + GAVE_UP),
+        ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + GAVE_UP + ["partial"]),
+    ))
+    return ctx.finding("network_loss", lost, confidence, reason, evidence, rests_on=rests_on)
+
+
+CAUSE = Cause(
+    slug="network_loss",
+    title="Packet loss on the path",
+    phrase="packet loss on the path",
+    advice=(
+        "Packets were lost on the path, not in a listen queue. Look at interface errors and drops "
+        "(`ip -s link`), conntrack (`conntrack -S`), and the links between proxy and server."
+    ),
+    scope="episode",
+    precedence=50,
+    rule=rule,
+    evidence="data re-sent (either side), or a SYN re-sent, outside any window where the listener's queue was full",
+    exclusions=(
+        "re-sends inside a window where the same listener showed a full accept queue",
+        "SYNs re-sent after an RST (a closed port)",
+        "duplicate frames (span ports, `-i any`): not re-sends",
+        "TCP Fast Open data re-sent after the server took only the SYN (RFC 7413 §4.2)",
+        "a request re-sent in a connection whose handshake the capture missed",
+        "loopback: there is no path",
+        "a SYN re-sent after the client reset an ACK that came instead of a SYN-ACK (a 4-tuple in TIME-WAIT)",
+        "a host that never sent a packet (down or filtered)",
+    ),
+    disproved_by=("interface and conntrack counters that did not move (`ip -s link`, `conntrack -S`)",),
+    confidence="0.6 with data re-sent; 0.5 with SYN re-sends only",
+    kernel="Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer(); RFC 6298 §5",
+)

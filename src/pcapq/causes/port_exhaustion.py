@@ -1,0 +1,53 @@
+"""A proxy address held nearly all of its ephemeral ports towards one server at once."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import CaptureContext
+from pcapq.causes.proxy_log import LINES
+from pcapq.diagnose.finding import Finding
+
+# Share of the ephemeral port range held at once that counts as running out of ports.
+PORT_EXHAUSTION_SHARE = 0.9
+TIME_WAIT_S = 60
+
+
+def rule(ctx: CaptureContext) -> list[Finding]:
+    out = []
+    for p in ctx.analysis.port_pressure():
+        if p["peak"] < PORT_EXHAUSTION_SHARE * p["range"]:
+            break  # highest first
+        reason = (
+            f"{p['client']} held {p['peak']:,} of its {p['range']:,} ephemeral ports towards {p['server']} at once "
+            f"(in use, or in TIME-WAIT for {TIME_WAIT_S} s after closing)"
+        )
+        out.append(Finding(
+            cause="port_exhaustion", server=p["server"], confidence=0.8, confidence_reason=reason,
+            first=p["at"], last=p["at"], connections=[], evidence=[], advice=CAUSE.advice,
+            proxy_log=[LINES["no_port"]],
+            details={"client": p["client"], "peak_ports": p["peak"], "port_range": p["range"], "at": p["at"]},
+            rests_on=[f"{p['peak']:,} source ports from {p['client']} to {p['server']} in use or in TIME-WAIT at once"],
+            disproved_by=list(CAUSE.disproved_by),
+        ))
+    return out
+
+
+CAUSE = Cause(
+    slug="port_exhaustion",
+    title="Source ports running out",
+    phrase="source ports running out",
+    advice=(
+        "A proxy address used nearly every ephemeral port towards one upstream (in use or in "
+        "TIME-WAIT). Use keepalive connections to the upstream (nginx `keepalive`), widen "
+        "net.ipv4.ip_local_port_range, enable net.ipv4.tcp_tw_reuse, or add upstream addresses."
+    ),
+    scope="server",
+    precedence=90,
+    rule=rule,
+    evidence=f"per client address and server endpoint, at least {PORT_EXHAUSTION_SHARE:.0%} of Linux's default ephemeral range (28,232 ports) held at once, TIME-WAIT included",
+    exclusions=("a widened net.ipv4.ip_local_port_range on the proxy (the rule assumes the default)",),
+    disproved_by=("`sysctl net.ipv4.ip_local_port_range` on the proxy wider than the default",),
+    proxy_log=("no_port",),
+    confidence="0.8",
+    kernel="Linux v6.6 net/ipv4/inet_hashtables.c: __inet_hash_connect()",
+)

@@ -1,0 +1,53 @@
+"""Every cause pcapq can name, one module each. To add a cause: write its module (a `CAUSE`
+with its words, scope, precedence and rule) and add one line here."""
+
+from __future__ import annotations
+
+from pcapq.causes import (
+    accept_queue_overflow,
+    client_gave_up,
+    closed_port,
+    listen_drops,
+    network_loss,
+    port_exhaustion,
+    port_reuse,
+    port_scan,
+    silent_host,
+    slow_server,
+    syn_flood,
+    syn_queue_overflow,
+)
+from pcapq.causes.cause import Cause
+
+MODULES = [
+    port_scan,
+    syn_flood,
+    closed_port,
+    accept_queue_overflow,
+    syn_queue_overflow,
+    listen_drops,
+    silent_host,
+    network_loss,
+    slow_server,
+    client_gave_up,
+    port_reuse,
+    port_exhaustion,
+]
+
+CAUSES: dict[str, Cause] = {m.CAUSE.slug: m.CAUSE for m in sorted(MODULES, key=lambda m: m.CAUSE.precedence)}
+SLUGS: list[str] = list(CAUSES)
+
+
+def in_order(scope: str) -> list[Cause]:
+    """The causes of one scope, in precedence order."""
+    return [c for c in CAUSES.values() if c.scope == scope]
+
+
+def title(slug: str) -> str:
+    c = CAUSES.get(slug)
+    return c.title if c else slug.replace("_", " ")
+
+
+def phrase(slug: str) -> str:
+    c = CAUSES.get(slug)
+    return c.phrase if c else slug.replace("_", " ")

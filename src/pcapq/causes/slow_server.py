@@ -1,0 +1,45 @@
+"""The server took the request, did not answer it, and the client gave up waiting."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext, plural
+from pcapq.causes.client_gave_up import gave_up_evidence
+from pcapq.diagnose.finding import Finding
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    slow = ctx.select(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered"],
+                      none_of=["scan_probe"])
+    if not slow:
+        return None
+    reason = f"the server took {plural(len(slow), 'request')} (acknowledged them) and sent nothing back before the client gave up"
+    evidence = [e for c in ctx.examples(slow) for e in gave_up_evidence(c)]
+    ctx.claim(slow)
+    return ctx.finding("slow_server", slow, 0.75, reason, evidence, rests_on=[
+        f"{plural(len(slow), 'request')} acknowledged by the server",
+        "no data from the server before the client's FIN or RST",
+    ])
+
+
+CAUSE = Cause(
+    slug="slow_server",
+    title="Server too slow for the client's timeout",
+    phrase="a server too slow for the client's timeout",
+    advice=(
+        "The server took the request but answered after the client's timeout. Profile the slow "
+        "requests, or raise the proxy's read timeout if the wait is expected."
+    ),
+    scope="episode",
+    precedence=60,
+    rule=rule,
+    evidence="the client closed or reset after the server acknowledged its request, and the server had sent no data",
+    exclusions=(
+        "a server that answered (sent data) before the client closed: one-way transfers, answered keep-alive requests",
+        "a scanner's probes",
+    ),
+    disproved_by=("the proxy's access log showing these requests answered (upstream_status 200)",),
+    proxy_log=("read_timeout", "client_gone"),
+    confidence="0.75",
+    kernel="the client's application timeout (nginx proxy_read_timeout), not a kernel timer",
+)

@@ -1,0 +1,56 @@
+"""Half-open requests filled the listener's SYN queue while other clients' SYNs were dropped."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext, plural, series_frame
+from pcapq.diagnose.finding import Finding
+
+# Half-open requests that point to a full SYN queue: a small backlog (net.ipv4.tcp_max_syn_backlog,
+# or the listen backlog) fills with a handful.
+HALF_OPEN_MIN = 3
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    if ctx.count(all_of=["queue_sign"], claimed=True):
+        return None
+    half_open = ctx.count(all_of=["half_open"])
+    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host"])
+    if half_open < HALF_OPEN_MIN or not unanswered:
+        return None
+    # SYNs that got nothing and were never sent again belong to the same flood.
+    silent = ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host"])
+    involved = ctx.union(ctx.select(any_of=["half_open", "syn_unanswered"], none_of=["silent_host"]), silent)
+    reason = (
+        f"{plural(half_open, 'half-open request')} (SYN-ACK sent, handshake never completed) held the SYN "
+        f"queue while {plural(len(unanswered), 'other client')}'s SYNs went unanswered and were sent again"
+    )
+    evidence = [e for c in ctx.examples(unanswered) for e in series_frame(c, "syn", "SYN sent again, unanswered")]
+    half = ctx.select(all_of=["half_open"])
+    evidence += [e for c in ctx.examples(half) for e in series_frame(c, "synack", "SYN-ACK sent again, never answered")]
+    ctx.claim(involved)
+    return ctx.finding("syn_queue_overflow", involved, 0.8, reason, evidence, rests_on=[
+        f"{plural(half_open, 'request')} the server held half-open (its SYN-ACK, no ACK back)",
+        f"{plural(len(unanswered), 'SYN')} unanswered in the same episode",
+    ])
+
+
+CAUSE = Cause(
+    slug="syn_queue_overflow",
+    title="SYN queue overflow",
+    phrase="a SYN queue overflow",
+    advice=(
+        "Half-open requests fill the SYN queue. Turn on net.ipv4.tcp_syncookies=1, raise "
+        "net.ipv4.tcp_max_syn_backlog and the listen backlog, and find who sends SYNs that are "
+        "never completed."
+    ),
+    scope="episode",
+    precedence=30,
+    rule=rule,
+    evidence=f"at least {HALF_OPEN_MIN} half-open requests (the server's SYN-ACK, never answered) and at least one other client's SYN unanswered",
+    exclusions=("a sign of a full accept queue in the episode (that finding comes first)", "a host that never sent a packet"),
+    disproved_by=("TcpExtTCPReqQFullDrop and TcpExtListenDrops unchanged (`nstat -az` on the server)",),
+    proxy_log=("timed_out",),
+    confidence="0.8",
+    kernel="Linux v6.6 net/ipv4/tcp_input.c: tcp_conn_request(): inet_csk_reqsk_queue_is_full()",
+)

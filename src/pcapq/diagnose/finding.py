@@ -1,0 +1,55 @@
+"""A finding: one cause, where and when, how sure and why, what it rests on and what would
+disprove it, the frames to open, and what to change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Finding:
+    cause: str
+    server: str
+    confidence: float
+    confidence_reason: str
+    first: float
+    last: float
+    connections: list[int]
+    evidence: list[dict]
+    advice: str
+    proxy_log: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+    # How many connections it covers, when that is more than the ids listed (a flood's).
+    count: int | None = None
+    rests_on: list[str] = field(default_factory=list)
+    disproved_by: list[str] = field(default_factory=list)
+    # Marks of the connections this finding explains beyond its episode (a scan's probes on
+    # every port it probed): [(server endpoint or address or None for all, all_of, none_of)].
+    explains: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list, repr=False)
+
+    @property
+    def connection_count(self) -> int:
+        return len(self.connections) if self.count is None else self.count
+
+    @property
+    def title(self) -> str:
+        from pcapq.causes.registry import title
+
+        return title(self.cause)
+
+    def to_json(self) -> dict:
+        return {
+            "cause": self.cause,
+            "server": self.server,
+            "confidence": round(self.confidence, 2),
+            "confidence_reason": self.confidence_reason,
+            "first": self.first,
+            "last": self.last,
+            "connections": {"count": self.connection_count, "ids": self.connections},
+            "evidence": self.evidence,
+            "rests_on": self.rests_on,
+            "disproved_by": self.disproved_by,
+            "advice": self.advice,
+            "proxy_log": self.proxy_log,
+            "details": self.details,
+        }
