@@ -201,7 +201,7 @@ impl Book {
             if f.contains(Fact::Probe) {
                 let open = c.synack_count > 0;
                 let refused = outcome == Outcome::Refused;
-                book.scans.add(c.client.ip, c.server, c.first, c.first_time_ns, open, refused);
+                book.scans.add(c.client.ip, c.server, c.first, c.first_time_ns, open, refused, f.contains(Fact::OneSyn));
             }
             let marks = outcome_bit(outcome)
                 | symptoms.iter().fold(0, |bits, s| bits | symptom_bit(s))

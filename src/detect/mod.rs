@@ -203,7 +203,7 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
     if c.partial {
         return Outcome::Partial;
     }
-    if let Some(rst) = c.milestones.first_rst {
+    if let Some(rst) = c.milestones.first_rst.filter(|r| !answered_anyway(c, r)) {
         return match (rst.from, rst.answers) {
             (Side::Server, Some(PacketRole::Syn)) => Outcome::Refused,
             (Side::Server, _) => Outcome::ResetByServer,
@@ -264,7 +264,7 @@ fn symptoms(c: &Connection) -> Symptoms {
     if syncookie_suspected(c, s) {
         s.insert(Symptom::SyncookieSuspected);
     }
-    if let Some(rst) = c.milestones.first_rst {
+    if let Some(rst) = c.milestones.first_rst.filter(|r| !answered_anyway(c, r)) {
         match (rst.from, rst.answers) {
             (_, Some(PacketRole::Syn)) => s.insert(Symptom::Rejected),
             (Side::Server, Some(PacketRole::HandshakeAck)) if embryonic(c) => s.insert(Symptom::ResetAfterAck),
@@ -274,6 +274,12 @@ fn symptoms(c: &Connection) -> Symptoms {
         }
     }
     s
+}
+
+/// An RST answering the SYN, and then the handshake completed all the same: the port was open and
+/// the RST was forged or stale (RFC 5961 §3: an in-window RST would have ended a real attempt).
+fn answered_anyway(c: &Connection, rst: &RstFacts) -> bool {
+    rst.answers == Some(PacketRole::Syn) && c.handshake_ack_time_ns.is_some_and(|t| t > rst.time_ns)
 }
 
 /// The server had neither acknowledged client data nor sent any: no socket was established on
@@ -493,6 +499,21 @@ mod tests {
         let v = w.verdict();
         assert_eq!(v.outcome, Outcome::ResetByServer);
         assert!(has(&v, Symptom::ResetAfterAck), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_rst_answering_the_syn_then_a_completed_handshake_is_no_refusal() {
+        // An RST injected before the real SYN-ACK: the handshake completes and data flows.
+        let mut w = Wire::new();
+        w.syn(0);
+        w.send(1, S, RST | ACK, 0, CISN + 1, 0);
+        w.send_opts(2, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send(3, C, ACK, CISN + 1, SISN + 1, 0);
+        w.request(4, &[]);
+        w.send(5, S, PA, SISN + 1, CISN + 101, 20);
+        let v = w.verdict();
+        assert_eq!(v.outcome, Outcome::Completed);
+        assert!(!has(&v, Symptom::Rejected), "{:?}", v.symptoms);
     }
 
     #[test]

@@ -12,6 +12,9 @@ use crate::flow::{Endpoint, FrameRef};
 /// A source that probed at least this many ports of one address is scanning it. A proxy talks
 /// to one port, or a handful, of each upstream address.
 pub const SCAN_MIN_PORTS: usize = 16;
+/// Fewer ports do when every probe was one SYN never sent again: no client kernel leaves an
+/// unanswered SYN unrepeated (net.ipv4.tcp_syn_retries), a scanner's raw SYNs do.
+pub const SCAN_MIN_PORTS_ONE_SYN: usize = 5;
 /// Pairs followed at most: a spoofed flood brings a new pair with every SYN.
 const MAX_PAIRS: usize = 65_536;
 const MAX_FRAMES: usize = 6;
@@ -26,9 +29,18 @@ pub struct Scan {
     /// Probes the target answered with a SYN-ACK (an open port) or with an RST (closed).
     pub open: u64,
     pub refused: u64,
+    /// Probes that were one SYN and nothing more.
+    pub one_syn: u64,
     pub first_ns: i64,
     pub last_ns: i64,
     pub frames: Vec<FrameRef>,
+}
+
+impl Scan {
+    pub fn is_scan(&self) -> bool {
+        let ports = self.ports.len();
+        ports >= SCAN_MIN_PORTS || (ports >= SCAN_MIN_PORTS_ONE_SYN && self.one_syn == self.probes)
+    }
 }
 
 #[derive(Default)]
@@ -39,7 +51,7 @@ pub struct ScanBook {
 
 impl ScanBook {
     /// Counts one probe from `client` to `server`, first seen at `first` (`time_ns`).
-    pub fn add(&mut self, client: IpAddr, server: Endpoint, first: FrameRef, time_ns: i64, open: bool, refused: bool) {
+    pub fn add(&mut self, client: IpAddr, server: Endpoint, first: FrameRef, time_ns: i64, open: bool, refused: bool, one_syn: bool) {
         let key = (client, server.ip);
         if !self.pairs.contains_key(&key) && self.pairs.len() >= MAX_PAIRS {
             self.untracked += 1;
@@ -56,6 +68,7 @@ impl ScanBook {
         s.probes += 1;
         s.open += u64::from(open);
         s.refused += u64::from(refused);
+        s.one_syn += u64::from(one_syn);
         s.first_ns = s.first_ns.min(time_ns);
         s.last_ns = s.last_ns.max(time_ns);
         if s.frames.len() < MAX_FRAMES {
@@ -65,12 +78,12 @@ impl ScanBook {
 
     /// Is (client, server address) a scan?
     pub fn is_scan(&self, client: IpAddr, server: IpAddr) -> bool {
-        self.pairs.get(&(client, server)).is_some_and(|s| s.ports.len() >= SCAN_MIN_PORTS)
+        self.pairs.get(&(client, server)).is_some_and(Scan::is_scan)
     }
 
     /// The scans, busiest first.
     pub fn scans(&self) -> Vec<&Scan> {
-        let mut out: Vec<&Scan> = self.pairs.values().filter(|s| s.ports.len() >= SCAN_MIN_PORTS).collect();
+        let mut out: Vec<&Scan> = self.pairs.values().filter(|s| s.is_scan()).collect();
         out.sort_by_key(|s| (std::cmp::Reverse(s.ports.len()), s.first_ns, s.source, s.target));
         out
     }

@@ -483,7 +483,10 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
                     if conn.base_seq[peer].is_none() {
                         conn.base_seq[peer] = Some(seg.ack.wrapping_sub(1));
                     }
-                    if conn.state == ConnState::SynSent || (conn.partial && conn.syn_count == 0) {
+                    // After an RST that answered the SYN, a SYN-ACK all the same: the RST was
+                    // forged or stale, and the handshake goes on (RFC 5961 §3).
+                    let reset_before = conn.state == ConnState::Reset && conn.handshake_ack_time_ns.is_none();
+                    if conn.state == ConnState::SynSent || (conn.partial && conn.syn_count == 0) || reset_before {
                         conn.set_state(ConnState::SynReceived);
                     }
                 }
