@@ -18,8 +18,8 @@ import pytest
 import pcapq
 from craft import Captured, Conversation, write_pcap
 from pcapq.diagnose import Diagnosis, diagnose
-from pcapq.diagnose.advice import PROXY_LOG
-from pcapq.diagnose.findings import Finding
+from pcapq.causes.proxy_log import LINES as PROXY_LOG
+from pcapq.diagnose import Finding
 
 RTT = 0.001
 REACT = 0.000_02
@@ -521,7 +521,8 @@ def test_network_loss_a_syn_sent_again(tmp_path: Path, clients: int) -> None:
     assert result.causes() == ["network_loss"], result.describe()
     # The SYN sent again is each connection's second SYN, its handshake's first packet.
     again = [wire.frame(c.packets[1]) for c, _ in lost]
-    check(result.one("network_loss"), "network_loss", 0.6, result.ids(*(c for c, _ in lost)), again, result)
+    # Unanswered SYNs only: the path and a busy listener look alike, so less sure.
+    check(result.one("network_loss"), "network_loss", 0.5, result.ids(*(c for c, _ in lost)), again, result)
 
 
 @pytest.mark.parametrize("clients", [1, 3])
@@ -579,7 +580,7 @@ def test_client_gave_up_on_its_syns(tmp_path: Path) -> None:
     assert result.causes() == ["client_gave_up", "network_loss"], result.describe()
     # The client's last SYN: it sent no more.
     check(result.one("client_gave_up"), "client_gave_up", 0.7, result.ids(c), [wire.frame(syns[-1])], result)
-    check(result.one("network_loss"), "network_loss", 0.6, result.ids(c), [wire.frame(syns[1])], result)
+    check(result.one("network_loss"), "network_loss", 0.5, result.ids(c), [wire.frame(syns[1])], result)
 
 
 def test_slow_server_took_the_request_client_gave_up_did_not_get_an_ack(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def test_syn_flood_is_reported_as_one_finding_in_bounded_memory(tmp_path):
 def test_port_scan_is_one_finding(tmp_path):
     path = syn_flood(tmp_path / "scan.pcap", 5000, scan_ports=True)
     out = text_report(path).stdout.decode()
-    assert "Port scan on 10.0.0.2 (5,000 ports)" in out
+    assert "Port scan on 10.0.0.2 (from 10.128.0.0)" in out
     assert "5,000 connections were one SYN and nothing more, from 1 source address to 5,000 endpoints" in out
     assert out.count("╭─") == 1, out
 

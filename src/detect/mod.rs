@@ -218,6 +218,7 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
             (true, true, _) => Outcome::Completed,
             (true, false, true) => Outcome::Abandoned,
             (_, _, true) => Outcome::Completed,
+            (true, false, false) if request_given_up(c, end_ns) => Outcome::Abandoned,
             _ => Outcome::Open,
         };
     }
@@ -274,6 +275,24 @@ fn symptoms(c: &Connection) -> Symptoms {
         }
     }
     s
+}
+
+/// The client's request was never acknowledged, it stopped re-sending it, and the capture went
+/// on past the moment its kernel's next re-send was due: the client gave up (a kernel still
+/// trying would have sent it again: Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer()).
+fn request_given_up(c: &Connection, end_ns: i64) -> bool {
+    if c.milestones.client_data_acked_ns.is_some() {
+        return false;
+    }
+    let series = timed_series(c);
+    let Some(request) = series.iter().filter(|s| s.kind == SeriesKind::Data && s.from == Side::Client).max_by_key(|s| s.sends.len())
+    else {
+        return false;
+    };
+    let (Some(last), retries) = (request.sends.last(), request.sends.iter().skip(1).filter(|t| !t.triggered).count() as u32) else {
+        return false;
+    };
+    end_ns > last.time_ns + request.schedule.interval_ns(retries + 1) + SLACK_NS
 }
 
 /// An RST answering the SYN, and then the handshake completed all the same: the port was open and
@@ -499,6 +518,19 @@ mod tests {
         let v = w.verdict();
         assert_eq!(v.outcome, Outcome::ResetByServer);
         assert!(has(&v, Symptom::ResetAfterAck), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_request_resent_then_silence_past_the_next_rto_is_abandoned() {
+        // Re-sent at 0.2 and 0.6 s, nothing after: the next re-send was due about 0.8 s later.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[205, 609]);
+        assert_eq!(w.verdict_at(1000).outcome, Outcome::Open, "still within its next RTO");
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[205, 609]);
+        assert_eq!(w.verdict_at(10_000).outcome, Outcome::Abandoned);
     }
 
     #[test]

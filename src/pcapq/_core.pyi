@@ -2,12 +2,48 @@
 
 import os
 
-from typing import Any, Callable, Final, Protocol, TypedDict, final
+from typing import Any, Callable, Final, Literal, Protocol, TypedDict, final
 
-__all__ = ["__version__", "JSON_SCHEMA_VERSION", "Analysis", "analyze", "analyze_many", "analyze_parts", "PcapqError", "CaptureError", "InternalError"]
+__all__ = [
+    "__version__", "JSON_SCHEMA_VERSION", "VOCABULARY", "Analysis", "Problems", "Episode", "Selection",
+    "analyze", "analyze_many", "analyze_parts", "PcapqError", "CaptureError", "InternalError",
+]
 
 __version__: Final[str]
 JSON_SCHEMA_VERSION: Final[int]
+
+# The core's words (src/detect, src/flow); tests/test_vocabulary.py fails when these drift from
+# VOCABULARY.
+Outcome = Literal["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial"]
+Symptom = Literal[
+    "syn_retransmitted", "synack_retransmitted", "final_ack_dropped", "request_unacked", "data_retransmitted",
+    "syncookie_suspected", "reset_after_ack", "reset_after_expiry", "rejected",
+]
+Fact = Literal[
+    "syn_unanswered", "half_open", "one_syn", "probe", "scan_probe", "stray_ack_reset", "reused_in_time_wait",
+    "request_acked", "request_unanswered", "never_connected", "queue_sign", "in_queue_window", "silent_host",
+    "loopback", "synack_ignored", "rst_unprovoked",
+]
+Mark = Outcome | Symptom | Fact
+EventKind = Literal[
+    "syn", "syn_retransmit", "synack", "synack_retransmit", "handshake_ack", "data_first", "data_retransmit",
+    "fin_retransmit", "dup_ack", "zero_window", "fin", "rst",
+]
+Schedule = Literal["syn_linear", "syn_exponential", "syn_legacy", "synack", "data_rto"]
+SeriesKind = Literal["syn", "synack", "data"]
+PacketRole = Literal["syn", "synack", "handshake_ack", "ack", "data", "retransmit", "fin", "rst"]
+
+class _Vocabulary(TypedDict):
+    outcomes: list[Outcome]
+    symptoms: list[Symptom]
+    facts: list[Fact]
+    marks: list[Mark]
+    event_kinds: list[EventKind]
+    schedules: list[Schedule]
+    series_kinds: list[SeriesKind]
+    packet_roles: list[PacketRole]
+
+VOCABULARY: Final[_Vocabulary]
 
 class PcapqError(Exception):
     """Base class of every error pcapq raises."""
@@ -40,8 +76,8 @@ class _Summary(TypedDict):
     partial: int
     port_reuse: int
     snaplen_cut_segments: int
-    outcomes: dict[str, int]
-    symptoms: dict[str, int]
+    outcomes: dict[Outcome, int]
+    symptoms: dict[Symptom, int]
 
 class _CaptureInfo(TypedDict):
     path: str
@@ -101,6 +137,10 @@ class Analysis:
         """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,
         answered, one_syn (connections that were one client SYN and nothing more), syn_to_synack
         and synack_to_ack (median handshake gaps, seconds, or None)."""
+
+    def problems(self) -> Problems:
+        """The problem connections per listener, in episodes, each reduced to its marks: what
+        the diagnosis's rules count and select over (docs/diagnosis.md)."""
 
     def waiting_at(self, server: str, times: list[float]) -> list[int]:
         """At each time, how many connections to `server` its clients considered established
@@ -187,6 +227,94 @@ class Analysis:
                 by the file object's write() propagates unchanged.
             ValueError: `extra` is not a JSON object.
         """
+
+class _Scan(TypedDict):
+    source: str
+    target: str
+    ports: int
+    probes: int
+    open: int
+    refused: int
+    first_time: float
+    last_time: float
+    frames: list[dict[str, int]]
+
+class _Timings(TypedDict):
+    syn_schedules: dict[Schedule, int]
+    syn_series: int
+    first_syn_retry: float | None
+    synack_series: int
+    synack_retries: int
+    synack_cut_short: int
+    first_rto: float | None
+    first_rto_series: int
+
+@final
+class Problems:
+    """The problem connections of one analysis, per listener (`Analysis.problems()`)."""
+
+    def servers(self) -> list[str]:
+        """Server endpoints with at least one problem connection, in order."""
+
+    def episodes(self, server: str) -> list[Episode]:
+        """The episodes of `server`, in time order.
+
+        Raises:
+            ValueError: `server` is not an endpoint.
+        """
+
+    def scans(self) -> list[_Scan]:
+        """Sources that probed many ports of one address, busiest first."""
+
+    def examples(self, selection: Selection, limit: int) -> list[dict[str, Any]]:
+        """Up to `limit` of the selection's connections, earliest first, as lean dicts."""
+
+    def timings(self) -> _Timings:
+        """What the retransmission series of the problem connections show of the kernels' settings."""
+
+    def earliest_ack(self, selection: Selection) -> float | None:
+        """The earliest handshake ACK among the selection's connections (epoch seconds)."""
+
+@final
+class Episode:
+    """One listener's problem connections close together in time."""
+
+    @property
+    def server(self) -> str: ...
+    @property
+    def first(self) -> float: ...
+    @property
+    def last(self) -> float: ...
+    def __len__(self) -> int: ...
+    def count(self, all_of: list[Mark] = ..., any_of: list[Mark] = ..., none_of: list[Mark] = ..., claimed: bool = False) -> int:
+        """How many connections match (see `select`)."""
+
+    def select(self, all_of: list[Mark] = ..., any_of: list[Mark] = ..., none_of: list[Mark] = ..., claimed: bool = False) -> Selection:
+        """The connections with every mark of `all_of`, one of `any_of` (if given) and none of
+        `none_of`; only those no earlier rule claimed, unless `claimed`.
+
+        Raises:
+            ValueError: a name is not a mark.
+        """
+
+    def union(self, a: Selection, b: Selection) -> Selection:
+        """The connections of either selection (both of this episode)."""
+
+    def claim(self, selection: Selection) -> None:
+        """Marks the selection's connections as explained: later selections leave them out."""
+
+@final
+class Selection:
+    """Connections of one episode that a rule selected."""
+
+    def __len__(self) -> int: ...
+    def __bool__(self) -> bool: ...
+    @property
+    def ids(self) -> list[int]: ...
+    @property
+    def first(self) -> float | None: ...
+    @property
+    def last(self) -> float | None: ...
 
 def analyze(
     paths: list[str],

@@ -7,7 +7,7 @@ from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
-NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "request_acked"]
+NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked"]
 
 
 def gave_up_evidence(c: dict) -> list[dict]:
@@ -51,6 +51,7 @@ CAUSE = Cause(
         "an RST before anything of the server was seen (backscatter, or a one-way capture)",
         "a request the server had acknowledged (that is a slow server, or an answered exchange)",
         "a scanner's probes",
+        "a client RST answering an ACK that came instead of a SYN-ACK (a 4-tuple still in TIME-WAIT)",
     ),
     disproved_by=("the proxy's error log without connect or read timeouts at those times",),
     proxy_log=("client_gone",),

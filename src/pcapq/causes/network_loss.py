@@ -21,18 +21,22 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         return None
     data = ctx.count(any_of=["data_retransmitted", "request_unacked"], none_of=NOT_LOSS)
     syns = ctx.count(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["data_retransmitted", "request_unacked"])
-    confidence = 0.6 if data else 0.5
+    # A SYN sent again after the server's SYN-ACK: that SYN-ACK was lost on the way.
+    lost_synacks = ctx.count(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["syn_unanswered"])
+    confidence = 0.6 if data or lost_synacks else 0.5
     reason = f"{plural(len(lost), 'connection')} re-sent data or handshake packets with no sign of a full listen queue"
-    if not data:
-        reason += " (SYNs only: a lost SYN or SYN-ACK; one or two clients' SYNs cannot tell the path from a busy listener)"
+    if not data and not lost_synacks:
+        reason += " (unanswered SYNs only: one or two clients' SYNs cannot tell the path from a busy listener)"
     evidence = []
     for c in ctx.examples(lost):
         evidence += series_frame(c, "data", "data sent again") or series_frame(c, "syn", "SYN sent again")
     rests_on = []
     if data:
         rests_on.append(f"{plural(data, 'connection')} with data re-sent outside any queue-full window")
-    if syns:
-        rests_on.append(f"{plural(syns, 'connection')} with a SYN re-sent")
+    if lost_synacks:
+        rests_on.append(f"{plural(lost_synacks, 'SYN')} sent again after the server's SYN-ACK: the SYN-ACK was lost")
+    if syns - lost_synacks:
+        rests_on.append(f"{plural(syns - lost_synacks, 'SYN')} sent again with nothing back before the re-send")
     # Those that gave up stay for the give-up findings.
     ctx.claim(ctx.union(
         ctx.select(any_of=["data_retransmitted", "syn_retransmitted"], none_of=NOT_LOSS + GAVE_UP),
@@ -64,6 +68,6 @@ CAUSE = Cause(
         "a host that never sent a packet (down or filtered)",
     ),
     disproved_by=("interface and conntrack counters that did not move (`ip -s link`, `conntrack -S`)",),
-    confidence="0.6 with data re-sent; 0.5 with SYN re-sends only",
+    confidence="0.6 with data re-sent or a lost SYN-ACK; 0.5 with unanswered SYNs only",
     kernel="Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer(); RFC 6298 §5",
 )

@@ -7,14 +7,22 @@ from pcapq.causes.context import CaptureContext, frame, plural
 from pcapq.diagnose.finding import Finding
 
 MAX_EVIDENCE = 6
+# A raw SYN scan too big to keep its probes: from the core's aggregate of one-SYN connections
+# (also those still within their retries when the capture ended).
+AGGREGATE_MIN = 1000
+AGGREGATE_MIN_TARGETS = 100
+AGGREGATE_MAX_SOURCES = 16
 
 
 def rule(ctx: CaptureContext) -> list[Finding]:
+    findings = _from_aggregate(ctx)
+    covered = {f.details["source"] for f in findings}
     by_source: dict[str, list[dict]] = {}
     for scan in ctx.problems.scans():  # one entry per (source, address): a handful
         by_source.setdefault(scan["source"], []).append(scan)
-    findings = []
     for source, scans in by_source.items():
+        if source in covered:
+            continue
         probes = sum(s["probes"] for s in scans)
         ports = sum(s["ports"] for s in scans)
         targets = ", ".join(f"{s['target']} ({s['ports']:,} ports)" for s in scans[:5]) + (" ..." if len(scans) > 5 else "")
@@ -39,6 +47,33 @@ def rule(ctx: CaptureContext) -> list[Finding]:
     return findings
 
 
+def _from_aggregate(ctx: CaptureContext) -> list[Finding]:
+    s = ctx.one_syn
+    scan = (s["connections"] >= AGGREGATE_MIN and s["targets"] >= AGGREGATE_MIN_TARGETS
+            and s["sources"] <= AGGREGATE_MAX_SOURCES and not s["sources_at_least"])
+    if not scan:
+        return []
+    target = s["top_targets"][0][0]
+    address = target.rsplit(":", 1)[0].strip("[]")
+    source = s["top_sources"][0][0]
+    sources = f"{s['sources']:,} source address{'es' if s['sources'] != 1 else ''}"
+    reason = (
+        f"{s['connections']:,} connections were one SYN and nothing more, from {sources} to "
+        f"{'at least ' if s['targets_at_least'] else ''}{s['targets']:,} endpoints"
+    )
+    evidence = [frame(f["file"], f["frame"], "a SYN with nothing after it from its source") for f in s["frames"]]
+    return [Finding(
+        cause="port_scan", server=f"{address} (from {source})", confidence=0.85, confidence_reason=reason,
+        first=s["first_time"], last=s["last_time"], connections=[], evidence=evidence[:MAX_EVIDENCE],
+        advice=CAUSE.advice, count=s["connections"],
+        details={"source": source, "targets": [[address, s["targets"], s["connections"]]], "address": address,
+                 "one_syn_connections": s["connections"], "sources": s["sources"], "top_sources": [list(t) for t in s["top_sources"]]},
+        rests_on=[f"{s['connections']:,} one-SYN connections to {s['targets']:,} endpoints from {sources}"],
+        disproved_by=list(CAUSE.disproved_by),
+        explains=[(address, ("one_syn",), ()), (None, ("scan_probe",), ())],
+    )]
+
+
 CAUSE = Cause(
     slug="port_scan",
     title="Port scan",
@@ -50,7 +85,12 @@ CAUSE = Cause(
     scope="capture",
     precedence=1,
     rule=rule,
-    evidence="one source address probing at least 16 ports of one address with connections that carried no data (SYN scans and connect scans alike)",
+    evidence=(
+        "one source address probing at least 16 ports of one address with connections that carried no data (SYN "
+        "scans and connect scans alike), or at least 5 when every probe was one raw SYN; or, from the aggregate, "
+        f"at least {AGGREGATE_MIN:,} one-SYN connections to at least {AGGREGATE_MIN_TARGETS} endpoints from at most "
+        f"{AGGREGATE_MAX_SOURCES} sources"
+    ),
     exclusions=("a proxy talks to one or a few ports of each upstream address",),
     disproved_by=("a service that really listens on that many ports of the address",),
     confidence="0.85",

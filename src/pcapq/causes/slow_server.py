@@ -10,7 +10,7 @@ from pcapq.diagnose.finding import Finding
 
 def rule(ctx: EpisodeContext) -> Finding | None:
     slow = ctx.select(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered"],
-                      none_of=["scan_probe"])
+                      none_of=["scan_probe", "stray_ack_reset"])
     if not slow:
         return None
     reason = f"the server took {plural(len(slow), 'request')} (acknowledged them) and sent nothing back before the client gave up"

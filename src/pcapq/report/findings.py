@@ -29,6 +29,10 @@ def render_finding(f: Finding, capture_start: float | None) -> Panel:
     rows.add_row("confidence", f"{f.confidence:.2f}: {f.confidence_reason}")
     frames = ", ".join(f"{e['frame']}" + (f" (file {e['file']})" if e["file"] else "") for e in f.evidence)
     rows.add_row("open in Wireshark", f"frames {frames}" if frames else "-")
+    if f.rests_on:
+        rows.add_row("rests on", "; ".join(f.rests_on))
+    if f.disproved_by:
+        rows.add_row("would disprove it", "; ".join(f.disproved_by))
     for key in ("estimate_note", "suggestion_note"):
         if key in f.details:
             rows.add_row("queue" if key == "estimate_note" else "sizing", f.details[key])

@@ -171,6 +171,10 @@ def _findings(report: AnalyzeReport) -> list[str]:
         )
         rows = "".join(f"<dt>{h(k)}</dt><dd>{h(v)}</dd>" for k, v in items)
         rows += f"<dt>evidence</dt><dd><ul>{evidence or '<li>-</li>'}</ul></dd>"
+        if f.rests_on:
+            rows += f"<dt>rests on</dt><dd>{h('; '.join(f.rests_on))}</dd>"
+        if f.disproved_by:
+            rows += f"<dt>would disprove it</dt><dd>{h('; '.join(f.disproved_by))}</dd>"
         for key, label in (("estimate_note", "queue"), ("suggestion_note", "sizing")):
             if key in f.details:
                 rows += f"<dt>{label}</dt><dd>{h(f.details[key])}</dd>"
@@ -178,8 +182,8 @@ def _findings(report: AnalyzeReport) -> list[str]:
             rows += f"<dt>proxy log</dt><dd><code>{h(line)}</code></dd>"
         rows += f"<dt>what to do</dt><dd>{h(f.advice)}</dd>"
         sure = " sure" if f.confidence >= 0.7 else ""
-        title = f"{title(f.cause)} on {f.server}"
-        out.append(f'<section class="finding{sure}"><h3>{h(title)}</h3><dl>{rows}</dl></section>')
+        heading = f"{title(f.cause)} on {f.server}"
+        out.append(f'<section class="finding{sure}"><h3>{h(heading)}</h3><dl>{rows}</dl></section>')
     out.append(f'<p class="muted">Capture point: {h(d.capture_point.side)} ({h(d.capture_point.reason)})</p>')
     for sentence in d.settings:
         out.append(f'<p class="muted">Kernel: {h(sentence)}</p>')
@@ -269,11 +273,11 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
     max_wait = max(b.waiting_peak for b in buckets) or 1
     titles = ["new connections", "retransmissions", "waiting for answer"]
     maxima = [max_new, max_rtx, max_wait]
-    for y0, title, m in zip(ys, titles, maxima):
+    for y0, label, m in zip(ys, titles, maxima):
         parts.append(f'<line x1="{left}" y1="{y0 + panel}" x2="{left + plot_w}" y2="{y0 + panel}" stroke="#999"/>')
         parts.append(f'<text x="{left - 6}" y="{y0 + 10}" text-anchor="end" font-size="11" fill="#555">{m:,}</text>')
         parts.append(f'<text x="{left - 6}" y="{y0 + panel}" text-anchor="end" font-size="11" fill="#555">0</text>')
-        parts.append(f'<text x="{left}" y="{y0 - 6}" font-size="12" font-weight="600" fill="#333">{h(title)}</text>')
+        parts.append(f'<text x="{left}" y="{y0 - 6}" font-size="12" font-weight="600" fill="#333">{h(label)}</text>')
     for i, b in enumerate(buckets):
         bx = left + i * bw
         w = max(1.0, bw - (1 if bw > 3 else 0))

@@ -82,6 +82,10 @@ def render_analyze(report: AnalyzeReport) -> str:
             f"- **Confidence:** {f.confidence:.2f}: {md_text(f.confidence_reason)}",
             f"- **Open in Wireshark:** frames {frames}" if frames else "- **Open in Wireshark:** -",
         ]
+        if f.rests_on:
+            out.append(f"- **Rests on:** {md_text('; '.join(f.rests_on))}")
+        if f.disproved_by:
+            out.append(f"- **Would disprove it:** {md_text('; '.join(f.disproved_by))}")
         for key, label in (("estimate_note", "Queue"), ("suggestion_note", "Sizing")):
             if key in f.details:
                 out.append(f"- **{label}:** {md_text(f.details[key])}")

@@ -1,0 +1,67 @@
+"""The core owns the vocabulary; the stub's Literal types and the Python side mirror it."""
+
+import typing
+
+import pcapq._core as core
+from pcapq.causes.registry import CAUSES, MODULES, SLUGS
+
+STUB_TYPES = {
+    "outcomes": "Outcome",
+    "symptoms": "Symptom",
+    "facts": "Fact",
+    "event_kinds": "EventKind",
+    "schedules": "Schedule",
+    "series_kinds": "SeriesKind",
+    "packet_roles": "PacketRole",
+}
+
+
+def _stub_literals() -> dict[str, list[str]]:
+    """The Literal types of src/pcapq/_core.pyi, read by executing its type aliases."""
+    import pathlib
+
+    text = pathlib.Path(core.__file__).with_name("_core.pyi").read_text()
+    namespace: dict = {"Literal": typing.Literal}
+    for name in STUB_TYPES.values():
+        start = text.index(f"\n{name} = Literal[") + 1
+        end = text.index("]", start) + 1
+        exec(text[start:end], namespace)
+    return {key: list(typing.get_args(namespace[name])) for key, name in STUB_TYPES.items()}
+
+
+def test_stub_literals_match_the_core():
+    stub = _stub_literals()
+    for key in STUB_TYPES:
+        assert stub[key] == list(core.VOCABULARY[key]), key
+
+
+def test_marks_are_outcomes_then_symptoms_then_facts():
+    v = core.VOCABULARY
+    assert v["marks"] == v["outcomes"] + v["symptoms"] + v["facts"]
+    assert len(set(v["marks"])) == len(v["marks"])
+
+
+def test_every_cause_is_registered_once_with_its_words():
+    assert len(SLUGS) == len(MODULES) == len(set(SLUGS))
+    for slug, cause in CAUSES.items():
+        assert cause.slug == slug and cause.title and cause.phrase and cause.advice and cause.evidence
+        assert cause.scope in ("capture", "episode", "server")
+    precedences = [c.precedence for c in CAUSES.values()]
+    assert precedences == sorted(precedences) and len(set(precedences)) == len(precedences)
+
+
+def test_rules_name_only_marks_the_core_knows():
+    """Every string a rule passes to select or count is a mark (the core raises otherwise, but only
+    when the rule runs): read them from the modules' source."""
+    import inspect
+    import re
+
+    marks = set(core.VOCABULARY["marks"])
+    for module in MODULES:
+        source = inspect.getsource(module)
+        for group in re.findall(r"(?:all_of|any_of|none_of)=\[([^\]]*)\]", source):
+            for name in re.findall(r'"([a-z_]+)"', group):
+                assert name in marks, f"{module.__name__}: {name}"
+        for constant in re.findall(r'^[A-Z_]+ = \[([^\]]*)\]', source, re.M):
+            for name in re.findall(r'"([a-z_]+)"', constant):
+                assert name in marks, f"{module.__name__}: {name}"
