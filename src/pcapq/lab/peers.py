@@ -6,7 +6,7 @@ namespace:
     python -m pcapq.lab.peers half-open HOST PORT --source ADDR [--count N]   (raw SYNs; scapy)
     python -m pcapq.lab.peers reuseport HOST PORT [--listeners N] [--backlog B] [--accept-delay S] ...
     python -m pcapq.lab.peers preconnect HOST PORT [--count N] [--idle S]
-    python -m pcapq.lab.peers listen HOST PORT [PORT ...] [--deadline S]
+    python -m pcapq.lab.peers listen HOST PORT [--also PORT ...] [--deadline S]
 
 Protocol: the client sends `--request` bytes ending in a newline; the server reads up to the
 newline, waits `--reply-delay` seconds, writes `--response` bytes and closes; the client reads
@@ -281,7 +281,7 @@ def reuseport(args: argparse.Namespace) -> int:
 
 def preconnect(args: argparse.Namespace) -> int:
     """`--count` connections opened at once that send nothing for `--idle` s (a browser's or a
-    proxy's preconnect), then each sends its request and reads the answer."""
+    proxy's preconnect), then each in turn sends its request and reads the answer."""
     request = request_bytes(args.request)
     socks, results = [], []
     for _ in range(args.count):
