@@ -299,23 +299,24 @@ def numbered(built: Iterable[Captured], first_id: dict[str, int]) -> list[Captur
 
 
 def vlan_trunk_copies(packets: list[Captured]) -> None:
-    """A capture on a trunk (or a SPAN session mirroring several VLANs): one healthy exchange,
-    20 ms round trip, seen three times: untagged, on 802.1Q VLAN 42 and on QinQ 10 (outer,
-    802.1ad) / 20 (inner), each copy 50 ms after the previous one. Same addresses, ports, ISNs
-    and bytes: three copies of one connection, not three connections, and nothing re-sent. The
-    copies overlap in time, so copy 2's SYN comes after copy 1's handshake ACK."""
+    """A capture on a trunk near the proxy (or a SPAN session mirroring several VLANs): one
+    healthy exchange, 20 ms round trip, seen three times: untagged, on 802.1Q VLAN 42 and on
+    QinQ 10 (outer, 802.1ad) / 20 (inner), each copy 50 ms after the previous one. Same
+    addresses, ports, ISNs and bytes: three copies of one connection, not three connections,
+    and nothing re-sent. The copies overlap in time: copy 2's SYN-ACK comes after copy 1's
+    handshake ACK."""
     flow: list[Captured] = []
     c = conversation(flow, 40000, 1000, 5000)
     c.syn(0.0)
-    c.synack(0.010)
-    c.ack("client", 0.020)
-    c.send("client", 0.021, REQUEST)
-    c.ack("server", 0.031)
+    c.synack(0.020)
+    c.ack("client", 0.0201)
+    c.send("client", 0.0202, REQUEST)
+    c.ack("server", 0.040)
     c.send("server", 0.060, RESPONSE)
-    c.ack("client", 0.070)
-    c.fin("server", 0.080)
-    c.fin("client", 0.090)
-    c.ack("server", 0.100)
+    c.ack("client", 0.0601)
+    c.fin("client", 0.0602)
+    c.fin("server", 0.0803)
+    c.ack("client", 0.0804)
     for k, tags in enumerate(((), (42,), (10, 20))):
         packets += [dataclasses.replace(p, time=p.time + 0.050 * k, vlan=tags) for p in flow]
 
