@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates the real captures in this directory with `pcapq lab` (src/pcapq/lab/). Needs
-root, ip, tcpdump, tc, nstat (nft for packet_loss, scapy for syn_queue_overflow, nginx, php-fpm
-and ab for nginx_php_fpm):
+root, ip, tcpdump, tc, nstat (nft for packet_loss and firewall_drop, scapy for syn_queue_overflow,
+nginx, php-fpm and ab for nginx_php_fpm, ss for reuseport_stuck_listener, nmap for syn_scan and
+connect_scan):
 
     sudo python3 captures/make_real.py                 # all of them
     sudo python3 captures/make_real.py healthy
@@ -24,7 +25,8 @@ from pcapq.lab.errors import LabUnavailable
 from pcapq.lab.runner import run_scenario
 
 HERE = Path(__file__).resolve().parent
-MAX_BYTES = 150_000
+# The two nmap scans are 2,000 packets of headers at least (one SYN and one answer per port).
+MAX_BYTES = 170_000
 
 
 def make(name: str) -> int:

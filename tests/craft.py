@@ -46,6 +46,8 @@ class Captured:
     ip: bytes
     side: str = ""
     flags: str = ""
+    vlan: tuple[int, ...] = ()
+    """802.1Q tags of this frame (outer first; two: QinQ), for Ethernet; () takes the file's."""
 
 
 @dataclass
@@ -217,7 +219,7 @@ def pcap_bytes(
     magic = 0xA1B23C4D if nano else 0xA1B2C3D4
     out = bytearray(struct.pack(e + "IHHiIII", magic, 2, 4, 0, 0, snaplen, LINKTYPE[linktype]))
     for p in packets:
-        frame = link_frame(p.ip, linktype, vlan)
+        frame = link_frame(p.ip, linktype, p.vlan or vlan)
         captured = frame[:snaplen]
         units = 1_000_000_000 if nano else 1_000_000
         whole = int(p.time)

@@ -14,7 +14,16 @@ from pcapq.lab.catalog import SCENARIOS
 REPO = Path(__file__).resolve().parent.parent
 CRAFTED = REPO / "captures" / "crafted"
 MAKE = CRAFTED / "make.py"
-CRAFTED_ONLY = {"legacy_initial_rto"}
+CRAFTED_ONLY = {
+    "legacy_initial_rto",
+    # Issue 12: what the kernel does not make on demand (capture artefacts, other stacks, the
+    # start of a capture).
+    "vlan_trunk_copies", "duplicate_frames", "duplicate_frames_retransmission", "windows_syn_after_rst", "dead_host",
+    "answered_then_closed", "capture_mid_overflow",
+}
+# Issue 12: kernel behaviour that needs no crafted twin (the diagnosis tests read the real ones).
+REAL_ONLY = {"defer_accept", "reuseport_stuck_listener", "firewall_drop", "tfo_fallback", "syn_scan", "connect_scan",
+             "app_reset"}
 
 
 def crafted_names() -> list[str]:
@@ -24,7 +33,7 @@ def crafted_names() -> list[str]:
 def test_every_scenario_has_a_real_and_a_crafted_capture() -> None:
     real = {p.stem for p in (REPO / "captures").glob("*.pcap")}
     assert real == set(SCENARIOS)
-    assert set(crafted_names()) == set(SCENARIOS) | CRAFTED_ONLY
+    assert set(crafted_names()) == (set(SCENARIOS) - REAL_ONLY) | CRAFTED_ONLY
     for name in SCENARIOS:
         assert (REPO / "captures" / f"{name}.nstat.txt").exists(), name
     assert (REPO / "captures" / "nginx_php_fpm.error.log").exists()

@@ -15,14 +15,16 @@ tests/test_catalog.py regenerates them and compares the bytes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "tests"))
 
 from craft import Captured, Conversation, write_pcap  # noqa: E402
+from scapy.layers.inet import IP  # noqa: E402
 
 CLIENT = "10.0.0.1"
 SERVER = ("10.0.0.2", 9000)
@@ -272,10 +274,227 @@ def legacy_initial_rto(packets: list[Captured]) -> None:
     exchange(c, 9.0003)
 
 
+# -- Captures for issue 12 (diagnosis v2): traffic that is not a listen-queue problem, or only
+# partly one, and that pcapq must not mistake for one.
+
+
+def with_ip(packet: Captured, **fields: int) -> Captured:
+    """The packet with IPv4 header fields changed (id, ttl); the header checksum recomputed."""
+    ip = IP(packet.ip)
+    for name, value in fields.items():
+        setattr(ip, name, value)
+    del ip.chksum
+    return dataclasses.replace(packet, ip=bytes(ip))
+
+
+def numbered(built: Iterable[Captured], first_id: dict[str, int]) -> list[Captured]:
+    """Gives each side's packets consecutive IPv4 ids, in the order they were built (Linux
+    counts per socket once the connection is established)."""
+    next_id = dict(first_id)
+    out = []
+    for p in built:
+        out.append(with_ip(p, id=next_id[p.side]))
+        next_id[p.side] += 1
+    return out
+
+
+def vlan_trunk_copies(packets: list[Captured]) -> None:
+    """A capture on a trunk near the proxy (or a SPAN session mirroring several VLANs): one
+    healthy exchange, 20 ms round trip, seen three times: untagged, on 802.1Q VLAN 42 and on
+    QinQ 10 (outer, 802.1ad) / 20 (inner), each copy 50 ms after the previous one. Same
+    addresses, ports, ISNs and bytes: three copies of one connection, not three connections,
+    and nothing re-sent. The copies overlap in time: copy 2's SYN-ACK comes after copy 1's
+    handshake ACK."""
+    flow: list[Captured] = []
+    c = conversation(flow, 40000, 1000, 5000)
+    c.syn(0.0)
+    c.synack(0.020)
+    c.ack("client", 0.0201)
+    c.send("client", 0.0202, REQUEST)
+    c.ack("server", 0.040)
+    c.send("server", 0.060, RESPONSE)
+    c.ack("client", 0.0601)
+    c.fin("client", 0.0602)
+    c.fin("server", 0.0803)
+    c.ack("client", 0.0804)
+    for k, tags in enumerate(((), (42,), (10, 20))):
+        packets += [dataclasses.replace(p, time=p.time + 0.050 * k, vlan=tags) for p in flow]
+
+
+def _duplicated(built: list[Captured]) -> list[Captured]:
+    """Every frame twice, the copy 20 µs later, byte for byte (a mirror port that sees both
+    directions of a bridge, a capture on a VM host's bridge and its tap)."""
+    return [q for p in built for q in (p, dataclasses.replace(p, time=p.time + 0.00002))]
+
+
+def duplicate_frames(packets: list[Captured]) -> None:
+    """Three healthy exchanges (10 packets each, distinct IPv4 ids per side), every frame
+    captured twice 20 µs apart: same IPv4 id, same bytes. No segment was sent twice by TCP."""
+    built: list[Captured] = []
+    for i in range(3):
+        c = conversation(built, 40000 + i, 1000 + 100_000 * i, 5000 + 100_000 * i)
+        t = 0.010 * i
+        c.handshake(t)
+        exchange(c, t + 0.0003)
+    packets += _duplicated(numbered(built, {"client": 100, "server": 700}))
+
+
+def duplicate_frames_retransmission(packets: list[Captured]) -> None:
+    """duplicate_frames with one real retransmission among the copies: in the second
+    connection the request is lost after the capture point, the server never acknowledges it,
+    and the client sends it again on its RTO (200 ms) with a new IPv4 id; that one is
+    acknowledged and answered. Every frame, the retransmission too, is captured twice."""
+    built: list[Captured] = []
+    a = conversation(built, 40000, 1000, 5000)
+    a.handshake(0.0)
+    exchange(a, 0.0003)
+    b = conversation(built, 40001, 2000, 6000)
+    b.handshake(0.010)
+    b.send("client", 0.0103, REQUEST)
+    b.resend("client", 0.2103)
+    b.ack("server", 0.2104)
+    answer_and_close(b, 0.2108)
+    packets += _duplicated(numbered(built, {"client": 100, "server": 700}))
+
+
+# A Windows client's SYN: TTL 128, MSS, NOP, window scale 8, NOP, NOP, SACK permitted.
+WINDOWS_SYN = [("MSS", 1460), ("NOP", None), ("WScale", 8), ("NOP", None), ("NOP", None), ("SAckOK", b"")]
+
+
+def windows_syn_after_rst(packets: list[Captured]) -> None:
+    """A Windows client connecting again and again to a port nothing listens on (a reverse
+    shell calling home to 10.0.0.2:4445). Windows answers an RST to its SYN by sending the SYN
+    again, same ISN, 0.5 s later, twice (TcpMaxConnectRetransmissions): SYN, RST, SYN, RST,
+    SYN, RST, then connect() fails. 40 connections 1.6 s apart from 20 source ports: the second
+    round reuses each port with a new ISN (the previous connection ended by the RST, no
+    TIME-WAIT). Every SYN was answered: nothing was dropped, lost or reused in TIME-WAIT."""
+    built: list[Captured] = []
+    server = ("10.0.0.2", 4445)
+    for i in range(40):
+        port = 49700 + i % 20
+        isn = 3_000_000 + 7_919 * i
+        c = Conversation(client=(CLIENT, port), server=server, client_isn=isn, server_isn=0, packets=built)
+        t = 1.6 * i
+        for k in range(3):
+            c.syn(t + 0.5 * k, options=WINDOWS_SYN)
+            c.segment("server", t + 0.5 * k + 0.0003, "RA", seq=0, ack=isn + 1, window=0, advance=False)
+    packets += [with_ip(p, ttl=128) if p.side == "client" else p for p in built]
+
+
+# Linux's SYN retransmissions from the first SYN (tcp_syn_retries 6, tcp_syn_linear_timeouts 4):
+# 1 s apart five times, then doubling; the 11th SYN is the last.
+SYN_LINEAR = (0, 1, 2, 3, 4, 5, 7, 11, 19, 35, 67)
+
+
+def dead_host(packets: list[Captured]) -> None:
+    """Three proxies (10.0.0.1, .4, .5) each try three connections to 10.0.0.3:9000, a host that
+    is down, unreachable or behind a firewall that drops: not one packet from 10.0.0.3 in the
+    capture, to anyone. Each SYN is sent 11 times on Linux's schedule (SYN_LINEAR) and connect()
+    times out. Meanwhile 10.0.0.2:9000 answers exchanges at once (the capture point sees
+    answers: it is not blind)."""
+    for k, client in enumerate((CLIENT, "10.0.0.4", "10.0.0.5")):
+        for j in range(3):
+            c = Conversation(client=(client, 41000 + j), server=("10.0.0.3", 9000), client_isn=10_000 * (3 * k + j),
+                             server_isn=0, packets=packets)
+            t0 = 0.3 * j + 0.1 * k
+            for offset in SYN_LINEAR:
+                c.syn(t0 + offset)
+    for i, t in enumerate((0.5, 30.0, 60.0)):
+        c = conversation(packets, 40000 + i, 1000 + 100_000 * i, 5000 + 100_000 * i)
+        c.handshake(t)
+        exchange(c, t + 0.0003)
+
+
+def answered_then_closed(packets: list[Captured]) -> None:
+    """Three connections whose server answered everything, ended by the client:
+    - 40000 -> :30000, an FTP passive-mode data connection (STOR): the client uploads 20
+      segments, the server acknowledges them and sends nothing (it has nothing to say), the
+      client closes with FIN, the server with FIN;
+    - 40001 -> :80, HTTP keep-alive: two requests answered, then the idle connection is reset
+      by the client 65 s later (a browser closing an idle keep-alive connection with RST);
+    - 40002 -> :9000: request, response, and the client resets at once after reading (closing
+      with SO_LINGER 0, or with unread data)."""
+    mss = 1448
+    ftp = Conversation(client=(CLIENT, 40000), server=("10.0.0.2", 30000), client_isn=1000, server_isn=5000,
+                       packets=packets)
+    ftp.handshake(0.0)
+    t = 0.0003
+    for k in range(20):
+        ftp.send("client", t, mss, flags="A" if k < 19 else "PA")
+        if k % 2:
+            ftp.ack("server", t + 0.0001)
+        t += 0.0002
+    ftp.fin("client", t)
+    ftp.ack("server", t + 0.0001)
+    ftp.fin("server", t + 0.0002)
+    ftp.ack("client", t + 0.0003)
+    web = Conversation(client=(CLIENT, 40001), server=("10.0.0.2", 80), client_isn=2000, server_isn=6000,
+                       packets=packets)
+    web.handshake(0.1)
+    for t in (0.1003, 2.1):
+        web.send("client", t, REQUEST)
+        web.ack("server", t + 0.0001)
+        web.send("server", t + 0.005, RESPONSE)
+        web.ack("client", t + 0.0051)
+    web.rst("client", 67.1)
+    app = conversation(packets, 40002, 3000, 7000)
+    app.handshake(0.2)
+    app.send("client", 0.2003, REQUEST)
+    app.ack("server", 0.2004)
+    app.send("server", 0.2008, RESPONSE)
+    app.rst("client", 0.2010)
+
+
+def capture_mid_overflow(packets: list[Captured]) -> None:
+    """tcpdump started in the middle of an accept-queue overflow (backlog 1, the application
+    stalled until 2.0 s). Before the capture: 40000 and 40001 were established and queued with
+    their requests; 40002 and 40003 got SYN-ACKs, but their handshake ACKs and requests (sent
+    at -0.9 s and -0.85 s) were dropped: the queue was full. In the capture: their requests
+    re-sent on the RTO backoff, unacknowledged, and their SYN-ACKs re-sent by the server's
+    timer (1 s, then 3 s after the SYN), each answered by the client's ACK; 40004's SYNs
+    dropped (a full accept queue drops SYNs too). At 2.0 s accept() runs: 40000 and 40001 are
+    answered, the next SYN-ACK re-send's ACK creates 40002's and 40003's sockets, and the
+    requests re-sent after that are answered; 40004's third SYN is answered."""
+    for i in range(2):
+        queued = conversation(packets, 40000 + i, 1000 + 1000 * i, 5000 + 1000 * i)
+        queued.sides["client"].next_seq += 1 + REQUEST  # SYN and request, before the capture
+        queued.sides["server"].next_seq += 1
+        answer_and_close(queued, 2.0 + 0.001 * i)
+    for i, start in enumerate((-0.9, -0.85)):
+        c = conversation(packets, 40002 + i, 3000 + 1000 * i, 7000 + 1000 * i)
+        c.sides["client"].next_seq += 1
+        c.sides["server"].next_seq += 1
+        synack_seq, client_seq = c.sides["server"].isn, c.sides["client"].isn + 1
+        # The request's first send (0.3 ms after the SYN) and its re-sends 0.2 and 0.6 s later
+        # came before the capture.
+        c.sides["client"].sent.append((client_seq, "PA", b"x" * REQUEST))
+        c.sides["client"].next_seq += REQUEST
+        c.segment("server", start + SYNACK_RETRIES[0], "SA", seq=synack_seq, ack=client_seq, advance=False,
+                  options=[("MSS", 1460), ("SAckOK", b""), ("WScale", 7)])
+        c.segment("client", start + SYNACK_RETRIES[0] + 0.0001, "A", seq=client_seq + REQUEST, ack=synack_seq + 1,
+                  advance=False)
+        c.resend("client", start + 0.0003 + RTO[2])
+        c.segment("server", start + SYNACK_RETRIES[1], "SA", seq=synack_seq, ack=client_seq, advance=False,
+                  options=[("MSS", 1460), ("SAckOK", b""), ("WScale", 7)])
+        c.segment("client", start + SYNACK_RETRIES[1] + 0.0001, "A", seq=client_seq + REQUEST, ack=synack_seq + 1,
+                  advance=False)
+        c.resend("client", start + 0.0003 + RTO[3])
+        c.ack("server", start + 0.0003 + RTO[3] + 0.0001)
+        answer_and_close(c, start + 0.0003 + RTO[3] + 0.005)
+    late = conversation(packets, 40004, 9000, 13000)
+    for t in (0.3, 1.3, 2.3):
+        late.syn(t)
+    late.synack(2.30002)
+    late.ack("client", 2.3001)
+    exchange(late, 2.3003)
+
+
 SCENARIOS: dict[str, Callable[[list[Captured]], None]] = {
     f.__name__: f
     for f in (healthy, syn_queue_overflow, accept_queue_overflow, abort_on_overflow, client_timeout_rst,
-              closed_port, packet_loss, nginx_php_fpm, time_wait_reuse, legacy_initial_rto)
+              closed_port, packet_loss, nginx_php_fpm, time_wait_reuse, legacy_initial_rto,
+              vlan_trunk_copies, duplicate_frames, duplicate_frames_retransmission, windows_syn_after_rst,
+              dead_host, answered_then_closed, capture_mid_overflow)
 }
 
 

@@ -113,5 +113,69 @@ SCENARIOS: dict[str, Scenario] = {
             "again a few milliseconds later opens the connection.",
             lambda net, pcap: scenarios.time_wait_reuse(net, pcap, connections=2),
         ),
+        Scenario(
+            "defer_accept",
+            "TCP_DEFER_ACCEPT and idle preconnects: one late SYN-ACK re-send, no queue problem",
+            "The listener has TCP_DEFER_ACCEPT 2 s. Three clients connect and send nothing for 4.5 s: "
+            "the listener drops their bare handshake ACKs, re-sends its SYN-ACK once at the end of the "
+            "defer period and takes the connection on the ACK that answers it. Ordinary exchanges "
+            "meanwhile are served at once: the accept queue never fills.",
+            lambda net, pcap: scenarios.defer_accept(net, pcap, defer=2, preconnects=3, idle=4.5, connections=5),
+        ),
+        Scenario(
+            "reuseport_stuck_listener",
+            "four SO_REUSEPORT listeners, one stuck: only its share of the connections overflows",
+            "Four listeners share the port with SO_REUSEPORT; one of them (listen(3), two connections "
+            "already waiting) calls accept() only after 4 s. The kernel hashes each connection to a "
+            "listener: the stuck one's accept queue fills, its handshake ACKs are dropped and its "
+            "SYN-ACKs re-sent, while the other three answer their connections at once.",
+            lambda net, pcap: scenarios.reuseport_stuck_listener(
+                net, pcap, listeners=4, backlog=3, prefill=2, stuck_for=4.0, connections=32
+            ),
+            tools=("ip", "tcpdump", "tc", "nstat", "ss"),
+        ),
+        Scenario(
+            "firewall_drop",
+            "nftables drops every other SYN before a healthy listener: it looks like listen drops",
+            "nftables in the server namespace drops one SYN to the port in two, after tcpdump saw "
+            "it. The clients send those SYNs again after 1 s. The listener is idle and its counters "
+            "do not move (TcpExtListenDrops 0); only the nft counter knows.",
+            lambda net, pcap: scenarios.firewall_drop(net, pcap, connections=10, every=2),
+            tools=("ip", "tcpdump", "tc", "nstat", "nft"),
+        ),
+        Scenario(
+            "tfo_fallback",
+            "TCP Fast Open refused by the server: the request in the SYN is sent again, nothing lost",
+            "The client puts its request in the SYN (TCP Fast Open without a cookie); the server "
+            "has TFO off, so its SYN-ACK acknowledges only the SYN and the client sends the request "
+            "again right after the handshake. A re-send, but no packet was lost.",
+            lambda net, pcap: scenarios.tfo_fallback(net, pcap, connections=5),
+        ),
+        Scenario(
+            "syn_scan",
+            "nmap -sS: 1,000 ports, two open, one SYN each",
+            "nmap sends one SYN to each of 1,000 ports from a raw socket. Closed ports answer RST; "
+            "the two open ports answer SYN-ACK and nmap (and the client's kernel) reset it. One "
+            "scan, not 998 failed connections.",
+            lambda net, pcap: scenarios.port_scan(net, pcap, technique="-sS"),
+            tools=("ip", "tcpdump", "tc", "nstat", "nmap"),
+        ),
+        Scenario(
+            "connect_scan",
+            "nmap -sT: 1,000 ports, two open, through the kernel's connect()",
+            "nmap calls connect() for each of 1,000 ports: closed ports answer RST (ECONNREFUSED), "
+            "the two open ports complete the handshake and nmap resets them.",
+            lambda net, pcap: scenarios.port_scan(net, pcap, technique="-sT"),
+            tools=("ip", "tcpdump", "tc", "nstat", "nmap"),
+        ),
+        Scenario(
+            "app_reset",
+            "the application answers, then resets (SO_LINGER 0): not the listen queue",
+            "The server takes each connection, its kernel acknowledges the request, the application "
+            "writes its answer and closes with SO_LINGER 0: an RST after its own data. "
+            "tcp_abort_on_overflow resets come before any data; this one is the application's.",
+            lambda net, pcap: scenarios.app_reset(net, pcap, connections=3),
+            client_error="ConnectionResetError",
+        ),
     )
 }

@@ -4,6 +4,9 @@ namespace:
     python -m pcapq.lab.peers server HOST PORT [--backlog B] [--accept-delay S] [--count N] ...
     python -m pcapq.lab.peers client HOST PORT [--count N] [--concurrent] ...
     python -m pcapq.lab.peers half-open HOST PORT --source ADDR [--count N]   (raw SYNs; scapy)
+    python -m pcapq.lab.peers reuseport HOST PORT [--listeners N] [--backlog B] [--accept-delay S] ...
+    python -m pcapq.lab.peers preconnect HOST PORT [--count N] [--idle S]
+    python -m pcapq.lab.peers listen HOST PORT [--also PORT ...] [--deadline S]
 
 Protocol: the client sends `--request` bytes ending in a newline; the server reads up to the
 newline, waits `--reply-delay` seconds, writes `--response` bytes and closes; the client reads
@@ -37,6 +40,10 @@ def serve(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.deadline
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if args.defer_accept:
+        # The listener takes a bare handshake ACK as "not yet": the connection is accepted when
+        # data arrives, or after the last SYN-ACK re-send of the period (tcp_check_req()).
+        lsock.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, args.defer_accept)
     lsock.bind((args.host, args.port))
     lsock.listen(args.backlog)
     print("ready", flush=True)
@@ -63,6 +70,9 @@ def serve(args: argparse.Namespace) -> int:
                     last = chunk[-1:]
                 if args.reply_delay:
                     time.sleep(args.reply_delay)
+                if args.rst_after_reply:
+                    # SO_LINGER on, 0 s: close() sends an RST right after the response.
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 conn.sendall(response)
             except OSError as e:
                 print(f"server: {e}", file=sys.stderr, flush=True)
@@ -100,8 +110,19 @@ def sequential(args: argparse.Namespace) -> int:
                 # bind() take a port whose previous socket is closing).
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind(("", args.source_port))
-            connect(s, args.host, args.port, args.timeout, result)
-            s.sendall(request)
+            if args.fastopen:
+                # The request rides in the SYN (TCP Fast Open, net.ipv4.tcp_fastopen); a blocking
+                # sendto() returns once the handshake is done.
+                sent = s.sendto(request, socket.MSG_FASTOPEN, (args.host, args.port))
+                result["port"] = s.getsockname()[1]
+                s.settimeout(args.timeout)
+                s.sendall(request[sent:])
+            else:
+                connect(s, args.host, args.port, args.timeout, result)
+                if args.delayed_ack:
+                    # Out of quick-ACK mode: the answer is acknowledged by the delayed-ACK timer.
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
+                s.sendall(request)
             result["sent"] = len(request)
             while chunk := s.recv(65536):
                 received += len(chunk)
@@ -202,9 +223,115 @@ def half_open(args: argparse.Namespace) -> int:
     return 0
 
 
+def serve_one(conn: socket.socket, response: bytes) -> None:
+    """Reads a request up to its newline, answers and closes."""
+    with conn:
+        conn.settimeout(2)
+        last = b""
+        try:
+            while last != b"\n":
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                last = chunk[-1:]
+            conn.sendall(response)
+        except OSError as e:
+            print(f"server: {e}", file=sys.stderr, flush=True)
+
+
+def reuseport(args: argparse.Namespace) -> int:
+    """`--listeners` sockets on one port with SO_REUSEPORT: the kernel spreads connections over
+    them by a hash of the 4-tuple. Listener 0 (listen(`--backlog`)) is stuck: it calls accept()
+    only after `--accept-delay` s. The others (listen(128)) serve at once. Serves until
+    `--deadline`. --prefill: listener 0 listens alone first ("ready0"), and the others join
+    after a line on stdin, so that connections made meanwhile all wait in listener 0's queue."""
+    deadline = time.monotonic() + args.deadline
+    listeners = []
+    for i in range(args.listeners):
+        if i == 1 and args.prefill:
+            print("ready0", flush=True)
+            sys.stdin.readline()
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        lsock.bind((args.host, args.port))
+        lsock.listen(args.backlog if i == 0 else 128)
+        lsock.setblocking(False)
+        listeners.append(lsock)
+    sel = selectors.DefaultSelector()
+    for lsock in listeners[1:]:
+        sel.register(lsock, selectors.EVENT_READ)
+    print("ready", flush=True)
+    unstuck_at = time.monotonic() + args.accept_delay
+    response = b"r" * args.response
+    while time.monotonic() < deadline:
+        if unstuck_at is not None and time.monotonic() >= unstuck_at:
+            sel.register(listeners[0], selectors.EVENT_READ)
+            unstuck_at = None
+        for key, _ in sel.select(timeout=0.05):
+            try:
+                conn, _ = cast(socket.socket, key.fileobj).accept()
+            except BlockingIOError:
+                continue
+            conn.setblocking(True)
+            serve_one(conn, response)
+    for lsock in listeners:
+        lsock.close()
+    return 0
+
+
+def preconnect(args: argparse.Namespace) -> int:
+    """`--count` connections opened at once that send nothing for `--idle` s (a browser's or a
+    proxy's preconnect), then each in turn sends its request and reads the answer."""
+    request = request_bytes(args.request)
+    socks, results = [], []
+    for _ in range(args.count):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        result: dict[str, object] = {"port": None, "sent": 0, "received": 0, "error": None}
+        try:
+            connect(s, args.host, args.port, args.timeout, result)
+        except OSError as e:
+            result["error"] = repr(e)
+        socks.append(s)
+        results.append(result)
+    time.sleep(args.idle)
+    for s, result in zip(socks, results):
+        with s:
+            if result["error"]:
+                continue
+            received = 0
+            try:
+                s.sendall(request)
+                result["sent"] = len(request)
+                while chunk := s.recv(65536):
+                    received += len(chunk)
+            except OSError as e:
+                result["error"] = repr(e)
+            result["received"] = received
+    for result in results:
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+def listen_only(args: argparse.Namespace) -> int:
+    """Listens on PORT and `--also` ports (backlog 128) and never accepts: the handshakes
+    complete in the kernel. Until `--deadline`."""
+    socks = []
+    for port in (args.port, *args.also):
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lsock.bind((args.host, port))
+        lsock.listen(128)
+        socks.append(lsock)
+    print("ready", flush=True)
+    time.sleep(args.deadline)
+    for lsock in socks:
+        lsock.close()
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("role", choices=["server", "client", "half-open"])
+    p.add_argument("role", choices=["server", "client", "half-open", "reuseport", "preconnect", "listen"])
     p.add_argument("host")
     p.add_argument("port", type=int)
     p.add_argument("--backlog", type=int, default=128)
@@ -223,12 +350,27 @@ def main() -> int:
     p.add_argument("--reply-delay", type=float, default=0.0, help="server: wait this long before answering")
     p.add_argument("--source", help="half-open: the SYNs' source address")
     p.add_argument("--source-port", type=int, default=0, help="sequential client: bind every connection to this port")
+    p.add_argument("--defer-accept", type=int, default=0, help="server: TCP_DEFER_ACCEPT, in seconds")
+    p.add_argument("--rst-after-reply", action="store_true",
+                   help="server: close with SO_LINGER 0 after the response (an RST)")
+    p.add_argument("--delayed-ack", action="store_true", help="sequential client: TCP_QUICKACK 0 after connect")
+    p.add_argument("--fastopen", action="store_true", help="sequential client: request in the SYN (MSG_FASTOPEN)")
+    p.add_argument("--listeners", type=int, default=4, help="reuseport: SO_REUSEPORT listeners on the port")
+    p.add_argument("--prefill", action="store_true", help="reuseport: see reuseport()")
+    p.add_argument("--idle", type=float, default=5.0, help="preconnect: seconds before sending the request")
+    p.add_argument("--also", type=int, nargs="*", default=[], help="listen: more ports")
     p.add_argument("--deadline", type=float, default=20.0)
     args = p.parse_args()
     if args.role == "server":
         return serve(args)
     if args.role == "half-open":
         return half_open(args)
+    if args.role == "reuseport":
+        return reuseport(args)
+    if args.role == "preconnect":
+        return preconnect(args)
+    if args.role == "listen":
+        return listen_only(args)
     return concurrent(args) if args.concurrent else sequential(args)
 
 

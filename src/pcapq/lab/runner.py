@@ -80,6 +80,27 @@ def _problems(scenario: Scenario, run: Run) -> Iterator[str]:
         yield f"tcpdump dropped {run.tcpdump_dropped} packets"
     if scenario.name == "nginx_php_fpm" and not {"502", "504"} & set(run.extra.get("statuses", {})):
         yield f"nginx answered no 502 or 504 (statuses {run.extra.get('statuses')})"
+    yield from _missing_signs(scenario.name, run)
+
+
+def _missing_signs(name: str, run: Run) -> Iterator[str]:
+    """What the kernel's counters must show for the issue-12 scenarios to have done their job."""
+    if name == "defer_accept":
+        if run.delta("TcpExtTCPDeferAcceptDrop") == 0:
+            yield "no bare ACK was held back by TCP_DEFER_ACCEPT (TcpExtTCPDeferAcceptDrop 0)"
+        if run.delta("TcpExtListenOverflows"):
+            yield "the accept queue overflowed (TcpExtListenOverflows moved)"
+    if name == "reuseport_stuck_listener" and run.delta("TcpExtListenOverflows") == 0:
+        yield "no connection overflowed the stuck listener (the hash sent too few to it); run it again"
+    if name == "firewall_drop":
+        if not run.extra.get("dropped"):
+            yield "nftables dropped no SYN"
+        if run.delta("TcpExtListenDrops"):
+            yield "the listener dropped SYNs itself (TcpExtListenDrops moved)"
+    if name == "tfo_fallback" and not run.extra.get("tfo_active_fail"):
+        yield "no SYN carried data that the server refused (TcpExtTCPFastOpenActiveFail 0 on the client)"
+    if name in ("syn_scan", "connect_scan") and run.extra.get("open_ports") != ["9000", "9001"]:
+        yield f"nmap found open {run.extra.get('open_ports')}, not 9000 and 9001"
 
 
 class _terminate_as_interrupt:

@@ -571,3 +571,307 @@ def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, 
             return
         time.sleep(0.05)
     raise LabError(f"nothing listens on port {port} after {timeout:g} s")
+
+
+def defer_accept(
+    net: NetnsPair,
+    pcap: Path,
+    defer: int = 2,
+    preconnects: int = 3,
+    idle: float = 4.5,
+    connections: int = 5,
+    request: int = 100,
+    response: int = 1000,
+    snaplen: int = 128,
+) -> Run:
+    """A listener with TCP_DEFER_ACCEPT `defer` s (Apache's AcceptFilter, nginx's `deferred`)
+    and accept() at once. `preconnects` clients connect and send nothing for `idle` s; meanwhile
+    `connections` ordinary exchanges. The listener drops a bare handshake ACK and keeps the
+    request socket (Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_check_req()); its SYN-ACK timer
+    re-sends nothing while the ACK is noted, except once at the end of the defer period
+    (net/ipv4/inet_connection_sock.c: syn_ack_recalc()), whose ACK then creates the connection.
+    The accept queue never fills."""
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    total = preconnects + connections
+    server = start_server(net, "--defer-accept", str(defer), "--count", str(total), "--response", str(response),
+                          "--deadline", "30")
+    try:
+        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+            net.say(f"client load from {net.client_ip}: {preconnects} preconnects, idle {idle:g} s before their "
+                    f"request, and {connections} ordinary exchanges meanwhile")
+            idle_clients = net.popen(
+                net.client_ns,
+                [*PEERS, "preconnect", net.server_ip, str(PORT), "--count", str(preconnects), "--idle", str(idle),
+                 "--request", str(request)],
+                stdout=subprocess.PIPE, text=True,
+            )
+            time.sleep(0.3)
+            out = _client(net, "--count", str(connections), "--request", str(request), "--pause", "0.1",
+                          "--deadline", "15")
+            idle_out, _ = idle_clients.communicate(timeout=idle + 15)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(5)
+    finally:
+        net.stop(server)
+    setup = [
+        f"server: TCP_DEFER_ACCEPT {defer} s, listen() backlog 128, accepts at once, one connection at a time",
+        f"client: {preconnects} connections opened at once that send their {request}-byte request only after "
+        f"{idle:g} s; 0.3 s later {connections} sequential exchanges ({request}-byte request, {response}-byte "
+        f"response); tcpdump -s {snaplen}",
+    ]
+    return _run(net, pcap, idle_out + out, cap, before, started, setup)
+
+
+def reuseport_stuck_listener(
+    net: NetnsPair,
+    pcap: Path,
+    listeners: int = 4,
+    backlog: int = 3,
+    prefill: int = 2,
+    stuck_for: float = 4.0,
+    connections: int = 32,
+    request: int = 24,
+    response: int = 1000,
+) -> Run:
+    """`listeners` SO_REUSEPORT sockets on one port in one server process (as nginx's or
+    envoy's workers). Listener 0 has listen(`backlog`) and is stuck: its first accept() comes
+    `stuck_for` s after listen(); the others serve at once. Before the capture, listener 0
+    listens alone and `prefill` connections (request sent, answer awaited) wait in its accept
+    queue. Then `connections` clients connect at once, their SYNs ahead of their ACKs (the tbf
+    shaping of _burst()). The kernel picks a listener by a hash of the 4-tuple (Linux v6.6
+    net/core/sock_reuseport.c: reuseport_select_sock()), so about one connection in
+    `listeners` meets the stuck listener: the first few fill its accept queue, the handshake
+    ACKs and requests of the rest are dropped and its SYN-ACKs re-sent, while the other
+    connections are answered in the same second."""
+    assert 66 + request <= SHAPE_BURST and prefill <= backlog
+    net.sysctl(net.server_ns, "net.ipv4.tcp_syncookies", 1)
+    net.sysctl(net.server_ns, "net.ipv4.tcp_abort_on_overflow", 0)
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    net.say(f"server: {listeners} SO_REUSEPORT listeners on {net.server_ip}:{PORT}; listener 0 listen({backlog}) "
+            f"accepts only after {stuck_for:g} s, the others at once")
+    server = net.popen(
+        net.server_ns,
+        [*PEERS, "reuseport", net.server_ip, str(PORT), "--listeners", str(listeners), "--backlog", str(backlog),
+         "--prefill", "--accept-delay", str(stuck_for), "--response", str(response),
+         "--deadline", str(stuck_for + 15)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert server.stdout is not None and server.stdin is not None
+        sel = selectors.DefaultSelector()
+        sel.register(server.stdout, selectors.EVENT_READ)
+        if not sel.select(10) or server.stdout.readline().strip() != "ready0":
+            raise LabError("the scenario's server did not start")
+        net.say(f"{prefill} connections wait in listener 0's accept queue (before the capture)")
+        waiting = net.popen(net.client_ns, [*PEERS, "preconnect", net.server_ip, str(PORT), "--count", str(prefill),
+                                            "--idle", "0", "--request", str(request), "--timeout", "20"],
+                            stdout=subprocess.DEVNULL)
+        _wait_accept_queue(net, PORT, prefill, waiting)
+        server.stdin.write("go\n")
+        server.stdin.flush()
+        if not sel.select(10) or server.stdout.readline().strip() != "ready":
+            raise LabError("the scenario's other listeners did not start")
+        net.shape_egress(net.client_ns, net.client_if, REUSEPORT_RATE, burst=SHAPE_BURST)
+        with net.capture(pcap, bpf=["tcp"]) as cap:
+            out = _client(net, "--concurrent", "--count", str(connections), "--filler", str(REUSEPORT_FILLER),
+                          "--request", str(request), "--deadline", str(stuck_for + 10), timeout=stuck_for + 25)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            waiting.wait(5)
+    finally:
+        net.stop(server)
+    setup = [
+        f"server: {listeners} SO_REUSEPORT listeners on port {PORT} in one process; listener 0 listen({backlog}), "
+        f"first accept() {stuck_for:g} s after listen(), {prefill} connections already waiting in its accept "
+        "queue when the capture starts; the others listen(128) and serve at once",
+        f"client: {connections} non-blocking connects at once, {request}-byte request each, {response}-byte response",
+        f"client egress: tc tbf rate {REUSEPORT_RATE} burst {SHAPE_BURST}, {REUSEPORT_FILLER} UDP datagrams ahead "
+        "of the burst (SYNs reach the listeners before the handshake ACKs)",
+    ]
+    return _run(net, pcap, out, cap, before, started, setup)
+
+
+# Faster than SHAPE_RATE: with 32 connections, 100 kbit/s queues the clients' ACKs for longer
+# than the server's retransmission timeout (spurious re-sends). 30 filler datagrams (~25 ms at
+# 1 Mbit/s) still put every SYN ahead of the handshake ACKs.
+REUSEPORT_RATE = "1mbit"
+REUSEPORT_FILLER = 30
+
+
+def _wait_accept_queue(net: NetnsPair, port: int, count: int, proc: subprocess.Popen, timeout: float = 10) -> None:
+    """Waits until the listener on `port` has `count` connections in its accept queue (ss -lnt:
+    Recv-Q of a listener)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LabError(f"the connections to fill the accept queue ended early ({proc.returncode})")
+        for line in net.run(net.server_ns, ["ss", "-Hlnt", f"sport = :{port}"], check=False).stdout.splitlines():
+            if int(line.split()[1]) >= count:
+                return
+        time.sleep(0.05)
+    raise LabError(f"the accept queue on port {port} did not reach {count}")
+
+
+FIREWALL_TABLE = "pcapq_firewall"
+
+
+def firewall_drop(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int = 10,
+    every: int = 2,
+    request: int = 100,
+    response: int = 1000,
+    snaplen: int = 128,
+) -> Run:
+    """A healthy listener behind a firewall: nftables in the server namespace drops one SYN to
+    the port in `every` (numgen inc, so the same SYNs on every run) on input, after tcpdump on
+    the server's veth saw it. `connections` clients connect at once; a dropped SYN is sent again
+    after 1 s. The listener never sees those SYNs: nstat's TcpExtListenDrops stays 0, the nft
+    counter has them."""
+    match = f"ip daddr {net.server_ip} tcp dport {PORT} tcp flags & (syn | ack) == syn"
+    rules = (
+        f"table inet {FIREWALL_TABLE} {{\n"
+        "  chain input {\n"
+        "    type filter hook input priority 0; policy accept;\n"
+        f"    {match} counter\n"
+        f"    {match} numgen inc mod {every} == 0 counter drop\n"
+        "  }\n"
+        "}\n"
+    )
+    net.run(net.server_ns, ["nft", "-f", "-"], input=rules)
+    net.say(f"nftables in the server namespace drops one SYN to port {PORT} in {every}")
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "20")
+    try:
+        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+            out = _client(net, "--concurrent", "--count", str(connections), "--request", str(request),
+                          "--deadline", "15")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(5)
+    finally:
+        net.stop(server)
+    seen, dropped = _nft_counters(net, net.server_ns, FIREWALL_TABLE)
+    setup = [
+        f"server listen() backlog 128, accepts at once; client: {connections} non-blocking connects at once, "
+        f"{request}-byte request, {response}-byte response; tcpdump -s {snaplen}",
+        f"server namespace, nftables input: `{match} numgen inc mod {every} == 0 drop`: "
+        f"nft counters: {seen} SYNs seen, {dropped} dropped",
+    ]
+    run = _run(net, pcap, out, cap, before, started, setup)
+    run.extra.update(syns=seen, dropped=dropped)
+    return run
+
+
+def tfo_fallback(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int = 5,
+    request: int = 200,
+    response: int = 1000,
+    snaplen: int = 128,
+) -> Run:
+    """TCP Fast Open refused by the server: the client (net.ipv4.tcp_fastopen=0x5, client on and
+    data in the SYN without a cookie: TFO_CLIENT_NO_COOKIE) puts its request in the SYN; the
+    server has TFO off (tcp_fastopen=0), so it drops the SYN's data and its SYN-ACK acknowledges
+    only the SYN. The client sends the data again right after its ACK (RFC 7413 §4.2.2; Linux
+    v6.6 net/ipv4/tcp_input.c: tcp_rcv_fastopen_synack()). Nothing is lost."""
+    net.sysctl(net.client_ns, "net.ipv4.tcp_fastopen", 5)
+    net.sysctl(net.server_ns, "net.ipv4.tcp_fastopen", 0)
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    client_before = net.nstat(net.client_ns)
+    server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "20")
+    try:
+        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+            out = _client(net, "--count", str(connections), "--fastopen", "--request", str(request),
+                          "--pause", "0.05", "--deadline", "15")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(5)
+    finally:
+        net.stop(server)
+    client_after = net.nstat(net.client_ns)
+    fails = client_after.get("TcpExtTCPFastOpenActiveFail", 0) - client_before.get("TcpExtTCPFastOpenActiveFail", 0)
+    setup = [
+        f"client: net.ipv4.tcp_fastopen=0x5; {connections} sequential connections, the {request}-byte request "
+        f"sent with MSG_FASTOPEN (in the SYN); {response}-byte response; tcpdump -s {snaplen}",
+        "server: net.ipv4.tcp_fastopen=0 (TFO off), listen() backlog 128, accepts at once",
+        f"client namespace: TcpExtTCPFastOpenActiveFail +{fails} (SYN data not acknowledged)",
+    ]
+    run = _run(net, pcap, out, cap, before, started, setup)
+    run.extra["tfo_active_fail"] = fails
+    return run
+
+
+SCAN_PORTS = "8500-9499"  # 1,000 ports, PORT and PORT + 1 among them
+
+
+def port_scan(net: NetnsPair, pcap: Path, technique: str = "-sS", snaplen: int = 128) -> Run:
+    """nmap (`technique`: -sS SYN scan with raw packets, -sT connect scan with the kernel's
+    connect()) from the client namespace against the server namespace's address, 1,000 ports
+    (SCAN_PORTS), two of them open (a listener that never accepts: the kernel completes the
+    handshakes). -Pn -n: no host discovery, no DNS."""
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    net.say(f"server: listeners on {net.server_ip} ports {PORT} and {PORT + 1}")
+    server = net.popen(net.server_ns, [*PEERS, "listen", net.server_ip, str(PORT), "--also", str(PORT + 1),
+                                       "--deadline", "60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(server.stdout, selectors.EVENT_READ)
+        if not sel.select(10) or server.stdout.readline().strip() != "ready":
+            raise LabError("the scenario's server did not start")
+        argv = ["nmap", technique, "-Pn", "-n", "-T4", "--max-retries", "1", "--host-timeout", "60s",
+                "-p", SCAN_PORTS, net.server_ip]
+        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+            net.say(f"client: {' '.join(argv)}")
+            nmap = net.run(net.client_ns, argv, timeout=90)
+    finally:
+        net.stop(server)
+    open_ports = [line.split("/")[0] for line in nmap.stdout.splitlines() if "/tcp" in line and " open " in line]
+    setup = [
+        f"server: listeners on ports {PORT} and {PORT + 1} (listen() backlog 128, never accept()); "
+        "nothing else listens",
+        f"client: {' '.join(argv)}; tcpdump -s {snaplen}",
+        f"nmap found open: {', '.join(open_ports) or 'none'}",
+    ]
+    run = _run(net, pcap, "", cap, before, started, setup)
+    run.extra.update(open_ports=open_ports, nmap=nmap.stdout)
+    return run
+
+
+def app_reset(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int = 3,
+    reply_delay: float = 0.1,
+    request: int = 100,
+    response: int = 200,
+    snaplen: int = 128,
+) -> Run:
+    """The application takes the connection, reads the request, waits `reply_delay` s (the
+    kernel's delayed ACK acknowledges the request meanwhile), writes its answer and closes with
+    SO_LINGER 0: an RST right after its data (as sshd answering an HTTP request with its banner
+    and a reset). The listen queues have nothing to do with it."""
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--count", str(connections), "--reply-delay", str(reply_delay), "--rst-after-reply",
+                          "--response", str(response), "--deadline", "20")
+    try:
+        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+            out = _client(net, "--count", str(connections), "--request", str(request), "--delayed-ack",
+                          "--pause", "0.1", "--deadline", "15")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(5)
+    finally:
+        net.stop(server)
+    setup = [
+        f"server: accepts at once, reads the {request}-byte request, {reply_delay:g} s later writes "
+        f"{response} bytes and closes with SO_LINGER 0 (an RST)",
+        f"client: {connections} sequential connections, TCP_QUICKACK 0 (the answer's ACK waits for the "
+        f"delayed-ACK timer, so the RST comes first), reads to the end; tcpdump -s {snaplen}",
+    ]
+    return _run(net, pcap, out, cap, before, started, setup)
