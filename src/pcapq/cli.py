@@ -675,7 +675,8 @@ def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
         say(f"pcapq cannot read the capture: {e.args[0]}")
         return
     for f in findings:
-        say(f"pcapq finds: {phrase(f.cause)} on {f.server}, confidence {f.confidence:.2f}, {f.connection_count} connection(s)")
+        n = f.connection_count
+        say(f"pcapq finds {phrase(f.cause)} on {f.server} (confidence {f.confidence:.2f}, {n:,} connection{'s' if n != 1 else ''})")
     if not findings:
         say("pcapq finds nothing wrong")
 
