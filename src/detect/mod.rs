@@ -68,10 +68,15 @@ pub enum Symptom {
     ResetAfterAck,
     ResetAfterExpiry,
     Rejected,
+    TfoFallback,
+    DeferAcceptSuspected,
+    SynAfterRst,
 }
 
 impl Symptom {
-    pub const ALL: [Symptom; 9] = [
+    pub const COUNT: usize = 12;
+
+    pub const ALL: [Symptom; Symptom::COUNT] = [
         Symptom::SynRetransmitted,
         Symptom::SynackRetransmitted,
         Symptom::FinalAckDropped,
@@ -81,6 +86,9 @@ impl Symptom {
         Symptom::ResetAfterAck,
         Symptom::ResetAfterExpiry,
         Symptom::Rejected,
+        Symptom::TfoFallback,
+        Symptom::DeferAcceptSuspected,
+        Symptom::SynAfterRst,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -94,6 +102,9 @@ impl Symptom {
             Symptom::ResetAfterAck => "reset_after_ack",
             Symptom::ResetAfterExpiry => "reset_after_expiry",
             Symptom::Rejected => "rejected",
+            Symptom::TfoFallback => "tfo_fallback",
+            Symptom::DeferAcceptSuspected => "defer_accept_suspected",
+            Symptom::SynAfterRst => "syn_after_rst",
         }
     }
 
@@ -233,16 +244,25 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
 
 fn symptoms(c: &Connection) -> Symptoms {
     let mut s = Symptoms::default();
-    if c.syn_count > 1 {
+    // SYNs re-sent after the server's RST had answered the SYN went unanswered by no one.
+    if c.syn_count > 1 + c.milestones.syns_after_rst {
         s.insert(Symptom::SynRetransmitted);
+    }
+    if c.milestones.syns_after_rst > 0 {
+        s.insert(Symptom::SynAfterRst);
     }
     if c.synack_count > 1 {
         s.insert(Symptom::SynackRetransmitted);
     }
+    if c.milestones.syn_data_acked == Some(false) {
+        s.insert(Symptom::TfoFallback);
+    }
     if let Some(log) = &c.retransmits {
         let acked_at = c.handshake_ack_time_ns;
-        if log.synack.iter().skip(1).any(|send| !send.triggered && acked_at.is_some_and(|t| send.time_ns > t)) {
-            s.insert(Symptom::FinalAckDropped);
+        let after_ack: Vec<&Send> =
+            log.synack.iter().skip(1).filter(|send| !send.triggered && acked_at.is_some_and(|t| send.time_ns > t)).collect();
+        if !after_ack.is_empty() {
+            s.insert(if defer_accept_suspected(c, &log.synack, &after_ack) { Symptom::DeferAcceptSuspected } else { Symptom::FinalAckDropped });
         }
         if log.data.iter().any(|d| d.into_half_open) {
             s.insert(Symptom::RequestUnacked);
@@ -269,6 +289,24 @@ fn symptoms(c: &Connection) -> Symptoms {
         }
     }
     s
+}
+
+/// The server held back its SYN-ACK re-sends after the client's bare ACK, then sent one: the
+/// listener has TCP_DEFER_ACCEPT (Apache's default, 30 s). Linux drops a bare ACK while the
+/// request has timed out fewer times than the defer period's retransmissions (Linux v6.6
+/// net/ipv4/tcp_minisocks.c: tcp_check_req()) and re-sends the SYN-ACK only at the end of the
+/// period (net/ipv4/inet_connection_sock.c: syn_ack_recalc()); the client's ACK to that re-send
+/// is taken. A full accept queue drops the ACK too, but re-sends at every timer (1, 2, 4 s
+/// apart): its first re-send is never late. So: exactly one timer re-send after the ACK, later
+/// than the SYN-ACK schedule's next timer, and no client data before it.
+fn defer_accept_suspected(c: &Connection, synacks: &[Send], after_ack: &[&Send]) -> bool {
+    let [resend] = after_ack else { return false };
+    let Some(index) = synacks.iter().position(|s| s == *resend) else { return false };
+    let Some(previous) = index.checked_sub(1).and_then(|i| synacks.get(i)) else { return false };
+    let timer_retries = synacks.iter().take(index + 1).skip(1).filter(|s| !s.triggered).count() as u32;
+    let late = resend.time_ns - previous.time_ns > Schedule::Synack.interval_ns(timer_retries.max(1)) + SLACK_NS;
+    let no_data_before = c.milestones.client_data_ns.is_none_or(|t| t > resend.time_ns);
+    late && no_data_before
 }
 
 /// The RST answers a data segment sent at the time of the client's first data: that segment.

@@ -27,6 +27,16 @@ const FULL_SWEEP_INTERVAL_NS: i64 = 15 * 1_000_000_000;
 const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
 /// Segments remembered per direction to number retransmission attempts.
 const MAX_IN_FLIGHT: usize = 4;
+/// A copy of a frame with the same non-zero IPv4 ID comes at most this long after it (span and
+/// bridge copies: 0.1 to 33 ms in public captures). Linux gives every segment of a connected
+/// socket a new ID (Linux v6.6 include/net/ip.h: ip_select_ident_segs()), Windows one from a
+/// global counter: a re-send never repeats it.
+const COPY_SAME_ID_NS: i64 = 100_000_000;
+/// Without an ID (IPv4 ID 0, as macOS, FreeBSD and Linux's SYN-ACKs and resets send it, or
+/// IPv6), a copy comes within this, with nothing from the peer in between: a timer re-send
+/// waits at least TCP_TIMEOUT_MIN (2 jiffies, Linux v6.6 net/ipv4/tcp_output.c:
+/// tcp_schedule_loss_probe()), and a fast re-send answers an ACK from the peer.
+const COPY_NO_ID_NS: i64 = 1_000_000;
 
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TrackerOptions {
@@ -52,6 +62,49 @@ impl Default for TrackerOptions {
 /// no longer be the continuation of a handshake from the capture before: the client's SYN
 /// retries end after 131 s with tcp_syn_linear_timeouts=4 (127 s classic).
 const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
+
+/// What tells a copy of a frame from a re-send of its segment: every header field a re-send
+/// could change, and the TCP checksum, which covers the options (a re-send carries a new
+/// timestamp) and the payload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Sent {
+    seq: u32,
+    ack: u32,
+    payload_len: u32,
+    window: u16,
+    checksum: u16,
+    ip_id: u16,
+    flags: u8,
+    at: FrameRef,
+    time_ns: i64,
+}
+
+impl Sent {
+    fn of(seg: &Segment, at: FrameRef, time_ns: i64) -> Sent {
+        let (seq, ack, payload_len, window, checksum, ip_id, flags) =
+            (seg.seq, seg.ack, seg.payload_len, seg.window, seg.checksum, seg.ip_id, seg.flags);
+        Sent { seq, ack, payload_len, window, checksum, ip_id, flags, at, time_ns }
+    }
+
+    fn same_segment(&self, other: &Sent) -> bool {
+        (self.seq, self.ack, self.payload_len, self.window, self.checksum, self.ip_id, self.flags)
+            == (other.seq, other.ack, other.payload_len, other.window, other.checksum, other.ip_id, other.flags)
+    }
+}
+
+/// Is `this` a copy of `last`, the frame sent before it the same way, rather than a re-send?
+/// `peer_last` is the last frame the other side sent. See COPY_SAME_ID_NS and COPY_NO_ID_NS.
+fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>) -> bool {
+    let Some(last) = last else { return false };
+    if !this.same_segment(last) {
+        return false;
+    }
+    let gap = (this.time_ns - last.time_ns).abs();
+    if this.ip_id != 0 {
+        return gap <= COPY_SAME_ID_NS;
+    }
+    gap <= COPY_NO_ID_NS && peer_last.is_none_or(|p| p.at < last.at)
+}
 
 /// One segment sent and not yet acknowledged, remembered to number its retransmissions.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -126,6 +179,8 @@ pub struct DirectionState {
     pub(crate) first_handshake: Option<FrameRef>,
     pub(crate) last_handshake_ns: i64,
     pub(crate) in_flight: InFlight,
+    /// The last frame sent this way that was no copy.
+    pub(crate) last_sent: Option<Sent>,
 }
 
 impl DirectionState {
@@ -139,6 +194,9 @@ impl DirectionState {
         }
         if let Some(f) = self.first_handshake.as_mut() {
             shift(f);
+        }
+        if let Some(sent) = self.last_sent.as_mut() {
+            shift(&mut sent.at);
         }
         let len = usize::from(self.in_flight.len);
         for sent in self.in_flight.segments.iter_mut().take(len) {
@@ -273,7 +331,9 @@ impl Tracker {
                     }
                     return;
                 }
-                Some((conn.id, time_ns - conn.last_time_ns))
+                // A connection refused by an RST to its SYN left no state on either side (no
+                // TIME-WAIT): the client trying again with a new ISN replaces nothing.
+                if refused(conn) { None } else { Some((conn.id, time_ns - conn.last_time_ns)) }
             }
             None => None,
         };
@@ -313,6 +373,7 @@ impl Tracker {
         let with_prefix = self.options.mergeable && follows.is_none() && (partial || time_ns - first_time_ns <= JOIN_WINDOW_NS);
         let slot = self.store.add(|id| {
             let mut conn = Connection::new(id, client, server, partial, at, time_ns);
+            conn.vlan = seg.vlan;
             conn.follows = follows.map(|(id, _)| id);
             conn.follows_after_ns = follows.map(|(_, gap)| gap);
             if with_prefix {
@@ -401,6 +462,12 @@ pub(crate) fn starts_new_connection(conn: &Connection, source: Side, seg: &Segme
     }
 }
 
+/// The server answered the client's SYN with an RST and no handshake completed.
+fn refused(conn: &Connection) -> bool {
+    !conn.handshake_completed()
+        && conn.milestones.first_rst.is_some_and(|r| r.from == Side::Server && r.answers == Some(PacketRole::Syn))
+}
+
 /// For a connection whose SYN was not captured: the side on an ephemeral port is the client;
 /// failing that, the higher port; failing that, the sender of the first packet.
 fn guess_client(src: Endpoint, dst: Endpoint) -> (Endpoint, Endpoint) {
@@ -425,6 +492,13 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     let (me, peer) = (side.index(), side.other().index());
     flow.last_time_ns = time_ns;
     conn.last_time_ns = conn.last_time_ns.max(time_ns);
+    // A copy of the frame before it (span port, `-i any`, bridge): counted, not labelled.
+    let sent = Sent::of(seg, at, time_ns);
+    if is_copy(&sent, flow.direction[me].last_sent.as_ref(), flow.direction[peer].last_sent.as_ref()) {
+        conn.duplicates += 1;
+        return;
+    }
+    flow.direction[me].last_sent = Some(sent);
     conn.counts[me].packets += 1;
     conn.counts[me].payload_bytes += u64::from(seg.payload_len);
     if seg.snaplen_cut {
@@ -456,6 +530,9 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
             });
         }
         conn.counts[me].rst = true;
+        if side == Side::Client {
+            conn.milestones.client_closed_ns.get_or_insert(time_ns);
+        }
         conn.set_state(ConnState::Reset);
         note_base(conn, flow, side, seg);
         flow.direction[me].last_packet = Some((PacketRole::Rst, at, time_ns));
@@ -469,11 +546,21 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
         // the client's SYN timer fired (Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer()),
         // or the server's request timer (net/ipv4/inet_connection_sock.c: reqsk_timer_handler()),
         // or a client SYN retransmission hit the request (net/ipv4/tcp_minisocks.c: tcp_check_req()).
+        // The server's RST answered the client's last SYN: this one tries again (Windows does,
+        // twice) and is no SYN that went unanswered.
+        let after_rst = side == Side::Client
+            && matches!(flow.direction[peer].last_packet, Some((PacketRole::Rst, _, _)))
+            && matches!(flow.direction[me].last_packet, Some((PacketRole::Syn, _, _)));
         let first = handshake_send(flow, conn, &pkt, keep_events);
         match side {
             Side::Client => {
                 if first {
                     conn.syn_time_ns = Some(time_ns);
+                } else if after_rst {
+                    conn.milestones.syns_after_rst += 1;
+                }
+                if seg.payload_len > 0 && conn.milestones.syn_data_len == 0 {
+                    conn.milestones.syn_data_len = seg.payload_len;
                 }
                 role = PacketRole::Syn;
             }
@@ -487,6 +574,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
                         conn.set_state(ConnState::SynReceived);
                     }
                 }
+                syn_data_answer(flow, conn, seg);
                 role = PacketRole::Synack;
             }
         }
@@ -511,6 +599,29 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     acknowledgement(flow, conn, &pkt, keep_events);
     window(flow, conn, &pkt, keep_events);
     flow.direction[me].last_packet = Some((role, at, time_ns));
+}
+
+/// RFC 7413 §4.2: a SYN-ACK that acknowledges only the SYN of a SYN that carried data (TCP Fast
+/// Open) tells the client the server dropped the data; the client sends it again after the
+/// handshake. That send is the data's first that counts, not a retransmission. A SYN-ACK that
+/// acknowledges the data took it: the client's request went with the SYN.
+fn syn_data_answer(flow: &mut Flow, conn: &mut Connection, seg: &Segment) {
+    let len = conn.milestones.syn_data_len;
+    let Some(isn) = conn.base_seq[Side::Client.index()] else { return };
+    if len == 0 || conn.milestones.syn_data_acked.is_some() {
+        return;
+    }
+    let (syn_end, data_end) = (SeqNumber(isn).plus(1), SeqNumber(isn).plus(1 + len));
+    let client = &mut flow.direction[Side::Client.index()];
+    if SeqNumber(seg.ack) == syn_end && client.next_seq == Some(data_end) {
+        conn.milestones.syn_data_acked = Some(false);
+        client.next_seq = Some(syn_end);
+    } else if SeqNumber(seg.ack) == data_end {
+        conn.milestones.syn_data_acked = Some(true);
+        client.data_seen = true;
+        conn.milestones.client_data_ns = conn.milestones.client_data_ns.or(conn.syn_time_ns);
+        conn.milestones.client_last_data_ns = conn.milestones.client_last_data_ns.or(conn.syn_time_ns);
+    }
 }
 
 /// A SYN from the client or a SYN-ACK from the server: the first is recorded (ISN, options),
@@ -648,12 +759,21 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
             }
             conn.push(pkt.event(EventKind::DataFirst, Detail::None), keep_events);
         }
+        if seg.payload_len > 0 {
+            match side {
+                Side::Client => conn.milestones.client_last_data_ns = Some(pkt.time_ns),
+                Side::Server => conn.milestones.server_last_data_ns = Some(pkt.time_ns),
+            }
+        }
         dir.in_flight.push(SentSegment { seq, end, first: pkt.at, first_send_ns: pkt.time_ns, last_send_ns: pkt.time_ns, sends: 1 });
         if fin { PacketRole::Fin } else { PacketRole::Data }
     };
     if fin && !dir.fin_seen {
         dir.fin_seen = true;
         conn.counts[me].fin = true;
+        if side == Side::Client {
+            conn.milestones.client_closed_ns.get_or_insert(pkt.time_ns);
+        }
         if role != PacketRole::Retransmit {
             conn.push(pkt.event(EventKind::Fin, Detail::None), keep_events);
         }
