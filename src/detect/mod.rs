@@ -672,4 +672,118 @@ mod tests {
         assert_eq!(expected_ms(data_series(&v, C)), [None, Some(202), Some(202)]);
         assert!(has(&v, Symptom::FinalAckDropped));
     }
+
+    // -------------------------------------------------------------------------------------
+    // SYN-ACK re-sent after the client's bare ACK: a full accept queue or TCP_DEFER_ACCEPT
+
+    /// Handshake with a bare ACK, then the SYN-ACK again at each of `again` (ms).
+    fn synack_again(again: &[i64]) -> Wire {
+        let mut w = Wire::new();
+        w.handshake_plain();
+        for &t in again {
+            w.send(t, S, SYN | ACK, SISN, CISN + 1, 0);
+            w.send(t + 1, C, ACK, CISN + 1, SISN + 1, 0);
+        }
+        w
+    }
+
+    #[test]
+    fn test_defer_accept_one_late_synack_resend_is_defer_not_final_ack_dropped() {
+        // Measured on Linux 6.18 in a namespace: TCP_DEFER_ACCEPT 30 re-sends the SYN-ACK once,
+        // 31.4 s after it; TCP_DEFER_ACCEPT 2 once, after 3.04 s.
+        for resend in [31_422, 3_038, 4_004] {
+            let v = synack_again(&[resend]).verdict_at(40_000);
+            assert!(has(&v, Symptom::DeferAcceptSuspected) && !has(&v, Symptom::FinalAckDropped), "{resend}: {:?}", v.symptoms);
+            assert!(has(&v, Symptom::SynackRetransmitted));
+        }
+    }
+
+    #[test]
+    fn test_accept_queue_full_without_data_resends_at_the_first_timer_is_final_ack_dropped() {
+        // No client data either, but the SYN-ACK timer re-sends at once (1 s) and every time after.
+        for again in [&[1_001][..], &[1_001, 3_001, 7_001], &[1_001, 3_001]] {
+            let v = synack_again(again).verdict_at(20_000);
+            assert!(has(&v, Symptom::FinalAckDropped) && !has(&v, Symptom::DeferAcceptSuspected), "{again:?}: {:?}", v.symptoms);
+        }
+    }
+
+    #[test]
+    fn test_late_synack_resend_after_client_data_is_final_ack_dropped() {
+        // The client sent its request: TCP_DEFER_ACCEPT would have taken it at once.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[205, 409, 817, 1633]);
+        w.send(3_001, S, SYN | ACK, SISN, CISN + 1, 0);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::FinalAckDropped) && !has(&v, Symptom::DeferAcceptSuspected), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_two_late_synack_resends_after_the_ack_are_final_ack_dropped() {
+        let v = synack_again(&[3_001, 7_001]).verdict_at(20_000);
+        assert!(has(&v, Symptom::FinalAckDropped) && !has(&v, Symptom::DeferAcceptSuspected), "{:?}", v.symptoms);
+    }
+
+    // -------------------------------------------------------------------------------------
+    // Refused, TFO
+
+    #[test]
+    fn test_refused_syns_after_rst_are_syn_after_rst_not_syn_retransmitted() {
+        let mut w = Wire::new();
+        for t in [0, 500, 1000] {
+            w.syn(t);
+            w.send(t + 1, S, RST | ACK, 0, CISN + 1, 0);
+        }
+        let v = w.verdict();
+        assert_eq!(v.outcome, Outcome::Refused);
+        assert!(has(&v, Symptom::SynAfterRst) && has(&v, Symptom::Rejected), "{:?}", v.symptoms);
+        assert!(!has(&v, Symptom::SynRetransmitted), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_refused_after_an_unanswered_syn_is_still_syn_retransmitted() {
+        let mut w = Wire::new();
+        w.syn(0);
+        w.syn(1000);
+        w.send(1001, S, RST | ACK, 0, CISN + 1, 0);
+        w.syn(1500);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::SynAfterRst) && has(&v, Symptom::SynRetransmitted), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_tfo_data_rejected_is_tfo_fallback_not_loss() {
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 517, plain());
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send(2, C, ACK, CISN + 1, SISN + 1, 0);
+        w.request(9, &[]);
+        w.send(10, S, PA, SISN + 1, CISN + 101, 50);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::TfoFallback), "{:?}", v.symptoms);
+        assert!(!has(&v, Symptom::DataRetransmitted) && !has(&v, Symptom::RequestUnacked), "{:?}", v.symptoms);
+        assert_eq!(v.outcome, Outcome::Completed);
+    }
+
+    #[test]
+    fn test_tfo_data_accepted_is_healthy() {
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 100, plain());
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 101, 0, plain());
+        w.send(2, C, ACK, CISN + 101, SISN + 1, 0);
+        w.send(3, S, PA, SISN + 1, CISN + 101, 50);
+        let v = w.verdict();
+        assert!(v.symptoms.is_empty(), "{:?}", v.symptoms);
+        assert_eq!(v.outcome, Outcome::Completed);
+    }
+
+    #[test]
+    fn test_symptom_slugs_are_unique_and_fit_the_set() {
+        let mut slugs: Vec<&str> = Symptom::ALL.iter().map(|s| s.slug()).collect();
+        slugs.sort_unstable();
+        slugs.dedup();
+        assert_eq!(slugs.len(), Symptom::COUNT);
+        assert!(Symptom::COUNT <= 16, "Symptoms is a u16");
+        assert!(Symptom::ALL.iter().enumerate().all(|(i, s)| s.index() == i));
+    }
 }

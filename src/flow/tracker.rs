@@ -33,9 +33,9 @@ const MAX_IN_FLIGHT: usize = 4;
 /// global counter: a re-send never repeats it.
 const COPY_SAME_ID_NS: i64 = 100_000_000;
 /// Without an ID (IPv4 ID 0, as macOS, FreeBSD and Linux's SYN-ACKs and resets send it, or
-/// IPv6), a copy comes within this, with nothing from the peer in between: a timer re-send
-/// waits at least TCP_TIMEOUT_MIN (2 jiffies, Linux v6.6 net/ipv4/tcp_output.c:
-/// tcp_schedule_loss_probe()), and a fast re-send answers an ACK from the peer.
+/// IPv6), a copy comes within this: a timer re-send waits at least TCP_TIMEOUT_MIN (2 jiffies,
+/// Linux v6.6 net/ipv4/tcp_output.c: tcp_schedule_loss_probe()), a SYN-ACK re-send 1 s.
+/// Either way nothing from the peer came in between: a fast re-send answers the peer's ACK.
 const COPY_NO_ID_NS: i64 = 1_000_000;
 
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
@@ -100,10 +100,8 @@ fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>) -> bool {
         return false;
     }
     let gap = (this.time_ns - last.time_ns).abs();
-    if this.ip_id != 0 {
-        return gap <= COPY_SAME_ID_NS;
-    }
-    gap <= COPY_NO_ID_NS && peer_last.is_none_or(|p| p.at < last.at)
+    let limit = if this.ip_id != 0 { COPY_SAME_ID_NS } else { COPY_NO_ID_NS };
+    gap <= limit && peer_last.is_none_or(|p| p.at < last.at)
 }
 
 /// One segment sent and not yet acknowledged, remembered to number its retransmissions.
@@ -882,6 +880,11 @@ mod tests {
 
         fn detail(&self, frame: u64, kind: EventKind) -> Detail {
             self.event(frame, kind).detail
+        }
+
+        /// `len` bytes of client data at `seq`, acknowledging the server's first byte.
+        fn request_at(&mut self, ms: i64, seq: u32, len: u32) -> u64 {
+            self.send(ms, C, PSH | ACK, seq, SISN + 1, len)
         }
 
         /// Relative (seq, ack) of an event, as the JSON shows them; ack 0 without the ACK flag.
@@ -1683,6 +1686,219 @@ mod tests {
         assert_eq!(w.relative(d1, DupAck), (101, 201));
         let fast = w.send(33, C, PSH | ACK, acked, s, 100);
         assert_eq!(w.detail(fast, DataRetransmit), attempt(2, d, 21, true));
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Copies of frames (span ports, `-i any`, bridges) are not re-sends
+
+    #[test]
+    fn test_established_copy_with_same_ip_id_is_duplicate_not_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        // A bridge copy 1.4 ms later (ppa_hauntedbrowser), then the server's ACK.
+        w.copy_at_us(4_400, a);
+        w.send(5, S, ACK, SISN + 1, CISN + 101, 0);
+        let c = w.conn();
+        assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+        assert_eq!((c.duplicates, c.counts[C.index()].packets, c.counts[C.index()].data_retransmits), (1, 3, 0));
+    }
+
+    #[test]
+    fn test_syn_sent_syn_copy_with_same_ip_id_33ms_later_is_duplicate() {
+        // ddos_pkt.TCP.synflood.spoofed: 172 SYNs captured twice, 17 to 33 ms apart.
+        let mut w = Wire::new();
+        let syn = w.send(0, C, SYN, CISN, 0, 0);
+        w.copy_at_us(33_000, syn);
+        let c = w.conn();
+        assert_eq!((c.syn_count, c.duplicates), (1, 1));
+        assert!(w.frames_of(SynRetransmit).is_empty());
+    }
+
+    #[test]
+    fn test_established_copies_with_zero_ip_id_at_the_same_instant_are_duplicates() {
+        // zeek_tcp_ssh-dups: a macOS client (IPv4 ID 0), every frame recorded four times.
+        let mut w = Wire::new();
+        w.zero_ip_id = true;
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 21);
+        for _ in 0..3 {
+            w.copy_at_us(3_000, a);
+        }
+        let ack = w.send(4, S, ACK, SISN + 1, CISN + 22, 0);
+        for _ in 0..3 {
+            w.copy_at_us(4_000, ack);
+        }
+        assert!(w.frames_of(DataRetransmit).is_empty() && w.frames_of(DupAck).is_empty(), "{:?}", w.kinds());
+        assert_eq!(w.conn().duplicates, 6);
+    }
+
+    #[test]
+    fn test_established_resend_with_a_new_ip_id_is_retransmit_however_soon() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let r = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+        assert_eq!(w.detail(r, DataRetransmit), attempt(2, a, 0, true));
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_established_zero_ip_id_resend_after_a_peer_ack_is_retransmit() {
+        // The same bytes within a millisecond, but the peer's ACK came between: a fast re-send.
+        let mut w = Wire::new();
+        w.zero_ip_id = true;
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(3, S, ACK, SISN + 1, CISN + 1, 0);
+        let r = w.copy_at_us(3_500, a);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_syn_received_zero_ip_id_synack_timer_resend_is_retransmit() {
+        // Linux sends SYN-ACKs with ID 0, byte-identical without timestamps: only the gap tells.
+        let mut w = Wire::new();
+        w.zero_ip_id = true;
+        w.send(0, C, SYN, CISN, 0, 0);
+        let sa = w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        let again = w.copy_at_us(1_001_000, sa);
+        assert_eq!(w.frames_of(SynackRetransmit), vec![again]);
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_established_same_ip_id_resend_after_a_peer_packet_is_retransmit() {
+        // A tool that keeps the IP ID (scapy sends 1 every time): the peer's packet in between
+        // shows the second RST answers something new.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let rst = w.send(3, S, RST, SISN + 1, 0, 0);
+        w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.copy_at_us(3_100, rst);
+        assert_eq!(w.frames_of(Rst).len(), 2);
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_established_same_ip_id_after_the_copy_window_is_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let r = w.copy_at_us(3_000 + 200_000, a);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+    }
+
+    #[test]
+    fn test_vlan_copies_of_one_flow_are_separate_connections() {
+        // zeek_vlan-collisions: one flow on untagged, VLAN 42 and QinQ 10/20, 50 ms apart.
+        let mut w = Wire::new();
+        for (i, vlan) in [0, 42 << 12, 10 << 12 | 20].into_iter().enumerate() {
+            w.vlan = vlan;
+            let t = 50 * i as i64;
+            w.send(t, C, SYN, CISN, 0, 0);
+            w.send(t + 1, S, SYN | ACK, SISN, CISN + 1, 0);
+            w.send(t + 2, C, ACK, CISN + 1, SISN + 1, 0);
+        }
+        let conns = w.conns();
+        assert_eq!(conns.iter().map(|c| (c.vlan, c.syn_count, c.synack_count, c.follows)).collect::<Vec<_>>(),
+                   vec![(0, 1, 1, None), (42 << 12, 1, 1, None), (10 << 12 | 20, 1, 1, None)]);
+        assert!(conns.iter().all(|c| c.state == ConnState::Established));
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // TCP Fast Open (RFC 7413)
+
+    #[test]
+    fn test_syn_received_tfo_data_rejected_then_resent_is_first_data_not_retransmit() {
+        // sv_tcp-fastopen-11-reject-syn-data: the SYN carries 517 bytes, the SYN-ACK acknowledges
+        // only the SYN, the client sends the data again after its ACK.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 517);
+        w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(2, C, ACK, CISN + 1, SISN + 1, 0);
+        let data = w.send(9, C, PSH | ACK, CISN + 1, SISN + 1, 517);
+        w.send(10, S, ACK, SISN + 1, CISN + 518, 0);
+        let c = w.conn();
+        assert_eq!(w.frames_of(DataFirst), vec![data]);
+        assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+        assert_eq!((c.milestones.syn_data_len, c.milestones.syn_data_acked), (517, Some(false)));
+        assert_eq!((c.milestones.client_data_ns, c.milestones.client_data_acked_ns), (Some(9 * MS), Some(10 * MS)));
+        assert!(c.retransmits.is_none());
+    }
+
+    #[test]
+    fn test_syn_received_tfo_data_accepted_counts_the_request_from_the_syn() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 300);
+        w.send(1, S, SYN | ACK, SISN, CISN + 301, 0);
+        w.send(2, C, ACK, CISN + 301, SISN + 1, 0);
+        w.send(3, S, PSH | ACK, SISN + 1, CISN + 301, 1000);
+        let c = w.conn();
+        assert_eq!(c.milestones.syn_data_acked, Some(true));
+        assert_eq!((c.milestones.client_data_ns, c.milestones.client_data_acked_ns), (Some(0), Some(MS)));
+        assert!(w.frames_of(DataFirst).len() == 1 && w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Refused, and tried again
+
+    #[test]
+    fn test_reset_syn_again_after_rst_is_counted_as_syn_after_rst() {
+        // Windows: SYN, RST, the same SYN 0.5 s later, RST, once more.
+        let mut w = Wire::new();
+        for t in [0, 500, 1000] {
+            w.send(t, C, SYN, CISN, 0, 0);
+            w.send(t + 1, S, RST | ACK, 0, CISN + 1, 0);
+        }
+        let c = w.conn();
+        assert_eq!((c.syn_count, c.milestones.syns_after_rst), (3, 2));
+        assert_eq!(c.state, ConnState::Reset);
+    }
+
+    #[test]
+    fn test_syn_sent_syn_retry_before_any_rst_is_not_after_rst() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1000, C, SYN, CISN, 0, 0);
+        w.send(1001, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(1500, C, SYN, CISN, 0, 0);
+        assert_eq!((w.conn().syn_count, w.conn().milestones.syns_after_rst), (3, 1));
+    }
+
+    #[test]
+    fn test_reset_new_isn_after_refused_connection_follows_nothing() {
+        // mk_evidence06: refused, then the same source port with a new ISN. No TIME-WAIT anywhere.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(2, C, SYN, CISN + 300_000, 0, 0);
+        let conns = w.conns();
+        assert_eq!(conns.len(), 2);
+        assert_eq!(conns[1].follows, None);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // What the client sent last, what the server answered last, when the client closed
+
+    #[test]
+    fn test_closing_milestones_last_new_data_each_way_and_client_close() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.request_at(3, CISN + 1, 100);
+        w.send(4, S, PSH | ACK, SISN + 1, CISN + 101, 50);
+        w.request_at(10, CISN + 101, 100);
+        // A re-send is no new data.
+        w.request_at(300, CISN + 101, 100);
+        w.send(301, S, PSH | ACK, SISN + 51, CISN + 201, 50);
+        w.send(400, C, FIN | ACK, CISN + 201, SISN + 101, 0);
+        w.send(401, C, RST, CISN + 202, 0, 0);
+        let m = w.conn().milestones;
+        assert_eq!((m.client_data_ns, m.client_last_data_ns), (Some(3 * MS), Some(10 * MS)));
+        assert_eq!((m.server_data_ns, m.server_last_data_ns), (Some(4 * MS), Some(301 * MS)));
+        assert_eq!(m.client_closed_ns, Some(400 * MS));
     }
 
     // ---------------------------------------------------------------------------------------
