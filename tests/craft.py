@@ -55,6 +55,9 @@ class _Side:
     isn: int
     next_seq: int = 0
     sent: list[tuple[int, str, bytes]] = field(default_factory=list)  # (seq, flags, payload)
+    # IPv4 ID of the next packet: each gets a new one, as a connected Linux socket sends them,
+    # so a re-sent segment is no copy of its first send (docs/diagnosis.md, "Duplicate frames").
+    ip_id: int = 1
 
 
 class Conversation:
@@ -102,7 +105,8 @@ class Conversation:
         seq = me.next_seq if seq is None else seq
         if ack is None:
             ack = peer.next_seq if "A" in flags else 0
-        ip_layer = IPv6(src=me.addr, dst=peer.addr) if self.ipv6 else IP(src=me.addr, dst=peer.addr)
+        ip_layer = IPv6(src=me.addr, dst=peer.addr) if self.ipv6 else IP(src=me.addr, dst=peer.addr, id=me.ip_id)
+        me.ip_id = me.ip_id % 0xFFFF + 1
         tcp = TCP(
             sport=me.port,
             dport=peer.port,

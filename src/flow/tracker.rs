@@ -28,10 +28,14 @@ const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
 /// Segments remembered per direction to number retransmission attempts.
 const MAX_IN_FLIGHT: usize = 4;
 /// A copy of a frame with the same non-zero IPv4 ID comes at most this long after it (span and
-/// bridge copies: 0.1 to 33 ms in public captures). Linux gives every segment of a connected
-/// socket a new ID (Linux v6.6 include/net/ip.h: ip_select_ident_segs()), Windows one from a
-/// global counter: a re-send never repeats it.
+/// bridge copies: 0 to 33 ms in public captures). Linux gives every segment of a connected
+/// socket a new ID (Linux v6.6 include/net/ip.h: ip_select_ident_segs()); Windows keeps the ID
+/// when its timer re-sends a SYN, but not within 1 s. A bare ACK or RST is not re-sent by a timer.
 const COPY_SAME_ID_NS: i64 = 100_000_000;
+/// The same for data or a FIN: a tail loss probe may re-send them after 2 RTT, at least 10 ms
+/// (draft-dukkipati-tcpm-tcp-loss-probe-01 §2.1; Linux v6.6 net/ipv4/tcp_output.c:
+/// tcp_schedule_loss_probe()), and a stack that keeps the ID would repeat it.
+const COPY_SAME_ID_DATA_NS: i64 = 10_000_000;
 /// Without an ID (IPv4 ID 0, as macOS, FreeBSD and Linux's SYN-ACKs and resets send it, or
 /// IPv6), a copy comes within this: a timer re-send waits at least TCP_TIMEOUT_MIN (2 jiffies,
 /// Linux v6.6 net/ipv4/tcp_output.c: tcp_schedule_loss_probe()), a SYN-ACK re-send 1 s.
@@ -100,7 +104,11 @@ fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>) -> bool {
         return false;
     }
     let gap = (this.time_ns - last.time_ns).abs();
-    let limit = if this.ip_id != 0 { COPY_SAME_ID_NS } else { COPY_NO_ID_NS };
+    let limit = match (this.ip_id, this.payload_len > 0 || this.flags & flags::FIN != 0) {
+        (0, _) => COPY_NO_ID_NS,
+        (_, true) => COPY_SAME_ID_DATA_NS,
+        (_, false) => COPY_SAME_ID_NS,
+    };
     gap <= limit && peer_last.is_none_or(|p| p.at < last.at)
 }
 
@@ -1783,12 +1791,25 @@ mod tests {
     }
 
     #[test]
-    fn test_established_same_ip_id_after_the_copy_window_is_retransmit() {
+    fn test_established_same_ip_id_data_after_10ms_is_retransmit() {
+        // A tail loss probe from a stack that keeps the ID, 2 RTT later.
         let mut w = Wire::new();
         w.handshake(CISN, SISN);
         let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
-        let r = w.copy_at_us(3_000 + 200_000, a);
+        let r = w.copy_at_us(3_000 + 12_000, a);
         assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_syn_sent_same_ip_id_syn_after_1s_is_syn_retransmit() {
+        // cs_nowebaccess3: Windows re-sends its SYN with the same ID after 1 s.
+        let mut w = Wire::new();
+        let syn = w.send(0, C, SYN, CISN, 0, 0);
+        let copy = w.copy_at_us(5_000, syn);
+        let again = w.copy_at_us(1_002_000, syn);
+        assert_eq!(w.frames_of(SynRetransmit), vec![again]);
+        assert_eq!((copy, w.conn().duplicates), (2, 1));
     }
 
     #[test]
