@@ -117,6 +117,8 @@ impl Symptom {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Symptoms(u16);
 
+const _: () = assert!(Symptom::COUNT <= 16, "a symptom set is a u16");
+
 impl Symptoms {
     pub fn insert(&mut self, s: Symptom) {
         self.0 |= 1 << s.index();
@@ -783,7 +785,6 @@ mod tests {
         slugs.sort_unstable();
         slugs.dedup();
         assert_eq!(slugs.len(), Symptom::COUNT);
-        assert!(Symptom::COUNT <= 16, "Symptoms is a u16");
         assert!(Symptom::ALL.iter().enumerate().all(|(i, s)| s.index() == i));
     }
 }

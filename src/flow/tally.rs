@@ -86,6 +86,8 @@ impl Marks {
     }
 }
 
+const _: () = assert!(Marks::FIRST_SYMPTOM as usize + Symptom::COUNT <= 32, "symptom marks fit in a u32");
+
 /// Counts over connections (docs/json.md, `summary`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
