@@ -555,8 +555,8 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
         // The server's RST answered the client's last SYN: this one tries again (Windows does,
         // twice) and is no SYN that went unanswered.
         let after_rst = side == Side::Client
-            && matches!(flow.direction[peer].last_packet, Some((PacketRole::Rst, _, _)))
-            && matches!(flow.direction[me].last_packet, Some((PacketRole::Syn, _, _)));
+            && matches!((flow.direction[peer].last_packet, flow.direction[me].last_packet),
+                (Some((PacketRole::Rst, rst, _)), Some((PacketRole::Syn, syn, _))) if rst > syn);
         let first = handshake_send(flow, conn, &pkt, keep_events);
         match side {
             Side::Client => {
@@ -1887,6 +1887,20 @@ mod tests {
         w.send(1001, S, RST | ACK, 0, CISN + 1, 0);
         w.send(1500, C, SYN, CISN, 0, 0);
         assert_eq!((w.conn().syn_count, w.conn().milestones.syns_after_rst), (3, 1));
+    }
+
+    #[test]
+    fn test_reset_syn_again_after_a_syn_the_rst_did_not_answer_is_not_after_rst() {
+        // mk_nmap_TCP_CONNECT_SCAN: the third SYN got no RST; the next one re-sends an
+        // unanswered SYN, although the server's last packet was an RST.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(500, C, SYN, CISN, 0, 0);
+        w.send(501, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(1000, C, SYN, CISN, 0, 0);
+        w.send(13_000, C, SYN, CISN, 0, 0);
+        assert_eq!((w.conn().syn_count, w.conn().milestones.syns_after_rst), (4, 2));
     }
 
     #[test]
