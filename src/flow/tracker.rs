@@ -32,13 +32,14 @@ const MAX_IN_FLIGHT: usize = 4;
 /// socket a new ID (Linux v6.6 include/net/ip.h: ip_select_ident_segs()); Windows keeps the ID
 /// when its timer re-sends a SYN, but not within 1 s. A bare ACK or RST is not re-sent by a timer.
 const COPY_SAME_ID_NS: i64 = 100_000_000;
-/// The same for data or a FIN: a tail loss probe may re-send them after 2 RTT, at least 10 ms
-/// (draft-dukkipati-tcpm-tcp-loss-probe-01 §2.1; Linux v6.6 net/ipv4/tcp_output.c:
-/// tcp_schedule_loss_probe()), and a stack that keeps the ID would repeat it.
+/// The same for data or a FIN: a tail loss probe re-sends them after 2 RTT (RFC 8985 §7.2), at
+/// least 10 ms in the TLP draft (draft-dukkipati-tcpm-tcp-loss-probe-01), and a stack that keeps
+/// the ID would repeat it. One that probes sooner would have its probe taken for a copy.
 const COPY_SAME_ID_DATA_NS: i64 = 10_000_000;
-/// Without an ID (IPv4 ID 0, as macOS, FreeBSD and Linux's SYN-ACKs and resets send it, or
-/// IPv6), a copy comes within this: a timer re-send waits at least TCP_TIMEOUT_MIN (2 jiffies,
-/// Linux v6.6 net/ipv4/tcp_output.c: tcp_schedule_loss_probe()), a SYN-ACK re-send 1 s.
+/// Without an ID (IPv4 ID 0, as macOS and FreeBSD send it with DF, and Linux its SYN-ACKs, Linux
+/// v6.6 net/ipv4/ip_output.c: ip_build_and_send_pkt(); or IPv6), a copy comes within this: a
+/// timer re-send waits at least TCP_TIMEOUT_MIN (2 jiffies, net/ipv4/tcp_output.c:
+/// tcp_schedule_loss_probe()), a SYN-ACK re-send 1 s.
 /// Either way nothing from the peer came in between: a fast re-send answers the peer's ACK.
 const COPY_NO_ID_NS: i64 = 1_000_000;
 
