@@ -4,6 +4,8 @@ frames, and the client/server data milestones of the lean connection dicts
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 import pcapq
@@ -93,3 +95,39 @@ def test_lean_dict_has_the_data_and_close_milestones(tmp_path: Path) -> None:
     assert got == {"request_sent": 0.001, "client_last_data": 0.5, "server_first_data": 0.002,
                    "server_last_data": 0.002, "client_closed": 1.5}
     assert (lean["duplicates"], lean["vlan"]) == (0, (7,))
+
+
+def _document(analysis: pcapq.Analysis) -> dict:
+    out = io.StringIO()
+    analysis.write_json(out)
+    return json.loads(out.getvalue())
+
+
+def test_merge_at_every_split_equals_one_run(tmp_path: Path) -> None:
+    # VLAN copies, frame copies, a refused connect tried again and a Fast Open fallback, split
+    # between two captures anywhere: the merge must key, count and label as one run does.
+    tagged = [(p, vlan) for i, vlan in enumerate([(), (42,)]) for p in exchange(0.05 * i)]
+    copies = [(Captured(p.time + 0.00005, p.ip, p.side, p.flags), vlan) for p, vlan in tagged if vlan]
+    refused = Conversation(client=("10.0.0.5", 40005))
+    for t in (0.0, 0.5, 1.0):
+        refused.syn(t)
+        refused.rst("server", t + 0.0001)
+    tfo = Conversation(client=("10.0.0.6", 40006))
+    isn = tfo.sides["client"].isn
+    tfo.segment("client", 0.2, "S", b"x" * 100, seq=isn)
+    tfo.synack(0.2001)
+    tfo.segment("client", 0.2002, "A", seq=isn + 1)
+    tfo.segment("client", 0.2003, "PA", b"x" * 100, seq=isn + 1)
+    tfo.ack("server", 0.2004)
+    packets = sorted(tagged + copies + [(p, ()) for p in refused.packets + tfo.packets], key=lambda pv: pv[0].time)
+    for split in range(1, len(packets)):
+        first = write_tagged(tmp_path / "a.pcap", packets[:split])
+        second = write_tagged(tmp_path / "b.pcap", packets[split:])
+        one_run = _document(pcapq.analyze([str(first), str(second)]))
+        merged = _document(pcapq.analyze([str(first)], mergeable=True).merge(pcapq.analyze([str(second)], mergeable=True)))
+        assert merged["connections"] == one_run["connections"], f"split after packet {split}"
+        assert merged["summary"] == one_run["summary"], f"split after packet {split}"
+    s = one_run["summary"]
+    assert (s["connections"], s["duplicate_frames"]) == (4, len(copies))
+    assert {k: s["symptoms"][k] for k in ("syn_after_rst", "tfo_fallback", "syn_retransmitted")} == \
+        {"syn_after_rst": 1, "tfo_fallback": 1, "syn_retransmitted": 0}
