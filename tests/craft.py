@@ -57,6 +57,8 @@ class _Side:
     isn: int
     next_seq: int = 0
     sent: list[tuple[int, str, bytes]] = field(default_factory=list)  # (seq, flags, payload)
+    # IPv4 ID of the next packet (scapy's default 1 unless the conversation counts them).
+    ip_id: int = 1
 
 
 class Conversation:
@@ -74,6 +76,7 @@ class Conversation:
         start: float = START,
         window: int = 64240,
         packets: list[Captured] | None = None,
+        new_ip_ids: bool = False,
     ) -> None:
         self.sides = {
             "client": _Side(client[0], client[1], client_isn, client_isn),
@@ -83,6 +86,11 @@ class Conversation:
         self.window = window
         self.packets: list[Captured] = packets if packets is not None else []
         self.ipv6 = ":" in client[0]
+        # Give every IPv4 packet a new ID, as a connected Linux socket does. Off, every packet has
+        # scapy's ID 1 (and the catalog regenerates byte for byte): identical segments sent with
+        # nothing from the peer in between, such as duplicate ACKs crafted without the segments
+        # they answer, are then copies of one frame (docs/diagnosis.md, "Duplicate frames").
+        self.new_ip_ids = new_ip_ids
 
     def _peer(self, side: str) -> str:
         return "server" if side == "client" else "client"
@@ -104,7 +112,9 @@ class Conversation:
         seq = me.next_seq if seq is None else seq
         if ack is None:
             ack = peer.next_seq if "A" in flags else 0
-        ip_layer = IPv6(src=me.addr, dst=peer.addr) if self.ipv6 else IP(src=me.addr, dst=peer.addr)
+        ip_layer = IPv6(src=me.addr, dst=peer.addr) if self.ipv6 else IP(src=me.addr, dst=peer.addr, id=me.ip_id)
+        if self.new_ip_ids:
+            me.ip_id = me.ip_id % 0xFFFF + 1
         tcp = TCP(
             sport=me.port,
             dport=peer.port,

@@ -40,7 +40,16 @@ import pcapq
 
 from conftest import analyze_json
 from pcapq.crosscheck.tshark import Frame, read_tshark
-from craft import Conversation, write_pcap
+from craft import Conversation as _Conversation
+from craft import write_pcap
+
+
+def Conversation(**kw) -> _Conversation:  # noqa: N802
+    """A conversation whose IPv4 packets each get a new ID, as a Linux socket sends them: the
+    duplicate ACKs here come without the segments they answer in between, and with scapy's
+    constant ID they would be copies of one frame (docs/diagnosis.md, "Duplicate frames")."""
+    return _Conversation(new_ip_ids=True, **kw)
+
 
 pyshark = pytest.importorskip("pyshark")
 TSHARK = shutil.which("tshark")

@@ -224,8 +224,10 @@ def test_every_packet_twice(tmp_path):
     assert proc.returncode in ANALYSED
     assert doc["summary"]["connections"] == 2
     assert [c["outcome"] for c in doc["connections"]] == ["completed", "completed"]
-    # The copies look like retransmissions (as tshark labels them), never like new connections.
-    assert "syn_retransmit" in kinds(doc)
+    # The copies are counted as such (tshark labels them retransmissions), never new connections.
+    assert not {"syn_retransmit", "synack_retransmit", "data_retransmit", "dup_ack"} & set(kinds(doc)), kinds(doc)
+    assert doc["summary"]["duplicate_frames"] == len(packets)
+    assert [c["symptoms"] for c in doc["connections"]] == [[], []]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -488,3 +488,43 @@ def test_packet_loss(net, tmp_path):
     for c in doc["connections"]:
         resent = sum(e["len"] for e in c["events"] if e["kind"] == "data_retransmit" and e["from"] == "server")
         assert c["sides"]["server"]["payload_bytes"] == response + resent, c["client"]
+
+
+# A listener with TCP_DEFER_ACCEPT that never accepts, and a client that connects, sends nothing
+# and closes after `idle` s.
+DEFER_SERVER = """
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, int(sys.argv[3]))
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(16)
+print("listening", flush=True)
+time.sleep(float(sys.argv[4]))
+"""
+IDLE_CLIENT = """
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+time.sleep(float(sys.argv[3]))
+c.close()
+"""
+
+
+def test_defer_accept_idle_client_is_not_a_dropped_final_ack(net, tmp_path):
+    # TCP_DEFER_ACCEPT 2 is 2 SYN-ACK retransmissions (net/ipv4/tcp.c: secs_to_retrans()): the
+    # bare ACK is dropped and the SYN-ACK re-sent once, at the second timer (1 + 2 s).
+    idle = 4.5
+    server = net.popen(net.server_ns, [sys.executable, "-c", DEFER_SERVER, net.server_ip, str(PORT), "2", str(idle + 3)],
+                       stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        with net.capture(tmp_path / "defer.pcap", bpf=["tcp"]):
+            net.run(net.client_ns, [sys.executable, "-c", IDLE_CLIENT, net.server_ip, str(PORT), str(idle)], timeout=15)
+    finally:
+        net.stop(server)
+    doc = analyze_json(tmp_path / "defer.pcap")
+    (c,) = doc["connections"]
+    assert c["handshake"]["synack_attempts"] == 2, c
+    assert "defer_accept_suspected" in c["symptoms"] and "final_ack_dropped" not in c["symptoms"], c
+    (synack,) = [s for s in c["series"] if s["kind"] == "synack"]
+    assert 2.9 < synack["sends"][1]["interval"] < 3.3, synack
+    assert not causes(doc) & QUEUE_CAUSES, doc["findings"]

@@ -356,7 +356,9 @@ def test_pcapng_sections_of_both_byte_orders_renumber_interfaces(tmp_path):
     # (big endian, [(link, tsresol)]) per section; each section restarts interface ids at 0.
     sections = [
         (False, [("ethernet", 6), ("sll2", 9)]),
-        (True, [("raw", 0x80 | 20), ("ethernet_qinq", None)]),
+        # One connection across interfaces: untagged everywhere (a VLAN tag would make it another
+        # connection, docs/json.md).
+        (True, [("raw", 0x80 | 20), ("ethernet", None)]),
         (False, [("null_le", 0x80 | 10)]),
     ]
     # packet index -> (section, interface)
@@ -495,7 +497,8 @@ def test_pcapng_custom_and_journal_blocks_take_frame_numbers(tmp_path, big_endia
 
 
 def test_pcapng_interfaces_of_different_link_types_in_one_section(tmp_path):
-    names = ["ethernet", "ethernet_vlan", "sll", "sll2", "raw", "ipv4", "null_le", "loop", "raw14"]
+    # One connection: no VLAN tags (a tagged frame would belong to another connection).
+    names = ["ethernet", "ethernet", "sll", "sll2", "raw", "ipv4", "null_le", "loop", "raw14"]
     ips = std_packets()
     times = std_times(BASE_NS, 1, list(range(STD_COUNT)))
     data = craft.shb() + b"".join(ng_idb(LINKS[n][0], tsresol=9) for n in names)
@@ -573,7 +576,8 @@ def test_link_types(tmp_path, link, ipv6):
     doc = analyze_json(write(tmp_path / f"{link}.pcap", pcap_file(recs, number)))
     assert doc["captures"][0]["link_types"] == {name: 9}
     assert doc["skipped"] == {}
-    check_std(doc, list(range(1, 10)), times, ipv6=ipv6)
+    conn = check_std(doc, list(range(1, 10)), times, ipv6=ipv6)
+    assert conn.get("vlan") == {"ethernet_vlan": [100], "ethernet_qinq": [10, 20]}.get(link)
 
 
 def test_unknown_link_type_is_skipped_and_reported(tmp_path):
@@ -823,7 +827,7 @@ def _tshark_variant(name: str) -> tuple[bytes, list[int], list[int], bool]:
         data = pcap_file([Rec(t, frame(ip, "null_be")) for t, ip in items], 0, nano=True)
     elif name.startswith("pcapng-sections"):
         # Section 1 (LE): Ethernet. Section 2 (BE), from the 7th record: raw IP as interface 0,
-        # QinQ Ethernet as interface 1, alternating.
+        # Ethernet as interface 1, alternating (untagged: a VLAN tag would make another connection).
         data = craft.shb() + ng_idb(1, tsresol=9)
         for k, (t, ip) in enumerate(items):
             if k < 6:
@@ -831,7 +835,7 @@ def _tshark_variant(name: str) -> tuple[bytes, list[int], list[int], bool]:
                 continue
             if k == 6:
                 data += craft.shb(True) + ng_idb(101, True, tsresol=9) + ng_idb(1, True, tsresol=9)
-            link, iface = ("raw", 0) if k % 2 else ("ethernet_qinq", 1)
+            link, iface = ("raw", 0) if k % 2 else ("ethernet", 1)
             data += ng_epb(Rec(t, frame(ip, link), iface=iface), True, 9)
     else:
         raise ValueError(name)

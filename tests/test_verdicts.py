@@ -34,6 +34,9 @@ SYMPTOMS = [
     "reset_after_ack",
     "reset_after_expiry",
     "rejected",
+    "tfo_fallback",
+    "defer_accept_suspected",
+    "syn_after_rst",
 ]
 
 PORT = 40000
@@ -274,6 +277,47 @@ def refused_after_a_lost_syn(port: int) -> list[Conversation]:
     c.syn(0)
     c.syn(1.0)
     c.rst("server", 1.0001)
+    return [c]
+
+
+@scenario("refused", "rejected", "syn_after_rst")
+def refused_and_tried_again(port: int) -> list[Conversation]:
+    """Windows answers a refused connect by sending the same SYN twice more, 0.5 s apart."""
+    c = conversation(port)
+    for t in (0.0, 0.5, 1.0):
+        c.syn(t)
+        c.rst("server", t + 0.0001)
+    return [c]
+
+
+@scenario("completed", "tfo_fallback")
+def tfo_data_rejected(port: int) -> list[Conversation]:
+    """TCP Fast Open: the SYN carries the request, the SYN-ACK acknowledges only the SYN, the
+    client sends the request again after its ACK (RFC 7413 §4.2)."""
+    c = conversation(port)
+    isn = c.sides["client"].isn
+    c.segment("client", 0.0, "S", b"x" * 100, seq=isn, options=[("MSS", 1460), ("SAckOK", b""), ("WScale", 7)])
+    c.synack(0.0001)
+    c.segment("client", 0.0002, "A", seq=isn + 1)
+    c.segment("client", 0.0003, "PA", b"x" * 100, seq=isn + 1)
+    c.ack("server", 0.0004)
+    response(c, 0.002)
+    c.close(0.01)
+    return [c]
+
+
+@scenario("completed", "synack_retransmitted", "defer_accept_suspected")
+def defer_accept_idle_preconnect(port: int) -> list[Conversation]:
+    """TCP_DEFER_ACCEPT 2: the client's bare ACK is dropped and the SYN-ACK re-sent once, 3 s
+    later (not at 1 s); the ACK to that is taken and the server closes the idle connection."""
+    c = conversation(port)
+    c.handshake()
+    c.synack(3.0001)
+    dup_ack(c, 3.0002)
+    c.fin("server", 13.0)
+    c.ack("client", 13.0001)
+    c.fin("client", 13.0002)
+    c.ack("server", 13.0003)
     return [c]
 
 

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::analysis::{self, AnalyzeOptions};
+use crate::decode::link;
 use crate::flow::Connection;
 use crate::detect;
 use crate::flow::TrackerOptions;
@@ -134,9 +135,10 @@ impl Analysis {
     /// a problem (an outcome other than completed or open, or any symptom).
     /// `lean`: only what the findings read, flat (id, client, server, first_file, first_frame,
     /// first_time, last_time, outcome, symptoms, follows, follows_after, completed,
-    /// syn_attempts, synack_attempts, synack_time, ack_time, request_acked, added_latency, reset, and
-    /// series
-    /// as `pcapq.diagnose.lean.Series`), made without the JSON detour.
+    /// syn_attempts, synack_attempts, synack_time, ack_time, request_acked, request_sent,
+    /// client_last_data, server_first_data, server_last_data, client_closed, duplicates, vlan,
+    /// added_latency, reset, and series as `pcapq.diagnose.lean.Series`), made without the JSON
+    /// detour.
     /// `server` ("ip:port"): only connections to that server.
     #[pyo3(signature = (*, problems_only = false, lean = false, server = None))]
     fn connections<'py>(&mut self, py: Python<'py>, problems_only: bool, lean: bool, server: Option<&str>) -> PyResult<Bound<'py, PyList>> {
@@ -420,6 +422,13 @@ pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c:
     d.set_item("synack_time", c.synack_time_ns.map(epoch))?;
     d.set_item("ack_time", c.handshake_ack_time_ns.map(epoch))?;
     d.set_item("request_acked", c.milestones.client_data_acked_ns.map(epoch))?;
+    d.set_item("request_sent", c.milestones.client_data_ns.map(epoch))?;
+    d.set_item("client_last_data", c.milestones.client_last_data_ns.map(epoch))?;
+    d.set_item("server_first_data", c.milestones.server_data_ns.map(epoch))?;
+    d.set_item("server_last_data", c.milestones.server_last_data_ns.map(epoch))?;
+    d.set_item("client_closed", c.milestones.client_closed_ns.map(epoch))?;
+    d.set_item("duplicates", c.duplicates)?;
+    d.set_item("vlan", pyo3::types::PyTuple::new(py, link::vlan_list(c.vlan))?)?;
     d.set_item("added_latency", epoch(v.added_latency_ns))?;
     match c.milestones.first_rst {
         Some(r) => {

@@ -29,6 +29,8 @@ pub struct IpHeader {
     pub header_len: usize,
     /// Upper-layer length from the IP length field.
     pub payload_len: u32,
+    /// IPv4 Identification (RFC 791 §3.1); 0 for IPv6, which has none outside fragments.
+    pub id: u16,
 }
 
 pub fn ipv4(packet: &[u8]) -> Result<IpHeader, Skip> {
@@ -54,6 +56,7 @@ pub fn ipv4(packet: &[u8]) -> Result<IpHeader, Skip> {
         protocol: h[9],
         header_len,
         payload_len: payload_len as u32,
+        id: u16::from_be_bytes([h[4], h[5]]),
     })
 }
 
@@ -92,7 +95,7 @@ pub fn ipv6(packet: &[u8]) -> Result<IpHeader, Skip> {
             }
             protocol => {
                 let payload_len = (payload_total + 40).checked_sub(at).ok_or(Skip::MalformedIp)?;
-                return Ok(IpHeader { src: src.into(), dst: dst.into(), protocol, header_len: at, payload_len: payload_len as u32 });
+                return Ok(IpHeader { src: src.into(), dst: dst.into(), protocol, header_len: at, payload_len: payload_len as u32, id: 0 });
             }
         }
     }

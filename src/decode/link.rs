@@ -90,6 +90,47 @@ fn ethertype_payload(frame: &[u8], at: usize, ethertype: u16, tags: usize) -> Re
     }
 }
 
+/// Bits of a VLAN ID (IEEE 802.1Q §9.6: 12-bit VID).
+const VID_BITS: u32 = 12;
+const VID_MASK: u16 = 0x0fff;
+
+/// The VLAN IDs of a frame's first two 802.1Q/802.1ad tags, packed: the outer tag in bits 12-23,
+/// the inner in bits 0-11 (a single tag is the outer one); 0 for an untagged frame. VID 0 is a
+/// priority tag without a VLAN (802.1Q §9.6) and counts as none. Deeper tags are ignored.
+/// Reads only the EtherType for an untagged frame.
+pub fn vlan_ids(linktype: u32, frame: &[u8]) -> u32 {
+    // Where the EtherType is, and where what it announces starts.
+    let (type_at, mut at) = match linktype {
+        LINKTYPE_ETHERNET => (12, 14),
+        LINKTYPE_LINUX_SLL => (14, 16),
+        LINKTYPE_LINUX_SLL2 => (0, 20),
+        _ => return 0,
+    };
+    let mut ethertype = be16(frame, type_at).unwrap_or(0);
+    let mut ids = [0u16; 2];
+    for id in &mut ids {
+        if !ETHERTYPE_VLAN.contains(&ethertype) {
+            break;
+        }
+        let (Some(tci), Some(next)) = (be16(frame, at), be16(frame, at + 2)) else { break };
+        *id = tci & VID_MASK;
+        ethertype = next;
+        at += 4;
+    }
+    let [outer, inner] = ids;
+    if outer == 0 && inner != 0 {
+        return u32::from(inner) << VID_BITS;
+    }
+    u32::from(outer) << VID_BITS | u32::from(inner)
+}
+
+/// The VLAN IDs packed by `vlan_ids`, outer first, without the absent ones.
+pub fn vlan_list(vlan: u32) -> Vec<u16> {
+    let outer = (vlan >> VID_BITS) as u16 & VID_MASK;
+    let inner = vlan as u16 & VID_MASK;
+    [outer, inner].into_iter().filter(|&id| id != 0).collect()
+}
+
 /// BSD AF_INET is 2 everywhere; AF_INET6 is 24 (NetBSD, OpenBSD), 28 (FreeBSD), 30 (macOS).
 fn bsd_family(family: u32) -> Result<(usize, Network), Skip> {
     match family {
@@ -120,6 +161,33 @@ mod tests {
         // 802.1ad outer tag, 802.1Q inner tag, then IPv6.
         let frame = eth(0x88a8, &[0, 10, 0x81, 0x00, 0, 20, 0x86, 0xdd, 0x60]);
         assert_eq!(ip_offset(LINKTYPE_ETHERNET, &frame), Ok((22, Network::Ipv6)));
+    }
+
+    #[test]
+    fn test_vlan_ids_untagged_single_and_qinq() {
+        assert_eq!(vlan_ids(LINKTYPE_ETHERNET, &eth(0x0800, &[0x45])), 0);
+        let single = eth(0x8100, &[0x20, 42, 0x08, 0x00, 0x45]);
+        assert_eq!(vlan_ids(LINKTYPE_ETHERNET, &single), 42 << 12);
+        assert_eq!(vlan_list(vlan_ids(LINKTYPE_ETHERNET, &single)), [42]);
+        let qinq = eth(0x88a8, &[0, 10, 0x81, 0x00, 0, 20, 0x86, 0xdd, 0x60]);
+        assert_eq!(vlan_ids(LINKTYPE_ETHERNET, &qinq), 10 << 12 | 20);
+        assert_eq!(vlan_list(vlan_ids(LINKTYPE_ETHERNET, &qinq)), [10, 20]);
+        assert_ne!(vlan_ids(LINKTYPE_ETHERNET, &qinq), vlan_ids(LINKTYPE_ETHERNET, &eth(0x8100, &[0, 20, 0x81, 0x00, 0, 10, 0x08, 0x00])));
+    }
+
+    #[test]
+    fn test_vlan_ids_priority_tag_is_no_vlan_and_cut_tags_stop() {
+        // VID 0 with priority 5: a priority tag only.
+        assert_eq!(vlan_ids(LINKTYPE_ETHERNET, &eth(0x8100, &[0xa0, 0, 0x08, 0x00, 0x45])), 0);
+        // Priority tag outside, VLAN 7 inside: VLAN 7.
+        assert_eq!(vlan_ids(LINKTYPE_ETHERNET, &eth(0x8100, &[0, 0, 0x81, 0x00, 0, 7, 0x08, 0x00])), 7 << 12);
+        assert_eq!(vlan_ids(LINKTYPE_ETHERNET, &eth(0x8100, &[0, 5])), 0);
+        let mut sll2 = vec![0u8; 24];
+        sll2[0] = 0x81;
+        sll2[21] = 9;
+        sll2[22] = 0x08;
+        assert_eq!(vlan_ids(LINKTYPE_LINUX_SLL2, &sll2), 9 << 12);
+        assert_eq!(vlan_ids(LINKTYPE_RAW, &[0x45; 40]), 0);
     }
 
     #[test]

@@ -28,6 +28,12 @@ pub struct Segment {
     pub options: TcpOptions,
     /// The capture holds fewer bytes than the IP header says (snaplen).
     pub snaplen_cut: bool,
+    /// IPv4 Identification; 0 for IPv6. With `checksum`, tells a copy of a frame from a re-send.
+    pub ip_id: u16,
+    /// The TCP checksum field as captured.
+    pub checksum: u16,
+    /// The frame's 802.1Q/802.1ad VLAN IDs (`link::vlan_ids`); 0 untagged.
+    pub vlan: u32,
 }
 
 impl Segment {
@@ -118,6 +124,9 @@ pub fn decode(linktype: u32, frame: &[u8]) -> Result<Segment, Skip> {
         payload_len,
         options: tcp.options,
         snaplen_cut: (captured_payload as u64) < u64::from(payload_len),
+        ip_id: ip.id,
+        checksum: tcp.checksum,
+        vlan: link::vlan_ids(linktype, frame),
     })
 }
 

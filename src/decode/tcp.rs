@@ -46,6 +46,8 @@ pub struct TcpHeader {
     /// Header length including options (data offset x 4).
     pub header_len: u32,
     pub options: TcpOptions,
+    /// The checksum field as captured (covers the options and payload).
+    pub checksum: u16,
 }
 
 /// Parses the fixed header and, on SYN segments, whatever options were captured (nothing reads
@@ -74,6 +76,7 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
         window: u16::from_be_bytes([h[14], h[15]]),
         header_len,
         options,
+        checksum: u16::from_be_bytes([h[16], h[17]]),
     })
 }
 

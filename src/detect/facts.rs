@@ -7,6 +7,10 @@ use crate::flow::{Connection, PacketRole, Side};
 
 /// TIME-WAIT lasts 60 s on Linux (include/net/tcp.h: TCP_TIMEWAIT_LEN).
 pub const TIME_WAIT_NS: i64 = 60 * 1_000_000_000;
+/// A client that closes this long after its last data was waiting for something: Linux's
+/// shortest retransmission timeout (include/net/tcp.h: TCP_RTO_MIN). A client that had finished
+/// sending closes within a round trip.
+pub const WAITED_MIN_NS: i64 = 200_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fact {
@@ -28,8 +32,11 @@ pub enum Fact {
     ReusedInTimeWait,
     /// The server acknowledged client data.
     RequestAcked,
-    /// The client sent data and the server sent none.
+    /// The client sent data and the server sent none after the client's last data began.
     RequestUnanswered,
+    /// The client closed (FIN or RST) at least `WAITED_MIN_NS` after its last data: it waited
+    /// for an answer, it did not just finish sending (a one-way upload closes at once).
+    ClientWaited,
     /// No SYN-ACK ever came and the client's connect() ended (timed out or abandoned).
     NeverConnected,
     /// A sign of a full accept queue: a dropped final ACK, an RST for it, or a cookie's stall.
@@ -53,7 +60,7 @@ pub enum Fact {
 }
 
 impl Fact {
-    pub const ALL: [Fact; 16] = [
+    pub const ALL: [Fact; 17] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -63,6 +70,7 @@ impl Fact {
         Fact::ReusedInTimeWait,
         Fact::RequestAcked,
         Fact::RequestUnanswered,
+        Fact::ClientWaited,
         Fact::NeverConnected,
         Fact::QueueSign,
         Fact::InQueueWindow,
@@ -83,6 +91,7 @@ impl Fact {
             Fact::ReusedInTimeWait => "reused_in_time_wait",
             Fact::RequestAcked => "request_acked",
             Fact::RequestUnanswered => "request_unanswered",
+            Fact::ClientWaited => "client_waited",
             Fact::NeverConnected => "never_connected",
             Fact::QueueSign => "queue_sign",
             Fact::InQueueWindow => "in_queue_window",
@@ -150,8 +159,14 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     if c.milestones.client_data_acked_ns.is_some() {
         f.insert(Fact::RequestAcked);
     }
-    if c.milestones.client_data_ns.is_some() && c.milestones.server_data_ns.is_none() {
-        f.insert(Fact::RequestUnanswered);
+    let m = &c.milestones;
+    if let Some(last_request) = m.client_last_data_ns.or(m.client_data_ns) {
+        if m.server_last_data_ns.or(m.server_data_ns).is_none_or(|answered| answered < last_request) {
+            f.insert(Fact::RequestUnanswered);
+        }
+        if m.client_closed_ns.is_some_and(|closed| closed - last_request >= WAITED_MIN_NS) {
+            f.insert(Fact::ClientWaited);
+        }
     }
     if c.synack_count == 0 && matches!(outcome, Outcome::TimedOut | Outcome::Abandoned) {
         f.insert(Fact::NeverConnected);

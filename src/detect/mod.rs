@@ -71,10 +71,15 @@ pub enum Symptom {
     ResetAfterAck,
     ResetAfterExpiry,
     Rejected,
+    TfoFallback,
+    DeferAcceptSuspected,
+    SynAfterRst,
 }
 
 impl Symptom {
-    pub const ALL: [Symptom; 9] = [
+    pub const COUNT: usize = 12;
+
+    pub const ALL: [Symptom; Symptom::COUNT] = [
         Symptom::SynRetransmitted,
         Symptom::SynackRetransmitted,
         Symptom::FinalAckDropped,
@@ -84,6 +89,9 @@ impl Symptom {
         Symptom::ResetAfterAck,
         Symptom::ResetAfterExpiry,
         Symptom::Rejected,
+        Symptom::TfoFallback,
+        Symptom::DeferAcceptSuspected,
+        Symptom::SynAfterRst,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -97,6 +105,9 @@ impl Symptom {
             Symptom::ResetAfterAck => "reset_after_ack",
             Symptom::ResetAfterExpiry => "reset_after_expiry",
             Symptom::Rejected => "rejected",
+            Symptom::TfoFallback => "tfo_fallback",
+            Symptom::DeferAcceptSuspected => "defer_accept_suspected",
+            Symptom::SynAfterRst => "syn_after_rst",
         }
     }
 
@@ -108,6 +119,8 @@ impl Symptom {
 /// A set of symptoms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Symptoms(u16);
+
+const _: () = assert!(Symptom::COUNT <= 16, "a symptom set is a u16");
 
 impl Symptoms {
     pub fn insert(&mut self, s: Symptom) {
@@ -239,16 +252,25 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
 
 fn symptoms(c: &Connection) -> Symptoms {
     let mut s = Symptoms::default();
-    if c.syn_count > 1 {
+    // SYNs re-sent after the server's RST had answered the SYN went unanswered by no one.
+    if c.syn_count > 1 + c.milestones.syns_after_rst {
         s.insert(Symptom::SynRetransmitted);
+    }
+    if c.milestones.syns_after_rst > 0 {
+        s.insert(Symptom::SynAfterRst);
     }
     if c.synack_count > 1 {
         s.insert(Symptom::SynackRetransmitted);
     }
+    if c.milestones.syn_data_acked == Some(false) {
+        s.insert(Symptom::TfoFallback);
+    }
     if let Some(log) = &c.retransmits {
         let acked_at = c.handshake_ack_time_ns;
-        if log.synack.iter().skip(1).any(|send| !send.triggered && acked_at.is_some_and(|t| send.time_ns > t)) {
-            s.insert(Symptom::FinalAckDropped);
+        let after_ack: Vec<&Send> =
+            log.synack.iter().skip(1).filter(|send| !send.triggered && acked_at.is_some_and(|t| send.time_ns > t)).collect();
+        if !after_ack.is_empty() {
+            s.insert(if defer_accept_suspected(c, &log.synack, &after_ack) { Symptom::DeferAcceptSuspected } else { Symptom::FinalAckDropped });
         }
         if log.data.iter().any(|d| d.into_half_open) {
             s.insert(Symptom::RequestUnacked);
@@ -306,6 +328,24 @@ fn answered_anyway(c: &Connection, rst: &RstFacts) -> bool {
 /// tcp_check_req(): embryonic_reset); an application that answered and then reset is not it.
 fn embryonic(c: &Connection) -> bool {
     c.milestones.client_data_acked_ns.is_none() && c.milestones.server_data_ns.is_none()
+}
+
+/// The server held back its SYN-ACK re-sends after the client's bare ACK, then sent one: the
+/// listener has TCP_DEFER_ACCEPT (Apache's default, 30 s). Linux drops a bare ACK while the
+/// request has timed out fewer times than the defer period's retransmissions (Linux v6.6
+/// net/ipv4/tcp_minisocks.c: tcp_check_req()) and re-sends the SYN-ACK only at the end of the
+/// period (net/ipv4/inet_connection_sock.c: syn_ack_recalc()); the client's ACK to that re-send
+/// is taken. A full accept queue drops the ACK too, but re-sends at every timer (1, 2, 4 s
+/// apart): its first re-send is never late. So: exactly one timer re-send after the ACK, later
+/// than the SYN-ACK schedule's next timer, and no client data before it.
+fn defer_accept_suspected(c: &Connection, synacks: &[Send], after_ack: &[&Send]) -> bool {
+    let [resend] = after_ack else { return false };
+    let Some(index) = synacks.iter().position(|s| s == *resend) else { return false };
+    let Some(previous) = index.checked_sub(1).and_then(|i| synacks.get(i)) else { return false };
+    let timer_retries = synacks.iter().take(index + 1).skip(1).filter(|s| !s.triggered).count() as u32;
+    let late = resend.time_ns - previous.time_ns > Schedule::Synack.interval_ns(timer_retries.max(1)) + SLACK_NS;
+    let no_data_before = c.milestones.client_data_ns.is_none_or(|t| t > resend.time_ns);
+    late && no_data_before
 }
 
 /// The RST answers a data segment sent at the time of the client's first data: that segment.
@@ -713,5 +753,118 @@ mod tests {
         let v = w.verdict();
         assert_eq!(expected_ms(data_series(&v, C)), [None, Some(202), Some(202)]);
         assert!(has(&v, Symptom::FinalAckDropped));
+    }
+
+    // -------------------------------------------------------------------------------------
+    // SYN-ACK re-sent after the client's bare ACK: a full accept queue or TCP_DEFER_ACCEPT
+
+    /// Handshake with a bare ACK, then the SYN-ACK again at each of `again` (ms).
+    fn synack_again(again: &[i64]) -> Wire {
+        let mut w = Wire::new();
+        w.handshake_plain();
+        for &t in again {
+            w.send(t, S, SYN | ACK, SISN, CISN + 1, 0);
+            w.send(t + 1, C, ACK, CISN + 1, SISN + 1, 0);
+        }
+        w
+    }
+
+    #[test]
+    fn test_defer_accept_one_late_synack_resend_is_defer_not_final_ack_dropped() {
+        // Measured on Linux 6.18 in a namespace: TCP_DEFER_ACCEPT 30 re-sends the SYN-ACK once,
+        // 31.4 s after it; TCP_DEFER_ACCEPT 2 once, after 3.04 s.
+        for resend in [31_422, 3_038, 4_004] {
+            let v = synack_again(&[resend]).verdict_at(40_000);
+            assert!(has(&v, Symptom::DeferAcceptSuspected) && !has(&v, Symptom::FinalAckDropped), "{resend}: {:?}", v.symptoms);
+            assert!(has(&v, Symptom::SynackRetransmitted));
+        }
+    }
+
+    #[test]
+    fn test_accept_queue_full_without_data_resends_at_the_first_timer_is_final_ack_dropped() {
+        // No client data either, but the SYN-ACK timer re-sends at once (1 s) and every time after.
+        for again in [&[1_001][..], &[1_001, 3_001, 7_001], &[1_001, 3_001]] {
+            let v = synack_again(again).verdict_at(20_000);
+            assert!(has(&v, Symptom::FinalAckDropped) && !has(&v, Symptom::DeferAcceptSuspected), "{again:?}: {:?}", v.symptoms);
+        }
+    }
+
+    #[test]
+    fn test_late_synack_resend_after_client_data_is_final_ack_dropped() {
+        // The client sent its request: TCP_DEFER_ACCEPT would have taken it at once.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[205, 409, 817, 1633]);
+        w.send(3_001, S, SYN | ACK, SISN, CISN + 1, 0);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::FinalAckDropped) && !has(&v, Symptom::DeferAcceptSuspected), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_two_late_synack_resends_after_the_ack_are_final_ack_dropped() {
+        let v = synack_again(&[3_001, 7_001]).verdict_at(20_000);
+        assert!(has(&v, Symptom::FinalAckDropped) && !has(&v, Symptom::DeferAcceptSuspected), "{:?}", v.symptoms);
+    }
+
+    // -------------------------------------------------------------------------------------
+    // Refused, TFO
+
+    #[test]
+    fn test_refused_syns_after_rst_are_syn_after_rst_not_syn_retransmitted() {
+        let mut w = Wire::new();
+        for t in [0, 500, 1000] {
+            w.syn(t);
+            w.send(t + 1, S, RST | ACK, 0, CISN + 1, 0);
+        }
+        let v = w.verdict();
+        assert_eq!(v.outcome, Outcome::Refused);
+        assert!(has(&v, Symptom::SynAfterRst) && has(&v, Symptom::Rejected), "{:?}", v.symptoms);
+        assert!(!has(&v, Symptom::SynRetransmitted), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_refused_after_an_unanswered_syn_is_still_syn_retransmitted() {
+        let mut w = Wire::new();
+        w.syn(0);
+        w.syn(1000);
+        w.send(1001, S, RST | ACK, 0, CISN + 1, 0);
+        w.syn(1500);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::SynAfterRst) && has(&v, Symptom::SynRetransmitted), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_tfo_data_rejected_is_tfo_fallback_not_loss() {
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 517, plain());
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send(2, C, ACK, CISN + 1, SISN + 1, 0);
+        w.request(9, &[]);
+        w.send(10, S, PA, SISN + 1, CISN + 101, 50);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::TfoFallback), "{:?}", v.symptoms);
+        assert!(!has(&v, Symptom::DataRetransmitted) && !has(&v, Symptom::RequestUnacked), "{:?}", v.symptoms);
+        assert_eq!(v.outcome, Outcome::Completed);
+    }
+
+    #[test]
+    fn test_tfo_data_accepted_is_healthy() {
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 100, plain());
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 101, 0, plain());
+        w.send(2, C, ACK, CISN + 101, SISN + 1, 0);
+        w.send(3, S, PA, SISN + 1, CISN + 101, 50);
+        let v = w.verdict();
+        assert!(v.symptoms.is_empty(), "{:?}", v.symptoms);
+        assert_eq!(v.outcome, Outcome::Completed);
+    }
+
+    #[test]
+    fn test_symptom_slugs_are_unique_and_fit_the_set() {
+        let mut slugs: Vec<&str> = Symptom::ALL.iter().map(|s| s.slug()).collect();
+        slugs.sort_unstable();
+        slugs.dedup();
+        assert_eq!(slugs.len(), Symptom::COUNT);
+        assert!(Symptom::ALL.iter().enumerate().all(|(i, s)| s.index() == i));
     }
 }

@@ -5,7 +5,7 @@ use rustc_hash::FxHashMap;
 
 use super::probes::{self, OneSynTally};
 
-use super::{Outcome, Symptoms};
+use super::{Outcome, Symptom, Symptoms};
 use crate::flow::connection::Connection;
 use std::net::IpAddr;
 
@@ -19,7 +19,7 @@ pub struct ServerStats {
     pub server: Endpoint,
     pub connections: u64,
     pub outcomes: [u64; 8],
-    pub symptoms: [u64; 9],
+    pub symptoms: [u64; Symptom::COUNT],
     pub first_ns: i64,
     pub last_ns: i64,
     /// Handshakes without retransmission: SYN to SYN-ACK, and SYN-ACK to the client's ACK, as
@@ -47,7 +47,7 @@ impl ServerStats {
             server,
             connections: 0,
             outcomes: [0; 8],
-            symptoms: [0; 9],
+            symptoms: [0; Symptom::COUNT],
             first_ns: i64::MAX,
             last_ns: i64::MIN,
             syn_to_synack_ns: Vec::new(),

@@ -60,6 +60,8 @@ pub struct Connection {
     pub id: u64,
     pub client: Endpoint,
     pub server: Endpoint,
+    /// The VLAN IDs the connection was captured on (`decode::link::vlan_ids`); 0 untagged.
+    pub vlan: u32,
     /// The capture does not show the client's first SYN; `client` is then a guess.
     pub partial: bool,
     pub first: FrameRef,
@@ -86,6 +88,9 @@ pub struct Connection {
     pub events_dropped: u32,
     /// Segments whose payload the snaplen cut.
     pub snaplen_cut: u32,
+    /// Frames that were a copy of the frame before them in the same direction (`tracker::is_copy`),
+    /// not counted as packets and not labelled.
+    pub duplicates: u32,
     /// In a mergeable analysis, the first segments of a connection that may have begun in the
     /// capture before this one (see `merge`).
     pub prefix: Option<Box<Prefix>>,
@@ -107,6 +112,19 @@ pub struct Milestones {
     /// The server's first ACK of client data.
     pub client_data_acked_ns: Option<i64>,
     pub first_rst: Option<RstFacts>,
+    /// The last segment that carried new client (server) data, not a re-send.
+    pub client_last_data_ns: Option<i64>,
+    pub server_last_data_ns: Option<i64>,
+    /// The client's first FIN or RST: when it closed or gave up.
+    pub client_closed_ns: Option<i64>,
+    /// Bytes of data the client's SYN carried (TCP Fast Open, RFC 7413 §3).
+    pub syn_data_len: u32,
+    /// Whether the SYN-ACK acknowledged that data (Fast Open accepted) or only the SYN (the
+    /// server dropped it and the client sends it again, RFC 7413 §4.2); none without SYN data.
+    pub syn_data_acked: Option<bool>,
+    /// Client SYNs re-sent after a server RST had answered the SYN before (Windows retries a
+    /// refused connect twice, about 0.5 s apart).
+    pub syns_after_rst: u32,
 }
 
 /// The first RST and what it answered.
@@ -240,6 +258,7 @@ impl Connection {
             id,
             client,
             server,
+            vlan: 0,
             partial,
             first,
             first_time_ns: time_ns,
@@ -258,6 +277,7 @@ impl Connection {
             events: Vec::new(),
             events_dropped: 0,
             snaplen_cut: 0,
+            duplicates: 0,
             prefix: None,
             tallied: Marks::default(),
             milestones: Milestones::default(),

@@ -32,15 +32,19 @@ impl Endpoint {
     }
 }
 
-/// The 4-tuple with its endpoints in a fixed order, so both directions find the same entry.
-/// Addresses are packed into integers (IPv4 in the low 32 bits, with `v6` telling the
-/// families apart): hashing and comparing it is on the path of every packet.
+/// The 4-tuple with its endpoints in a fixed order, so both directions find the same entry,
+/// and the VLAN IDs it was seen on: copies of one flow on several VLANs (a trunk or mirror
+/// port) are separate connections. Addresses are packed into integers (IPv4 in the low 32
+/// bits, with `v6` telling the families apart): hashing and comparing it is on the path of
+/// every packet. 40 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlowKey {
     low_ip: [u64; 2],
     high_ip: [u64; 2],
     low_port: u16,
     high_port: u16,
+    /// `decode::link::vlan_ids` (24 bits), little-endian in three bytes to keep the key at 40.
+    vlan: [u8; 3],
     v6: bool,
 }
 
@@ -48,7 +52,8 @@ impl Hash for FlowKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(self.low_ip[0] ^ self.high_ip[1].rotate_left(32));
         state.write_u64(self.high_ip[0] ^ self.low_ip[1].rotate_left(32));
-        state.write_u64(u64::from(self.low_port) | u64::from(self.high_port) << 16 | u64::from(self.v6) << 32);
+        let vlan = u64::from(self.vlan());
+        state.write_u64(u64::from(self.low_port) | u64::from(self.high_port) << 16 | u64::from(self.v6) << 32 | vlan << 33);
     }
 }
 
@@ -70,7 +75,19 @@ impl FlowKey {
         let a_low = (a_ip, a.port) <= (b_ip, b.port);
         let ((low, low_port), (high, high_port)) =
             if a_low { ((a_ip, a.port), (b_ip, b.port)) } else { ((b_ip, b.port), (a_ip, a.port)) };
-        (FlowKey { low_ip: halves(low), high_ip: halves(high), low_port, high_port, v6 }, a_low)
+        (FlowKey { low_ip: halves(low), high_ip: halves(high), low_port, high_port, vlan: [0; 3], v6 }, a_low)
+    }
+
+    /// The same 4-tuple on the VLANs `vlan` (`decode::link::vlan_ids`).
+    pub fn with_vlan(mut self, vlan: u32) -> FlowKey {
+        let [a, b, c, _] = vlan.to_le_bytes();
+        self.vlan = [a, b, c];
+        self
+    }
+
+    pub fn vlan(&self) -> u32 {
+        let [a, b, c] = self.vlan;
+        u32::from_le_bytes([a, b, c, 0])
     }
 
     pub fn new(a: Endpoint, b: Endpoint) -> FlowKey {
@@ -92,7 +109,8 @@ impl FlowKey {
 
     /// The segment's key, and whether its sender is the low endpoint.
     pub fn of(seg: &Segment) -> (FlowKey, bool) {
-        FlowKey::oriented(Endpoint::source(seg), Endpoint::destination(seg))
+        let (key, low) = FlowKey::oriented(Endpoint::source(seg), Endpoint::destination(seg));
+        (key.with_vlan(seg.vlan), low)
     }
 }
 
@@ -112,6 +130,19 @@ mod tests {
         assert_ne!(FlowKey::new(a, b), FlowKey::new(mapped, mapped_b));
         let v6a = Endpoint { ip: "2001:db8::1".parse().unwrap(), port: 1 };
         assert_eq!(FlowKey::new(v6a, mapped).endpoints(), (mapped, v6a));
+    }
+
+    #[test]
+    fn test_key_vlan_tells_copies_apart_and_stays_small() {
+        let a = Endpoint { ip: "10.0.0.1".parse().unwrap(), port: 40000 };
+        let b = Endpoint { ip: "10.0.0.2".parse().unwrap(), port: 9000 };
+        let untagged = FlowKey::new(a, b);
+        let qinq = FlowKey::new(b, a).with_vlan(10 << 12 | 20);
+        assert_ne!(untagged, FlowKey::new(a, b).with_vlan(42 << 12));
+        assert_ne!(qinq, FlowKey::new(a, b).with_vlan(20 << 12 | 10));
+        assert_eq!(qinq, FlowKey::new(a, b).with_vlan(10 << 12 | 20));
+        assert_eq!((qinq.vlan(), untagged.vlan()), (10 << 12 | 20, 0));
+        assert_eq!(std::mem::size_of::<FlowKey>(), 40);
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub fn join(tracker: &mut Tracker, later: Tracked, file_offset: u32, base: u64) 
     for (index, mut conn) in later.connections.into_iter().enumerate() {
         let later_id = conn.id;
         shift_files(&mut conn, file_offset);
-        let key = FlowKey::new(conn.client, conn.server);
+        let key = FlowKey::new(conn.client, conn.server).with_vlan(conn.vlan);
         let live_flow = later_live.remove(&index);
         let first = conn.prefix.as_ref().and_then(|p| p.segments.first().copied());
         let earlier_flow = tracker.table.get_mut(&key, &mut tracker.store).map(|f| (f.conn, f.last_time_ns));
@@ -140,6 +140,8 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
     conn.syn_count += later.syn_count - snapshot.syn_count;
     conn.synack_count += later.synack_count - snapshot.synack_count;
     conn.snaplen_cut += later.snaplen_cut - snapshot.snaplen_cut;
+    conn.duplicates += later.duplicates - snapshot.duplicates;
+    conn.milestones.syns_after_rst += later.milestones.syns_after_rst - snapshot.milestones.syns_after_rst;
     // A handshake completed before the boundary was not known to the later analysis.
     let completed_before = conn.handshake_completed();
     conn.handshake_ack_time_ns = conn.handshake_ack_time_ns.or(later.handshake_ack_time_ns);
@@ -181,8 +183,13 @@ fn join_milestones(merged: &mut Milestones, later: &Milestones, flipped: bool) {
         if flipped { (later.server_data_ns, later.client_data_ns) } else { (later.client_data_ns, later.server_data_ns) };
     merged.client_data_ns = merged.client_data_ns.or(client_data);
     merged.server_data_ns = merged.server_data_ns.or(server_data);
+    let (client_last, server_last) =
+        if flipped { (later.server_last_data_ns, later.client_last_data_ns) } else { (later.client_last_data_ns, later.server_last_data_ns) };
+    merged.client_last_data_ns = client_last.or(merged.client_last_data_ns);
+    merged.server_last_data_ns = server_last.or(merged.server_last_data_ns);
     if !flipped {
         merged.client_data_acked_ns = merged.client_data_acked_ns.or(later.client_data_acked_ns);
+        merged.client_closed_ns = merged.client_closed_ns.or(later.client_closed_ns);
     }
     if merged.first_rst.is_none() {
         merged.first_rst = later.first_rst.map(|mut r| {

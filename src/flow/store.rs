@@ -268,7 +268,9 @@ impl ConnectionStore {
         }
         let (low, high) = key.endpoints();
         let (client, server) = if client_is_low { (low, high) } else { (high, low) };
-        self.place(Connection::revived(retired.id, client, server, state, retired.tallied, Default::default(), time_ns))
+        let mut conn = Connection::revived(retired.id, client, server, state, retired.tallied, Default::default(), time_ns);
+        conn.vlan = key.vlan();
+        self.place(conn)
     }
 
     /// What the run leaves, for a capture that ended at `end_ns`.

@@ -86,6 +86,8 @@ impl Marks {
     }
 }
 
+const _: () = assert!(Marks::FIRST_SYMPTOM as usize + Symptom::COUNT <= 32, "symptom marks fit in a u32");
+
 /// Counts over connections (docs/json.md, `summary`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
@@ -94,7 +96,7 @@ pub struct Tally {
     pub outcomes: [u64; 8],
     /// Connections with each symptom, in `Symptom::ALL` order.
     #[serde(serialize_with = "by_symptom", deserialize_with = "symptoms_by_slug")]
-    pub symptoms: [u64; 9],
+    pub symptoms: [u64; Symptom::COUNT],
     pub connections: u64,
     pub handshakes_completed: u64,
     pub with_syn_retransmits: u64,
@@ -106,6 +108,9 @@ pub struct Tally {
     pub partial: u64,
     pub port_reuse: u64,
     pub snaplen_cut_segments: u64,
+    /// Frames that were copies of the frame before them (`Connection::duplicates`).
+    #[serde(default)]
+    pub duplicate_frames: u64,
 }
 
 impl Tally {
@@ -158,6 +163,7 @@ impl Tally {
         self.partial += new.has(Marks::PARTIAL);
         self.port_reuse += new.has(Marks::PORT_REUSE);
         self.snaplen_cut_segments += u64::from(c.snaplen_cut);
+        self.duplicate_frames += u64::from(c.duplicates);
         now
     }
 
@@ -179,6 +185,7 @@ impl Tally {
         self.partial += other.partial;
         self.port_reuse += other.port_reuse;
         self.snaplen_cut_segments += other.snaplen_cut_segments;
+        self.duplicate_frames += other.duplicate_frames;
     }
 }
 
@@ -190,7 +197,7 @@ fn by_outcome<S: Serializer>(counts: &[u64; 8], serializer: S) -> Result<S::Ok, 
     map.end()
 }
 
-fn by_symptom<S: Serializer>(counts: &[u64; 9], serializer: S) -> Result<S::Ok, S::Error> {
+fn by_symptom<S: Serializer>(counts: &[u64; Symptom::COUNT], serializer: S) -> Result<S::Ok, S::Error> {
     let mut map = serializer.serialize_map(Some(counts.len()))?;
     for s in Symptom::ALL {
         map.serialize_entry(s.slug(), &counts[s.index()])?;
@@ -215,6 +222,6 @@ fn outcomes_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 8], 
     by_slug(d, |slug| Outcome::ALL.iter().find(|o| o.slug() == slug).map(|o| o.index()))
 }
 
-fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 9], D::Error> {
+fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Symptom::COUNT], D::Error> {
     by_slug(d, |slug| Symptom::ALL.iter().find(|s| s.slug() == slug).map(|s| s.index()))
 }

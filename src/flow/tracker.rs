@@ -27,6 +27,21 @@ const FULL_SWEEP_INTERVAL_NS: i64 = 15 * 1_000_000_000;
 const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
 /// Segments remembered per direction to number retransmission attempts.
 const MAX_IN_FLIGHT: usize = 4;
+/// A copy of a frame with the same non-zero IPv4 ID comes at most this long after it (span and
+/// bridge copies: 0 to 33 ms in public captures). Linux gives every segment of a connected
+/// socket a new ID (Linux v6.6 include/net/ip.h: ip_select_ident_segs()); Windows keeps the ID
+/// when its timer re-sends a SYN, but not within 1 s. A bare ACK or RST is not re-sent by a timer.
+const COPY_SAME_ID_NS: i64 = 100_000_000;
+/// The same for data or a FIN: a tail loss probe re-sends them after 2 RTT (RFC 8985 §7.2), at
+/// least 10 ms in the TLP draft (draft-dukkipati-tcpm-tcp-loss-probe-01), and a stack that keeps
+/// the ID would repeat it. One that probes sooner would have its probe taken for a copy.
+const COPY_SAME_ID_DATA_NS: i64 = 10_000_000;
+/// Without an ID (IPv4 ID 0, as macOS and FreeBSD send it with DF, and Linux its SYN-ACKs, Linux
+/// v6.6 net/ipv4/ip_output.c: ip_build_and_send_pkt(); or IPv6), a copy comes within this: a
+/// timer re-send waits at least TCP_TIMEOUT_MIN (2 jiffies, net/ipv4/tcp_output.c:
+/// tcp_schedule_loss_probe()), a SYN-ACK re-send 1 s.
+/// Either way nothing from the peer came in between: a fast re-send answers the peer's ACK.
+const COPY_NO_ID_NS: i64 = 1_000_000;
 
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TrackerOptions {
@@ -52,6 +67,51 @@ impl Default for TrackerOptions {
 /// no longer be the continuation of a handshake from the capture before: the client's SYN
 /// retries end after 131 s with tcp_syn_linear_timeouts=4 (127 s classic).
 const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
+
+/// What tells a copy of a frame from a re-send of its segment: every header field a re-send
+/// could change, and the TCP checksum, which covers the options (a re-send carries a new
+/// timestamp) and the payload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Sent {
+    seq: u32,
+    ack: u32,
+    payload_len: u32,
+    window: u16,
+    checksum: u16,
+    ip_id: u16,
+    flags: u8,
+    at: FrameRef,
+    time_ns: i64,
+}
+
+impl Sent {
+    fn of(seg: &Segment, at: FrameRef, time_ns: i64) -> Sent {
+        let (seq, ack, payload_len, window, checksum, ip_id, flags) =
+            (seg.seq, seg.ack, seg.payload_len, seg.window, seg.checksum, seg.ip_id, seg.flags);
+        Sent { seq, ack, payload_len, window, checksum, ip_id, flags, at, time_ns }
+    }
+
+    fn same_segment(&self, other: &Sent) -> bool {
+        (self.seq, self.ack, self.payload_len, self.window, self.checksum, self.ip_id, self.flags)
+            == (other.seq, other.ack, other.payload_len, other.window, other.checksum, other.ip_id, other.flags)
+    }
+}
+
+/// Is `this` a copy of `last`, the frame sent before it the same way, rather than a re-send?
+/// `peer_last` is the last frame the other side sent. See COPY_SAME_ID_NS and COPY_NO_ID_NS.
+fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>) -> bool {
+    let Some(last) = last else { return false };
+    if !this.same_segment(last) {
+        return false;
+    }
+    let gap = (this.time_ns - last.time_ns).abs();
+    let limit = match (this.ip_id, this.payload_len > 0 || this.flags & flags::FIN != 0) {
+        (0, _) => COPY_NO_ID_NS,
+        (_, true) => COPY_SAME_ID_DATA_NS,
+        (_, false) => COPY_SAME_ID_NS,
+    };
+    gap <= limit && peer_last.is_none_or(|p| p.at < last.at)
+}
 
 /// One segment sent and not yet acknowledged, remembered to number its retransmissions.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -126,6 +186,8 @@ pub struct DirectionState {
     pub(crate) first_handshake: Option<FrameRef>,
     pub(crate) last_handshake_ns: i64,
     pub(crate) in_flight: InFlight,
+    /// The last frame sent this way that was no copy.
+    pub(crate) last_sent: Option<Sent>,
 }
 
 impl DirectionState {
@@ -139,6 +201,9 @@ impl DirectionState {
         }
         if let Some(f) = self.first_handshake.as_mut() {
             shift(f);
+        }
+        if let Some(sent) = self.last_sent.as_mut() {
+            shift(&mut sent.at);
         }
         let len = usize::from(self.in_flight.len);
         for sent in self.in_flight.segments.iter_mut().take(len) {
@@ -273,7 +338,9 @@ impl Tracker {
                     }
                     return;
                 }
-                Some((conn.id, time_ns - conn.last_time_ns))
+                // A connection refused by an RST to its SYN left no state on either side (no
+                // TIME-WAIT): the client trying again with a new ISN replaces nothing.
+                if refused(conn) { None } else { Some((conn.id, time_ns - conn.last_time_ns)) }
             }
             None => None,
         };
@@ -313,6 +380,7 @@ impl Tracker {
         let with_prefix = self.options.mergeable && follows.is_none() && (partial || time_ns - first_time_ns <= JOIN_WINDOW_NS);
         let slot = self.store.add(|id| {
             let mut conn = Connection::new(id, client, server, partial, at, time_ns);
+            conn.vlan = seg.vlan;
             conn.follows = follows.map(|(id, _)| id);
             conn.follows_after_ns = follows.map(|(_, gap)| gap);
             if with_prefix {
@@ -401,6 +469,12 @@ pub(crate) fn starts_new_connection(conn: &Connection, source: Side, seg: &Segme
     }
 }
 
+/// The server answered the client's SYN with an RST and no handshake completed.
+fn refused(conn: &Connection) -> bool {
+    !conn.handshake_completed()
+        && conn.milestones.first_rst.is_some_and(|r| r.from == Side::Server && r.answers == Some(PacketRole::Syn))
+}
+
 /// For a connection whose SYN was not captured: the side on an ephemeral port is the client;
 /// failing that, the higher port; failing that, the sender of the first packet.
 fn guess_client(src: Endpoint, dst: Endpoint) -> (Endpoint, Endpoint) {
@@ -425,6 +499,13 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     let (me, peer) = (side.index(), side.other().index());
     flow.last_time_ns = time_ns;
     conn.last_time_ns = conn.last_time_ns.max(time_ns);
+    // A copy of the frame before it (span port, `-i any`, bridge): counted, not labelled.
+    let sent = Sent::of(seg, at, time_ns);
+    if is_copy(&sent, flow.direction[me].last_sent.as_ref(), flow.direction[peer].last_sent.as_ref()) {
+        conn.duplicates += 1;
+        return;
+    }
+    flow.direction[me].last_sent = Some(sent);
     conn.counts[me].packets += 1;
     conn.counts[me].payload_bytes += u64::from(seg.payload_len);
     if seg.snaplen_cut {
@@ -456,6 +537,9 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
             });
         }
         conn.counts[me].rst = true;
+        if side == Side::Client {
+            conn.milestones.client_closed_ns.get_or_insert(time_ns);
+        }
         conn.set_state(ConnState::Reset);
         note_base(conn, flow, side, seg);
         flow.direction[me].last_packet = Some((PacketRole::Rst, at, time_ns));
@@ -469,11 +553,21 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
         // the client's SYN timer fired (Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer()),
         // or the server's request timer (net/ipv4/inet_connection_sock.c: reqsk_timer_handler()),
         // or a client SYN retransmission hit the request (net/ipv4/tcp_minisocks.c: tcp_check_req()).
+        // The server's RST answered the client's last SYN: this one tries again (Windows does,
+        // twice) and is no SYN that went unanswered.
+        let after_rst = side == Side::Client
+            && matches!((flow.direction[peer].last_packet, flow.direction[me].last_packet),
+                (Some((PacketRole::Rst, rst, _)), Some((PacketRole::Syn, syn, _))) if rst > syn);
         let first = handshake_send(flow, conn, &pkt, keep_events);
         match side {
             Side::Client => {
                 if first {
                     conn.syn_time_ns = Some(time_ns);
+                } else if after_rst {
+                    conn.milestones.syns_after_rst += 1;
+                }
+                if seg.payload_len > 0 && conn.milestones.syn_data_len == 0 {
+                    conn.milestones.syn_data_len = seg.payload_len;
                 }
                 role = PacketRole::Syn;
             }
@@ -490,6 +584,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
                         conn.set_state(ConnState::SynReceived);
                     }
                 }
+                syn_data_answer(flow, conn, seg);
                 role = PacketRole::Synack;
             }
         }
@@ -514,6 +609,29 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     acknowledgement(flow, conn, &pkt, keep_events);
     window(flow, conn, &pkt, keep_events);
     flow.direction[me].last_packet = Some((role, at, time_ns));
+}
+
+/// RFC 7413 §4.2: a SYN-ACK that acknowledges only the SYN of a SYN that carried data (TCP Fast
+/// Open) tells the client the server dropped the data; the client sends it again after the
+/// handshake. That send is the data's first that counts, not a retransmission. A SYN-ACK that
+/// acknowledges the data took it: the client's request went with the SYN.
+fn syn_data_answer(flow: &mut Flow, conn: &mut Connection, seg: &Segment) {
+    let len = conn.milestones.syn_data_len;
+    let Some(isn) = conn.base_seq[Side::Client.index()] else { return };
+    if len == 0 || conn.milestones.syn_data_acked.is_some() {
+        return;
+    }
+    let (syn_end, data_end) = (SeqNumber(isn).plus(1), SeqNumber(isn).plus(1 + len));
+    let client = &mut flow.direction[Side::Client.index()];
+    if SeqNumber(seg.ack) == syn_end && client.next_seq == Some(data_end) {
+        conn.milestones.syn_data_acked = Some(false);
+        client.next_seq = Some(syn_end);
+    } else if SeqNumber(seg.ack) == data_end {
+        conn.milestones.syn_data_acked = Some(true);
+        client.data_seen = true;
+        conn.milestones.client_data_ns = conn.milestones.client_data_ns.or(conn.syn_time_ns);
+        conn.milestones.client_last_data_ns = conn.milestones.client_last_data_ns.or(conn.syn_time_ns);
+    }
 }
 
 /// A SYN from the client or a SYN-ACK from the server: the first is recorded (ISN, options),
@@ -651,12 +769,21 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
             }
             conn.push(pkt.event(EventKind::DataFirst, Detail::None), keep_events);
         }
+        if seg.payload_len > 0 {
+            match side {
+                Side::Client => conn.milestones.client_last_data_ns = Some(pkt.time_ns),
+                Side::Server => conn.milestones.server_last_data_ns = Some(pkt.time_ns),
+            }
+        }
         dir.in_flight.push(SentSegment { seq, end, first: pkt.at, first_send_ns: pkt.time_ns, last_send_ns: pkt.time_ns, sends: 1 });
         if fin { PacketRole::Fin } else { PacketRole::Data }
     };
     if fin && !dir.fin_seen {
         dir.fin_seen = true;
         conn.counts[me].fin = true;
+        if side == Side::Client {
+            conn.milestones.client_closed_ns.get_or_insert(pkt.time_ns);
+        }
         if role != PacketRole::Retransmit {
             conn.push(pkt.event(EventKind::Fin, Detail::None), keep_events);
         }
@@ -765,6 +892,11 @@ mod tests {
 
         fn detail(&self, frame: u64, kind: EventKind) -> Detail {
             self.event(frame, kind).detail
+        }
+
+        /// `len` bytes of client data at `seq`, acknowledging the server's first byte.
+        fn request_at(&mut self, ms: i64, seq: u32, len: u32) -> u64 {
+            self.send(ms, C, PSH | ACK, seq, SISN + 1, len)
         }
 
         /// Relative (seq, ack) of an event, as the JSON shows them; ack 0 without the ACK flag.
@@ -1566,6 +1698,246 @@ mod tests {
         assert_eq!(w.relative(d1, DupAck), (101, 201));
         let fast = w.send(33, C, PSH | ACK, acked, s, 100);
         assert_eq!(w.detail(fast, DataRetransmit), attempt(2, d, 21, true));
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Copies of frames (span ports, `-i any`, bridges) are not re-sends
+
+    #[test]
+    fn test_established_copy_with_same_ip_id_is_duplicate_not_retransmit() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        // A bridge copy 1.4 ms later (ppa_hauntedbrowser), then the server's ACK.
+        w.copy_at_us(4_400, a);
+        w.send(5, S, ACK, SISN + 1, CISN + 101, 0);
+        let c = w.conn();
+        assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+        assert_eq!((c.duplicates, c.counts[C.index()].packets, c.counts[C.index()].data_retransmits), (1, 3, 0));
+    }
+
+    #[test]
+    fn test_syn_sent_syn_copy_with_same_ip_id_33ms_later_is_duplicate() {
+        // ddos_pkt.TCP.synflood.spoofed: 172 SYNs captured twice, 17 to 33 ms apart.
+        let mut w = Wire::new();
+        let syn = w.send(0, C, SYN, CISN, 0, 0);
+        w.copy_at_us(33_000, syn);
+        let c = w.conn();
+        assert_eq!((c.syn_count, c.duplicates), (1, 1));
+        assert!(w.frames_of(SynRetransmit).is_empty());
+    }
+
+    #[test]
+    fn test_established_copies_with_zero_ip_id_at_the_same_instant_are_duplicates() {
+        // zeek_tcp_ssh-dups: a macOS client (IPv4 ID 0), every frame recorded four times.
+        let mut w = Wire::new();
+        w.zero_ip_id = true;
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 21);
+        for _ in 0..3 {
+            w.copy_at_us(3_000, a);
+        }
+        let ack = w.send(4, S, ACK, SISN + 1, CISN + 22, 0);
+        for _ in 0..3 {
+            w.copy_at_us(4_000, ack);
+        }
+        assert!(w.frames_of(DataRetransmit).is_empty() && w.frames_of(DupAck).is_empty(), "{:?}", w.kinds());
+        assert_eq!(w.conn().duplicates, 6);
+    }
+
+    #[test]
+    fn test_established_resend_with_a_new_ip_id_is_retransmit_however_soon() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let r = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+        assert_eq!(w.detail(r, DataRetransmit), attempt(2, a, 0, true));
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_established_zero_ip_id_resend_after_a_peer_ack_is_retransmit() {
+        // The same bytes within a millisecond, but the peer's ACK came between: a fast re-send.
+        let mut w = Wire::new();
+        w.zero_ip_id = true;
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(3, S, ACK, SISN + 1, CISN + 1, 0);
+        let r = w.copy_at_us(3_500, a);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_syn_received_zero_ip_id_synack_timer_resend_is_retransmit() {
+        // Linux sends SYN-ACKs with ID 0, byte-identical without timestamps: only the gap tells.
+        let mut w = Wire::new();
+        w.zero_ip_id = true;
+        w.send(0, C, SYN, CISN, 0, 0);
+        let sa = w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        let again = w.copy_at_us(1_001_000, sa);
+        assert_eq!(w.frames_of(SynackRetransmit), vec![again]);
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_established_same_ip_id_resend_after_a_peer_packet_is_retransmit() {
+        // A tool that keeps the IP ID (scapy sends 1 every time): the peer's packet in between
+        // shows the second RST answers something new.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let rst = w.send(3, S, RST, SISN + 1, 0, 0);
+        w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.copy_at_us(3_100, rst);
+        assert_eq!(w.frames_of(Rst).len(), 2);
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_established_same_ip_id_data_after_10ms_is_retransmit() {
+        // A tail loss probe from a stack that keeps the ID, 2 RTT later.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let r = w.copy_at_us(3_000 + 12_000, a);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_syn_sent_same_ip_id_syn_after_1s_is_syn_retransmit() {
+        // cs_nowebaccess3: Windows re-sends its SYN with the same ID after 1 s.
+        let mut w = Wire::new();
+        let syn = w.send(0, C, SYN, CISN, 0, 0);
+        let copy = w.copy_at_us(5_000, syn);
+        let again = w.copy_at_us(1_002_000, syn);
+        assert_eq!(w.frames_of(SynRetransmit), vec![again]);
+        assert_eq!((copy, w.conn().duplicates), (2, 1));
+    }
+
+    #[test]
+    fn test_vlan_copies_of_one_flow_are_separate_connections() {
+        // zeek_vlan-collisions: one flow on untagged, VLAN 42 and QinQ 10/20, 50 ms apart.
+        let mut w = Wire::new();
+        for (i, vlan) in [0, 42 << 12, 10 << 12 | 20].into_iter().enumerate() {
+            w.vlan = vlan;
+            let t = 50 * i as i64;
+            w.send(t, C, SYN, CISN, 0, 0);
+            w.send(t + 1, S, SYN | ACK, SISN, CISN + 1, 0);
+            w.send(t + 2, C, ACK, CISN + 1, SISN + 1, 0);
+        }
+        let conns = w.conns();
+        assert_eq!(conns.iter().map(|c| (c.vlan, c.syn_count, c.synack_count, c.follows)).collect::<Vec<_>>(),
+                   vec![(0, 1, 1, None), (42 << 12, 1, 1, None), (10 << 12 | 20, 1, 1, None)]);
+        assert!(conns.iter().all(|c| c.state == ConnState::Established));
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // TCP Fast Open (RFC 7413)
+
+    #[test]
+    fn test_syn_received_tfo_data_rejected_then_resent_is_first_data_not_retransmit() {
+        // sv_tcp-fastopen-11-reject-syn-data: the SYN carries 517 bytes, the SYN-ACK acknowledges
+        // only the SYN, the client sends the data again after its ACK.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 517);
+        w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(2, C, ACK, CISN + 1, SISN + 1, 0);
+        let data = w.send(9, C, PSH | ACK, CISN + 1, SISN + 1, 517);
+        w.send(10, S, ACK, SISN + 1, CISN + 518, 0);
+        let c = w.conn();
+        assert_eq!(w.frames_of(DataFirst), vec![data]);
+        assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+        assert_eq!((c.milestones.syn_data_len, c.milestones.syn_data_acked), (517, Some(false)));
+        assert_eq!((c.milestones.client_data_ns, c.milestones.client_data_acked_ns), (Some(9 * MS), Some(10 * MS)));
+        assert!(c.retransmits.is_none());
+    }
+
+    #[test]
+    fn test_syn_received_tfo_data_accepted_counts_the_request_from_the_syn() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 300);
+        w.send(1, S, SYN | ACK, SISN, CISN + 301, 0);
+        w.send(2, C, ACK, CISN + 301, SISN + 1, 0);
+        w.send(3, S, PSH | ACK, SISN + 1, CISN + 301, 1000);
+        let c = w.conn();
+        assert_eq!(c.milestones.syn_data_acked, Some(true));
+        assert_eq!((c.milestones.client_data_ns, c.milestones.client_data_acked_ns), (Some(0), Some(MS)));
+        assert!(w.frames_of(DataFirst).len() == 1 && w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Refused, and tried again
+
+    #[test]
+    fn test_reset_syn_again_after_rst_is_counted_as_syn_after_rst() {
+        // Windows: SYN, RST, the same SYN 0.5 s later, RST, once more.
+        let mut w = Wire::new();
+        for t in [0, 500, 1000] {
+            w.send(t, C, SYN, CISN, 0, 0);
+            w.send(t + 1, S, RST | ACK, 0, CISN + 1, 0);
+        }
+        let c = w.conn();
+        assert_eq!((c.syn_count, c.milestones.syns_after_rst), (3, 2));
+        assert_eq!(c.state, ConnState::Reset);
+    }
+
+    #[test]
+    fn test_syn_sent_syn_retry_before_any_rst_is_not_after_rst() {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1000, C, SYN, CISN, 0, 0);
+        w.send(1001, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(1500, C, SYN, CISN, 0, 0);
+        assert_eq!((w.conn().syn_count, w.conn().milestones.syns_after_rst), (3, 1));
+    }
+
+    #[test]
+    fn test_reset_syn_again_after_a_syn_the_rst_did_not_answer_is_not_after_rst() {
+        // mk_nmap_TCP_CONNECT_SCAN: the third SYN got no RST; the next one re-sends an
+        // unanswered SYN, although the server's last packet was an RST.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(500, C, SYN, CISN, 0, 0);
+        w.send(501, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(1000, C, SYN, CISN, 0, 0);
+        w.send(13_000, C, SYN, CISN, 0, 0);
+        assert_eq!((w.conn().syn_count, w.conn().milestones.syns_after_rst), (4, 2));
+    }
+
+    #[test]
+    fn test_reset_new_isn_after_refused_connection_follows_nothing() {
+        // mk_evidence06: refused, then the same source port with a new ISN. No TIME-WAIT anywhere.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(2, C, SYN, CISN + 300_000, 0, 0);
+        let conns = w.conns();
+        assert_eq!(conns.len(), 2);
+        assert_eq!(conns[1].follows, None);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // What the client sent last, what the server answered last, when the client closed
+
+    #[test]
+    fn test_closing_milestones_last_new_data_each_way_and_client_close() {
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.request_at(3, CISN + 1, 100);
+        w.send(4, S, PSH | ACK, SISN + 1, CISN + 101, 50);
+        w.request_at(10, CISN + 101, 100);
+        // A re-send is no new data.
+        w.request_at(300, CISN + 101, 100);
+        w.send(301, S, PSH | ACK, SISN + 51, CISN + 201, 50);
+        w.send(400, C, FIN | ACK, CISN + 201, SISN + 101, 0);
+        w.send(401, C, RST, CISN + 202, 0, 0);
+        let m = w.conn().milestones;
+        assert_eq!((m.client_data_ns, m.client_last_data_ns), (Some(3 * MS), Some(10 * MS)));
+        assert_eq!((m.server_data_ns, m.server_last_data_ns), (Some(4 * MS), Some(301 * MS)));
+        assert_eq!(m.client_closed_ns, Some(400 * MS));
     }
 
     // ---------------------------------------------------------------------------------------

@@ -27,6 +27,14 @@ pub struct Wire {
     pub frames: u64,
     /// The latest time sent, in milliseconds.
     pub last_ms: i64,
+    /// VLAN IDs of the segments sent (`decode::link::vlan_ids`).
+    pub vlan: u32,
+    /// Each side's IPv4 ID counter: every segment gets a new ID, as Linux and Windows send them.
+    pub ip_ids: [u16; 2],
+    /// Send IPv4 ID 0 (as macOS and FreeBSD do with DF), the same as IPv6's none.
+    pub zero_ip_id: bool,
+    /// Every segment sent, by frame number - 1.
+    pub sent: Vec<Segment>,
 }
 
 impl Wire {
@@ -46,6 +54,10 @@ impl Wire {
             server: Endpoint { ip: ip(2), port: server_port },
             frames: 0,
             last_ms: 0,
+            vlan: 0,
+            ip_ids: [100, 200],
+            zero_ip_id: false,
+            sent: Vec::new(),
         }
     }
 
@@ -79,10 +91,31 @@ impl Wire {
             payload_len: len,
             options,
             snaplen_cut: false,
+            ip_id: if self.zero_ip_id { 0 } else { self.next_ip_id(from) },
+            checksum: 0,
+            vlan: self.vlan,
         };
+        self.feed(seg, ms * MS)
+    }
+
+    fn next_ip_id(&mut self, from: Side) -> u16 {
+        let id = &mut self.ip_ids[from.index()];
+        *id = id.wrapping_add(1).max(1);
+        *id
+    }
+
+    /// Frame `of` captured again at `ms`, byte for byte (a span port or `-i any` seeing it
+    /// twice). Returns the new frame number.
+    pub fn copy_at_us(&mut self, us: i64, of: u64) -> u64 {
+        let seg = self.sent[of as usize - 1];
+        self.feed(seg, us * 1000)
+    }
+
+    fn feed(&mut self, seg: Segment, time_ns: i64) -> u64 {
+        self.sent.push(seg);
         self.frames += 1;
-        self.last_ms = self.last_ms.max(ms);
-        self.tracker.on_segment(&seg, FrameRef { file: 0, frame: self.frames }, ms * MS);
+        self.last_ms = self.last_ms.max(time_ns / MS);
+        self.tracker.on_segment(&seg, FrameRef { file: 0, frame: self.frames }, time_ns);
         self.frames
     }
 

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::analysis::{Analysis, FileReport, Summary};
-use crate::decode::flags;
+use crate::decode::{flags, link};
 use crate::detect::{self, Series};
 use crate::flow::connection::HandshakeOptions;
 use crate::flow::tally::Tally;
@@ -167,6 +167,9 @@ struct ConnectionView {
     client: String,
     server: String,
     ip_version: u8,
+    /// VLAN IDs, outer first; only for a connection captured on a VLAN.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vlan: Option<Vec<u16>>,
     partial: bool,
     follows: Option<u64>,
     /// Seconds from the last packet of the connection it follows to its first.
@@ -181,6 +184,9 @@ struct ConnectionView {
     handshake: HandshakeView,
     sides: SidePair<SideView>,
     snaplen_cut: u32,
+    /// Frames that were copies of the frame before them; only when there were some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duplicates: Option<u32>,
     outcome: &'static str,
     symptoms: Vec<&'static str>,
     /// When the client first sent data, the server first acknowledged it, and first answered.
@@ -418,6 +424,7 @@ fn connection_view(c: &Connection, end_ns: i64) -> ConnectionView {
         client: c.client.to_string(),
         server: c.server.to_string(),
         ip_version: if c.client.ip.is_ipv4() { 4 } else { 6 },
+        vlan: (c.vlan != 0).then(|| link::vlan_list(c.vlan)),
         partial: c.partial,
         follows: c.follows,
         follows_after: c.follows_after_ns.map(seconds),
@@ -442,6 +449,7 @@ fn connection_view(c: &Connection, end_ns: i64) -> ConnectionView {
         },
         sides: SidePair { client: side_view(c, Side::Client), server: side_view(c, Side::Server) },
         snaplen_cut: c.snaplen_cut,
+        duplicates: (c.duplicates > 0).then_some(c.duplicates),
         outcome: verdict.outcome.slug(),
         symptoms: verdict.symptoms.iter().map(|s| s.slug()).collect(),
         request: RequestView {

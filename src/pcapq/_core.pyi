@@ -17,11 +17,12 @@ JSON_SCHEMA_VERSION: Final[int]
 Outcome = Literal["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial"]
 Symptom = Literal[
     "syn_retransmitted", "synack_retransmitted", "final_ack_dropped", "request_unacked", "data_retransmitted",
-    "syncookie_suspected", "reset_after_ack", "reset_after_expiry", "rejected",
+    "syncookie_suspected", "reset_after_ack", "reset_after_expiry", "rejected", "tfo_fallback",
+    "defer_accept_suspected", "syn_after_rst",
 ]
 Fact = Literal[
     "syn_unanswered", "half_open", "one_syn", "probe", "scan_probe", "stray_ack_reset", "reused_in_time_wait",
-    "request_acked", "request_unanswered", "never_connected", "queue_sign", "in_queue_window", "silent_host",
+    "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window", "silent_host",
     "loopback", "synack_ignored", "rst_unprovoked",
 ]
 Mark = Outcome | Symptom | Fact
@@ -76,6 +77,7 @@ class _Summary(TypedDict):
     partial: int
     port_reuse: int
     snaplen_cut_segments: int
+    duplicate_frames: int
     outcomes: dict[Outcome, int]
     symptoms: dict[Symptom, int]
 
@@ -126,7 +128,13 @@ class Analysis:
         With keep_connections=False only connections with a problem were kept. `lean`: only
         the fields the findings read (id, client, server, first_file, first_frame, first_time,
         last_time, outcome, symptoms, follows, follows_after, completed, syn_attempts,
-        synack_attempts, synack_time, ack_time, request_acked, added_latency, reset, series).
+        synack_attempts, synack_time, ack_time, request_acked, added_latency, reset, series,
+        and: request_sent, the client's first data (its SYN's when Fast Open data was taken);
+        client_last_data, the last segment with new client data; server_first_data and
+        server_last_data, likewise; client_closed, the client's first FIN or RST (epoch seconds
+        or None each); duplicates, frames that were copies of the frame before them; vlan, the
+        VLAN IDs outer first, () untagged). Symptoms are the slugs of docs/diagnosis.md,
+        including tfo_fallback, defer_accept_suspected and syn_after_rst.
         `server` ("ip:port", "[v6]:port"): only connections to that server.
 
         Raises:

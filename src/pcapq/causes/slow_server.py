@@ -9,16 +9,19 @@ from pcapq.diagnose.finding import Finding
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    slow = ctx.select(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered"],
+    slow = ctx.select(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered", "client_waited"],
                       none_of=["scan_probe", "stray_ack_reset"])
     if not slow:
         return None
-    reason = f"the server took {plural(len(slow), 'request')} (acknowledged them) and sent nothing back before the client gave up"
+    reason = (
+        f"the server took {plural(len(slow), 'request')} (acknowledged them) and sent nothing back while the client "
+        "waited, until the client gave up"
+    )
     evidence = [e for c in ctx.examples(slow) for e in gave_up_evidence(c)]
     ctx.claim(slow)
     return ctx.finding("slow_server", slow, 0.75, reason, evidence, rests_on=[
         f"{plural(len(slow), 'request')} acknowledged by the server",
-        "no data from the server before the client's FIN or RST",
+        "no data from the server after the client's last request, and at least 0.2 s of waiting before the client's FIN or RST",
     ])
 
 
@@ -33,9 +36,13 @@ CAUSE = Cause(
     scope="episode",
     precedence=60,
     rule=rule,
-    evidence="the client closed or reset after the server acknowledged its request, and the server had sent no data",
+    evidence=(
+        "the server acknowledged the client's request, sent no data after the client's last request, and the client "
+        "closed or reset at least 0.2 s after that request (it waited)"
+    ),
     exclusions=(
-        "a server that answered (sent data) before the client closed: one-way transfers, answered keep-alive requests",
+        "a server that answered (sent data) after the last request: answered keep-alive requests reset later",
+        "a client that closed right after sending (within 0.2 s): a one-way upload, not a wait",
         "a scanner's probes",
     ),
     disproved_by=("the proxy's access log showing these requests answered (upstream_status 200)",),

@@ -308,7 +308,13 @@ def _synack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
 def _handshake_ack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
     app = "connect() returns 0 in the client application: as far as it knows, the connection is open."
     reset = ctx.conn.get("reset") or {}
-    if ctx.has("final_ack_dropped"):
+    if ctx.has("defer_accept_suspected"):
+        why = ("On the client the connection is established. The listener has TCP_DEFER_ACCEPT: a bare ACK "
+               "without data does not complete the handshake there (tcp_check_req() drops it and marks the "
+               "request acked, TcpExtTCPDeferAcceptDrop); it waits for the first data instead.")
+        queue = "SYN queue: the request socket stays until data comes or the defer period ends."
+        terms = ["half-open"]
+    elif ctx.has("final_ack_dropped"):
         why = ("On the client the connection is established. At the server the ACK found the accept queue "
                "full: tcp_check_req() could not move the connection there (inet_csk_complete_hashdance() "
                "failed) and dropped the ACK, counted in TcpExtListenOverflows. The server re-sending its "
@@ -395,7 +401,12 @@ def _data_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]
 def _synack_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
     attempts = f"{events[0]['attempt']}" + (f" to {events[-1]['attempt']}" if len(events) > 1 else "")
     what = f"sends its SYN-ACK again (attempt {attempts}, {_intervals(events)} after the previous one)."
-    if events[0].get("after_handshake_ack"):
+    if events[0].get("after_handshake_ack") and ctx.has("defer_accept_suspected"):
+        why = ("The client had acknowledged it but sent nothing, and the listener has TCP_DEFER_ACCEPT: it "
+               "dropped the bare ACK on purpose and held back its SYN-ACK re-sends until the end of the defer "
+               "period, then sent this one (syn_ack_recalc()). The ACK that answers it is taken.")
+        queue = "SYN queue: the request socket waits for data; accept queue: not involved."
+    elif events[0].get("after_handshake_ack"):
         why = ("The client had already acknowledged it, so this is the sign the server dropped that ACK. "
                "The request socket is still in the SYN queue; its timer re-sends the SYN-ACK 1 s, 2 s, 4 s ... "
                "apart, hoping a new ACK will find room in the accept queue.")
