@@ -214,6 +214,10 @@ class _Context:
 
     def _retransmit_missed_by_pcapq(self, n: int, f: Frame) -> str | None:
         kinds = self.kinds(n)
+        conn = self.conn_of.get(n)
+        if "data_first" in kinds and conn is not None and "tfo_fallback" in conn.doc.get("symptoms", ()):
+            return ("TCP Fast Open fallback: the SYN-ACK acknowledged only the SYN, so the client sends the SYN's "
+                    "data again as its first data after the handshake (RFC 7413 §4.2); pcapq does not count it as a re-send")
         if f.analysis & {"keep_alive", "zero_window_probe"}:
             return "a keep-alive or zero window probe: pcapq does not count those as retransmissions"
         if "syn" in kinds and f.flags & SYN and not f.flags & 0x10:
