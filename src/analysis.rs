@@ -482,6 +482,9 @@ fn two_threads() -> bool {
 /// Segments decoded per batch handed from the reading thread to the tracking one: enough to
 /// make the hand-over rare, few enough (about 100 KiB) to stay in the cache between the two.
 const BATCH_LEN: usize = 1024;
+/// On one thread a batch only needs to be small enough to stay in the first-level cache
+/// between decoding and tracking (about 5 KiB).
+const ONE_THREAD_BATCH_LEN: usize = 64;
 /// Batches on their way at once.
 const BATCHES_IN_FLIGHT: usize = 4;
 
@@ -500,11 +503,11 @@ struct FileRead {
 }
 
 /// Reads every packet of `reader`, counts link types and what is not TCP, and calls `on_batch`
-/// with the segments decoded, `BATCH_LEN` at a time (`batch` is reused once it returns).
-fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, mut on_batch: impl FnMut(&mut Batch)) -> FileRead {
+/// with the segments decoded, `batch_len` at a time (`batch` is reused once it returns).
+fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, batch_len: usize, mut on_batch: impl FnMut(&mut Batch)) -> FileRead {
     let mut tcp_segments = 0u64;
     let mut link_types: Vec<(u32, u64)> = Vec::new();
-    let mut batch = Batch { segments: Vec::with_capacity(BATCH_LEN), bytes: 0 };
+    let mut batch = Batch { segments: Vec::with_capacity(batch_len), bytes: 0 };
     let stop = reader.for_each_packet(|packet| {
         batch.bytes += RECORD_HEADER_BYTES + packet.data.len() as u64;
         match link_types.iter_mut().find(|(t, _)| *t == packet.linktype) {
@@ -515,7 +518,7 @@ fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, mut on_batch:
             Ok(segment) => {
                 tcp_segments += 1;
                 batch.segments.push((segment, packet.frame, packet.time_ns));
-                if batch.segments.len() == BATCH_LEN {
+                if batch.segments.len() >= batch_len {
                     on_batch(&mut batch);
                 }
             }
@@ -533,7 +536,7 @@ fn read_file_beside(reader: &mut CaptureReader, skipped: &mut SkipCounts, mut on
     let (empty_tx, empty_rx) = mpsc::channel::<Batch>();
     std::thread::scope(|scope| {
         let reading = scope.spawn(move || {
-            read_file(reader, skipped, |batch| {
+            read_file(reader, skipped, BATCH_LEN, |batch| {
                 let next = empty_rx.try_recv().unwrap_or_else(|_| Batch { segments: Vec::with_capacity(BATCH_LEN), bytes: 0 });
                 // The tracking side hangs up only when it panicked; the panic is raised below.
                 let _ = full_tx.send(std::mem::replace(batch, next));
@@ -576,7 +579,7 @@ fn analyze_readers_on(
             batch.segments.clear();
             batch.bytes = 0;
         };
-        let read = if two_threads { read_file_beside(&mut reader, &mut skipped, track) } else { read_file(&mut reader, &mut skipped, track) };
+        let read = if two_threads { read_file_beside(&mut reader, &mut skipped, track) } else { read_file(&mut reader, &mut skipped, ONE_THREAD_BATCH_LEN, track) };
         let info = &reader.info;
         files.push(FileReport {
             path,

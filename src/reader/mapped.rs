@@ -47,20 +47,21 @@ impl MappedFile {
     /// The bytes from `offset` to the end of the window, at least `need` of them: the window
     /// moves when they are not all in it. `None` when mapping failed or the file is now
     /// shorter than `offset + need`.
+    #[inline]
     pub fn bytes_at(&mut self, offset: u64, need: usize) -> Option<&[u8]> {
-        let end = offset.checked_add(need as u64)?;
-        let in_window = self.window.is_some() && offset >= self.window_start && end <= self.window_start + self.window_mapped_len();
-        if !in_window {
-            self.remap(offset, end)?;
+        let in_window = offset.checked_sub(self.window_start).and_then(|at| usize::try_from(at).ok());
+        let fits = match (&self.window, in_window) {
+            (Some(map), Some(at)) => map.len().checked_sub(at).is_some_and(|left| left >= need),
+            _ => false,
+        };
+        if !fits {
+            self.remap(offset, offset.checked_add(need as u64)?)?;
         }
         let map = self.window.as_ref()?;
         map.get(usize::try_from(offset - self.window_start).ok()?..)
     }
 
-    fn window_mapped_len(&self) -> u64 {
-        self.window.as_ref().map_or(0, |m| m.len() as u64)
-    }
-
+    #[cold]
     fn remap(&mut self, offset: u64, end: u64) -> Option<()> {
         // Unmap first: two windows at once would double what is resident.
         self.window = None;
@@ -114,7 +115,8 @@ impl RecordSource for MappedRecords {
             return Err(Stop::Truncated);
         }
         let big_endian = self.big_endian;
-        let header = self.file.bytes_at(self.offset, RECORD_HEADER_LEN).ok_or(Stop::Io)?;
+        let offset = self.offset;
+        let header = self.file.bytes_at(offset, RECORD_HEADER_LEN).ok_or(Stop::Io)?;
         let (seconds, fraction, caplen, orig_len) = super::pcap::record_header(header, big_endian).ok_or(Stop::Io)?;
         if caplen as usize > MAX_RECORD_LEN {
             return Err(Stop::Oversized(u64::from(caplen)));
@@ -123,7 +125,6 @@ impl RecordSource for MappedRecords {
         if left < len as u64 {
             return Err(Stop::Truncated);
         }
-        let offset = self.offset;
         self.offset += len as u64;
         let bytes = self.file.bytes_at(offset, len).ok_or(Stop::Io)?;
         let data = bytes.get(RECORD_HEADER_LEN..len).ok_or(Stop::Truncated)?;
