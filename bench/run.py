@@ -5,6 +5,7 @@
     python bench/run.py dump.pcap --runs 5   # your own capture
     python bench/run.py --skip tshark,tcptrace
     python bench/run.py --memory             # pcapq's peak RSS on a 5M-packet capture
+    python bench/run.py --curve 1000000,5000000   # cost per packet as the capture grows
 
 Each tool runs --runs times (rounds interleave the tools); the table shows the best and the
 median wall time, the least CPU time and the peak RSS (GNU time's %M). Results also go to
@@ -35,6 +36,7 @@ import generate  # noqa: E402
 TARGET_PPS = 5_000_000
 TARGET_VS_TSHARK = 100
 TARGET_RSS_MIB = 200  # MiB, as GNU time and ps count (KiB)
+TARGET_GZIP_RATIO = 1.5  # pcapq analyze on the gzip copy, over the plain capture
 MEMORY_PACKETS = 5_000_000
 
 # Runs pcapq's core through the Python API in one process: start-up is not in these times.
@@ -45,18 +47,20 @@ import pcapq
 imported = time.perf_counter() - t
 path, runs = sys.argv[1], int(sys.argv[2])
 times = []
+cpu = []
 for _ in range(runs):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     result = pcapq.analyze([path], keep_connections=False, keep_events=False)
     times.append(time.perf_counter() - t)
+    cpu.append(time.process_time() - c)
     summary = result.summary()
     del result
-print(json.dumps({"times": times, "import_s": imported, "summary": summary}))
+print(json.dumps({"times": times, "cpu_s": cpu, "import_s": imported, "summary": summary}))
 """
 
 GNU_TIME = os.access("/usr/bin/time", os.X_OK)
 
-TOOLS = ["pcapq-text", "pcapq-json", "pcapq-core", "pcapq-startup", "cat", "tshark", "tcptrace"]
+TOOLS = ["pcapq-text", "pcapq-json", "pcapq-core", "pcapq-1thread", "pcapq-gzip", "pcapq-startup", "cat", "tshark", "tcptrace"]
 
 
 def pcapq_command() -> list[str]:
@@ -64,11 +68,25 @@ def pcapq_command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "pcapq.cli"]
 
 
-def commands(capture: str) -> dict[str, tuple[list[str], str | None]]:
+def gzipped(capture: Path, data: Path) -> Path:
+    """The capture compressed with `gzip -1` (as a rotating tcpdump's -z gzip would be, fast),
+    made in `data` once."""
+    gz = data / (capture.name + ".gz")
+    if not gz.exists() or gz.stat().st_mtime < capture.stat().st_mtime:
+        print(f"compressing {capture} to {gz} ...", file=sys.stderr)
+        with open(gz, "wb") as out:
+            subprocess.run(["gzip", "-1", "-c", str(capture)], stdout=out, check=True)
+    return gz
+
+
+def commands(capture: str, gz: str | None = None) -> dict[str, tuple[list[str], str | None]]:
     """Tool name -> (argv, where its stdout goes: a file name in bench/out, or None for /dev/null)."""
     pq = pcapq_command()
     return {
         "pcapq-text": (pq + ["analyze", capture], "pcapq-summary.txt"),
+        # The same on one thread: reading, decoding and tracking one after the other.
+        "pcapq-1thread": (["env", "PCAPQ_ONE_THREAD=1"] + pq + ["analyze", capture], None),
+        "pcapq-gzip": (pq + ["analyze", gz or capture + ".gz"], None),
         "pcapq-json": (pq + ["analyze", "--format", "json", "-o", "/dev/null", capture], None),
         "pcapq-core": ([sys.executable, "-c", CORE_SCRIPT, capture], "pcapq-core.json"),
         "pcapq-startup": (pq + ["--version"], None),
@@ -83,6 +101,8 @@ def shown(argv: list[str], stdout: str | None) -> str:
         return "python -c 'import pcapq; pcapq.analyze([FILE], keep_connections=False, keep_events=False)' (--runs times in one process)"
     pq = shutil.which("pcapq")
     words = ["pcapq" if a == pq else a for a in argv]
+    if words[:1] == ["env"]:
+        words = words[1:]
     return " ".join(words) + (f" > bench/out/{stdout}" if stdout else " > /dev/null")
 
 
@@ -194,6 +214,51 @@ def tshark_retransmissions() -> int | None:
     return None
 
 
+def generated(packets: int, seed: int, data: Path) -> Path:
+    """The generated capture of `packets` packets in `data`, made first if missing."""
+    data.mkdir(parents=True, exist_ok=True)
+    capture = data / (f"nginx-php-{packets}.pcap" if seed == 1 else f"nginx-php-{packets}-seed{seed}.pcap")
+    if not capture.exists():
+        print(f"generating {capture} ({packets:,} packets, seed {seed}) ...", file=sys.stderr)
+        began = time.perf_counter()
+        info = generate.generate(packets, capture, seed)
+        Path(str(capture) + ".json").write_text(json.dumps(info, indent=2) + "\n")
+        print(f"  done in {time.perf_counter() - began:.1f} s", file=sys.stderr)
+    return capture
+
+
+def curve(args: argparse.Namespace) -> int:
+    """The cost per packet of the core alone and of `pcapq analyze` on generated captures of
+    growing size: flat if nothing grows with the capture's length."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    sizes = [int(n) for n in args.curve.split(",") if n.strip()]
+    rows = []
+    for n in sizes:
+        capture = generated(n, args.seed, args.data)
+        warm(capture)
+        cmds = commands(str(capture))
+        core_argv, core_out = cmds["pcapq-core"]
+        measure(core_argv + [str(args.runs)], core_out)
+        core = json.loads((OUT / "pcapq-core.json").read_text())
+        text = [measure(*cmds["pcapq-text"]) for _ in range(args.runs)]
+        best_text = min(t[0] for t in text)
+        text_cpu = min(t[1] for t in text)
+        rss = max(t[2] for t in text) / 1024
+        core_cpu = min(core.get("cpu_s") or [float("nan")])
+        rows.append({"packets": n, "core_s": min(core["times"]), "core_cpu_s": core_cpu, "text_s": best_text, "text_cpu_s": text_cpu, "text_peak_rss_mib": rss})
+        print(f"  {n:>12,} packets: core {min(core['times']):.3f} s, pcapq analyze {best_text:.3f} s, {rss:.1f} MiB", file=sys.stderr)
+    # CPU time (both threads, user + system) is less disturbed by other load than wall time.
+    print(f"\ncost per packet, best of {args.runs} (load average {load():.2f} after); wall and CPU time\n")
+    print(f"{'packets':>12}  {'core s':>7}  {'core ns/pkt':>11}  {'core cpu ns/pkt':>15}  {'analyze s':>9}  {'analyze ns/pkt':>14}  {'analyze cpu ns/pkt':>18}  {'peak RSS MiB':>12}")
+    for r in rows:
+        per = lambda x: 1e9 * x / r["packets"]  # noqa: E731
+        print(f"{r['packets']:>12,}  {r['core_s']:>7.3f}  {per(r['core_s']):>11.0f}  {per(r['core_cpu_s']):>15.0f}  {r['text_s']:>9.3f}  {per(r['text_s']):>14.0f}  {per(r['text_cpu_s']):>18.0f}  {r['text_peak_rss_mib']:>12.1f}")
+    name = args.json or OUT / "results-curve.json"
+    Path(name).write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": machine(), "rows": rows}, indent=2) + "\n")
+    print(f"\nwritten to {name}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "stderr.txt").write_bytes(b"")
@@ -203,20 +268,14 @@ def run(args: argparse.Namespace) -> int:
         if not capture.exists():
             sys.exit(f"run.py: {capture}: no such file")
     else:
-        capture = OUT / (f"nginx-php-{packets_wanted}.pcap" if args.seed == 1 else f"nginx-php-{packets_wanted}-seed{args.seed}.pcap")
-        if not capture.exists():
-            print(f"generating {capture} ({packets_wanted:,} packets, seed {args.seed}) ...", file=sys.stderr)
-            began = time.perf_counter()
-            info = generate.generate(packets_wanted, capture, args.seed)
-            Path(str(capture) + ".json").write_text(json.dumps(info, indent=2) + "\n")
-            print(f"  done in {time.perf_counter() - began:.1f} s", file=sys.stderr)
+        capture = generated(packets_wanted, args.seed, args.data)
 
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     unknown = skip - set(TOOLS) - {"pcapq", "tshark", "tcptrace"}
     if unknown:
         sys.exit(f"run.py: --skip: unknown {', '.join(sorted(unknown))}; choose from {', '.join(TOOLS)}")
     if args.memory:
-        skip |= {"tshark", "tcptrace"}
+        skip |= {"tshark", "tcptrace", "pcapq-gzip", "pcapq-1thread"}
     tools = [t for t in TOOLS if t not in skip and not ("pcapq" in skip and t.startswith("pcapq"))]
     for t in ("tshark", "tcptrace"):
         if t in tools and not shutil.which(t):
@@ -233,7 +292,8 @@ def run(args: argparse.Namespace) -> int:
     load_before = load()
     if load_before > 0.5:
         print(f"warning: load average is {load_before:.2f}: other processes compete for the CPU and the times will be worse", file=sys.stderr)
-    cmds = commands(str(capture))
+    gz = gzipped(capture, args.data) if "pcapq-gzip" in tools else None
+    cmds = commands(str(capture), str(gz) if gz else None)
     rows: dict[str, dict] = {t: {"tool": t, "command": shown(*cmds[t]), "times": [], "cpu_s": [], "peak_rss_kb": 0, "exit": []} for t in tools}
     for r in range(args.runs):
         for t in tools:
@@ -306,6 +366,10 @@ def targets(rows: dict[str, dict], memory: bool) -> dict:
     if text and "tshark" in rows and rows["tshark"]["vs_pcapq"]:
         r = rows["tshark"]["vs_pcapq"]
         out["tshark_time_over_pcapq"] = {"target": f">= {TARGET_VS_TSHARK}", "measured": round(r, 1), "met": r >= TARGET_VS_TSHARK}
+    gz = rows.get("pcapq-gzip")
+    if text and gz and gz["best_s"] and text["best_s"]:
+        r = gz["best_s"] / text["best_s"]
+        out["gzip_time_over_plain"] = {"target": f"<= {TARGET_GZIP_RATIO}", "measured": round(r, 2), "met": r <= TARGET_GZIP_RATIO}
     if memory:
         for t in ("pcapq-text", "pcapq-json"):
             if t in rows:
@@ -365,9 +429,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help=f"comma-separated tools not to run: {', '.join(TOOLS)}, or pcapq for all pcapq rows")
     ap.add_argument("--memory", action="store_true", help="pcapq only, on a 5M-packet capture: peak RSS against the 200 MiB target")
     ap.add_argument("--json", type=Path, help="where to write the results (default bench/out/results.json)")
+    ap.add_argument("--data", type=Path, default=OUT, help="where generated captures (and the gzip copy) live (default bench/out)")
+    ap.add_argument("--curve", metavar="N,N,...", help="instead of the table: cost per packet of the core and of pcapq analyze on generated captures of N packets")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
+    if args.curve:
+        return curve(args)
     return run(args)
 
 

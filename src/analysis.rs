@@ -3,7 +3,7 @@
 //! Inputs given together are one capture: the tracker's state carries from one file to the next,
 //! so a connection that spans a file boundary stays one connection.
 
-use crate::decode::{self, Skip};
+use crate::decode::{self, Segment, Skip};
 use crate::flow::table::FlowTable;
 use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
@@ -469,6 +469,96 @@ pub fn analyze_readers(
     options: AnalyzeOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Analysis, ReadError> {
+    analyze_readers_on(readers, options, progress, two_threads())
+}
+
+/// Whether one capture is read on two threads: reading and decoding on one, tracking on the
+/// other. Worth it when a second core is there; `PCAPQ_ONE_THREAD` in the environment says no
+/// (bench/run.py times both).
+fn two_threads() -> bool {
+    std::env::var_os("PCAPQ_ONE_THREAD").is_none() && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+}
+
+/// Segments decoded per batch handed from the reading thread to the tracking one: enough to
+/// make the hand-over rare, few enough (about 100 KiB) to stay in the cache between the two.
+const BATCH_LEN: usize = 1024;
+/// On one thread a batch only needs to be small enough to stay in the first-level cache
+/// between decoding and tracking (about 5 KiB).
+const ONE_THREAD_BATCH_LEN: usize = 64;
+/// Batches on their way at once.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// Decoded segments of one file, in file order, and the record bytes they came from.
+#[derive(Default)]
+struct Batch {
+    segments: Vec<(Segment, u64, i64)>,
+    bytes: u64,
+}
+
+/// What reading one file gave besides its segments.
+struct FileRead {
+    stop: ReadStop,
+    tcp_segments: u64,
+    link_types: Vec<(u32, u64)>,
+}
+
+/// Reads every packet of `reader`, counts link types and what is not TCP, and calls `on_batch`
+/// with the segments decoded, `batch_len` at a time (`batch` is reused once it returns).
+fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, batch_len: usize, mut on_batch: impl FnMut(&mut Batch)) -> FileRead {
+    let mut tcp_segments = 0u64;
+    let mut link_types: Vec<(u32, u64)> = Vec::new();
+    let mut batch = Batch { segments: Vec::with_capacity(batch_len), bytes: 0 };
+    let stop = reader.for_each_packet(|packet| {
+        batch.bytes += RECORD_HEADER_BYTES + packet.data.len() as u64;
+        match link_types.iter_mut().find(|(t, _)| *t == packet.linktype) {
+            Some((_, n)) => *n += 1,
+            None => link_types.push((packet.linktype, 1)),
+        }
+        match decode::decode(packet.linktype, packet.data) {
+            Ok(segment) => {
+                tcp_segments += 1;
+                batch.segments.push((segment, packet.frame, packet.time_ns));
+                if batch.segments.len() >= batch_len {
+                    on_batch(&mut batch);
+                }
+            }
+            Err(skip) => skipped.add(skip, 1),
+        }
+    });
+    on_batch(&mut batch);
+    FileRead { stop, tcp_segments, link_types }
+}
+
+/// `read_file` on a thread of its own, handing the batches to `on_batch` on this one.
+fn read_file_beside(reader: &mut CaptureReader, skipped: &mut SkipCounts, mut on_batch: impl FnMut(&mut Batch)) -> FileRead {
+    use std::sync::mpsc;
+    let (full_tx, full_rx) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+    let (empty_tx, empty_rx) = mpsc::channel::<Batch>();
+    std::thread::scope(|scope| {
+        let reading = scope.spawn(move || {
+            read_file(reader, skipped, BATCH_LEN, |batch| {
+                let next = empty_rx.try_recv().unwrap_or_else(|_| Batch { segments: Vec::with_capacity(BATCH_LEN), bytes: 0 });
+                // The tracking side hangs up only when it panicked; the panic is raised below.
+                let _ = full_tx.send(std::mem::replace(batch, next));
+            })
+        });
+        for mut batch in full_rx {
+            on_batch(&mut batch);
+            let _ = empty_tx.send(batch);
+        }
+        match reading.join() {
+            Ok(read) => read,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+fn analyze_readers_on(
+    readers: impl IntoIterator<Item = Result<(String, CaptureReader), ReadError>>,
+    options: AnalyzeOptions,
+    progress: &mut dyn FnMut(u64),
+    two_threads: bool,
+) -> Result<Analysis, ReadError> {
     let mut read_bytes = 0u64;
     let mut next_report = PROGRESS_EVERY_BYTES;
     let mut tracker = Tracker::new(options.tracker);
@@ -476,41 +566,34 @@ pub fn analyze_readers(
     let mut skipped = SkipCounts::default();
     for (index, opened) in readers.into_iter().enumerate() {
         let (path, mut reader) = opened?;
-        let mut tcp_segments = 0u64;
-        let mut link_types: Vec<(u32, u64)> = Vec::new();
         let file = index as u32;
-        let stop = reader.for_each_packet(|packet| {
-            read_bytes += RECORD_HEADER_BYTES + packet.data.len() as u64;
+        let track = |batch: &mut Batch| {
+            for (segment, frame, time_ns) in &batch.segments {
+                tracker.on_segment(segment, FrameRef { file, frame: *frame }, *time_ns);
+            }
+            read_bytes += batch.bytes;
             if read_bytes >= next_report {
                 progress(read_bytes);
                 next_report = read_bytes + PROGRESS_EVERY_BYTES;
             }
-            match link_types.iter_mut().find(|(t, _)| *t == packet.linktype) {
-                Some((_, n)) => *n += 1,
-                None => link_types.push((packet.linktype, 1)),
-            }
-            match decode::decode(packet.linktype, packet.data) {
-                Ok(segment) => {
-                    tcp_segments += 1;
-                    tracker.on_segment(&segment, FrameRef { file, frame: packet.frame }, packet.time_ns);
-                }
-                Err(skip) => skipped.add(skip, 1),
-            }
-        });
+            batch.segments.clear();
+            batch.bytes = 0;
+        };
+        let read = if two_threads { read_file_beside(&mut reader, &mut skipped, track) } else { read_file(&mut reader, &mut skipped, ONE_THREAD_BATCH_LEN, track) };
         let info = &reader.info;
         files.push(FileReport {
             path,
             format: info.format,
             gzip: info.gzip,
             packets: info.records,
-            tcp_segments,
+            tcp_segments: read.tcp_segments,
             sections: info.sections,
             interfaces: info.interfaces,
             first_time_ns: info.first_time_ns,
             last_time_ns: info.last_time_ns,
             time_went_backwards: info.time_went_backwards,
-            link_types,
-            stop,
+            link_types: read.link_types,
+            stop: read.stop,
             notes: info.notes.clone(),
         });
     }
@@ -535,7 +618,12 @@ pub fn analyze_captures_with_progress(
     progress: &(dyn Fn(usize, u64) + Sync),
 ) -> Vec<Result<Analysis, ReadError>> {
     use rayon::prelude::*;
-    let one = |(index, paths): (usize, &Vec<String>)| analyze_with_progress(paths, options, &mut |bytes| progress(index, bytes));
+    // Several captures at once keep the cores busy already: each is read on one thread.
+    let beside = captures.len() == 1 && two_threads();
+    let one = |(index, paths): (usize, &Vec<String>)| {
+        let readers = paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader)));
+        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside)
+    };
     let run = || captures.par_iter().enumerate().map(one).collect();
     match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
         Ok(pool) => pool.install(run),

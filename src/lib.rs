@@ -4,6 +4,9 @@
 //! `reader` (pcap, pcapng, gzip, stdin) → `decode` (link, IP, TCP) → `flow` (connections and
 //! their events) → `analysis` (one run over the inputs) → `output` (JSON). Only `bindings`
 //! knows about Python.
+//!
+//! No unsafe code, with one exception: mapping a capture file into memory
+//! (`reader/mapped.rs`, one call, with its reason).
 #![deny(unsafe_code)]
 
 pub mod analysis;

@@ -91,9 +91,127 @@ impl Tombstone {
     }
 }
 
+/// The hot table's flows: kept in a slab and found through an index from key to place. A flow
+/// is large (two directions of sequence state), so the index map moves a key and a number when
+/// it inserts, removes or grows, never a flow, and the place a finished flow frees is taken by
+/// the next new one while it is still in the cache. Iteration follows the index map, as it
+/// followed the map of flows before.
+struct LiveFlows {
+    index: FxHashMap<FlowKey, u32>,
+    flows: Vec<Flow>,
+    /// Places in `flows` no key refers to.
+    free: Vec<u32>,
+}
+
+impl LiveFlows {
+    fn with_capacity(capacity: usize) -> LiveFlows {
+        LiveFlows { index: FxHashMap::with_capacity_and_hasher(capacity, Default::default()), flows: Vec::new(), free: Vec::new() }
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn get(&self, key: &FlowKey) -> Option<&Flow> {
+        self.flows.get(*self.index.get(key)? as usize)
+    }
+
+    /// Puts `flow` under `key`, replacing the flow there; returns it in its place.
+    fn insert(&mut self, key: FlowKey, flow: Flow) -> &mut Flow {
+        let at = match self.index.entry(key) {
+            Entry::Occupied(entry) => *entry.get() as usize,
+            Entry::Vacant(entry) => match self.free.pop() {
+                Some(at) => *entry.insert(at) as usize,
+                None => {
+                    self.flows.push(flow);
+                    let at = self.flows.len() - 1;
+                    entry.insert(at as u32);
+                    return &mut self.flows[at];
+                }
+            },
+        };
+        let place = &mut self.flows[at];
+        *place = flow;
+        place
+    }
+
+    /// Forgets the flow of `key`; its place is reused. Returns where it was (still readable
+    /// until the next insert).
+    fn remove(&mut self, key: &FlowKey) -> Option<usize> {
+        let at = self.index.remove(key)?;
+        self.free.push(at);
+        Some(at as usize)
+    }
+
+    fn at(&self, at: usize) -> &Flow {
+        &self.flows[at]
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&FlowKey, &Flow)> + '_ {
+        self.index.iter().map(|(key, &at)| (key, &self.flows[at as usize]))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Flow> + '_ {
+        self.index.values().map(|&at| &self.flows[at as usize])
+    }
+
+    fn for_each_mut(&mut self, mut f: impl FnMut(&mut Flow)) {
+        for &at in self.index.values() {
+            f(&mut self.flows[at as usize]);
+        }
+    }
+
+    /// Keeps the flows for which `keep` is true, in the index map's order.
+    fn retain(&mut self, mut keep: impl FnMut(&FlowKey, &mut Flow) -> bool) {
+        let (flows, free) = (&mut self.flows, &mut self.free);
+        self.index.retain(|key, at| {
+            let kept = keep(key, &mut flows[*at as usize]);
+            if !kept {
+                free.push(*at);
+            }
+            kept
+        });
+    }
+
+    fn into_pairs(self) -> Vec<(FlowKey, Flow)> {
+        let mut flows: Vec<Option<Flow>> = self.flows.into_iter().map(Some).collect();
+        self.index.into_iter().filter_map(|(key, at)| Some((key, flows.get_mut(at as usize)?.take()?))).collect()
+    }
+}
+
+/// Serialised as the map of key to flow it replaced (the same bytes).
+impl serde::Serialize for LiveFlows {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for LiveFlows {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = LiveFlows;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of flows")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LiveFlows, A::Error> {
+                // serde's own capacity rule for a map of flows, so that the index iterates
+                // in the order the deserialised map of flows did.
+                let cautious = (1024 * 1024 / std::mem::size_of::<(FlowKey, Flow)>()).max(1);
+                let mut live = LiveFlows::with_capacity(map.size_hint().unwrap_or(0).min(cautious));
+                while let Some((key, flow)) = map.next_entry::<FlowKey, Flow>()? {
+                    live.insert(key, flow);
+                }
+                Ok(live)
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct FlowTable {
-    live: FxHashMap<FlowKey, Flow>,
+    live: LiveFlows,
     finished: FxHashMap<FlowKey, Tombstone>,
     /// Flows that reached CLOSED or RESET, oldest first: what the next sweep looks at.
     closing: VecDeque<(FlowKey, i64)>,
@@ -124,7 +242,7 @@ const FINISHED_CAPACITY: usize = 64 * 1024;
 impl Default for FlowTable {
     fn default() -> Self {
         FlowTable {
-            live: FxHashMap::with_capacity_and_hasher(LIVE_CAPACITY, Default::default()),
+            live: LiveFlows::with_capacity(LIVE_CAPACITY),
             finished: FxHashMap::with_capacity_and_hasher(FINISHED_CAPACITY, Default::default()),
             closing: VecDeque::new(),
             live_limit: MAX_LIVE_FLOWS,
@@ -155,21 +273,19 @@ impl FlowTable {
     /// The flow of `key`, brought back from its tombstone (and its record from the store) if
     /// it had one.
     pub fn get_mut(&mut self, key: &FlowKey, store: &mut ConnectionStore) -> Option<&mut Flow> {
-        match self.live.entry(*key) {
-            Entry::Occupied(flow) => Some(flow.into_mut()),
-            Entry::Vacant(place) => {
-                let tombstone = self.finished.remove(key)?;
-                let slot = store.revive(&tombstone.record, key, tombstone.client_is_low(), tombstone.state, tombstone.last_time_ns);
-                if is_half_open(tombstone.state) {
-                    // Set aside during a flood (`relieve_pressure`): the record must still know
-                    // its SYN, so that the same SYN again is a retransmission, not a new connection.
-                    restore_syn(store.get_mut(slot), &tombstone);
-                }
-                // Back in the hot table, finished: the next sweeps retire it again.
-                self.closing.push_back((*key, tombstone.last_time_ns));
-                Some(place.insert(tombstone.into_flow(slot)))
-            }
+        if let Some(&at) = self.live.index.get(key) {
+            return self.live.flows.get_mut(at as usize);
         }
+        let tombstone = self.finished.remove(key)?;
+        let slot = store.revive(&tombstone.record, key, tombstone.client_is_low(), tombstone.state, tombstone.last_time_ns);
+        if is_half_open(tombstone.state) {
+            // Set aside during a flood (`relieve_pressure`): the record must still know
+            // its SYN, so that the same SYN again is a retransmission, not a new connection.
+            restore_syn(store.get_mut(slot), &tombstone);
+        }
+        // Back in the hot table, finished: the next sweeps retire it again.
+        self.closing.push_back((*key, tombstone.last_time_ns));
+        Some(self.live.insert(*key, tombstone.into_flow(slot)))
     }
 
     /// Puts a new connection's flow in the hot table. `get_mut` has already brought back
@@ -214,20 +330,20 @@ impl FlowTable {
                 break;
             }
             self.closing.pop_front();
-            let Some(flow) = self.live.remove(&key) else { continue };
+            let Some(flow) = self.live.get(&key) else { continue };
             if !flow.state.is_over() {
                 // A new connection took the 4-tuple.
-                self.live.insert(key, flow);
                 continue;
             }
             if now_ns - flow.last_time_ns <= CLOSED_GRACE_NS {
                 // A late packet came: look again once the grace has passed.
                 self.closing.push_back((key, flow.last_time_ns));
-                self.live.insert(key, flow);
                 continue;
             }
+            let Some(at) = self.live.remove(&key) else { continue };
+            let flow = self.live.at(at);
             let record = store.retire(flow.conn, now_ns);
-            self.finished.insert(key, Tombstone::of(&flow, record, flow.state));
+            self.finished.insert(key, Tombstone::of(flow, record, flow.state));
         }
     }
 
@@ -291,8 +407,8 @@ impl FlowTable {
         }
         idle.select_nth_unstable_by_key(n - 1, |(t, _)| *t);
         for (_, key) in idle.iter().take(n) {
-            if let Some(flow) = self.live.remove(key) {
-                store.retire(flow.conn, now_ns);
+            if let Some(at) = self.live.remove(key) {
+                store.retire(self.live.at(at).conn, now_ns);
             }
         }
         n
@@ -308,7 +424,7 @@ impl FlowTable {
     /// (with the counts of flows set aside or forgotten early).
     pub fn into_flows(self) -> (Vec<(FlowKey, Flow)>, FlowTable) {
         let mut dropped = FlowTable { retired_early: self.retired_early, forgotten_early: self.forgotten_early, ..FlowTable::default() };
-        let mut flows: Vec<(FlowKey, Flow)> = self.live.into_iter().collect();
+        let mut flows: Vec<(FlowKey, Flow)> = self.live.into_pairs();
         for (key, t) in self.finished {
             match t.record.slot() {
                 Some(slot) => flows.push((key, t.into_flow(slot))),
@@ -327,11 +443,11 @@ impl FlowTable {
             return;
         }
         let map: FxHashMap<usize, usize> = renumbered.iter().copied().collect();
-        for flow in self.live.values_mut() {
+        self.live.for_each_mut(|flow| {
             if let Some(&slot) = map.get(&flow.conn) {
                 flow.conn = slot;
             }
-        }
+        });
         for t in self.finished.values_mut() {
             if let Some(slot) = t.record.slot() {
                 if let Some(&to) = map.get(&slot) {
@@ -369,9 +485,10 @@ impl FlowTable {
             .map(|(k, _)| *k)
             .collect();
         for key in done {
-            if let Some(flow) = self.live.remove(&key) {
+            if let Some(at) = self.live.remove(&key) {
+                let flow = self.live.at(at);
                 let record = store.retire(flow.conn, now_ns);
-                self.finished.insert(key, Tombstone::of(&flow, record, flow.state));
+                self.finished.insert(key, Tombstone::of(flow, record, flow.state));
             }
         }
         self.sweep_forgotten_flows(store, now_ns);

@@ -9,7 +9,6 @@ Anything else is passed on unchanged, so that the core reports the missing file 
 from __future__ import annotations
 
 import glob
-import gzip
 import os
 import struct
 import zlib
@@ -37,6 +36,8 @@ def is_capture(path: str) -> bool:
         with open(path, "rb") as f:
             head = f.read(4)
             if head[:2] == GZIP_MAGIC:
+                import gzip  # only for compressed inputs: its import is a few ms of start-up
+
                 f.seek(0)
                 with gzip.GzipFile(fileobj=f) as inflated:
                     head = inflated.read(4)
@@ -96,6 +97,8 @@ def first_packet_time(path: str) -> float | None:
     try:
         with open(path, "rb") as raw:
             if raw.read(2) == GZIP_MAGIC:
+                import gzip
+
                 raw.seek(0)
                 with gzip.GzipFile(fileobj=raw) as f:
                     return _first_time(f.read(_PEEK_BYTES))

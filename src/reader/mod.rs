@@ -5,6 +5,7 @@
 //! next frame number, as Wireshark numbers them: 1-based, counting every record in the file.
 
 mod error;
+mod mapped;
 pub mod notes;
 mod pcap;
 mod source;
@@ -85,6 +86,8 @@ type Stream = std::io::Chain<std::io::Cursor<Vec<u8>>, Box<dyn std::io::Read + S
 enum Records {
     /// Classic pcap: our own record loop.
     Pcap(pcap::PcapRecords<Stream>),
+    /// Classic pcap in a regular file: the same loop over a memory map.
+    Mapped(mapped::MappedRecords),
     /// pcapng: pcap-parser's streaming block reader.
     PcapNg(Box<dyn PcapReaderIterator + Send>),
 }
@@ -108,7 +111,19 @@ struct Section {
 
 impl CaptureReader {
     pub fn open(path: &str) -> Result<CaptureReader, ReadError> {
+        if let Some((file, len, head)) = source::open_mapped(path) {
+            return CaptureReader::of_mapped(path, file, len, &head);
+        }
         CaptureReader::of_source(path, source::open(path)?)
+    }
+
+    /// A classic pcap file read through a memory map; `head` is its file header.
+    fn of_mapped(path: &str, file: std::fs::File, len: u64, head: &[u8; PCAP_HEADER_LEN]) -> Result<CaptureReader, ReadError> {
+        let mut info = CaptureInfo { format: Some(Format::Pcap), ..CaptureInfo::default() };
+        let mut section = Section::default();
+        let big_endian = pcap_section(path, head, &mut info, &mut section)?;
+        let records = mapped::MappedRecords::new(mapped::MappedFile::new(file, len), big_endian, PCAP_HEADER_LEN as u64);
+        Ok(CaptureReader { path: path.to_string(), records: Some(Records::Mapped(records)), section, fault: StreamFault::default(), info })
     }
 
     /// A reader of a capture held in memory (tests, fuzzing); `name` names it in messages.
@@ -125,17 +140,8 @@ impl CaptureReader {
                 let mut stream = source.stream;
                 let mut head = [0u8; PCAP_HEADER_LEN];
                 stream.read_exact(&mut head).map_err(|_| bad_header(PcapError::UnexpectedEof))?;
-                let (_, header) = pcap_parser::pcap::parse_pcap_header(&head).map_err(|_| bad_header(PcapError::HeaderNotRecognized))?;
-                info.sections = 1;
-                info.interfaces = 1;
-                section.big_endian = header.is_bigendian();
-                section.interfaces.push(Interface {
-                    linktype: file_linktype(header.network.0 as u32),
-                    snaplen: header.snaplen,
-                    units_per_second: if header.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 },
-                    offset_seconds: 0,
-                });
-                Records::Pcap(pcap::PcapRecords::new(stream, header.is_bigendian(), PCAP_HEADER_LEN as u64))
+                let big_endian = pcap_section(path, &head, &mut info, &mut section)?;
+                Records::Pcap(pcap::PcapRecords::new(stream, big_endian, PCAP_HEADER_LEN as u64))
             }
             Format::PcapNg => Records::PcapNg(Box::new(pcap_parser::PcapNGReader::new(BUFFER_LEN, source.stream).map_err(bad_header)?)),
         };
@@ -147,12 +153,13 @@ impl CaptureReader {
     pub fn for_each_packet(&mut self, on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
         match self.records.take() {
             Some(Records::Pcap(mut records)) => self.for_each_pcap_record(&mut records, on_packet),
+            Some(Records::Mapped(mut records)) => self.for_each_pcap_record(&mut records, on_packet),
             Some(Records::PcapNg(mut blocks)) => self.for_each_ng_block(blocks.as_mut(), on_packet),
             None => ReadStop::End,
         }
     }
 
-    fn for_each_pcap_record(&mut self, records: &mut pcap::PcapRecords<Stream>, mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+    fn for_each_pcap_record(&mut self, records: &mut impl pcap::RecordSource, mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
         let Some(iface) = self.section.interfaces.first().copied() else { return ReadStop::End };
         loop {
             let offset = records.offset();
@@ -304,6 +311,22 @@ impl CaptureReader {
         };
         name.to_string()
     }
+}
+
+/// Reads a classic pcap file header into `info` and `section`; returns whether the file is big-endian.
+fn pcap_section(path: &str, head: &[u8; PCAP_HEADER_LEN], info: &mut CaptureInfo, section: &mut Section) -> Result<bool, ReadError> {
+    let (_, header) = pcap_parser::pcap::parse_pcap_header(head)
+        .map_err(|_| ReadError::BadHeader { path: path.to_string(), reason: header_reason(&PcapError::HeaderNotRecognized) })?;
+    info.sections = 1;
+    info.interfaces = 1;
+    section.big_endian = header.is_bigendian();
+    section.interfaces.push(Interface {
+        linktype: file_linktype(header.network.0 as u32),
+        snaplen: header.snaplen,
+        units_per_second: if header.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 },
+        offset_seconds: 0,
+    });
+    Ok(header.is_bigendian())
 }
 
 /// Turns a pcapng block into a packet (time, link type, original length, data), or records
@@ -469,8 +492,14 @@ fn clamp(data: &[u8], caplen: u32) -> &[u8] {
     data.get(..caplen as usize).unwrap_or(data)
 }
 
+#[inline]
 fn seconds_and_fraction_to_ns(seconds: u32, fraction: u32, units_per_second: u64) -> i64 {
-    let fraction_ns = u128::from(fraction) * 1_000_000_000 / u128::from(units_per_second.max(1));
+    // u32 x 10^9 fits a u64; pcap's two resolutions need no division.
+    let fraction_ns = match units_per_second {
+        1_000_000 => u64::from(fraction) * 1_000,
+        1_000_000_000 => u64::from(fraction),
+        units => u64::from(fraction) * 1_000_000_000 / units.max(1),
+    };
     i64::from(seconds) * 1_000_000_000 + fraction_ns as i64
 }
 

@@ -9,7 +9,7 @@ use std::io::{self, Read};
 
 use super::MAX_RECORD_LEN;
 
-const RECORD_HEADER_LEN: usize = 16;
+pub const RECORD_HEADER_LEN: usize = 16;
 const BUFFER_LEN: usize = 1 << 20;
 /// `ensure`'s error when reading failed (a real count of bytes left never gets this large).
 const READ_FAILED: usize = usize::MAX;
@@ -33,6 +33,29 @@ pub enum Stop {
     Oversized(u64),
     /// Reading failed.
     Io,
+}
+
+/// Where records come from: a stream (`PcapRecords`) or a mapped file (`mapped::MappedRecords`).
+pub trait RecordSource {
+    /// Byte offset of the next record in the file.
+    fn offset(&self) -> u64;
+    fn next_record(&mut self) -> Result<Record<'_>, Stop>;
+}
+
+/// The four fields of a record header (seconds, fraction, captured length, original length);
+/// `None` if `header` is shorter than `RECORD_HEADER_LEN`.
+#[inline]
+pub fn record_header(header: &[u8], big_endian: bool) -> Option<(u32, u32, u32, u32)> {
+    let h: &[u8; RECORD_HEADER_LEN] = header.get(..RECORD_HEADER_LEN)?.try_into().ok()?;
+    let field = |at: usize| -> u32 {
+        let bytes = [h[at], h[at + 1], h[at + 2], h[at + 3]];
+        if big_endian {
+            u32::from_be_bytes(bytes)
+        } else {
+            u32::from_le_bytes(bytes)
+        }
+    };
+    Some((field(0), field(4), field(8), field(12)))
 }
 
 pub struct PcapRecords<R> {
@@ -62,18 +85,8 @@ impl<R: Read> PcapRecords<R> {
             READ_FAILED => Stop::Io,
             _ => Stop::Truncated,
         })?;
-        let header: [u8; RECORD_HEADER_LEN] =
-            self.buffer.get(self.start..self.start + RECORD_HEADER_LEN).and_then(|h| h.try_into().ok()).ok_or(Stop::Truncated)?;
-        let big_endian = self.big_endian;
-        let field = |at: usize| -> u32 {
-            let bytes: [u8; 4] = header.get(at..at + 4).and_then(|b| b.try_into().ok()).unwrap_or_default();
-            if big_endian {
-                u32::from_be_bytes(bytes)
-            } else {
-                u32::from_le_bytes(bytes)
-            }
-        };
-        let (seconds, fraction, caplen, orig_len) = (field(0), field(4), field(8), field(12));
+        let header = self.buffer.get(self.start..self.end).unwrap_or_default();
+        let (seconds, fraction, caplen, orig_len) = record_header(header, self.big_endian).ok_or(Stop::Truncated)?;
         if caplen as usize > MAX_RECORD_LEN {
             return Err(Stop::Oversized(u64::from(caplen)));
         }
@@ -110,6 +123,16 @@ impl<R: Read> PcapRecords<R> {
             }
         }
         Ok(())
+    }
+}
+
+impl<R: Read> RecordSource for PcapRecords<R> {
+    fn offset(&self) -> u64 {
+        PcapRecords::offset(self)
+    }
+
+    fn next_record(&mut self) -> Result<Record<'_>, Stop> {
+        PcapRecords::next_record(self)
     }
 }
 

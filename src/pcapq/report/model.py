@@ -4,6 +4,7 @@ renderer (terminal, Markdown, HTML). Bounded: at most `table_max` connection row
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -62,6 +63,18 @@ class AnalyzeReport:
     ladders_note: Optional[str] = None
 
 
+def _worst(analysis: Analysis, keeps_all: bool, n: int) -> tuple[int, list[dict[str, Any]]]:
+    """How many connections have a problem, and the `n` worst, read one server at a time: the
+    terminal report needs no more, and the records of a large capture are then never all in
+    memory as dicts at once."""
+    count, worst = 0, []
+    for server in analysis.servers():
+        mine = [c for c in analysis.connections(problems_only=keeps_all, lean=True, server=server["server"]) if tl.has_problem(c)]
+        count += len(mine)
+        worst = heapq.nsmallest(n, worst + mine, key=tl.severity)
+    return count, worst
+
+
 def build(
     analysis: Analysis,
     diagnosis: Diagnosis,
@@ -81,9 +94,13 @@ def build(
     keeps_all = len(analysis) == summary["connections"]
     # Every record kept: a connection's index is its id. Else the records kept are those with a
     # problem, in order of id, and a connection's index is its place among them.
-    kept = analysis.connections(problems_only=keeps_all, lean=True)
-    index = {} if keeps_all else {c["id"]: i for i, c in enumerate(kept)}
-    problems = sorted((c for c in kept if tl.has_problem(c)), key=tl.severity)
+    if with_table or with_ladders:
+        kept = analysis.connections(problems_only=keeps_all, lean=True)
+        index = {} if keeps_all else {c["id"]: i for i, c in enumerate(kept)}
+        problems = sorted((c for c in kept if tl.has_problem(c)), key=tl.severity)
+        count, worst = len(problems), problems[:worst_rows]
+    else:
+        count, worst = _worst(analysis, keeps_all, worst_rows)
     episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
     report = AnalyzeReport(
         captures=captures,
@@ -92,8 +109,8 @@ def build(
         warnings=analysis.warnings(),
         diagnosis=diagnosis,
         start=min(starts) if starts else None,
-        problems=len(problems),
-        worst=[ConnectionRow.of(c) for c in problems[:worst_rows]],
+        problems=count,
+        worst=[ConnectionRow.of(c) for c in worst],
         aggregate=tl.capture_aggregate(analysis, episodes, max_buckets=max_buckets),
     )
     if with_table:

@@ -9,7 +9,6 @@ schedule (docs/diagnosis.md). The aggregate timeline re-buckets the core's per-s
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
@@ -306,6 +305,8 @@ def annotate(conn: dict[str, Any]) -> ConnectionTimeline:
 
 
 def connection_timeline(analysis: Analysis, index: int) -> ConnectionTimeline:
+    import json  # ladders only; the terminal report does not load it
+
     return annotate(json.loads(analysis.connection_json(index)))
 
 
