@@ -302,6 +302,37 @@ impl Analysis {
         Ok(d)
     }
 
+    /// How many kept connections have a problem, and the `n` worst of them as lean dicts (as
+    /// `connections(lean=True)`), worst first: failed outcomes, then any symptom, then the most
+    /// added latency, then the earliest, then the lowest id.
+    fn worst<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<(usize, Bound<'py, PyList>)> {
+        self.settle();
+        let end_ns = self.inner.end_ns();
+        let mut ranked: Vec<((bool, bool, i64, i64, u64), usize)> = Vec::new();
+        for (i, c) in self.inner.connections.iter().enumerate() {
+            let (outcome, symptoms) = detect::classify(c, end_ns);
+            if !detect::servers::has_problem(outcome, symptoms) {
+                continue;
+            }
+            let latency = detect::judge(c, end_ns).added_latency_ns;
+            ranked.push(((!outcome.is_failure(), symptoms.is_empty(), -latency, c.first_time_ns, c.id), i));
+        }
+        let count = ranked.len();
+        if n < count {
+            ranked.select_nth_unstable(n);
+            ranked.truncate(n);
+        }
+        ranked.sort_unstable();
+        let shapes = LeanShapes::import(py)?;
+        let list = PyList::empty(py);
+        for (_, i) in ranked {
+            if let Some(c) = self.inner.connections.get(i) {
+                list.append(lean_connection(py, &shapes, c, end_ns)?)?;
+            }
+        }
+        Ok((count, list))
+    }
+
     /// The problem connections per listener, in episodes, with their marks: what the
     /// diagnosis's rules count and select over (`Problems`).
     fn problems(slf: Bound<'_, Self>) -> PyResult<diagnosis::Problems> {

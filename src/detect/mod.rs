@@ -58,6 +58,11 @@ impl Outcome {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// The connection failed: it was refused, timed out, abandoned or reset.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Outcome::Refused | Outcome::TimedOut | Outcome::Abandoned | Outcome::ResetByServer | Outcome::ResetByClient)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

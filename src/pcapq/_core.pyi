@@ -146,6 +146,10 @@ class Analysis:
         answered, one_syn (connections that were one client SYN and nothing more), syn_to_synack
         and synack_to_ack (median handshake gaps, seconds, or None)."""
 
+    def worst(self, n: int) -> tuple[int, list[dict[str, Any]]]:
+        """How many kept connections have a problem, and the `n` worst as lean dicts, worst first:
+        failed outcomes, then any symptom, then the most added latency, then the earliest."""
+
     def problems(self) -> Problems:
         """The problem connections per listener, in episodes, each reduced to its marks: what
         the diagnosis's rules count and select over (docs/diagnosis.md)."""

@@ -128,9 +128,9 @@ def _share_failed(ctx: EpisodeContext, involved) -> dict | None:
         "connections_begun": begun,
         "connections_served": completed,
         "share_note": (
-            f"only {failed:,} of the {begun:,} connections begun in those seconds failed while {completed:,} were served: "
-            "one full queue among several listeners looks like this (one stuck listener of a SO_REUSEPORT group, "
-            "such as nginx `reuseport` with one worker busy)"
+            f"only {failed:,} of the {begun:,} connections begun in those seconds failed and {completed:,} were served: "
+            "a queue that drains between bursts does this, and so does one stuck listener of a SO_REUSEPORT group "
+            "(nginx `reuseport` with one worker busy) while the others serve; `ss -lnt` lists one line per listener"
         ),
     }
 

@@ -4,7 +4,6 @@ renderer (terminal, Markdown, HTML). Bounded: at most `table_max` connection row
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -63,15 +62,10 @@ class AnalyzeReport:
     ladders_note: Optional[str] = None
 
 
-def _worst(analysis: Analysis, keeps_all: bool, n: int) -> tuple[int, list[dict[str, Any]]]:
-    """How many connections have a problem, and the `n` worst, read one server at a time: the
-    terminal report needs no more, and the records of a large capture are then never all in
-    memory as dicts at once."""
-    count, worst = 0, []
-    for server in analysis.servers():
-        mine = [c for c in analysis.connections(problems_only=keeps_all, lean=True, server=server["server"]) if tl.has_problem(c)]
-        count += len(mine)
-        worst = heapq.nsmallest(n, worst + mine, key=tl.severity)
+def _worst(analysis: Analysis, n: int) -> tuple[int, list[dict[str, Any]]]:
+    """How many kept connections have a problem, and the `n` worst: ranked in the core, so only
+    those `n` become dicts."""
+    count, worst = analysis.worst(n)
     return count, worst
 
 
@@ -100,7 +94,7 @@ def build(
         problems = sorted((c for c in kept if tl.has_problem(c)), key=tl.severity)
         count, worst = len(problems), problems[:worst_rows]
     else:
-        count, worst = _worst(analysis, keeps_all, worst_rows)
+        count, worst = _worst(analysis, worst_rows)
     episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
     report = AnalyzeReport(
         captures=captures,
