@@ -449,7 +449,7 @@ pid {tmp}/nginx.pid;
 error_log {error_log} error;
 events {{ worker_connections 256; }}
 http {{
-    access_log {access_log};
+    {log_format}access_log {access_log}{format_name};
     client_body_temp_path {tmp}/body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
@@ -485,6 +485,14 @@ pm.max_children = {children}
 
 PHP_SCRIPT = "<?php usleep({usec}); echo \"ok\\n\";\n"
 
+# A usual custom access-log format with the upstream's address, status and timings
+# (docs/evidence.md lists the names pcapq reads).
+UPSTREAM_LOG_FORMAT = (
+    "log_format upstream '$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent "
+    "\"$http_referer\" \"$http_user_agent\" rt=$request_time ua=\"$upstream_addr\" us=\"$upstream_status\" "
+    "uct=\"$upstream_connect_time\" uht=\"$upstream_header_time\" urt=\"$upstream_response_time\"';\n    "
+)
+
 
 def nginx_php_fpm(
     net: NetnsPair,
@@ -498,13 +506,15 @@ def nginx_php_fpm(
     connect_timeout: float = 2.0,
     read_timeout: float = 3.0,
     snaplen: int = 128,
+    upstream_log: bool = False,
 ) -> Run:
     """php-fpm (`children` workers, each request taking `service_time` s) listening with
     listen.backlog `backlog` in the server namespace; nginx in the client namespace passing every
     request to it (fastcgi_connect_timeout, fastcgi_read_timeout); `ab` sends `requests`
     requests, `concurrency` at a time. php-fpm answers children / service_time requests a second,
     the rest wait in its listen queues or overflow them: nginx logs 504 (timed out) or 502.
-    nginx's error.log and access.log are copied to `logs`.error.log / `logs`.access.log."""
+    nginx's error.log and access.log are copied to `logs`.error.log / `logs`.access.log; with
+    `upstream_log`, the access log has the upstream's address, status and timings."""
     import shutil
     import tempfile
 
@@ -523,6 +533,7 @@ def nginx_php_fpm(
         error_log, access_log = tmp / "error.log", tmp / "access.log"
         (tmp / "nginx.conf").write_text(NGINX_CONF.format(
             tmp=tmp, error_log=error_log, access_log=access_log, port=NGINX_PORT, upstream=upstream,
+            log_format=UPSTREAM_LOG_FORMAT if upstream_log else "", format_name=" upstream" if upstream_log else "",
             connect_timeout=f"{connect_timeout:g}", read_timeout=f"{read_timeout:g}"))
         started = time.monotonic()
         before = net.nstat(net.server_ns)
@@ -557,6 +568,16 @@ def nginx_php_fpm(
     run = _run(net, pcap, "", cap, before, started, setup)
     run.extra.update(statuses={s: statuses.count(s) for s in sorted(set(statuses))}, ab=ab.stdout)
     return run
+
+
+def nginx_php_fpm_slow(net: NetnsPair, pcap: Path, logs: Path) -> Run:
+    """nginx in front of php-fpm whose script takes longer than nginx's read timeout, with workers
+    and backlog enough for the load: no listen queue overflows, every request is accepted, and
+    nginx gives up on each after fastcgi_read_timeout (504, "upstream timed out (110) while
+    reading response header"), closing its side while php-fpm still works. The access log has
+    the upstream's address, status and timings."""
+    return nginx_php_fpm(net, pcap, logs, backlog=128, children=8, service_time=3.5, requests=16,
+                         concurrency=8, connect_timeout=2.0, read_timeout=2.0, upstream_log=True)
 
 
 def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, name: str,
