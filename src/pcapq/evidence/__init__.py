@@ -102,10 +102,12 @@ def _judge_counters(f, m: Movement) -> None:
         f.confirmed_by += moved
         if still:
             f.contradicted_by += [s + ": the listener dropped no SYN" for s in still]
+            n = f.connection_count
             f.confidence_reason = (
-                f"{f.confidence_reason.split(':')[0]}; TcpExtListenDrops did not move on the server, so its "
-                "listener did not drop them: a firewall or conntrack on the way did (check `nft list ruleset` "
-                "counters, `iptables -vnL`, `conntrack -S`: drop, insert_failed)"
+                f"{n:,} client{'s' if n != 1 else ''}' SYNs went unanswered and were sent again on the backoff while "
+                f"{f.server} answered others, and TcpExtListenDrops did not move on the server: its listener did not "
+                "drop them, a firewall or conntrack on the way did (`nft list ruleset` counters, `iptables -vnL`, "
+                "`conntrack -S`: drop, insert_failed)"
             )
     elif f.cause == "network_loss":
         moved, still = _counter_notes(m, ("TcpExtTCPTimeouts", "TcpRetransSegs", "TcpExtTCPSynRetrans"))
@@ -138,7 +140,8 @@ def _judge_listener(f, listeners: list[Listener], ss_path: str) -> None:
     if isinstance(estimate, int):
         if estimate >= listener.send_q:
             f.confirmed_by.append(
-                f"{said}: pcapq's estimate {estimate} is at or above it, as it should be (accepted connections count too)"
+                f"ss: backlog {listener.send_q}; pcapq's estimate {estimate} is at or above it, as it should be "
+                "(accepted connections count too)"
             )
         else:
             f.contradicted_by.append(

@@ -110,7 +110,11 @@ class Movement:
     """True: `deltas` are changes over a window; False: counts since boot (or the last nstat)."""
 
     def get(self, name: str) -> Optional[int]:
-        return self.deltas.get(name)
+        """The counter's change; 0 when absent from files that hold TCP counters (nstat without -z,
+        netstat -s and a lab table leave out counters at 0 or that did not move)."""
+        if name in self.deltas:
+            return self.deltas[name]
+        return 0 if any(k.startswith("Tcp") for k in self.deltas) else None
 
 
 def movement(files: list[Counters]) -> Movement:

@@ -549,12 +549,17 @@ def nginx_php_fpm(
             _wait_listening(net, net.server_ns, PORT, fpm, php_fpm)
             _wait_listening(net, net.client_ns, NGINX_PORT, nginx, "nginx")
             with net.capture(pcap, bpf=["tcp", "port", str(PORT)], snaplen=snaplen) as cap:
-                net.say(f"ab: {requests} requests, {concurrency} at a time, through nginx")
-                ab = net.run(net.client_ns, ["ab", "-n", str(requests), "-c", str(concurrency), "-s", "30",
-                                             f"http://127.0.0.1:{NGINX_PORT}/slow.php"], timeout=120, check=False)
+                net.say(f"ab: {requests} requests, {concurrency} at a time, through nginx; `ss -lnt` in the "
+                        "server namespace every 0.2 s meanwhile")
+                ab = net.popen(net.client_ns, ["ab", "-n", str(requests), "-c", str(concurrency), "-s", "30",
+                                               f"http://127.0.0.1:{NGINX_PORT}/slow.php"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                ss_text = _fullest_listener(net, ab, deadline=time.monotonic() + 120)
+                ab_out, _ = ab.communicate(timeout=10)
         finally:
             net.stop(nginx)
             net.stop(fpm)
+        logs.with_name(logs.name + ".ss.txt").write_text(ss_text)
         shutil.copyfile(error_log, logs.with_name(logs.name + ".error.log"))
         shutil.copyfile(access_log, logs.with_name(logs.name + ".access.log"))
         statuses = [line.split('" ', 1)[1].split()[0] for line in access_log.read_text().splitlines() if '" ' in line]
@@ -566,8 +571,24 @@ def nginx_php_fpm(
         f"load: ab -n {requests} -c {concurrency} in the client namespace; tcpdump -s {snaplen} port {PORT}",
     ]
     run = _run(net, pcap, "", cap, before, started, setup)
-    run.extra.update(statuses={s: statuses.count(s) for s in sorted(set(statuses))}, ab=ab.stdout)
+    run.extra.update(statuses={s: statuses.count(s) for s in sorted(set(statuses))}, ab=ab_out)
     return run
+
+
+def _fullest_listener(net: NetnsPair, load: subprocess.Popen, deadline: float) -> str:
+    """`ss -lnt` on the upstream's port every 0.2 s while `load` runs: the snapshot whose Recv-Q
+    (connections waiting to be accepted) was highest, with its time in a comment."""
+    best, best_waiting = "", -1
+    while load.poll() is None and time.monotonic() < deadline:
+        out = net.run(net.server_ns, ["ss", "-lnt", f"sport = :{PORT}"], check=False).stdout
+        waiting = max((int(line.split()[1]) for line in out.splitlines()[1:] if line.startswith("LISTEN")), default=0)
+        if waiting > best_waiting:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+            best, best_waiting = f"# `ss -lnt sport = :{PORT}` in the server namespace at {stamp} UTC, the fullest of the run\n{out}", waiting
+        time.sleep(0.2)
+    if load.poll() is None:
+        load.kill()
+    return best
 
 
 def nginx_php_fpm_slow(net: NetnsPair, pcap: Path, logs: Path) -> Run:
