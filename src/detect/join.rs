@@ -20,6 +20,8 @@ use crate::flow::{Connection, Endpoint, EventKind, Side};
 const NS: i64 = 1_000_000_000;
 /// How far outside its second a line's moment may be from the packet that shows it.
 pub const SLACK_NS: i64 = 250_000_000;
+/// A FIN this soon after the ACK of a re-sent request had waited for it in the send queue.
+pub const QUEUED_FIN_NS: i64 = 500_000_000;
 /// Step of the clock-offset search: time zones differ by multiples of a quarter hour.
 pub const ZONE_STEP_NS: i64 = 15 * 60 * NS;
 /// The largest time-zone offset searched (UTC-12 to UTC+14).
@@ -143,8 +145,11 @@ pub struct Candidate {
     pub last_ns: i64,
     /// When the client gave up or the exchange ended, if a packet shows it.
     pub end_ns: Option<i64>,
-    /// The capture ended while this connection still waited.
-    pub open_at_end: bool,
+    /// Otherwise, the span the moment must lie in: not before the last packet sent before it
+    /// (the request, the last SYN), not after a packet that shows it had passed (a FIN queued
+    /// behind an unacknowledged request goes out with the next retransmission).
+    pub earliest_ns: i64,
+    pub latest_ns: i64,
 }
 
 fn first_event(c: &Connection, from: Side, kinds: &[EventKind]) -> Option<i64> {
@@ -156,17 +161,24 @@ fn first_event(c: &Connection, from: Side, kinds: &[EventKind]) -> Option<i64> {
 pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
     let (outcome, _) = classify(c, end_ns);
     let rst = c.milestones.first_rst;
-    let client_close = first_event(c, Side::Client, &[EventKind::Fin, EventKind::Rst])
-        .or_else(|| rst.filter(|r| r.from == Side::Client).map(|r| r.time_ns));
+    let client_fin = first_event(c, Side::Client, &[EventKind::Fin]);
+    let client_rst = first_event(c, Side::Client, &[EventKind::Rst]).or_else(|| rst.filter(|r| r.from == Side::Client).map(|r| r.time_ns));
+    let client_close = match (client_fin, client_rst) {
+        (Some(f), Some(r)) => Some(f.min(r)),
+        (f, r) => f.or(r),
+    };
     let server_data = c.milestones.server_data_ns;
-    let (shape, end) = match outcome {
+    // A moment no packet shows lies between these; None: open until the capture's end.
+    let waited = (c.last_time_ns - c.first_time_ns).max(NS);
+    let ongoing = c.last_time_ns + NS >= end_ns;
+    let after_last_syn = if ongoing { i64::MAX } else { c.last_time_ns + waited + 2 * NS };
+    let (shape, end, span) = match outcome {
         Outcome::Partial => return None,
-        Outcome::Refused => (Shape::Refused, rst.map(|r| r.time_ns)),
-        Outcome::ResetByServer if c.synack_count > 0 && c.handshake_completed() && server_data.is_none() => {
-            (Shape::Reset, rst.map(|r| r.time_ns))
-        }
-        Outcome::ResetByServer => (Shape::Reset, rst.map(|r| r.time_ns)),
-        _ if c.synack_count == 0 => (Shape::NoHandshake, client_close),
+        Outcome::Refused => (Shape::Refused, rst.map(|r| r.time_ns), None),
+        Outcome::ResetByServer => (Shape::Reset, rst.map(|r| r.time_ns), None),
+        // connect() timed out: the SYNs stop when the proxy gives up, so after the last one and
+        // before the next the backoff would have sent.
+        _ if c.synack_count == 0 => (Shape::NoHandshake, None, Some((c.last_time_ns, after_last_syn))),
         _ => {
             let server_fin = first_event(c, Side::Server, &[EventKind::Fin]);
             let answered_in_time = match (server_data, client_close) {
@@ -175,17 +187,37 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
                 (None, _) => false,
             };
             if answered_in_time {
-                (Shape::Answered, Some(c.last_time_ns))
+                (Shape::Answered, Some(c.last_time_ns), None)
             } else if let Some(fin) = server_fin.filter(|&f| client_close.is_none_or(|close| f <= close)) {
-                (Shape::ServerClosed, Some(fin))
+                (Shape::ServerClosed, Some(fin), None)
             } else if c.milestones.client_data_ns.is_some() || client_close.is_some() {
-                (Shape::Unanswered, client_close)
+                let request = c.milestones.client_data_ns.unwrap_or(c.first_time_ns);
+                // The request acknowledged before the FIN, and not just before it after re-sends (a
+                // FIN that waited for the re-sent request's ACK follows it within a round trip).
+                let resent_before = |acked: i64| {
+                    c.events.iter().any(|e| e.from == Side::Client && e.kind == EventKind::DataRetransmit && e.time_ns <= acked)
+                };
+                let acked_before_close = match (c.milestones.client_data_acked_ns, client_close) {
+                    (Some(acked), Some(close)) => acked <= close && !(close - acked < QUEUED_FIN_NS && resent_before(acked)),
+                    _ => false,
+                };
+                if client_rst.is_some_and(|r| client_close == Some(r)) || acked_before_close {
+                    // An RST leaves at once, and so does a FIN with nothing unacknowledged before it.
+                    (Shape::Unanswered, client_close, None)
+                } else {
+                    // A FIN queued behind the unacknowledged request leaves with its next re-send.
+                    (Shape::Unanswered, None, Some((request, client_close.unwrap_or(i64::MAX))))
+                }
             } else {
-                (Shape::NoHandshake, None)
+                (Shape::NoHandshake, None, Some((c.last_time_ns, after_last_syn)))
             }
         }
     };
-    let open_at_end = end.is_none() && matches!(outcome, Outcome::Open);
+    let (earliest_ns, latest_ns) = match (end, span) {
+        (Some(e), _) => (e, e),
+        (None, Some(span)) => span,
+        (None, None) => (c.last_time_ns, if ongoing { i64::MAX } else { c.last_time_ns + waited + 2 * NS }),
+    };
     Some(Candidate {
         index,
         id: c.id,
@@ -194,7 +226,8 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
         first_ns: c.first_time_ns,
         last_ns: c.last_time_ns,
         end_ns: end,
-        open_at_end,
+        earliest_ns,
+        latest_ns,
     })
 }
 
@@ -230,7 +263,8 @@ pub struct Join {
 }
 
 /// Ties lines to candidates for one clock offset (log minus capture). Lines in time order.
-fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64, capture_end_ns: i64) -> Vec<Tie> {
+fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64) -> Vec<Tie> {
+    let base = candidates.iter().map(|c| c.earliest_ns).min().unwrap_or(0);
     let mut taken = vec![false; candidates.len()];
     let mut ties = Vec::new();
     for &li in order {
@@ -249,19 +283,13 @@ fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64
                 // The packet that shows the moment must be in the line's second.
                 Some(end) if end >= start - SLACK_NS && end <= stop + SLACK_NS => (end - (start + stop) / 2).abs(),
                 Some(_) => continue,
-                // Not shown: still waiting at the line's second, and not long over before it.
+                // Not shown: the line's second must meet the span the moment lies in; the
+                // earliest waiting first (a proxy's timeouts expire in the order they were set).
                 None => {
-                    let waited = c.last_ns - c.first_ns;
-                    let latest = if c.open_at_end || c.last_ns + NS >= capture_end_ns {
-                        i64::MAX
-                    } else {
-                        c.last_ns + waited.max(NS) + 2 * NS
-                    };
-                    if c.last_ns > stop + SLACK_NS || start - SLACK_NS > latest {
+                    if c.earliest_ns > stop + SLACK_NS || c.latest_ns < start - SLACK_NS {
                         continue;
                     }
-                    // Earliest begun first, after any shown moment.
-                    NS * 3600 + (c.first_ns - candidates.first().map_or(0, |f| f.first_ns)).max(0) / 1000
+                    NS * 3600 + (c.earliest_ns - base).max(0) / 1000
                 }
             };
             if best.is_none_or(|(s, _)| score < s) {
@@ -301,7 +329,7 @@ pub fn join(lines: &[Line], candidates: &[Candidate], zone_ns: Option<i64>, capt
     let mut best = Join::default();
     let mut best_count = 0;
     for off in offsets {
-        let ties = tie(lines, &order, candidates, off, capture.1);
+        let ties = tie(lines, &order, candidates, off);
         if ties.len() > best_count || best_count == 0 && best.ties.is_empty() && off == 0 {
             best_count = ties.len();
             best = Join { ties, zone_ns: off, skew_ns: None, skew_pairs: 0 };
@@ -333,6 +361,7 @@ mod tests {
 
     fn cand(index: u32, shape: Shape, first_s: f64, last_s: f64, end_s: Option<f64>) -> Candidate {
         let ns = |s: f64| (s * 1e9) as i64;
+        let waited = (ns(last_s) - ns(first_s)).max(NS);
         Candidate {
             index,
             id: index as u64,
@@ -341,7 +370,8 @@ mod tests {
             first_ns: ns(first_s),
             last_ns: ns(last_s),
             end_ns: end_s.map(ns),
-            open_at_end: false,
+            earliest_ns: end_s.map_or(ns(last_s), ns),
+            latest_ns: end_s.map_or(ns(last_s) + waited + 2 * NS, ns),
         }
     }
 
@@ -386,6 +416,16 @@ mod tests {
     }
 
     // ---- Tests for the clock offset ----
+
+    #[test]
+    fn test_read_timeout_ties_inside_the_span_before_a_queued_fin() {
+        // Request at 100.0, never acknowledged; the FIN left with the re-send at 106.9.
+        let mut c = cand(0, Shape::Unanswered, 99.9, 107.0, None);
+        c.earliest_ns = 100 * NS;
+        c.latest_ns = 106_900_000_000;
+        assert_eq!(join(&[line(103, LineKind::ReadTimeout)], &[c], Some(0), (99 * NS, 108 * NS)).ties.len(), 1);
+        assert!(join(&[line(108, LineKind::ReadTimeout)], &[c], Some(0), (99 * NS, 110 * NS)).ties.is_empty());
+    }
 
     #[test]
     fn test_offset_search_finds_the_time_zone() {
