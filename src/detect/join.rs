@@ -22,6 +22,9 @@ const NS: i64 = 1_000_000_000;
 pub const SLACK_NS: i64 = 250_000_000;
 /// A FIN this soon after the ACK of a re-sent request had waited for it in the send queue.
 pub const QUEUED_FIN_NS: i64 = 500_000_000;
+/// A connection still waiting when the capture ended was given up at most this long after it
+/// (nginx's default proxy_read_timeout is 60 s).
+pub const AFTER_END_NS: i64 = 300 * NS;
 /// Step of the clock-offset search: time zones differ by multiples of a quarter hour.
 pub const ZONE_STEP_NS: i64 = 15 * 60 * NS;
 /// The largest time-zone offset searched (UTC-12 to UTC+14).
@@ -171,7 +174,7 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
     // A moment no packet shows lies between these; None: open until the capture's end.
     let waited = (c.last_time_ns - c.first_time_ns).max(NS);
     let ongoing = c.last_time_ns + NS >= end_ns;
-    let after_last_syn = if ongoing { i64::MAX } else { c.last_time_ns + waited + 2 * NS };
+    let after_last_syn = if ongoing { end_ns + AFTER_END_NS } else { c.last_time_ns + waited + 2 * NS };
     let (shape, end, span) = match outcome {
         Outcome::Partial => return None,
         Outcome::Refused => (Shape::Refused, rst.map(|r| r.time_ns), None),
@@ -206,7 +209,7 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
                     (Shape::Unanswered, client_close, None)
                 } else {
                     // A FIN queued behind the unacknowledged request leaves with its next re-send.
-                    (Shape::Unanswered, None, Some((request, client_close.unwrap_or(i64::MAX))))
+                    (Shape::Unanswered, None, Some((request, client_close.unwrap_or(end_ns + AFTER_END_NS))))
                 }
             } else {
                 (Shape::NoHandshake, None, Some((c.last_time_ns, after_last_syn)))
@@ -216,7 +219,7 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
     let (earliest_ns, latest_ns) = match (end, span) {
         (Some(e), _) => (e, e),
         (None, Some(span)) => span,
-        (None, None) => (c.last_time_ns, if ongoing { i64::MAX } else { c.last_time_ns + waited + 2 * NS }),
+        (None, None) => (c.last_time_ns, if ongoing { end_ns + AFTER_END_NS } else { c.last_time_ns + waited + 2 * NS }),
     };
     Some(Candidate {
         index,
@@ -262,38 +265,73 @@ pub struct Join {
     pub skew_pairs: usize,
 }
 
+/// Candidates of one upstream and shape, in order of `earliest_ns`; those before `live` are
+/// taken or over for every later line.
+struct Group {
+    server: Endpoint,
+    shape: Shape,
+    members: Vec<usize>,
+    live: usize,
+}
+
+fn groups(candidates: &[Candidate]) -> Vec<Group> {
+    let mut by: rustc_hash::FxHashMap<(Endpoint, Shape), Vec<usize>> = Default::default();
+    for (i, c) in candidates.iter().enumerate() {
+        by.entry((c.server, c.shape)).or_default().push(i);
+    }
+    let mut out: Vec<Group> = by
+        .into_iter()
+        .map(|((server, shape), mut members)| {
+            members.sort_by_key(|&i| candidates.get(i).map_or(0, |c| c.earliest_ns));
+            Group { server, shape, members, live: 0 }
+        })
+        .collect();
+    out.sort_by_key(|g| (g.server, g.shape.slug()));
+    out
+}
+
 /// Ties lines to candidates for one clock offset (log minus capture). Lines in time order.
 fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64) -> Vec<Tie> {
     let base = candidates.iter().map(|c| c.earliest_ns).min().unwrap_or(0);
     let mut taken = vec![false; candidates.len()];
+    let mut groups = groups(candidates);
     let mut ties = Vec::new();
     for &li in order {
         let Some(line) = lines.get(li) else { continue };
         let start = line.time_ns - offset_ns;
         let stop = start + line.resolution_ns;
         let mut best: Option<(i64, usize)> = None;
-        for (ci, c) in candidates.iter().enumerate() {
-            if taken.get(ci).copied().unwrap_or(true) || !line.kind.fits(c.shape) {
+        for g in groups.iter_mut() {
+            if !line.kind.fits(g.shape) || line.upstream.is_some_and(|u| u != g.server) {
                 continue;
             }
-            if line.upstream.is_some_and(|u| u != c.server) || c.first_ns > stop + SLACK_NS {
-                continue;
-            }
-            let score = match c.end_ns {
-                // The packet that shows the moment must be in the line's second.
-                Some(end) if end >= start - SLACK_NS && end <= stop + SLACK_NS => (end - (start + stop) / 2).abs(),
-                Some(_) => continue,
-                // Not shown: the line's second must meet the span the moment lies in; the
-                // earliest waiting first (a proxy's timeouts expire in the order they were set).
-                None => {
-                    if c.earliest_ns > stop + SLACK_NS || c.latest_ns < start - SLACK_NS {
-                        continue;
-                    }
-                    NS * 3600 + (c.earliest_ns - base).max(0) / 1000
+            // Lines come in time order: a candidate taken, or whose span ended before this
+            // line's second, is over for every later line too.
+            while let Some(&ci) = g.members.get(g.live) {
+                let over = candidates.get(ci).is_none_or(|c| c.latest_ns < start - SLACK_NS);
+                if !(taken.get(ci).copied().unwrap_or(true) || over) {
+                    break;
                 }
-            };
-            if best.is_none_or(|(s, _)| score < s) {
-                best = Some((score, ci));
+                g.live += 1;
+            }
+            for &ci in g.members.get(g.live..).unwrap_or_default() {
+                let Some(c) = candidates.get(ci) else { continue };
+                if c.earliest_ns > stop + SLACK_NS {
+                    break;
+                }
+                if taken.get(ci).copied().unwrap_or(true) || c.latest_ns < start - SLACK_NS {
+                    continue;
+                }
+                let score = match c.end_ns {
+                    // The packet that shows the moment, closest to the middle of the line's second.
+                    Some(end) => (end - (start + stop) / 2).abs(),
+                    // Not shown: the earliest waiting first (a proxy's timeouts expire in the
+                    // order they were set).
+                    None => NS * 3600 + (c.earliest_ns - base).max(0) / 1000,
+                };
+                if best.is_none_or(|(s, _)| score < s) {
+                    best = Some((score, ci));
+                }
             }
         }
         if let Some((_, ci)) = best {
@@ -413,6 +451,17 @@ mod tests {
     fn test_connect_timeout_line_before_the_last_syn_does_not_tie() {
         let c = [cand(0, Shape::NoHandshake, 100.0, 105.0, None)];
         assert!(join(&[line(102, LineKind::ConnectTimeout)], &c, Some(0), (100 * NS, 120 * NS)).ties.is_empty());
+    }
+
+    #[test]
+    fn test_many_lines_and_connections_join_in_one_pass() {
+        // 20,000 refused connections 5 ms apart and a line for each: every line tied, quickly
+        // (each line looks only at the connections whose moment can fall in its second).
+        let n = 20_000;
+        let c: Vec<Candidate> = (0..n).map(|i| cand(i, Shape::Refused, 100.0 + i as f64 * 0.005, 100.0 + i as f64 * 0.005, Some(100.0 + i as f64 * 0.005))).collect();
+        let lines: Vec<Line> = (0..n).map(|i| line(100 + (i as i64 * 5) / 1000, LineKind::Refused)).collect();
+        let j = join(&lines, &c, Some(0), (100 * NS, 201 * NS));
+        assert_eq!(j.ties.len(), n as usize);
     }
 
     // ---- Tests for the clock offset ----
