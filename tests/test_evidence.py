@@ -399,3 +399,32 @@ def test_r15_fresh_lab_run_ties_its_logs(tmp_path: Path, scenario: str) -> None:
     if scenario == "nginx_php_fpm":
         (f,) = [f for f in d.findings if f.cause == "accept_queue_overflow"]
         assert any(s.startswith("nstat: TcpExtListenOverflows +") for s in f.confirmed_by)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests for refused and reset lines, written from the captures' own RSTs
+
+
+@pytest.mark.parametrize("capture, kind, message, shape", [
+    ("closed_port", "refused", "connect() failed (111: Connection refused) while connecting to upstream", "refused"),
+    ("app_reset", "reset", "recv() failed (104: Connection reset by peer) while reading response header from upstream", "reset"),
+])
+def test_r15_lines_at_the_rst_tie_to_that_connection(tmp_path: Path, capture: str, kind: str, message: str, shape: str) -> None:
+    import time as _time
+
+    analysis = pcapq.analyze([str(CAPTURES / f"{capture}.pcap")])
+    resets = [c for c in analysis.connections() if c["reset"] and c["reset"]["from"] == "server"]
+    assert resets
+    # nginx writes local time: here UTC+2, which the join must find.
+    lines = [
+        _time.strftime("%Y/%m/%d %H:%M:%S", _time.gmtime(int(c["reset"]["time"]) + 7200))
+        + f' [error] 7#7: *{i} {message}, client: 127.0.0.1, server: , request: "GET / HTTP/1.1", '
+        f'upstream: "http://{c["server"]}/", host: "x"'
+        for i, c in enumerate(resets)
+    ]
+    log = write(tmp_path, "error.log", "\n".join(lines) + "\n")
+    d = diagnose(analysis)
+    apply(analysis, d, read((log,)))
+    f = d.evidence["logs"]["files"][0]
+    assert f["matched"] == len(resets) and f["by_kind"] == {kind: len(resets)}
+    assert f["clock"]["zone"] == 7200.0 and abs(f["clock_offset"] - 7200.0) <= 1.0
