@@ -21,11 +21,6 @@ __all__ = ["Evidence", "EvidenceError", "read", "apply"]
 
 # Failed connections no line describes, shown at most.
 SILENT_SHOWN = 10
-# What each kind of line means in the words of `pcapq.causes.proxy_log.LINES`.
-LINE_KEY = {
-    "connect_timeout": "timed_out", "read_timeout": "read_timeout", "send_timeout": "read_timeout",
-    "refused": "refused", "reset": "reset_by_server", "gateway_timeout": "timed_out",
-}
 # Kinds a finding's expected lines accept (the access log's 504 is either timeout).
 ACCEPTS = {
     "timed_out": {"connect_timeout", "gateway_timeout"},
@@ -249,9 +244,10 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
             by_id[conn_id] = note
     analysis.note_connections({i: json.dumps({"proxy_log": n}) for i, n in by_id.items()})
     for f in diagnosis.findings:
-        kinds = Counter(by_id[i]["kind"] for i in f.connections if i in by_id)
+        # Over the tied connections (as many as lines), not the finding's.
+        kinds = Counter(by_id[i]["kind"] for i in sorted(by_id.keys() & f.connections))
         f.logged = dict(kinds.most_common())
-        expected = {LINE_KEY_REVERSE for LINE_KEY_REVERSE in _expected_keys(f)}
+        expected = _expected_keys(f)
         fits = sum(n for k, n in kinds.items() if any(k in ACCEPTS.get(e, ()) for e in expected))
         others = sum(n for k, n in kinds.items() if k != "answered") - fits
         if fits:
@@ -260,7 +256,7 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
             odd = ", ".join(f"{n} {k}" for k, n in kinds.items()
                             if k != "answered" and not any(k in ACCEPTS.get(e, ()) for e in expected))
             f.contradicted_by.append(f"proxy log: {odd} tied to its connections, not what this cause makes nginx log")
-    files = []
+    files: list[dict] = []
     for fi, log in enumerate(ev.logs):
         kinds_all = Counter(line.kind for line in log.lines)
         upstream_lines = [line for line in log.lines if line.kind != "answered"]

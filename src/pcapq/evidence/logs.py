@@ -317,9 +317,9 @@ def read_log(path: str) -> LogFile:
         else:
             parsed_json = _json_access(text)
             if parsed_json:
-                when, zone, resolution, status, fields = parsed_json
-                if zone is not None:
-                    zones.append(zone)
+                when, json_zone, resolution, status, fields = parsed_json
+                if json_zone is not None:
+                    zones.append(json_zone)
                 log.resolution = resolution
                 has_upstream = any(k in fields for k in KEYS["addr"])
                 upstream_seen |= has_upstream
