@@ -23,7 +23,9 @@ CRAFTED_ONLY = {
 }
 # Issue 12: kernel behaviour that needs no crafted twin (the diagnosis tests read the real ones).
 REAL_ONLY = {"defer_accept", "reuseport_stuck_listener", "firewall_drop", "tfo_fallback", "syn_scan", "connect_scan",
-             "app_reset"}
+             "app_reset",
+             # Issue 15: a slow script behind nginx, with its logs (tests/test_evidence.py reads them).
+             "nginx_php_fpm_slow"}
 
 
 def crafted_names() -> list[str]:

@@ -13,6 +13,8 @@ STUB_TYPES = {
     "schedules": "Schedule",
     "series_kinds": "SeriesKind",
     "packet_roles": "PacketRole",
+    "log_kinds": "LogKind",
+    "log_shapes": "LogShape",
 }
 
 

@@ -5,6 +5,7 @@
 
 mod diagnosis;
 mod errors;
+mod join;
 
 use std::io::{self, Write};
 use std::panic::{self, AssertUnwindSafe};
@@ -46,11 +47,13 @@ pub struct Analysis {
     inner: analysis::Analysis,
     /// Per-server statistics, made on first use.
     servers: std::sync::OnceLock<Vec<detect::servers::ServerStats>>,
+    /// Fields added to connections in the JSON document, by id (`note_connections`).
+    notes: rustc_hash::FxHashMap<u64, serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Analysis {
     fn of(inner: analysis::Analysis) -> Analysis {
-        Analysis { inner, servers: std::sync::OnceLock::new() }
+        Analysis { inner, servers: std::sync::OnceLock::new(), notes: Default::default() }
     }
 
     /// The analysis as its reports read it: a mergeable analysis that did not keep every record
@@ -346,6 +349,43 @@ impl Analysis {
         Ok(diagnosis::Problems::new(slf.unbind(), book))
     }
 
+    /// Ties log lines to the connections they describe (docs/evidence.md). Line `i` is at
+    /// `times[i]` (epoch seconds on the log's clock, read as UTC), in file `files[i]`, about
+    /// upstream `upstreams[i]` (an endpoint, or None for any), of kind `kinds[i]`
+    /// (`VOCABULARY["log_kinds"]`). Per file: `resolutions[file]` (seconds a line's time stands
+    /// for) and `zones[file]` (log clock minus UTC when the file says so; None: searched).
+    /// Returns ties ([(line, connection id, connection index, shape)]), files ([{ties, zone,
+    /// zone_searched, skew, skew_pairs}]), silent ({shape: {count, ids}}: failed connections
+    /// no line describes) and capture ((first, last) epoch seconds).
+    ///
+    /// Raises:
+    ///     ValueError: the arrays differ in length, a kind is unknown or an upstream is not an endpoint.
+    #[pyo3(signature = (times, files, upstreams, kinds, resolutions, zones))]
+    #[allow(clippy::too_many_arguments)]
+    fn join_log<'py>(
+        &mut self, py: Python<'py>, times: Vec<f64>, files: Vec<u32>, upstreams: Vec<Option<String>>, kinds: Vec<String>,
+        resolutions: Vec<f64>, zones: Vec<Option<f64>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.settle();
+        join::join_log(py, &self.inner, times, files, upstreams, kinds, resolutions, zones)
+    }
+
+    /// Adds fields to connections in the JSON document: `notes` maps a connection id to a JSON
+    /// object string whose fields are added (`proxy_log`).
+    ///
+    /// Raises:
+    ///     ValueError: a value is not a JSON object.
+    fn note_connections(&mut self, notes: std::collections::HashMap<u64, String>) -> PyResult<()> {
+        for (id, text) in notes {
+            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("note: {e}")))?;
+            let serde_json::Value::Object(fields) = value else {
+                return Err(pyo3::exceptions::PyValueError::new_err("a note must be a JSON object"));
+            };
+            self.notes.entry(id).or_default().extend(fields);
+        }
+        Ok(())
+    }
+
     /// Connection `index` (0-based, in order of first packet) as a JSON object string.
     fn connection_json(&mut self, index: usize) -> PyResult<String> {
         self.settle();
@@ -399,11 +439,12 @@ impl Analysis {
         let extra = extra.as_deref();
         if let Ok(path) = target.extract::<std::path::PathBuf>() {
             let inner = &self.inner;
+            let notes = &self.notes;
             let written = py.allow_threads(|| {
                 catch(|| {
                     let file = std::fs::File::create(&path)?;
                     let mut out = io::BufWriter::with_capacity(CHUNK, file);
-                    json::write_document(inner, &mut out, pretty, extra)?;
+                    json::write_document_noted(inner, &mut out, pretty, extra, notes)?;
                     out.flush()
                 })
             })?;
@@ -412,7 +453,7 @@ impl Analysis {
         let mut writer = PyTextWriter { file: target, buffer: Vec::with_capacity(CHUNK), error: None };
         let written = catch(|| {
             let mut out = io::BufWriter::with_capacity(64 * 1024, &mut writer);
-            json::write_document(&self.inner, &mut out, pretty, extra)?;
+            json::write_document_noted(&self.inner, &mut out, pretty, extra, &self.notes)?;
             out.flush()?;
             drop(out);
             writer.flush()
@@ -729,6 +770,8 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("schedules", Schedule::SLUGS.to_vec())?;
     d.set_item("series_kinds", SeriesKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
     d.set_item("packet_roles", PacketRole::ALL.iter().map(|r| r.slug()).collect::<Vec<_>>())?;
+    d.set_item("log_kinds", join::kinds())?;
+    d.set_item("log_shapes", join::shapes())?;
     Ok(d)
 }
 

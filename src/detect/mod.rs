@@ -4,6 +4,7 @@
 
 pub mod episodes;
 pub mod facts;
+pub mod join;
 pub mod probes;
 pub mod scans;
 pub mod schedule;

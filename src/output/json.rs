@@ -496,6 +496,18 @@ pub fn summary_view(a: &Analysis) -> SummaryView {
 /// with the output. `extra` is a JSON object whose fields go in before `connections` (the
 /// findings, which Python adds).
 pub fn write_document<W: Write>(a: &Analysis, out: &mut W, pretty: bool, extra: Option<&str>) -> io::Result<()> {
+    write_document_noted(a, out, pretty, extra, &Default::default())
+}
+
+/// As `write_document`, adding to each connection the fields `notes` holds for its id (what a
+/// proxy's log said about it: `proxy_log`).
+pub fn write_document_noted<W: Write>(
+    a: &Analysis,
+    out: &mut W,
+    pretty: bool,
+    extra: Option<&str>,
+    notes: &rustc_hash::FxHashMap<u64, serde_json::Map<String, serde_json::Value>>,
+) -> io::Result<()> {
     let doc = Document {
         schema: SCHEMA_NAME,
         schema_version: SCHEMA_VERSION,
@@ -523,7 +535,19 @@ pub fn write_document<W: Write>(a: &Analysis, out: &mut W, pretty: bool, extra: 
         if i > 0 {
             out.write_all(b",")?;
         }
-        if pretty {
+        if let Some(fields) = notes.get(&c.id) {
+            let mut value = serde_json::to_value(connection_view(c, end_ns)).map_err(io::Error::other)?;
+            if let Some(object) = value.as_object_mut() {
+                object.extend(fields.clone());
+            }
+            if pretty {
+                out.write_all(b"\n    ")?;
+                let text = serde_json::to_string_pretty(&value).map_err(io::Error::other)?;
+                out.write_all(text.replace('\n', "\n    ").as_bytes())?;
+            } else {
+                serde_json::to_writer(&mut *out, &value).map_err(io::Error::other)?;
+            }
+        } else if pretty {
             out.write_all(b"\n    ")?;
             let text = serde_json::to_string_pretty(&connection_view(c, end_ns)).map_err(io::Error::other)?;
             out.write_all(text.replace('\n', "\n    ").as_bytes())?;

@@ -33,6 +33,11 @@ EventKind = Literal[
 Schedule = Literal["syn_linear", "syn_exponential", "syn_legacy", "synack", "data_rto"]
 SeriesKind = Literal["syn", "synack", "data"]
 PacketRole = Literal["syn", "synack", "handshake_ack", "ack", "data", "retransmit", "fin", "rst"]
+LogKind = Literal[
+    "connect_timeout", "read_timeout", "send_timeout", "refused", "reset", "premature_close", "gateway_timeout",
+    "bad_gateway", "answered",
+]
+LogShape = Literal["no_handshake", "unanswered", "refused", "reset", "server_closed", "answered"]
 
 class _Vocabulary(TypedDict):
     outcomes: list[Outcome]
@@ -43,6 +48,8 @@ class _Vocabulary(TypedDict):
     schedules: list[Schedule]
     series_kinds: list[SeriesKind]
     packet_roles: list[PacketRole]
+    log_kinds: list[LogKind]
+    log_shapes: list[LogShape]
 
 VOCABULARY: Final[_Vocabulary]
 
@@ -191,6 +198,37 @@ class Analysis:
 
         Raises:
             ValueError: `server` is not an endpoint.
+        """
+
+    def join_log(
+        self,
+        times: list[float],
+        files: list[int],
+        upstreams: list[str | None],
+        kinds: list[str],
+        resolutions: list[float],
+        zones: list[float | None],
+    ) -> dict[str, Any]:
+        """Ties log lines to the connections they describe (docs/evidence.md). Line i is at
+        times[i] (epoch seconds on the log's clock, read as UTC), in file files[i], about
+        upstream upstreams[i] (an endpoint, or None for any), of kind kinds[i] (a LogKind). Per
+        file: resolutions[file] (seconds a line's time stands for) and zones[file] (log clock
+        minus UTC when the file says so; None: searched by quarter hours).
+
+        Returns: {"ties": [(line, connection id, connection index, LogShape)], "files": [{"ties",
+        "zone", "zone_searched", "skew", "skew_pairs"}], "silent": {LogShape: {"count", "ids"}}
+        (failed connections no line describes), "capture": (first, last)}.
+
+        Raises:
+            ValueError: the arrays differ in length, a kind is unknown or an upstream is not an endpoint.
+        """
+
+    def note_connections(self, notes: dict[int, str]) -> None:
+        """Adds fields to connections in the JSON document: connection id -> a JSON object
+        string whose fields are added (`proxy_log`).
+
+        Raises:
+            ValueError: a value is not a JSON object.
         """
 
     def connection_json(self, index: int) -> str:

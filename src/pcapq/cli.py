@@ -128,6 +128,28 @@ output_option = click.option(
     metavar="ADDRESS",
     help="Analyse one file per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
 )
+@click.option(
+    "--log",
+    "logs",
+    multiple=True,
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="FILE",
+    help="The proxy's nginx error.log or access.log (repeatable): each upstream error line is tied to its connection (docs/evidence.md).",
+)
+@click.option(
+    "--nstat",
+    "nstat",
+    multiple=True,
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="FILE",
+    help="The upstream host's `nstat -az` or `netstat -s` output: one file, or two (before and after); confirms or contradicts each finding.",
+)
+@click.option(
+    "--ss",
+    type=click.Path(dir_okay=False, allow_dash=False),
+    metavar="FILE",
+    help="The upstream host's `ss -lnt` output: each listener's backlog (Send-Q) and queue (Recv-Q) against pcapq's estimate.",
+)
 def analyze(
     files: tuple[str, ...],
     fmt: str,
@@ -138,6 +160,9 @@ def analyze(
     jobs: int,
     max_connections: int,
     scheduler: str | None,
+    logs: tuple[str, ...] = (),
+    nstat: tuple[str, ...] = (),
+    ss: str | None = None,
 ) -> None:
     """Say what went wrong in the captures, the worst connections, then totals.
 
@@ -159,6 +184,7 @@ def analyze(
       $ pcapq analyze --format json -o report.json dump.pcap.gz
       $ pcapq analyze --format html -o report.html dump.pcap
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
+      $ pcapq analyze --log error.log --log access.log --nstat before.txt --nstat after.txt dump.pcap
 
     \b
     Exit codes: 0 analysed, nothing wrong found; 1 analysed, and a problem was found (a
@@ -175,6 +201,13 @@ def analyze(
     except InputError as e:
         _fail(str(e), ExitCode.UNREADABLE)
     _refuse_overwriting_inputs(tuple(paths), output)
+    from pcapq.evidence import EvidenceError
+    from pcapq.evidence import read as read_evidence
+
+    try:
+        evidence = read_evidence(logs, nstat, ss)
+    except EvidenceError as e:
+        _fail(str(e), ExitCode.USAGE)
     if scheduler and "-" in paths:
         _fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
     # JSON has every connection and its events. HTML draws ladders from the events of the
@@ -182,7 +215,10 @@ def analyze(
     # small enough. The other reports need only the counts and the connections with a problem.
     size = record_bytes(tuple(paths))
     every_connection = fmt == "json" or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
-    keep = dict(keep_connections=every_connection, keep_events=fmt in ("json", "html"), max_connections=max_connections)
+    # The join of log lines needs the FINs and RSTs of the connections with a problem (events).
+    keep = dict(
+        keep_connections=every_connection, keep_events=fmt in ("json", "html") or bool(logs), max_connections=max_connections
+    )
     try:
         if scheduler:
             from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
@@ -202,6 +238,11 @@ def analyze(
     from pcapq.diagnose import diagnose
 
     diagnoses = [diagnose(p.analysis) for p in points]
+    if evidence:
+        from pcapq.evidence import apply as apply_evidence
+
+        for p, d in zip(points, diagnoses):
+            apply_evidence(p.analysis, d, evidence)
     if fmt == "html" and len(points) > 1:
         names = ", ".join(p.name for p in points)
         _fail(f"an HTML report shows one capture point and these files are {len(points)} ({names}): add --merge, or give one point's files", ExitCode.USAGE)

@@ -23,6 +23,12 @@ class Finding:
     count: int | None = None
     rests_on: list[str] = field(default_factory=list)
     disproved_by: list[str] = field(default_factory=list)
+    # What evidence beyond the capture says (pcapq.evidence): "nstat: TcpExtListenOverflows +312".
+    confirmed_by: list[str] = field(default_factory=list)
+    contradicted_by: list[str] = field(default_factory=list)
+    # Lines of the proxy's logs tied to this finding's connections, by kind (pcapq.evidence).
+    logged: dict[str, int] = field(default_factory=dict)
+    checked: bool = field(default=False, repr=False)
     # Marks of the connections this finding explains beyond its episode (a scan's probes on
     # every port it probed): [(server endpoint or address or None for all, all_of, none_of)].
     explains: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list, repr=False)
@@ -52,4 +58,7 @@ class Finding:
             "advice": self.advice,
             "proxy_log": self.proxy_log,
             "details": self.details,
+            # Only when evidence beyond the capture was given (--log, --nstat, --ss).
+            **({"confirmed_by": self.confirmed_by, "contradicted_by": self.contradicted_by, "logged": self.logged}
+               if self.checked else {}),
         }

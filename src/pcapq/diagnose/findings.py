@@ -25,13 +25,18 @@ class Diagnosis:
     capture_point: CapturePoint
     findings: list[Finding]
     settings: list[str] = field(default_factory=list)
+    # What the proxy's logs and the upstream's counters say (pcapq.evidence), when given.
+    evidence: dict | None = None
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "capture_point": self.capture_point.to_json(),
             "settings": self.settings,
             "findings": [f.to_json() for f in self.findings],
         }
+        if self.evidence is not None:
+            doc["evidence"] = self.evidence
+        return doc
 
 
 def diagnose(analysis: Analysis) -> Diagnosis:

@@ -105,6 +105,15 @@ SCENARIOS: dict[str, Scenario] = {
             tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
         ),
         Scenario(
+            "nginx_php_fpm_slow",
+            "nginx in front of a php-fpm script slower than fastcgi_read_timeout: 504, no overflow",
+            "php-fpm has workers and backlog enough for the load, but its script takes 3.5 s and nginx "
+            "waits 2 s for the response header. Every connection is accepted; nginx logs \"upstream "
+            "timed out (110) while reading response header\" (504) and closes its side.",
+            lambda net, pcap: scenarios.nginx_php_fpm_slow(net, pcap, logs=pcap.with_suffix("")),
+            tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
+        ),
+        Scenario(
             "time_wait_reuse",
             "a client reuses its source port while the server still holds TIME-WAIT",
             "Two connections from the same source port. The server closed the first, so it keeps "

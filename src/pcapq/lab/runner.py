@@ -63,9 +63,9 @@ def run_scenario(name: str, pcap: Path, say: Callable[[str], None] = lambda _lin
     nstat = companion(pcap, ".nstat.txt")
     nstat.write_text(counters.nstat_file(name, pcap.name, run.setup, run.sysctls, run.tcpdump, run.nstat_report()))
     files.append(nstat)
-    for suffix in (".error.log", ".access.log"):
+    for suffix in (".error.log", ".access.log", ".ss.txt"):
         log = companion(pcap, suffix)
-        if name == "nginx_php_fpm" and log.exists():
+        if name.startswith("nginx_php_fpm") and log.exists():
             files.append(log)
     problems = list(_problems(scenario, run))
     return LabResult(scenario, run, files, problems)
@@ -78,7 +78,7 @@ def _problems(scenario: Scenario, run: Run) -> Iterator[str]:
             yield f"client on port {client.get('port')}: {error}"
     if run.tcpdump_dropped:
         yield f"tcpdump dropped {run.tcpdump_dropped} packets"
-    if scenario.name == "nginx_php_fpm" and not {"502", "504"} & set(run.extra.get("statuses", {})):
+    if scenario.name.startswith("nginx_php_fpm") and not {"502", "504"} & set(run.extra.get("statuses", {})):
         yield f"nginx answered no 502 or 504 (statuses {run.extra.get('statuses')})"
     yield from _missing_signs(scenario.name, run)
 

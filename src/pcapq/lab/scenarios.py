@@ -449,7 +449,7 @@ pid {tmp}/nginx.pid;
 error_log {error_log} error;
 events {{ worker_connections 256; }}
 http {{
-    access_log {access_log};
+    {log_format}access_log {access_log}{format_name};
     client_body_temp_path {tmp}/body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
@@ -485,6 +485,14 @@ pm.max_children = {children}
 
 PHP_SCRIPT = "<?php usleep({usec}); echo \"ok\\n\";\n"
 
+# A usual custom access-log format with the upstream's address, status and timings
+# (docs/evidence.md lists the names pcapq reads).
+UPSTREAM_LOG_FORMAT = (
+    "log_format upstream '$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent "
+    "\"$http_referer\" \"$http_user_agent\" rt=$request_time ua=\"$upstream_addr\" us=\"$upstream_status\" "
+    "uct=\"$upstream_connect_time\" uht=\"$upstream_header_time\" urt=\"$upstream_response_time\"';\n    "
+)
+
 
 def nginx_php_fpm(
     net: NetnsPair,
@@ -498,13 +506,15 @@ def nginx_php_fpm(
     connect_timeout: float = 2.0,
     read_timeout: float = 3.0,
     snaplen: int = 128,
+    upstream_log: bool = False,
 ) -> Run:
     """php-fpm (`children` workers, each request taking `service_time` s) listening with
     listen.backlog `backlog` in the server namespace; nginx in the client namespace passing every
     request to it (fastcgi_connect_timeout, fastcgi_read_timeout); `ab` sends `requests`
     requests, `concurrency` at a time. php-fpm answers children / service_time requests a second,
     the rest wait in its listen queues or overflow them: nginx logs 504 (timed out) or 502.
-    nginx's error.log and access.log are copied to `logs`.error.log / `logs`.access.log."""
+    nginx's error.log and access.log are copied to `logs`.error.log / `logs`.access.log; with
+    `upstream_log`, the access log has the upstream's address, status and timings."""
     import shutil
     import tempfile
 
@@ -523,6 +533,7 @@ def nginx_php_fpm(
         error_log, access_log = tmp / "error.log", tmp / "access.log"
         (tmp / "nginx.conf").write_text(NGINX_CONF.format(
             tmp=tmp, error_log=error_log, access_log=access_log, port=NGINX_PORT, upstream=upstream,
+            log_format=UPSTREAM_LOG_FORMAT if upstream_log else "", format_name=" upstream" if upstream_log else "",
             connect_timeout=f"{connect_timeout:g}", read_timeout=f"{read_timeout:g}"))
         started = time.monotonic()
         before = net.nstat(net.server_ns)
@@ -538,12 +549,17 @@ def nginx_php_fpm(
             _wait_listening(net, net.server_ns, PORT, fpm, php_fpm)
             _wait_listening(net, net.client_ns, NGINX_PORT, nginx, "nginx")
             with net.capture(pcap, bpf=["tcp", "port", str(PORT)], snaplen=snaplen) as cap:
-                net.say(f"ab: {requests} requests, {concurrency} at a time, through nginx")
-                ab = net.run(net.client_ns, ["ab", "-n", str(requests), "-c", str(concurrency), "-s", "30",
-                                             f"http://127.0.0.1:{NGINX_PORT}/slow.php"], timeout=120, check=False)
+                net.say(f"ab: {requests} requests, {concurrency} at a time, through nginx; `ss -lnt` in the "
+                        "server namespace every 0.2 s meanwhile")
+                ab = net.popen(net.client_ns, ["ab", "-n", str(requests), "-c", str(concurrency), "-s", "30",
+                                               f"http://127.0.0.1:{NGINX_PORT}/slow.php"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                ss_text = _fullest_listener(net, ab, deadline=time.monotonic() + 120)
+                ab_out, _ = ab.communicate(timeout=10)
         finally:
             net.stop(nginx)
             net.stop(fpm)
+        logs.with_name(logs.name + ".ss.txt").write_text(ss_text)
         shutil.copyfile(error_log, logs.with_name(logs.name + ".error.log"))
         shutil.copyfile(access_log, logs.with_name(logs.name + ".access.log"))
         statuses = [line.split('" ', 1)[1].split()[0] for line in access_log.read_text().splitlines() if '" ' in line]
@@ -555,8 +571,34 @@ def nginx_php_fpm(
         f"load: ab -n {requests} -c {concurrency} in the client namespace; tcpdump -s {snaplen} port {PORT}",
     ]
     run = _run(net, pcap, "", cap, before, started, setup)
-    run.extra.update(statuses={s: statuses.count(s) for s in sorted(set(statuses))}, ab=ab.stdout)
+    run.extra.update(statuses={s: statuses.count(s) for s in sorted(set(statuses))}, ab=ab_out)
     return run
+
+
+def _fullest_listener(net: NetnsPair, load: subprocess.Popen, deadline: float) -> str:
+    """`ss -lnt` on the upstream's port every 0.2 s while `load` runs: the snapshot whose Recv-Q
+    (connections waiting to be accepted) was highest, with its time in a comment."""
+    best, best_waiting = "", -1
+    while load.poll() is None and time.monotonic() < deadline:
+        out = net.run(net.server_ns, ["ss", "-lnt", f"sport = :{PORT}"], check=False).stdout
+        waiting = max((int(line.split()[1]) for line in out.splitlines()[1:] if line.startswith("LISTEN")), default=0)
+        if waiting > best_waiting:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+            best, best_waiting = f"# `ss -lnt sport = :{PORT}` in the server namespace at {stamp} UTC, the fullest of the run\n{out}", waiting
+        time.sleep(0.2)
+    if load.poll() is None:
+        load.kill()
+    return best
+
+
+def nginx_php_fpm_slow(net: NetnsPair, pcap: Path, logs: Path) -> Run:
+    """nginx in front of php-fpm whose script takes longer than nginx's read timeout, with workers
+    and backlog enough for the load: no listen queue overflows, every request is accepted, and
+    nginx gives up on each after fastcgi_read_timeout (504, "upstream timed out (110) while
+    reading response header"), closing its side while php-fpm still works. The access log has
+    the upstream's address, status and timings."""
+    return nginx_php_fpm(net, pcap, logs, backlog=128, children=8, service_time=3.5, requests=16,
+                         concurrency=8, connect_timeout=2.0, read_timeout=2.0, upstream_log=True)
 
 
 def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, name: str,

@@ -10,6 +10,8 @@ from rich.text import Text
 
 from pcapq.diagnose import Diagnosis, Finding
 from pcapq.report.clock import utc_clock
+from pcapq.report.evidence import finding_rows as evidence_rows
+from pcapq.report.evidence import section_rows
 
 from pcapq.causes.registry import title
 
@@ -38,6 +40,8 @@ def render_finding(f: Finding, capture_start: float | None) -> Panel:
             rows.add_row("queue" if key == "estimate_note" else "sizing", f.details[key])
     for line in f.proxy_log:
         rows.add_row("proxy log", line)
+    for label, text in evidence_rows(f):
+        rows.add_row(label, text)
     rows.add_row("what to do", f.advice)
     title = Text(finding_title(f), style="bold red" if f.confidence >= 0.7 else "bold yellow")
     return Panel(rows, title=title, title_align="left", expand=True)
@@ -52,4 +56,12 @@ def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
     parts.append(Text(f"Capture point: {d.capture_point.side} ({d.capture_point.reason})", style="dim"))
     for sentence in d.settings:
         parts.append(Text(f"Kernel: {sentence}", style="dim"))
+    evidence = section_rows(d)
+    if evidence:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        for label, text in evidence:
+            table.add_row(label, text)
+        parts.append(Panel(table, title=Text("Evidence beyond the capture", style="bold"), title_align="left", expand=True))
     return Group(*parts)

@@ -180,6 +180,10 @@ def _findings(report: AnalyzeReport) -> list[str]:
                 rows += f"<dt>{label}</dt><dd>{h(f.details[key])}</dd>"
         for line in f.proxy_log:
             rows += f"<dt>proxy log</dt><dd><code>{h(line)}</code></dd>"
+        from pcapq.report.evidence import finding_rows
+
+        for label, text in finding_rows(f):
+            rows += f"<dt>{h(label)}</dt><dd>{h(text)}</dd>"
         rows += f"<dt>what to do</dt><dd>{h(f.advice)}</dd>"
         sure = " sure" if f.confidence >= 0.7 else ""
         heading = f"{title(f.cause)} on {f.server}"
@@ -187,6 +191,12 @@ def _findings(report: AnalyzeReport) -> list[str]:
     out.append(f'<p class="muted">Capture point: {h(d.capture_point.side)} ({h(d.capture_point.reason)})</p>')
     for sentence in d.settings:
         out.append(f'<p class="muted">Kernel: {h(sentence)}</p>')
+    from pcapq.report.evidence import section_rows
+
+    evidence = section_rows(d)
+    if evidence:
+        rows = "".join(f"<dt>{h(label.strip())}</dt><dd>{h(text)}</dd>" for label, text in evidence)
+        out.append(f'<h2 id="evidence">Evidence beyond the capture</h2><dl>{rows}</dl>')
     return out
 
 

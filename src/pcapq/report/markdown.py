@@ -11,6 +11,8 @@ from pcapq.causes.registry import title
 from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport, ConnectionRow
 from pcapq.report.clock import utc_clock
+from pcapq.report.evidence import finding_rows as evidence_rows
+from pcapq.report.evidence import section_rows
 
 
 def _utc_date(epoch: float) -> str:
@@ -91,12 +93,18 @@ def render_analyze(report: AnalyzeReport) -> str:
                 out.append(f"- **{label}:** {md_text(f.details[key])}")
         for line in f.proxy_log:
             out.append(f"- **Proxy log:** {md_code(line)}")
+        for label, text in evidence_rows(f):
+            out.append(f"- **{label.capitalize()}:** {md_text(text)}")
         out += [f"- **What to do:** {md_text(f.advice)}", ""]
     out += [f"Capture point: {md_code(d.capture_point.side)} ({md_text(d.capture_point.reason)})", ""]
     for sentence in d.settings:
         out.append(f"- Kernel: {md_text(sentence)}")
     if d.settings:
         out.append("")
+    evidence = section_rows(d)
+    if evidence:
+        out += ["## Evidence beyond the capture", ""]
+        out += table(["what", "says"], [[md_text(label.strip()), md_text(text)] for label, text in evidence]) + [""]
     if report.worst:
         more = f" ({report.problems:,} in all)" if report.problems > len(report.worst) else ""
         out += [f"## Worst connections{more}", ""] + worst_table(report.worst) + [""]

@@ -1,0 +1,112 @@
+//! Log lines joined to connections (`Analysis.join_log`): Python passes compact arrays of the
+//! lines it parsed, the core ties them and hands back the ties, the clock offset per file and
+//! the failed connections no line describes.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::{epoch, parse_endpoint};
+use crate::analysis;
+use crate::detect::join::{self, Candidate, Line, LineKind, Shape};
+
+/// Failed connections no line describes: at most this many ids per shape.
+const SILENT_IDS: usize = 20;
+
+#[allow(clippy::too_many_arguments)]
+pub fn join_log<'py>(
+    py: Python<'py>,
+    inner: &analysis::Analysis,
+    times: Vec<f64>,
+    files: Vec<u32>,
+    upstreams: Vec<Option<String>>,
+    kinds: Vec<String>,
+    resolutions: Vec<f64>,
+    zones: Vec<Option<f64>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let n = times.len();
+    if files.len() != n || upstreams.len() != n || kinds.len() != n {
+        return Err(pyo3::exceptions::PyValueError::new_err("times, files, upstreams and kinds differ in length"));
+    }
+    let mut lines = Vec::with_capacity(n);
+    for i in 0..n {
+        let kind = kinds.get(i).map(String::as_str).unwrap_or_default();
+        let kind = LineKind::from_slug(kind)
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("not a log line kind: {kind}")))?;
+        let upstream = match upstreams.get(i).and_then(Option::as_deref) {
+            Some(text) => Some(parse_endpoint(text)?),
+            None => None,
+        };
+        let file = files.get(i).copied().unwrap_or(0) as usize;
+        let resolution = resolutions.get(file).copied().unwrap_or(1.0);
+        lines.push((file, Line {
+            time_ns: (times.get(i).copied().unwrap_or(0.0) * 1e9).round() as i64,
+            resolution_ns: (resolution * 1e9).round() as i64,
+            upstream,
+            kind,
+        }));
+    }
+    let end_ns = inner.end_ns();
+    let start_ns = inner.connections.iter().map(|c| c.first_time_ns).min().unwrap_or(end_ns);
+    let candidates: Vec<Candidate> = py.allow_threads(|| {
+        inner
+            .connections
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| join::candidate(c, i as u32, end_ns))
+            .collect()
+    });
+    let file_count = lines.iter().map(|(f, _)| f + 1).max().unwrap_or(0).max(zones.len());
+    let mut tied = vec![false; candidates.len()];
+    let ties_out = PyList::empty(py);
+    let files_out = PyList::empty(py);
+    for file in 0..file_count {
+        let positions: Vec<usize> = lines.iter().enumerate().filter(|(_, (f, _))| *f == file).map(|(i, _)| i).collect();
+        let own: Vec<Line> = positions.iter().filter_map(|&i| lines.get(i).map(|(_, l)| *l)).collect();
+        let zone = zones.get(file).copied().flatten().map(|s| (s * 1e9).round() as i64);
+        let j = py.allow_threads(|| join::join(&own, &candidates, zone, (start_ns, end_ns)));
+        for t in &j.ties {
+            let (Some(&line), Some(c)) = (positions.get(t.line), candidates.get(t.candidate)) else { continue };
+            if let Some(x) = tied.get_mut(t.candidate) {
+                *x = true;
+            }
+            ties_out.append((line, c.id, c.index, c.shape.slug()))?;
+        }
+        let d = PyDict::new(py);
+        d.set_item("ties", j.ties.len())?;
+        d.set_item("zone", j.zone_ns as f64 / 1e9)?;
+        d.set_item("zone_searched", zone.is_none())?;
+        d.set_item("skew", j.skew_ns.map(|s| s as f64 / 1e9))?;
+        d.set_item("skew_pairs", j.skew_pairs)?;
+        files_out.append(d)?;
+    }
+    let silent = PyDict::new(py);
+    for shape in Shape::ALL.iter().filter(|s| s.is_failure()) {
+        let ids: Vec<u64> = candidates
+            .iter()
+            .zip(&tied)
+            .filter(|(c, t)| c.shape == *shape && !**t)
+            .map(|(c, _)| c.id)
+            .collect();
+        if !ids.is_empty() {
+            let e = PyDict::new(py);
+            e.set_item("count", ids.len())?;
+            e.set_item("ids", ids.iter().take(SILENT_IDS).collect::<Vec<_>>())?;
+            silent.set_item(shape.slug(), e)?;
+        }
+    }
+    let d = PyDict::new(py);
+    d.set_item("ties", ties_out)?;
+    d.set_item("files", files_out)?;
+    d.set_item("silent", silent)?;
+    d.set_item("capture", (epoch(start_ns), epoch(end_ns)))?;
+    Ok(d)
+}
+
+/// The words of the join, for the vocabulary.
+pub fn kinds() -> Vec<&'static str> {
+    LineKind::ALL.iter().map(|k| k.slug()).collect()
+}
+
+pub fn shapes() -> Vec<&'static str> {
+    Shape::ALL.iter().map(|s| s.slug()).collect()
+}

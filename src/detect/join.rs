@@ -1,0 +1,487 @@
+//! Joining a proxy's log lines to the connections they describe (docs/evidence.md).
+//!
+//! A line says when the proxy gave up (or finished), on which upstream, and how: a connect
+//! timeout, a read timeout, a refused connect, a reset, an early close, a success. Each
+//! connection has a shape from the capture (no handshake, request unanswered, refused, ...) and
+//! the moment the proxy gave up on it when the capture shows it (its FIN or RST). A line ties to
+//! one connection of a matching shape on the same upstream whose give-up moment falls in the
+//! line's second, or, when the capture does not show that moment, which was still waiting then;
+//! lines are taken in time order and the earliest waiting connection first (a proxy's timeouts
+//! expire in the order the connections began).
+//!
+//! The log's clock is not the capture's: nginx writes local time with 1 s resolution. The
+//! offset is searched in steps of a quarter hour (time zones) among those that put the lines
+//! over the capture, keeping the one that ties most lines; the remaining skew is the median
+//! distance between a tied line's second and the give-up moment the capture shows.
+
+use crate::detect::{classify, Outcome};
+use crate::flow::{Connection, Endpoint, EventKind, Side};
+
+const NS: i64 = 1_000_000_000;
+/// How far outside its second a line's moment may be from the packet that shows it.
+pub const SLACK_NS: i64 = 250_000_000;
+/// A FIN this soon after the ACK of a re-sent request had waited for it in the send queue.
+pub const QUEUED_FIN_NS: i64 = 500_000_000;
+/// A connection still waiting when the capture ended was given up at most this long after it
+/// (nginx's default proxy_read_timeout is 60 s).
+pub const AFTER_END_NS: i64 = 300 * NS;
+/// Step of the clock-offset search: time zones differ by multiples of a quarter hour.
+pub const ZONE_STEP_NS: i64 = 15 * 60 * NS;
+/// The largest time-zone offset searched (UTC-12 to UTC+14).
+pub const ZONE_MAX_NS: i64 = 14 * 3600 * NS;
+
+/// What a log line says happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LineKind {
+    /// "upstream timed out (110) while connecting to upstream"
+    ConnectTimeout,
+    /// "upstream timed out (110) while reading response header from upstream"
+    ReadTimeout,
+    /// "upstream timed out (110) while sending request to upstream"
+    SendTimeout,
+    /// "connect() failed (111: Connection refused)"
+    Refused,
+    /// "recv() failed (104: Connection reset by peer)"
+    Reset,
+    /// "upstream prematurely closed connection"
+    PrematureClose,
+    /// An access-log 504 that does not say which timeout.
+    GatewayTimeout,
+    /// An access-log 502 that does not say which failure.
+    BadGateway,
+    /// An access-log line whose upstream answered.
+    Answered,
+}
+
+impl LineKind {
+    pub const ALL: [LineKind; 9] = [
+        LineKind::ConnectTimeout,
+        LineKind::ReadTimeout,
+        LineKind::SendTimeout,
+        LineKind::Refused,
+        LineKind::Reset,
+        LineKind::PrematureClose,
+        LineKind::GatewayTimeout,
+        LineKind::BadGateway,
+        LineKind::Answered,
+    ];
+
+    pub fn slug(self) -> &'static str {
+        match self {
+            LineKind::ConnectTimeout => "connect_timeout",
+            LineKind::ReadTimeout => "read_timeout",
+            LineKind::SendTimeout => "send_timeout",
+            LineKind::Refused => "refused",
+            LineKind::Reset => "reset",
+            LineKind::PrematureClose => "premature_close",
+            LineKind::GatewayTimeout => "gateway_timeout",
+            LineKind::BadGateway => "bad_gateway",
+            LineKind::Answered => "answered",
+        }
+    }
+
+    pub fn from_slug(slug: &str) -> Option<LineKind> {
+        LineKind::ALL.iter().copied().find(|k| k.slug() == slug)
+    }
+
+    /// The connection shapes a line of this kind can describe.
+    fn fits(self, shape: Shape) -> bool {
+        match self {
+            LineKind::ConnectTimeout => shape == Shape::NoHandshake,
+            LineKind::ReadTimeout | LineKind::SendTimeout => shape == Shape::Unanswered,
+            LineKind::Refused => shape == Shape::Refused,
+            LineKind::Reset => shape == Shape::Reset,
+            LineKind::PrematureClose => shape == Shape::ServerClosed,
+            LineKind::GatewayTimeout => matches!(shape, Shape::NoHandshake | Shape::Unanswered),
+            LineKind::BadGateway => matches!(shape, Shape::Refused | Shape::Reset | Shape::ServerClosed),
+            LineKind::Answered => shape == Shape::Answered,
+        }
+    }
+}
+
+/// What the capture shows a connection went through, as a proxy would log it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// No SYN-ACK reached the client: its connect() could only time out.
+    NoHandshake,
+    /// Connected, the request sent, no answer before the client closed (or the capture ended).
+    Unanswered,
+    /// The server's RST answered the SYN.
+    Refused,
+    /// The server reset the connection after the handshake.
+    Reset,
+    /// The server closed before answering.
+    ServerClosed,
+    /// The server answered.
+    Answered,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 6] =
+        [Shape::NoHandshake, Shape::Unanswered, Shape::Refused, Shape::Reset, Shape::ServerClosed, Shape::Answered];
+
+    pub fn slug(self) -> &'static str {
+        match self {
+            Shape::NoHandshake => "no_handshake",
+            Shape::Unanswered => "unanswered",
+            Shape::Refused => "refused",
+            Shape::Reset => "reset",
+            Shape::ServerClosed => "server_closed",
+            Shape::Answered => "answered",
+        }
+    }
+
+    /// A proxy logs an error for a connection of this shape.
+    pub fn is_failure(self) -> bool {
+        self != Shape::Answered
+    }
+}
+
+/// One connection as the join sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate {
+    pub index: u32,
+    pub id: u64,
+    pub server: Endpoint,
+    pub shape: Shape,
+    pub first_ns: i64,
+    pub last_ns: i64,
+    /// When the client gave up or the exchange ended, if a packet shows it.
+    pub end_ns: Option<i64>,
+    /// Otherwise, the span the moment must lie in: not before the last packet sent before it
+    /// (the request, the last SYN), not after a packet that shows it had passed (a FIN queued
+    /// behind an unacknowledged request goes out with the next retransmission).
+    pub earliest_ns: i64,
+    pub latest_ns: i64,
+}
+
+fn first_event(c: &Connection, from: Side, kinds: &[EventKind]) -> Option<i64> {
+    c.events.iter().find(|e| e.from == from && kinds.contains(&e.kind)).map(|e| e.time_ns)
+}
+
+/// The connection's shape and the moment that ends it, or None for one no proxy line describes
+/// (its SYN was not captured).
+pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
+    let (outcome, _) = classify(c, end_ns);
+    let rst = c.milestones.first_rst;
+    let client_fin = first_event(c, Side::Client, &[EventKind::Fin]);
+    let client_rst = first_event(c, Side::Client, &[EventKind::Rst]).or_else(|| rst.filter(|r| r.from == Side::Client).map(|r| r.time_ns));
+    let client_close = match (client_fin, client_rst) {
+        (Some(f), Some(r)) => Some(f.min(r)),
+        (f, r) => f.or(r),
+    };
+    let server_data = c.milestones.server_data_ns;
+    // A moment no packet shows lies between these; None: open until the capture's end.
+    let waited = (c.last_time_ns - c.first_time_ns).max(NS);
+    let ongoing = c.last_time_ns + NS >= end_ns;
+    let after_last_syn = if ongoing { end_ns + AFTER_END_NS } else { c.last_time_ns + waited + 2 * NS };
+    let (shape, end, span) = match outcome {
+        Outcome::Partial => return None,
+        Outcome::Refused => (Shape::Refused, rst.map(|r| r.time_ns), None),
+        Outcome::ResetByServer => (Shape::Reset, rst.map(|r| r.time_ns), None),
+        // connect() timed out: the SYNs stop when the proxy gives up, so after the last one and
+        // before the next the backoff would have sent.
+        _ if c.synack_count == 0 => (Shape::NoHandshake, None, Some((c.last_time_ns, after_last_syn))),
+        _ => {
+            let server_fin = first_event(c, Side::Server, &[EventKind::Fin]);
+            let answered_in_time = match (server_data, client_close) {
+                (Some(data), Some(close)) => data <= close,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if answered_in_time {
+                (Shape::Answered, Some(c.last_time_ns), None)
+            } else if let Some(fin) = server_fin.filter(|&f| client_close.is_none_or(|close| f <= close)) {
+                (Shape::ServerClosed, Some(fin), None)
+            } else if c.milestones.client_data_ns.is_some() || client_close.is_some() {
+                let request = c.milestones.client_data_ns.unwrap_or(c.first_time_ns);
+                // The request acknowledged before the FIN, and not just before it after re-sends (a
+                // FIN that waited for the re-sent request's ACK follows it within a round trip).
+                let resent_before = |acked: i64| {
+                    c.events.iter().any(|e| e.from == Side::Client && e.kind == EventKind::DataRetransmit && e.time_ns <= acked)
+                };
+                let acked_before_close = match (c.milestones.client_data_acked_ns, client_close) {
+                    (Some(acked), Some(close)) => acked <= close && !(close - acked < QUEUED_FIN_NS && resent_before(acked)),
+                    _ => false,
+                };
+                if client_rst.is_some_and(|r| client_close == Some(r)) || acked_before_close {
+                    // An RST leaves at once, and so does a FIN with nothing unacknowledged before it.
+                    (Shape::Unanswered, client_close, None)
+                } else {
+                    // A FIN queued behind the unacknowledged request leaves with its next re-send.
+                    (Shape::Unanswered, None, Some((request, client_close.unwrap_or(end_ns + AFTER_END_NS))))
+                }
+            } else {
+                (Shape::NoHandshake, None, Some((c.last_time_ns, after_last_syn)))
+            }
+        }
+    };
+    let (earliest_ns, latest_ns) = match (end, span) {
+        (Some(e), _) => (e, e),
+        (None, Some(span)) => span,
+        (None, None) => (c.last_time_ns, if ongoing { end_ns + AFTER_END_NS } else { c.last_time_ns + waited + 2 * NS }),
+    };
+    Some(Candidate {
+        index,
+        id: c.id,
+        server: c.server,
+        shape,
+        first_ns: c.first_time_ns,
+        last_ns: c.last_time_ns,
+        end_ns: end,
+        earliest_ns,
+        latest_ns,
+    })
+}
+
+/// One log line: when (the start of its second on the log's clock), where, what.
+#[derive(Clone, Copy, Debug)]
+pub struct Line {
+    pub time_ns: i64,
+    /// How long the line's time stands for (1 s for nginx's `$time_local`).
+    pub resolution_ns: i64,
+    /// None: any upstream (an access log without `$upstream_addr`).
+    pub upstream: Option<Endpoint>,
+    pub kind: LineKind,
+}
+
+/// A line tied to a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tie {
+    pub line: usize,
+    pub candidate: usize,
+}
+
+/// The join of one log file's lines.
+#[derive(Clone, Debug, Default)]
+pub struct Join {
+    pub ties: Vec<Tie>,
+    /// Log clock minus capture clock, the time-zone part.
+    pub zone_ns: i64,
+    /// The rest: the median distance between a tied line's second and the packet that shows
+    /// the moment it describes (None when no tied connection shows that moment).
+    pub skew_ns: Option<i64>,
+    /// How many ties the skew rests on.
+    pub skew_pairs: usize,
+}
+
+/// Candidates of one upstream and shape, in order of `earliest_ns`; those before `live` are
+/// taken or over for every later line.
+struct Group {
+    server: Endpoint,
+    shape: Shape,
+    members: Vec<usize>,
+    live: usize,
+}
+
+fn groups(candidates: &[Candidate]) -> Vec<Group> {
+    let mut by: rustc_hash::FxHashMap<(Endpoint, Shape), Vec<usize>> = Default::default();
+    for (i, c) in candidates.iter().enumerate() {
+        by.entry((c.server, c.shape)).or_default().push(i);
+    }
+    let mut out: Vec<Group> = by
+        .into_iter()
+        .map(|((server, shape), mut members)| {
+            members.sort_by_key(|&i| candidates.get(i).map_or(0, |c| c.earliest_ns));
+            Group { server, shape, members, live: 0 }
+        })
+        .collect();
+    out.sort_by_key(|g| (g.server, g.shape.slug()));
+    out
+}
+
+/// Ties lines to candidates for one clock offset (log minus capture). Lines in time order.
+fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64) -> Vec<Tie> {
+    let base = candidates.iter().map(|c| c.earliest_ns).min().unwrap_or(0);
+    let mut taken = vec![false; candidates.len()];
+    let mut groups = groups(candidates);
+    let mut ties = Vec::new();
+    for &li in order {
+        let Some(line) = lines.get(li) else { continue };
+        let start = line.time_ns - offset_ns;
+        let stop = start + line.resolution_ns;
+        let mut best: Option<(i64, usize)> = None;
+        for g in groups.iter_mut() {
+            if !line.kind.fits(g.shape) || line.upstream.is_some_and(|u| u != g.server) {
+                continue;
+            }
+            // Lines come in time order: a candidate taken, or whose span ended before this
+            // line's second, is over for every later line too.
+            while let Some(&ci) = g.members.get(g.live) {
+                let over = candidates.get(ci).is_none_or(|c| c.latest_ns < start - SLACK_NS);
+                if !(taken.get(ci).copied().unwrap_or(true) || over) {
+                    break;
+                }
+                g.live += 1;
+            }
+            for &ci in g.members.get(g.live..).unwrap_or_default() {
+                let Some(c) = candidates.get(ci) else { continue };
+                if c.earliest_ns > stop + SLACK_NS {
+                    break;
+                }
+                if taken.get(ci).copied().unwrap_or(true) || c.latest_ns < start - SLACK_NS {
+                    continue;
+                }
+                let score = match c.end_ns {
+                    // The packet that shows the moment, closest to the middle of the line's second.
+                    Some(end) => (end - (start + stop) / 2).abs(),
+                    // Not shown: the earliest waiting first (a proxy's timeouts expire in the
+                    // order they were set).
+                    None => NS * 3600 + (c.earliest_ns - base).max(0) / 1000,
+                };
+                if best.is_none_or(|(s, _)| score < s) {
+                    best = Some((score, ci));
+                }
+            }
+        }
+        if let Some((_, ci)) = best {
+            if let Some(t) = taken.get_mut(ci) {
+                *t = true;
+            }
+            ties.push(Tie { line: li, candidate: ci });
+        }
+    }
+    ties
+}
+
+/// Joins one file's lines. `zone_ns`: the offset when the file says its time zone; otherwise
+/// searched. Candidates in order of first packet.
+pub fn join(lines: &[Line], candidates: &[Candidate], zone_ns: Option<i64>, capture: (i64, i64)) -> Join {
+    let mut order: Vec<usize> = (0..lines.len()).collect();
+    order.sort_by_key(|&i| lines.get(i).map_or(0, |l| l.time_ns));
+    let (Some(first), Some(last)) = (order.first().and_then(|&i| lines.get(i)), order.last().and_then(|&i| lines.get(i))) else {
+        return Join::default();
+    };
+    let offsets: Vec<i64> = match zone_ns {
+        Some(z) => vec![z],
+        None => {
+            let mut o: Vec<i64> = (-(ZONE_MAX_NS / ZONE_STEP_NS)..=ZONE_MAX_NS / ZONE_STEP_NS)
+                .map(|k| k * ZONE_STEP_NS)
+                // The lines, moved by this offset, overlap the capture.
+                .filter(|off| first.time_ns - off <= capture.1 + 60 * NS && last.time_ns + NS - off >= capture.0 - 60 * NS)
+                .collect();
+            o.sort_by_key(|off| off.abs());
+            o
+        }
+    };
+    let mut best = Join::default();
+    let mut best_count = 0;
+    for off in offsets {
+        let ties = tie(lines, &order, candidates, off);
+        if ties.len() > best_count || best_count == 0 && best.ties.is_empty() && off == 0 {
+            best_count = ties.len();
+            best = Join { ties, zone_ns: off, skew_ns: None, skew_pairs: 0 };
+        }
+    }
+    let mut skews: Vec<i64> = best
+        .ties
+        .iter()
+        .filter_map(|t| {
+            let line = lines.get(t.line)?;
+            let end = candidates.get(t.candidate)?.end_ns?;
+            Some(line.time_ns - best.zone_ns + line.resolution_ns / 2 - end)
+        })
+        .collect();
+    skews.sort_unstable();
+    best.skew_pairs = skews.len();
+    best.skew_ns = skews.get(skews.len() / 2).copied();
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn upstream() -> Endpoint {
+        Endpoint { ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), port: 9000 }
+    }
+
+    fn cand(index: u32, shape: Shape, first_s: f64, last_s: f64, end_s: Option<f64>) -> Candidate {
+        let ns = |s: f64| (s * 1e9) as i64;
+        let waited = (ns(last_s) - ns(first_s)).max(NS);
+        Candidate {
+            index,
+            id: index as u64,
+            server: upstream(),
+            shape,
+            first_ns: ns(first_s),
+            last_ns: ns(last_s),
+            end_ns: end_s.map(ns),
+            earliest_ns: end_s.map_or(ns(last_s), ns),
+            latest_ns: end_s.map_or(ns(last_s) + waited + 2 * NS, ns),
+        }
+    }
+
+    fn line(second: i64, kind: LineKind) -> Line {
+        Line { time_ns: second * NS, resolution_ns: NS, upstream: Some(upstream()), kind }
+    }
+
+    // ---- Tests for lines whose moment the capture shows ----
+
+    #[test]
+    fn test_refused_line_ties_to_rst_in_its_second() {
+        let c = [cand(0, Shape::Refused, 100.2, 100.2, Some(100.2)), cand(1, Shape::Refused, 103.5, 103.5, Some(103.5))];
+        let j = join(&[line(103, LineKind::Refused)], &c, Some(0), (100 * NS, 110 * NS));
+        assert_eq!(j.ties, vec![Tie { line: 0, candidate: 1 }]);
+        assert_eq!(j.skew_pairs, 1);
+    }
+
+    #[test]
+    fn test_read_timeout_line_does_not_tie_to_refused_connection() {
+        let c = [cand(0, Shape::Refused, 100.2, 100.2, Some(100.2))];
+        assert!(join(&[line(100, LineKind::ReadTimeout)], &c, Some(0), (100 * NS, 110 * NS)).ties.is_empty());
+    }
+
+    // ---- Tests for connect timeouts (no packet shows the moment) ----
+
+    #[test]
+    fn test_connect_timeouts_tie_earliest_first() {
+        let c = [
+            cand(0, Shape::NoHandshake, 100.0, 101.0, None),
+            cand(1, Shape::NoHandshake, 100.1, 101.1, None),
+        ];
+        let lines = [line(102, LineKind::ConnectTimeout), line(102, LineKind::ConnectTimeout)];
+        let j = join(&lines, &c, Some(0), (100 * NS, 110 * NS));
+        assert_eq!(j.ties.len(), 2);
+        assert_eq!(j.ties.first().map(|t| t.candidate), Some(0));
+    }
+
+    #[test]
+    fn test_connect_timeout_line_before_the_last_syn_does_not_tie() {
+        let c = [cand(0, Shape::NoHandshake, 100.0, 105.0, None)];
+        assert!(join(&[line(102, LineKind::ConnectTimeout)], &c, Some(0), (100 * NS, 120 * NS)).ties.is_empty());
+    }
+
+    #[test]
+    fn test_many_lines_and_connections_join_in_one_pass() {
+        // 20,000 refused connections 5 ms apart and a line for each: every line tied, quickly
+        // (each line looks only at the connections whose moment can fall in its second).
+        let n = 20_000;
+        let c: Vec<Candidate> = (0..n).map(|i| cand(i, Shape::Refused, 100.0 + i as f64 * 0.005, 100.0 + i as f64 * 0.005, Some(100.0 + i as f64 * 0.005))).collect();
+        let lines: Vec<Line> = (0..n).map(|i| line(100 + (i as i64 * 5) / 1000, LineKind::Refused)).collect();
+        let j = join(&lines, &c, Some(0), (100 * NS, 201 * NS));
+        assert_eq!(j.ties.len(), n as usize);
+    }
+
+    // ---- Tests for the clock offset ----
+
+    #[test]
+    fn test_read_timeout_ties_inside_the_span_before_a_queued_fin() {
+        // Request at 100.0, never acknowledged; the FIN left with the re-send at 106.9.
+        let mut c = cand(0, Shape::Unanswered, 99.9, 107.0, None);
+        c.earliest_ns = 100 * NS;
+        c.latest_ns = 106_900_000_000;
+        assert_eq!(join(&[line(103, LineKind::ReadTimeout)], &[c], Some(0), (99 * NS, 108 * NS)).ties.len(), 1);
+        assert!(join(&[line(108, LineKind::ReadTimeout)], &[c], Some(0), (99 * NS, 110 * NS)).ties.is_empty());
+    }
+
+    #[test]
+    fn test_offset_search_finds_the_time_zone() {
+        let c = [cand(0, Shape::Refused, 100.2, 100.2, Some(100.2)), cand(1, Shape::Refused, 101.6, 101.6, Some(101.6))];
+        let lines = [line(100 + 3600, LineKind::Refused), line(101 + 3600, LineKind::Refused)];
+        let j = join(&lines, &c, None, (100 * NS, 110 * NS));
+        assert_eq!(j.zone_ns, 3600 * NS);
+        assert_eq!(j.ties.len(), 2);
+    }
+}

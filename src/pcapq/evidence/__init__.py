@@ -1,0 +1,313 @@
+"""Evidence beyond the capture: the proxy's logs joined to the connections (in the core), and the
+upstream host's counters and listeners set against each finding (docs/evidence.md).
+
+`read(logs, nstat, ss)` reads the files (raising `EvidenceError` with one clear sentence), and
+`apply(analysis, diagnosis, evidence)` ties the log lines to connections, gives each finding its
+`confirmed_by`, `contradicted_by` and `logged`, adds a finding for unix-socket failures, and sets
+`diagnosis.evidence` (the JSON `evidence` section).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Optional
+
+from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, listener_for, movement, read_counters, read_ss
+from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, read_log
+
+__all__ = ["Evidence", "EvidenceError", "read", "apply"]
+
+# Failed connections no line describes, shown at most.
+SILENT_SHOWN = 10
+# Kinds a finding's expected lines accept (the access log's 504 is either timeout).
+ACCEPTS = {
+    "timed_out": {"connect_timeout", "gateway_timeout"},
+    "read_timeout": {"read_timeout", "send_timeout", "gateway_timeout"},
+    "refused": {"refused", "bad_gateway"},
+    "reset_by_server": {"reset", "bad_gateway", "premature_close"},
+}
+
+
+class EvidenceError(ValueError):
+    """A log, counter or ss file pcapq cannot read: the message is one sentence."""
+
+
+@dataclass
+class Evidence:
+    logs: list[LogFile] = field(default_factory=list)
+    counters: list[Counters] = field(default_factory=list)
+    listeners: list[Listener] = field(default_factory=list)
+    ss_path: Optional[str] = None
+
+    def __bool__(self) -> bool:
+        return bool(self.logs or self.counters or self.listeners)
+
+
+def read(logs: tuple[str, ...] = (), nstat: tuple[str, ...] = (), ss: Optional[str] = None) -> Evidence:
+    """Reads every file given.
+
+    Raises:
+        EvidenceError: a file is missing, unreadable or not of a format pcapq reads; more than two --nstat.
+    """
+    if len(nstat) > 2:
+        raise EvidenceError(f"--nstat takes one file or two (before and after), not {len(nstat)}")
+    try:
+        ev = Evidence([read_log(p) for p in logs], [read_counters(p) for p in nstat])
+        if ss:
+            ev.listeners, ev.ss_path = read_ss(ss), ss
+    except (LogError, CounterError) as e:
+        raise EvidenceError(str(e)) from None
+    if len(ev.counters) == 2 and ev.counters[0].format != ev.counters[1].format:
+        raise EvidenceError(f"--nstat files differ in format ({ev.counters[0].format}, {ev.counters[1].format}): give two of one kind")
+    return ev
+
+
+def _signed(n: int) -> str:
+    return f"+{n:,}" if n >= 0 else f"{n:,}"
+
+
+def _counter_notes(m: Movement, names: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(moved, unchanged) sentences for these counters."""
+    moved, still = [], []
+    for name in names:
+        n = m.get(name)
+        if n is None:
+            continue
+        if n > 0:
+            moved.append(f"{m.source}: {name} {_signed(n)}" + ("" if m.window else " (since boot)"))
+        elif n == 0:
+            still.append(f"{m.source}: {name} unchanged" if m.window else f"{m.source}: {name} 0")
+    return moved, still
+
+
+def _judge_counters(f, m: Movement) -> None:
+    if f.cause == "accept_queue_overflow":
+        moved, still = _counter_notes(m, ("TcpExtListenOverflows",))
+        f.confirmed_by += moved
+        f.contradicted_by += [s + ": the accept queue never overflowed" for s in still]
+    elif f.cause == "syn_queue_overflow":
+        moved, still = _counter_notes(m, ("TcpExtTCPReqQFullDrop", "TcpExtTCPReqQFullDoCookies", "TcpExtSyncookiesSent"))
+        f.confirmed_by += moved
+        if still and not moved:
+            f.contradicted_by.append("; ".join(still) + ": the SYN queue never filled")
+    elif f.cause == "listen_drops":
+        moved, still = _counter_notes(m, ("TcpExtListenDrops",))
+        f.confirmed_by += moved
+        if still:
+            f.contradicted_by += [s + ": the listener dropped no SYN" for s in still]
+            n = f.connection_count
+            f.confidence_reason = (
+                f"{n:,} client{'s' if n != 1 else ''}' SYNs went unanswered and were sent again on the backoff while "
+                f"{f.server} answered others, and TcpExtListenDrops did not move on the server: its listener did not "
+                "drop them, a firewall or conntrack on the way did (`nft list ruleset` counters, `iptables -vnL`, "
+                "`conntrack -S`: drop, insert_failed)"
+            )
+    elif f.cause == "network_loss":
+        moved, still = _counter_notes(m, ("TcpExtTCPTimeouts", "TcpRetransSegs", "TcpExtTCPSynRetrans"))
+        f.confirmed_by += moved
+    elif f.cause == "closed_port":
+        moved, _ = _counter_notes(m, ("TcpOutRsts", "TcpAttemptFails"))
+        f.confirmed_by += moved
+
+
+def _judge_listener(f, listeners: list[Listener], ss_path: str) -> None:
+    listener = listener_for(listeners, f.server)
+    if listener is None:
+        if f.cause in ("closed_port",):
+            f.confirmed_by.append(f"ss: no listener on {f.server}")
+        elif f.cause in ("accept_queue_overflow", "syn_queue_overflow", "listen_drops"):
+            f.contradicted_by.append(f"ss: no listener on {f.server} in {ss_path}")
+        return
+    said = f"ss: {listener.local} Recv-Q {listener.recv_q}, Send-Q {listener.send_q} (backlog)"
+    if f.cause == "closed_port":
+        f.contradicted_by.append(f"{said}: something listens there")
+        return
+    if f.cause != "accept_queue_overflow":
+        return
+    full = listener.recv_q > listener.send_q
+    estimate = f.details.get("estimated_backlog")
+    f.details["ss_backlog"] = listener.send_q
+    f.details["ss_waiting"] = listener.recv_q
+    if full:
+        f.confirmed_by.append(f"{said}: the accept queue was full when ss ran")
+    if isinstance(estimate, int):
+        if estimate >= listener.send_q:
+            f.confirmed_by.append(
+                f"ss: backlog {listener.send_q}; pcapq's estimate {estimate} is at or above it, as it should be "
+                "(accepted connections count too)"
+            )
+        else:
+            f.contradicted_by.append(
+                f"{said}: pcapq's estimate {estimate} is below it: a queue of {listener.send_q} was not full with {estimate} waiting"
+            )
+    elif not full:
+        f.confirmed_by.append(said)
+
+
+def _unix_finding(log: LogFile, lines: list, first_time: float, zone: float, listeners: list[Listener]):
+    from pcapq.diagnose.finding import Finding
+
+    sockets = Counter(line.socket or "?" for line in lines)
+    kinds = Counter(line.kind for line in lines)
+    socket = sockets.most_common(1)[0][0]
+    eagain = kinds.get("unix_eagain", 0)
+    said = "; ".join(f"{n} `{k}`" for k, n in kinds.most_common())
+    reason = (
+        f"{log.path} has {len(lines)} failed connect()s to unix:{socket} ({said}). tcpdump cannot see a unix "
+        "socket; EAGAIN (11: Resource temporarily unavailable) on connect() to a unix stream socket is its listen "
+        "(accept) queue being full, the same failure as a TCP accept queue overflow"
+        if eagain else
+        f"{log.path} has {len(lines)} failed connect()s to unix:{socket} ({said}); tcpdump cannot see a unix socket"
+    )
+    listener = next((x for x in listeners if x.unix and x.local.startswith(socket)), None)
+    confirmed = []
+    if listener is not None:
+        confirmed.append(f"ss: {listener.local} Recv-Q {listener.recv_q}, Send-Q {listener.send_q} (backlog)")
+    first = min(line.time for line in lines) - zone
+    last = max(line.time for line in lines) - zone
+    f = Finding(
+        cause="unix_socket_overflow" if eagain else "unix_socket_failure",
+        server=f"unix:{socket}",
+        confidence=0.8 if eagain else 0.5,
+        confidence_reason=reason,
+        first=first,
+        last=last,
+        connections=[],
+        evidence=[],
+        advice=(
+            "Same remedy as for a TCP accept queue: more workers or faster ones (php-fpm pm.max_children), "
+            "then the backlog (php-fpm listen.backlog, capped by net.core.somaxconn). See the socket's queue with "
+            "`ss -xl` (Recv-Q waiting, Send-Q the backlog) while it fails."
+        ),
+        proxy_log=[f"connect() to unix:{socket} failed (11: Resource temporarily unavailable) while connecting to upstream -> 502"],
+        count=len(lines),
+        rests_on=[f"{len(lines)} lines of {log.path}"],
+        disproved_by=["`ss -xl` showing the socket's Recv-Q well below its Send-Q while nginx logs EAGAIN"],
+        confirmed_by=confirmed,
+        checked=True,
+    )
+    return f
+
+
+def apply(analysis, diagnosis, ev: Evidence) -> None:
+    """Ties the logs to the connections and sets every finding's confirmations and contradictions."""
+    for f in diagnosis.findings:
+        f.checked = True
+    section: dict = {}
+    tied_kind: dict[int, tuple[str, str, int, int]] = {}  # connection id -> (kind, file, line, status)
+    if ev.logs:
+        section["logs"] = _join(analysis, diagnosis, ev, tied_kind)
+    if ev.counters:
+        m = movement(ev.counters)
+        for f in diagnosis.findings:
+            _judge_counters(f, m)
+        section["counters"] = {
+            "files": [c.path for c in ev.counters],
+            "format": ev.counters[0].format,
+            "window": m.window,
+            "moved": {k: v for k, v in sorted(m.deltas.items()) if v},
+        }
+    if ev.listeners:
+        for f in diagnosis.findings:
+            _judge_listener(f, ev.listeners, ev.ss_path or "ss")
+        section["listeners"] = [
+            {"local": x.local, "recv_q": x.recv_q, "send_q": x.send_q, "unix": x.unix} for x in ev.listeners
+        ]
+    diagnosis.evidence = section
+
+
+def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
+    from pcapq._core import VOCABULARY
+
+    joinable = set(VOCABULARY["log_kinds"])
+    items = [(fi, line) for fi, log in enumerate(ev.logs) for line in log.lines if line.kind in joinable]
+    result = analysis.join_log(
+        [line.time for _, line in items],
+        [fi for fi, _ in items],
+        [line.upstream for _, line in items],
+        [line.kind for _, line in items],
+        [log.resolution for log in ev.logs],
+        [log.zone for log in ev.logs],
+    )
+    notes: dict[int, dict] = {}
+    tied_lines: set[tuple[int, int]] = set()
+    by_id: dict[int, dict] = {}
+    for position, conn_id, _index, shape in result["ties"]:
+        fi, line = items[position]
+        tied_lines.add((fi, line.line))
+        note = {"file": ev.logs[fi].path, "line": line.line, "status": line.status or STATUS.get(line.kind),
+                "kind": line.kind}
+        # An error-log line says more than an access-log line about the same connection.
+        if conn_id not in by_id or ev.logs[fi].format == "error":
+            by_id[conn_id] = note
+    analysis.note_connections({i: json.dumps({"proxy_log": n}) for i, n in by_id.items()})
+    for f in diagnosis.findings:
+        # Over the tied connections (as many as lines), not the finding's.
+        kinds = Counter(by_id[i]["kind"] for i in sorted(by_id.keys() & f.connections))
+        f.logged = dict(kinds.most_common())
+        expected = _expected_keys(f)
+        fits = sum(n for k, n in kinds.items() if any(k in ACCEPTS.get(e, ()) for e in expected))
+        others = sum(n for k, n in kinds.items() if k != "answered") - fits
+        if fits:
+            f.confirmed_by.append(f"proxy log: {fits} line{'s' if fits != 1 else ''} of the kind predicted tied to its connections")
+        if others:
+            odd = ", ".join(f"{n} {k}" for k, n in kinds.items()
+                            if k != "answered" and not any(k in ACCEPTS.get(e, ()) for e in expected))
+            f.contradicted_by.append(f"proxy log: {odd} tied to its connections, not what this cause makes nginx log")
+    files: list[dict] = []
+    for fi, log in enumerate(ev.logs):
+        kinds_all = Counter(line.kind for line in log.lines)
+        upstream_lines = [line for line in log.lines if line.kind != "answered"]
+        tied_here = {ln for f2, ln in tied_lines if f2 == fi}
+        untied = [line for line in upstream_lines if line.line not in tied_here and line.kind in joinable]
+        clock = result["files"][fi] if fi < len(result["files"]) else {}
+        files.append({
+            "path": log.path,
+            "format": log.format,
+            "lines": log.total,
+            "unreadable": log.unreadable,
+            "unreadable_examples": [{"line": n, "text": t} for n, t in log.unreadable_examples],
+            "upstream_lines": len(upstream_lines),
+            "matched": len({line.line for line in upstream_lines if line.line in tied_here}),
+            "answered_matched": len({line.line for line in log.lines if line.kind == "answered" and line.line in tied_here}),
+            "by_kind": dict(kinds_all.most_common()),
+            "untied": [{"line": line.line, "kind": line.kind, "upstream": line.upstream} for line in untied[:SILENT_SHOWN]],
+            "untied_count": len(untied),
+            "clock_offset": _offset(clock),
+            "clock": clock,
+        })
+        unix = [line for line in log.lines if line.kind.startswith("unix_")]
+        if unix:
+            diagnosis.findings.append(_unix_finding(log, unix, 0.0, (clock.get("zone") or log.zone or 0.0), ev.listeners))
+    upstream_total = sum(x["upstream_lines"] for x in files)
+    matched_total = sum(x["matched"] for x in files)
+    by_kind: Counter = Counter()
+    for x in files:
+        by_kind.update({k: v for k, v in x["by_kind"].items() if k != "answered"})
+    silent = result["silent"]
+    return {
+        "lines": upstream_total,
+        "matched": matched_total,
+        "by_kind": dict(by_kind.most_common()),
+        "files": files,
+        "connections_tied": len(by_id),
+        "no_line": {shape: {"count": s["count"], "ids": s["ids"][:SILENT_SHOWN]} for shape, s in silent.items()},
+        "not_tied_by_nature": {k: sum(x["by_kind"].get(k, 0) for x in files) for k in UNTIED_KINDS
+                               if any(x["by_kind"].get(k) for x in files)},
+    }
+
+
+def _expected_keys(f) -> set[str]:
+    from pcapq.causes.proxy_log import LINES
+
+    reverse = {text: key for key, text in LINES.items()}
+    return {reverse[t] for t in f.proxy_log if t in reverse}
+
+
+def _offset(clock: dict) -> Optional[float]:
+    if not clock or clock.get("ties", 0) == 0:
+        return None
+    skew = clock.get("skew")
+    return round(clock.get("zone", 0.0) + (skew if skew is not None else 0.0), 1)

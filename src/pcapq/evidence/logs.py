@@ -1,0 +1,337 @@
+"""nginx's error.log and access.log, read into what the join needs (docs/evidence.md).
+
+Each line becomes `LogLine`s: when (epoch seconds on the log's clock, read as UTC), about which
+upstream, and what happened (`kind`, a slug of the core's `VOCABULARY["log_kinds"]`, or one
+that no connection of the capture can show: `no_live_upstreams`, `unix_*`, `other`). Lines
+that are neither are counted as unreadable, with the first few kept to show.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Optional
+
+# Kinds no TCP connection of the capture can show: counted, never tied.
+UNTIED_KINDS = ("no_live_upstreams", "unix_eagain", "unix_refused", "unix_missing", "unix_other", "other")
+UNREADABLE_KEPT = 5
+
+# What nginx returns for each kind (ngx_http_upstream_next(): timeouts 504, the rest 502).
+STATUS = {
+    "connect_timeout": 504, "read_timeout": 504, "send_timeout": 504, "gateway_timeout": 504,
+    "refused": 502, "reset": 502, "premature_close": 502, "bad_gateway": 502, "no_live_upstreams": 502,
+    "unix_eagain": 502, "unix_refused": 502, "unix_missing": 502, "unix_other": 502,
+}
+
+
+@dataclass
+class LogLine:
+    line: int
+    """1-based line number in its file."""
+    time: float
+    """Epoch seconds, the log's clock read as UTC (the start of its second)."""
+    kind: str
+    upstream: Optional[str] = None
+    """'10.0.0.2:9000', None when the line does not say (or a unix socket)."""
+    status: Optional[int] = None
+    socket: Optional[str] = None
+    """A unix socket's path."""
+
+
+@dataclass
+class LogFile:
+    path: str
+    format: str
+    """`error`, `combined`, `combined+upstream`, `json`."""
+    lines: list[LogLine] = field(default_factory=list)
+    total: int = 0
+    """Non-empty lines read."""
+    unreadable: int = 0
+    unreadable_examples: list[tuple[int, str]] = field(default_factory=list)
+    zone: Optional[float] = None
+    """Log clock minus UTC, seconds, when the file says it (access logs' `+0100`)."""
+    resolution: float = 1.0
+
+
+class LogError(ValueError):
+    """A file that is not an nginx log pcapq can read."""
+
+
+# ---- error.log ----
+
+ERROR_LINE = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d) \[(\w+)\] \d+#\d+: (?:\*\d+ )?(.*)$")
+UPSTREAM_FIELD = re.compile(r'upstream: "(?:[a-z]+://)?([^"]*)"')
+ENDPOINT = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){3}:\d+|\[[0-9a-fA-F:.]+\]:\d+)")
+UNIX = re.compile(r"unix:([^\s\"]+?):?(?:\s|\"|$)")
+
+
+def error_kind(message: str) -> Optional[str]:
+    """The kind of an error-log message about an upstream, or None for one about something else."""
+    m = message
+    if "connect() to unix:" in m:
+        if "(11: " in m:
+            return "unix_eagain"
+        if "(111: " in m:
+            return "unix_refused"
+        if "(2: " in m:
+            return "unix_missing"
+        return "unix_other"
+    if "no live upstreams" in m:
+        return "no_live_upstreams"
+    if "upstream timed out" in m or "(110: Connection timed out)" in m:
+        if "while connecting to upstream" in m:
+            return "connect_timeout"
+        if "while sending request" in m:
+            return "send_timeout"
+        return "read_timeout"
+    if "(111: Connection refused)" in m:
+        return "refused"
+    if "(104: Connection reset by peer)" in m:
+        return "reset"
+    if "upstream prematurely closed connection" in m:
+        return "premature_close"
+    if "upstream" in m and ("failed (" in m or "upstream sent" in m):
+        return "other"
+    return None
+
+
+def _error_line(number: int, text: str) -> Optional[LogLine] | str:
+    """A LogLine, None for a readable line not about an upstream, or "unreadable"."""
+    m = ERROR_LINE.match(text)
+    if not m:
+        return "unreadable"
+    y, mo, d, hh, mm, ss = (int(g) for g in m.groups()[:6])
+    try:
+        when = calendar.timegm((y, mo, d, hh, mm, ss, 0, 0, 0))
+        datetime(y, mo, d, hh, mm, ss)
+    except ValueError:
+        return "unreadable"
+    message = m.group(8)
+    kind = error_kind(message)
+    if kind is None:
+        return None
+    upstream = socket = None
+    u = UPSTREAM_FIELD.search(message)
+    target = u.group(1) if u else ""
+    if kind.startswith("unix_") or target.startswith("unix:"):
+        s = UNIX.search(message)
+        socket = s.group(1) if s else None
+    else:
+        e = ENDPOINT.match(target)
+        upstream = e.group(1) if e else None
+    return LogLine(number, float(when), kind, upstream, STATUS.get(kind), socket)
+
+
+# ---- access.log ----
+
+MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+COMBINED = re.compile(
+    r'^(\S+) \S+ (\S+) \[(\d\d)/(\w{3})/(\d{4}):(\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)\] "((?:[^"\\]|\\.)*)" (\d{3}) (\S+)'
+    r'(?: "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)")?(.*)$'
+)
+KEY_VALUE = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+# Names custom formats give the upstream variables (`upstream_addr=$upstream_addr`, `ua=...`).
+KEYS = {
+    "addr": ("upstream_addr", "upstream", "ua", "upstream_address", "upaddr", "backend"),
+    "status": ("upstream_status", "us", "ustatus", "upstream_code"),
+    "connect": ("upstream_connect_time", "uct", "connect_time"),
+    "header": ("upstream_header_time", "uht", "header_time"),
+    "response": ("upstream_response_time", "urt", "upstream_time", "response_time"),
+    "request": ("request_time", "rt"),
+}
+
+
+def _field(fields: dict[str, str], what: str) -> Optional[str]:
+    for k in KEYS[what]:
+        if k in fields:
+            return fields[k].strip('"')
+    return None
+
+
+def _attempts(addr: Optional[str], status: Optional[str], connect: Optional[str]) -> list[tuple[Optional[str], Optional[str], Optional[str]]]:
+    """One entry per upstream tried ("10.0.0.2:9000, 10.0.0.3:9000" and "502, 504")."""
+    def split(v: Optional[str]) -> list[str]:
+        return [p.strip() for p in re.split(r"[,:] (?=\S)", v)] if v else []
+
+    addrs, statuses, connects = split(addr), split(status), split(connect)
+    n = max(len(addrs), len(statuses), 1)
+    return [(addrs[i] if i < len(addrs) else None, statuses[i] if i < len(statuses) else None,
+             connects[i] if i < len(connects) else None) for i in range(n)]
+
+
+def access_kind(status: Optional[int], connect: Optional[str], knows_connect: bool) -> Optional[str]:
+    if status is None:
+        return None
+    if status == 504:
+        if not knows_connect:
+            return "gateway_timeout"
+        return "connect_timeout" if connect in (None, "-", "") else "read_timeout"
+    if status == 502:
+        return "bad_gateway"
+    if status == 499:
+        return None  # the proxy's client left first: nothing about the upstream
+    return "answered"
+
+
+def _upstream_endpoint(addr: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """(endpoint, unix socket) of an `$upstream_addr` entry."""
+    if not addr or addr == "-":
+        return None, None
+    if addr.startswith("unix:"):
+        return None, addr[5:]
+    e = ENDPOINT.match(addr)
+    return (e.group(1) if e else None), None
+
+
+def _access_items(number: int, when: float, request_status: int, fields: dict[str, str], fmt_has_upstream: bool) -> list[LogLine]:
+    addr, ustatus, connect = _field(fields, "addr"), _field(fields, "status"), _field(fields, "connect")
+    knows_connect = any(k in fields for k in KEYS["connect"])
+    if not fmt_has_upstream:
+        kind = access_kind(request_status, None, False)
+        return [LogLine(number, when, kind, None, request_status)] if kind else []
+    items = []
+    for a, s, c in _attempts(addr, ustatus, connect):
+        status = int(s) if s and s.isdigit() else (request_status if a in (None, "-") and s is None else None)
+        endpoint, socket = _upstream_endpoint(a)
+        if a in (None, "-"):
+            continue  # nginx did not try an upstream (a static file, a cache hit, no live upstreams)
+        kind = access_kind(status, c, knows_connect)
+        if kind is None:
+            continue
+        if socket is not None:
+            kind = "unix_other" if kind != "answered" else "answered"
+            if kind == "answered":
+                continue
+        items.append(LogLine(number, when, kind, endpoint, status, socket))
+    return items
+
+
+def _combined(number: int, text: str) -> Optional[tuple[float, float, int, dict[str, str], bool]]:
+    m = COMBINED.match(text)
+    if not m:
+        return None
+    day, mon, year, hh, mm, ss = m.group(3), m.group(4), m.group(5), m.group(6), m.group(7), m.group(8)
+    if mon not in MONTHS:
+        return None
+    try:
+        when = calendar.timegm((int(year), MONTHS[mon], int(day), int(hh), int(mm), int(ss), 0, 0, 0))
+        datetime(int(year), MONTHS[mon], int(day), int(hh), int(mm), int(ss))
+    except ValueError:
+        return None
+    zone = (1 if m.group(9) == "+" else -1) * (int(m.group(10)) * 3600 + int(m.group(11)) * 60)
+    rest = m.group(17) or ""
+    fields = {k: v for k, v in KEY_VALUE.findall(rest)}
+    if not fields:
+        # Positional: `$upstream_addr $upstream_status ...` after the combined fields.
+        tokens = rest.split()
+        if tokens and (ENDPOINT.match(tokens[0]) or tokens[0].startswith("unix:") or tokens[0] == "-"):
+            fields["upstream_addr"] = tokens[0]
+            if len(tokens) > 1:
+                fields["upstream_status"] = tokens[1]
+    has_upstream = any(k in fields for k in KEYS["addr"])
+    return float(when), float(zone), int(m.group(13)), fields, has_upstream
+
+
+def _json_access(text: str) -> Optional[tuple[float, Optional[float], float, int, dict[str, str]]]:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    fields = {str(k): str(v) for k, v in doc.items()}
+    status = fields.get("status", "")
+    if not status.isdigit():
+        return None
+    if "msec" in fields:
+        try:
+            return float(fields["msec"]), 0.0, 0.001, int(status), fields
+        except ValueError:
+            return None
+    for key in ("time_iso8601", "time"):
+        if key in fields:
+            try:
+                t = datetime.fromisoformat(fields[key])
+            except ValueError:
+                return None
+            off = t.utcoffset()
+            naive = t.replace(tzinfo=None)
+            return float(calendar.timegm(naive.timetuple())), (off.total_seconds() if off is not None else None), 1.0, int(status), fields
+    if "time_local" in fields:
+        parsed = _combined(0, f'- - - [{fields["time_local"]}] "-" {status} 0')
+        if parsed:
+            return parsed[0], parsed[1], 1.0, int(status), fields
+    return None
+
+
+# ---- either ----
+
+
+def read_log(path: str) -> LogFile:
+    """Reads an nginx error or access log; the format is found from its lines.
+
+    Raises:
+        LogError: the file cannot be read, or no line of it is an nginx log line.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise LogError(f"{path}: cannot read the log: {e.strerror or e}") from None
+    if b"\0" in raw[:4096]:
+        raise LogError(f"{path}: not a text file, so not an nginx log")
+    texts = raw.decode("utf-8", errors="replace").splitlines()
+    kinds = {"error": 0, "combined": 0, "json": 0}
+    for text in texts[:200]:
+        if ERROR_LINE.match(text):
+            kinds["error"] += 1
+        elif COMBINED.match(text):
+            kinds["combined"] += 1
+        elif text.startswith("{") and _json_access(text):
+            kinds["json"] += 1
+    fmt = max(kinds, key=lambda k: kinds[k])
+    if kinds[fmt] == 0:
+        first = next((t for t in texts if t.strip()), "")
+        raise LogError(f"{path}: not an nginx error or access log (first line: {first[:80]!r})")
+    log = LogFile(path, fmt)
+    upstream_seen = False
+    zones: list[float] = []
+    for number, text in enumerate(texts, 1):
+        if not text.strip():
+            continue
+        log.total += 1
+        items: Optional[list[LogLine]] = None
+        if fmt == "error":
+            got = _error_line(number, text)
+            items = None if got == "unreadable" else ([got] if isinstance(got, LogLine) else [])
+        elif fmt == "combined":
+            parsed = _combined(number, text)
+            if parsed:
+                when, zone, status, fields, has_upstream = parsed
+                zones.append(zone)
+                upstream_seen |= has_upstream
+                items = _access_items(number, when, status, fields, has_upstream)
+        else:
+            parsed_json = _json_access(text)
+            if parsed_json:
+                when, json_zone, resolution, status, fields = parsed_json
+                if json_zone is not None:
+                    zones.append(json_zone)
+                log.resolution = resolution
+                has_upstream = any(k in fields for k in KEYS["addr"])
+                upstream_seen |= has_upstream
+                items = _access_items(number, when, status, fields, has_upstream)
+        if items is None:
+            log.unreadable += 1
+            if len(log.unreadable_examples) < UNREADABLE_KEPT:
+                log.unreadable_examples.append((number, text[:120]))
+            continue
+        log.lines.extend(items)
+    if fmt == "combined" and upstream_seen:
+        log.format = "combined+upstream"
+    if zones:
+        log.zone = max(set(zones), key=zones.count)
+    return log

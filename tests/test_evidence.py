@@ -1,0 +1,430 @@
+"""Issue 15: evidence beyond the capture. nginx's logs tied to connections, the upstream's counters
+and listeners confirming or contradicting each finding (docs/evidence.md).
+
+See: issue 15 (evidence beyond the capture).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO
+
+import pcapq
+from pcapq import cli
+from pcapq.diagnose import diagnose
+from pcapq.evidence import EvidenceError, apply, read
+from pcapq.evidence.counters import CounterError, listener_for, movement, read_counters, read_ss
+from pcapq.evidence.logs import LogError, read_log
+from pcapq.exitcodes import ExitCode
+from pcapq.lab.namespaces import unavailable_reason
+
+CAPTURES = REPO / "captures"
+# Each kind of error line and the shape of connection it must be tied to.
+RIGHT_SHAPE = {
+    "connect_timeout": {"no_handshake"},
+    "read_timeout": {"unanswered"},
+    "send_timeout": {"unanswered"},
+    "refused": {"refused"},
+    "reset": {"reset"},
+    "premature_close": {"server_closed"},
+}
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli.cli, ["analyze", *args])
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests for the error-log parser
+
+
+ERROR_LINES = """\
+2026/11/21 08:29:36 [error] 16251#16251: *7 upstream timed out (110: Connection timed out) while connecting to upstream, client: 127.0.0.1, server: , request: "GET /a HTTP/1.0", upstream: "fastcgi://10.231.1.2:9000", host: "x"
+2026/11/21 08:29:40 [error] 16251#16251: *64 upstream timed out (110: Connection timed out) while reading response header from upstream, client: 127.0.0.1, server: , request: "GET /a HTTP/1.0", upstream: "http://10.0.0.2:8080/a", host: "x"
+2026/11/21 08:29:41 [error] 1#1: *65 upstream timed out (110: Connection timed out) while sending request to upstream, client: 127.0.0.1, server: , request: "POST /a HTTP/1.1", upstream: "http://10.0.0.2:8080/a", host: "x"
+2026/11/21 08:29:42 [error] 1#1: *66 connect() failed (111: Connection refused) while connecting to upstream, client: 127.0.0.1, server: , request: "GET / HTTP/1.1", upstream: "http://[fd00::2]:8080/", host: "x"
+2026/11/21 08:29:43 [error] 1#1: *67 recv() failed (104: Connection reset by peer) while reading response header from upstream, client: 127.0.0.1, server: , request: "GET / HTTP/1.1", upstream: "http://10.0.0.2:8080/", host: "x"
+2026/11/21 08:29:44 [error] 1#1: *68 upstream prematurely closed connection while reading response header from upstream, client: 127.0.0.1, server: , request: "GET / HTTP/1.1", upstream: "http://10.0.0.2:8080/", host: "x"
+2026/11/21 08:29:45 [error] 1#1: *69 no live upstreams while connecting to upstream, client: 127.0.0.1, server: , request: "GET / HTTP/1.1", upstream: "http://backend/", host: "x"
+2026/11/21 08:29:46 [error] 1#1: *70 connect() to unix:/run/php/php-fpm.sock failed (11: Resource temporarily unavailable) while connecting to upstream, client: 127.0.0.1, server: , request: "GET / HTTP/1.1", upstream: "fastcgi://unix:/run/php/php-fpm.sock:", host: "x"
+2026/11/21 08:29:47 [error] 1#1: *71 connect() to unix:/run/php/php-fpm.sock failed (111: Connection refused) while connecting to upstream, client: 127.0.0.1, server: , request: "GET / HTTP/1.1", upstream: "fastcgi://unix:/run/php/php-fpm.sock:", host: "x"
+2026/11/21 08:29:48 [error] 1#1: *72 open() "/usr/share/nginx/html/favicon.ico" failed (2: No such file or directory), client: 127.0.0.1, server: , request: "GET /favicon.ico HTTP/1.1", host: "x"
+2026/11/21 08:29:49 [notice] 1#1: signal process started
+"""
+
+
+def test_error_log_reads_every_upstream_kind(tmp_path: Path) -> None:
+    log = read_log(write(tmp_path, "error.log", ERROR_LINES))
+    assert log.format == "error" and log.total == 11 and log.unreadable == 0
+    got = [(line.line, line.kind, line.upstream, line.status, line.socket) for line in log.lines]
+    assert got == [
+        (1, "connect_timeout", "10.231.1.2:9000", 504, None),
+        (2, "read_timeout", "10.0.0.2:8080", 504, None),
+        (3, "send_timeout", "10.0.0.2:8080", 504, None),
+        (4, "refused", "[fd00::2]:8080", 502, None),
+        (5, "reset", "10.0.0.2:8080", 502, None),
+        (6, "premature_close", "10.0.0.2:8080", 502, None),
+        (7, "no_live_upstreams", None, 502, None),
+        (8, "unix_eagain", None, 502, "/run/php/php-fpm.sock"),
+        (9, "unix_refused", None, 502, "/run/php/php-fpm.sock"),
+    ]
+    assert log.lines[0].time == 1795249776.0  # 2026-11-21 08:29:36, read as UTC
+
+
+def test_error_log_counts_malformed_lines_and_keeps_reading(tmp_path: Path) -> None:
+    text = ERROR_LINES.splitlines()[0] + "\n2026/13/45 99:00:00 [error] 1#1: *1 upstream timed out\ngarbage line\n"
+    log = read_log(write(tmp_path, "error.log", text))
+    assert len(log.lines) == 1 and log.unreadable == 2
+    assert [n for n, _ in log.unreadable_examples] == [2, 3]
+
+
+@pytest.mark.parametrize("content", [b"", b"hello\nworld\n", b"\x00\x01binary", b"root:x:0:0:root:/root:/bin/bash\n"])
+def test_a_file_that_is_no_nginx_log_is_refused(tmp_path: Path, content: bytes) -> None:
+    p = tmp_path / "x.log"
+    p.write_bytes(content)
+    with pytest.raises(LogError, match=r"x\.log: not"):
+        read_log(str(p))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests for the access-log parser
+
+
+def test_combined_access_log_gives_status_kinds_without_upstream(tmp_path: Path) -> None:
+    log = read_log(str(CAPTURES / "nginx_php_fpm.access.log"))
+    assert log.format == "combined" and log.zone == 0.0 and log.unreadable == 0
+    kinds = {line.kind for line in log.lines}
+    assert kinds == {"answered", "gateway_timeout"}
+    assert all(line.upstream is None for line in log.lines)
+
+
+def test_upstream_access_log_key_values(tmp_path: Path) -> None:
+    log = read_log(str(CAPTURES / "nginx_php_fpm_slow.access.log"))
+    assert log.format == "combined+upstream"
+    assert {(line.kind, line.upstream, line.status) for line in log.lines} == {("read_timeout", "10.231.1.2:9000", 504)}
+
+
+def test_access_log_time_zone_retries_and_connect_time(tmp_path: Path) -> None:
+    text = (
+        '10.0.0.9 - - [21/Nov/2026:09:29:36 +0100] "GET / HTTP/1.1" 504 160 "-" "curl" '
+        'upstream_addr=10.0.0.2:8080 upstream_status=504 upstream_connect_time=- request_time=2.0\n'
+        '10.0.0.9 - - [21/Nov/2026:09:29:37 +0100] "GET / HTTP/1.1" 502 160 "-" "curl" '
+        'upstream_addr="10.0.0.2:8080, 10.0.0.3:8080" upstream_status="502, 502" upstream_connect_time="-, -"\n'
+        '10.0.0.9 - - [21/Nov/2026:09:29:38 +0100] "GET /static.css HTTP/1.1" 200 10 "-" "curl" upstream_addr=- upstream_status=-\n'
+        'not a log line\n'
+    )
+    log = read_log(write(tmp_path, "access.log", text))
+    assert log.zone == 3600.0 and log.unreadable == 1
+    got = [(line.line, line.kind, line.upstream, line.status) for line in log.lines]
+    assert got == [
+        (1, "connect_timeout", "10.0.0.2:8080", 504),
+        (2, "bad_gateway", "10.0.0.2:8080", 502),
+        (2, "bad_gateway", "10.0.0.3:8080", 502),
+    ]
+
+
+def test_positional_upstream_fields_after_combined(tmp_path: Path) -> None:
+    text = '1.2.3.4 - - [21/Nov/2026:08:29:36 +0000] "GET / HTTP/1.1" 502 1 "-" "ua" 10.0.0.2:8080 502 0.001 0.002\n'
+    (line,) = read_log(write(tmp_path, "access.log", text)).lines
+    assert (line.kind, line.upstream) == ("bad_gateway", "10.0.0.2:8080")
+
+
+def test_json_access_log(tmp_path: Path) -> None:
+    lines = [
+        {"msec": "1795249780.512", "status": "504", "upstream_addr": "10.231.1.2:9000", "upstream_status": "504",
+         "upstream_connect_time": "0.000"},
+        {"time_iso8601": "2026-11-21T09:29:40+01:00", "status": "200", "upstream_addr": "10.231.1.2:9000",
+         "upstream_status": "200"},
+    ]
+    log = read_log(write(tmp_path, "access.json", "\n".join(json.dumps(x) for x in lines) + "\n{broken\n"))
+    assert log.format == "json" and log.unreadable == 1
+    assert [(line.kind, line.time) for line in log.lines] == [("read_timeout", 1795249780.512), ("answered", 1795249780.0 + 3600)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests for the counter and ss parsers
+
+NSTAT_AZ = """\
+#kernel
+TcpActiveOpens                  10                 0.0
+TcpPassiveOpens                 25                 0.0
+TcpExtListenOverflows           312                0.0
+TcpExtListenDrops               312                0.0
+TcpExtTCPReqQFullDrop           0                  0.0
+"""
+
+NETSTAT_S = """\
+Tcp:
+    10 active connection openings
+    25 passive connection openings
+    3 failed connection attempts
+    20 segments retransmitted
+    4 resets sent
+TcpExt:
+    8 SYN cookies sent
+    44 SYN cookies received
+    312 times the listen queue of a socket overflowed
+    312 SYNs to LISTEN sockets dropped
+    TCPReqQFullDoCookies: 8
+    TCPTimeouts: 7
+"""
+
+
+def test_nstat_az(tmp_path: Path) -> None:
+    c = read_counters(write(tmp_path, "n.txt", NSTAT_AZ))
+    assert c.format == "nstat" and c.values["TcpExtListenOverflows"] == 312 and c.values["TcpExtTCPReqQFullDrop"] == 0
+
+
+def test_netstat_s_sentences_become_nstat_names(tmp_path: Path) -> None:
+    c = read_counters(write(tmp_path, "n.txt", NETSTAT_S))
+    assert c.format == "netstat"
+    assert {k: c.values[k] for k in ("TcpExtListenOverflows", "TcpExtListenDrops", "TcpExtSyncookiesSent",
+                                     "TcpExtTCPReqQFullDoCookies", "TcpExtTCPTimeouts", "TcpRetransSegs", "TcpOutRsts")} == {
+        "TcpExtListenOverflows": 312, "TcpExtListenDrops": 312, "TcpExtSyncookiesSent": 8,
+        "TcpExtTCPReqQFullDoCookies": 8, "TcpExtTCPTimeouts": 7, "TcpRetransSegs": 20, "TcpOutRsts": 4}
+
+
+def test_two_snapshots_are_a_change(tmp_path: Path) -> None:
+    before = read_counters(write(tmp_path, "a.txt", NSTAT_AZ))
+    after = read_counters(write(tmp_path, "b.txt", NSTAT_AZ.replace("312 ", "400 ")))
+    m = movement([before, after])
+    assert m.window and m.get("TcpExtListenOverflows") == 88 and m.get("TcpPassiveOpens") == 0
+
+
+def test_lab_table_lists_what_moved_and_the_rest_stayed() -> None:
+    m = movement([read_counters(str(CAPTURES / "firewall_drop.nstat.txt"))])
+    assert m.window and m.get("TcpPassiveOpens") == 10 and m.get("TcpExtListenDrops") == 0
+
+
+@pytest.mark.parametrize("text", ["", "hello world\n", "Tcp:\n    nothing here\n"])
+def test_no_counters_is_refused(tmp_path: Path, text: str) -> None:
+    with pytest.raises(CounterError, match="no counters"):
+        read_counters(write(tmp_path, "n.txt", text))
+
+
+SS_LNT = """\
+State  Recv-Q Send-Q Local Address:Port Peer Address:PortProcess
+LISTEN 3      2         10.231.1.2:9000      0.0.0.0:*
+LISTEN 0      511          0.0.0.0:80        0.0.0.0:*
+LISTEN 0      4096            [::]:22           [::]:*
+"""
+SS_XL = """\
+Netid State  Recv-Q Send-Q Local Address:Port      Peer Address:PortProcess
+u_str LISTEN 129    128    /run/php/php-fpm.sock 4123              * 0
+"""
+
+
+def test_ss_listeners_and_wildcards(tmp_path: Path) -> None:
+    listeners = read_ss(write(tmp_path, "ss.txt", SS_LNT + SS_XL))
+    assert [(x.local, x.recv_q, x.send_q, x.unix) for x in listeners] == [
+        ("10.231.1.2:9000", 3, 2, False), ("0.0.0.0:80", 0, 511, False), ("[::]:22", 0, 4096, False),
+        ("/run/php/php-fpm.sock", 129, 128, True)]
+    assert listener_for(listeners, "10.231.1.2:9000").send_q == 2
+    assert listener_for(listeners, "10.0.0.7:80").send_q == 511
+    assert listener_for(listeners, "10.0.0.7:81") is None
+
+
+def test_ss_without_listeners_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CounterError, match="no LISTEN line"):
+        read_ss(write(tmp_path, "ss.txt", "State Recv-Q Send-Q\nESTAB 0 0 1.2.3.4:5 6.7.8.9:10\n"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests for the join on real nginx -> php-fpm runs (issue 15: at least 95 % tied, of the right kind)
+
+
+def _join(name: str, ss: bool = False) -> tuple[dict, dict]:
+    """The diagnosis's JSON with evidence, and each error line's tie: {line: shape}."""
+    base = CAPTURES / name
+    analysis = pcapq.analyze([str(base.with_suffix(".pcap"))])
+    d = diagnose(analysis)
+    ev = read((str(base) + ".error.log", str(base) + ".access.log"), (str(base) + ".nstat.txt",),
+              str(base) + ".ss.txt" if ss else None)
+    apply(analysis, d, ev)
+    error = ev.logs[0]
+    items = [x for x in error.lines if x.kind in RIGHT_SHAPE]
+    result = analysis.join_log([x.time for x in items], [0] * len(items), [x.upstream for x in items],
+                               [x.kind for x in items], [1.0], [None])
+    shapes = {items[pos].line: (items[pos].kind, shape) for pos, _id, _index, shape in result["ties"]}
+    return d.to_json(), {"lines": items, "shapes": shapes}
+
+
+@pytest.mark.parametrize("name", ["nginx_php_fpm", "nginx_php_fpm_slow"])
+def test_r15_error_lines_tie_to_connections_of_the_right_kind(name: str) -> None:
+    doc, join = _join(name, ss=name == "nginx_php_fpm_slow")
+    lines = join["lines"]
+    right = sum(1 for x in lines if x.line in join["shapes"] and join["shapes"][x.line][1] in RIGHT_SHAPE[x.kind])
+    assert lines and right / len(lines) >= 0.95, (right, len(lines))
+    logs = doc["evidence"]["logs"]
+    assert logs["matched"] / logs["lines"] >= 0.95
+    assert logs["files"][0]["clock_offset"] is not None and abs(logs["files"][0]["clock_offset"]) < 1.5
+
+
+def test_r15_accept_queue_overflow_confirmed_by_counters_and_logs() -> None:
+    doc, _ = _join("nginx_php_fpm")
+    (f,) = [f for f in doc["findings"] if f["cause"] == "accept_queue_overflow"]
+    assert "nstat: TcpExtListenOverflows +79" in f["confirmed_by"]
+    assert any(s.startswith("proxy log: 17 lines") for s in f["confirmed_by"])
+    assert f["contradicted_by"] == []
+    assert f["logged"]["connect_timeout"] == 15 and f["logged"]["read_timeout"] == 2
+
+
+def test_r15_slow_script_is_no_overflow() -> None:
+    doc, _ = _join("nginx_php_fpm_slow", ss=True)
+    causes = {f["cause"] for f in doc["findings"]}
+    assert "accept_queue_overflow" not in causes and "slow_server" in causes
+    assert doc["evidence"]["logs"]["by_kind"] == {"read_timeout": 32}
+
+
+def test_r15_firewall_drop_is_turned_away_from_the_listener() -> None:
+    analysis = pcapq.analyze([str(CAPTURES / "firewall_drop.pcap")])
+    d = diagnose(analysis)
+    apply(analysis, d, read(nstat=(str(CAPTURES / "firewall_drop.nstat.txt"),)))
+    (f,) = [f for f in d.findings if f.cause == "listen_drops"]
+    assert f.contradicted_by == ["nstat: TcpExtListenDrops unchanged: the listener dropped no SYN"]
+    assert "its listener did not drop them, a firewall or conntrack on the way did" in f.confidence_reason
+
+
+def test_r15_ss_backlog_against_the_estimate(tmp_path: Path) -> None:
+    analysis = pcapq.analyze([str(CAPTURES / "nginx_php_fpm.pcap")])
+    d = diagnose(analysis)
+    apply(analysis, d, read(ss=write(tmp_path, "ss.txt", SS_LNT)))
+    (f,) = [f for f in d.findings if f.cause == "accept_queue_overflow"]
+    assert f.details["ss_backlog"] == 2
+    assert any("estimate 4 is at or above it" in s for s in f.confirmed_by)
+    d2 = diagnose(analysis)
+    apply(analysis, d2, read(ss=write(tmp_path, "ss2.txt", SS_LNT.replace("3      2 ", "0      64"))))
+    (f2,) = [f for f in d2.findings if f.cause == "accept_queue_overflow"]
+    assert any("is below it" in s for s in f2.contradicted_by)
+
+
+def test_r15_unix_socket_failures_make_a_finding(tmp_path: Path) -> None:
+    analysis = pcapq.analyze([str(CAPTURES / "healthy.pcap")])
+    d = diagnose(analysis)
+    apply(analysis, d, read((write(tmp_path, "error.log", ERROR_LINES),), ss=write(tmp_path, "ss.txt", SS_XL)))
+    (f,) = [f for f in d.findings if f.server.startswith("unix:")]
+    assert f.cause == "unix_socket_overflow" and "ss -xl" in f.advice
+    assert "the same failure as a TCP accept queue overflow" in f.confidence_reason
+    assert f.confirmed_by == ["ss: /run/php/php-fpm.sock Recv-Q 129, Send-Q 128 (backlog)"]
+    logs = d.evidence["logs"]
+    assert logs["not_tied_by_nature"] == {"no_live_upstreams": 1, "unix_eagain": 1, "unix_refused": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests for the command line
+
+
+def test_r15_json_has_evidence_and_proxy_log_per_connection() -> None:
+    base = str(CAPTURES / "nginx_php_fpm")
+    r = invoke("--format", "json", "--log", base + ".error.log", "--log", base + ".access.log",
+               "--nstat", base + ".nstat.txt", base + ".pcap")
+    assert r.exit_code == ExitCode.PROBLEMS, r.output
+    doc = json.loads(r.stdout)
+    logs = doc["evidence"]["logs"]
+    assert logs["lines"] == 34 and logs["matched"] == 34
+    assert logs["by_kind"] == {"gateway_timeout": 17, "connect_timeout": 15, "read_timeout": 2}
+    tied = [c["proxy_log"] for c in doc["connections"] if "proxy_log" in c]
+    assert {"file": base + ".error.log", "line": 1, "status": 504, "kind": "connect_timeout"} in tied
+    assert sum(1 for t in tied if t["file"].endswith("error.log")) == 17
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
+def test_r15_every_report_format_shows_confirmations(fmt: str, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    r = invoke("--format", fmt, "-o", str(out), "--nstat", str(CAPTURES / "firewall_drop.nstat.txt"),
+               str(CAPTURES / "firewall_drop.pcap"))
+    assert r.exit_code == ExitCode.PROBLEMS, r.output
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", out.read_text()))
+    assert re.search(r"[Cc]ontradicted by\W+nstat: TcpExtListenDrops unchanged", text), text[:2000]
+    assert "Evidence beyond the capture" in text
+
+
+@pytest.mark.parametrize("option, content, message", [
+    ("--log", "hello\n", "not an nginx error or access log"),
+    ("--nstat", "hello\n", "no counters in it"),
+    ("--ss", "hello\n", "no LISTEN line in it"),
+])
+def test_bad_evidence_file_is_one_clear_line(tmp_path: Path, option: str, content: str, message: str) -> None:
+    bad = write(tmp_path, "bad.txt", content)
+    r = invoke(option, bad, str(CAPTURES / "healthy.pcap"))
+    assert r.exit_code == ExitCode.USAGE
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("pcapq: ") and message in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_missing_evidence_file_and_three_nstat(tmp_path: Path) -> None:
+    r = invoke("--log", str(tmp_path / "nope.log"), str(CAPTURES / "healthy.pcap"))
+    assert r.exit_code == ExitCode.USAGE and "cannot read the log" in r.stderr
+    n = str(CAPTURES / "healthy.nstat.txt")
+    r = invoke("--nstat", n, "--nstat", n, "--nstat", n, str(CAPTURES / "healthy.pcap"))
+    assert r.exit_code == ExitCode.USAGE and "one file or two" in r.stderr
+
+
+def test_evidence_error_is_a_value_error() -> None:
+    assert issubclass(EvidenceError, ValueError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests on a fresh run with the kernel
+
+LAB_NGINX = ("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab")
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(LAB_NGINX) is not None, reason=str(unavailable_reason(LAB_NGINX)))
+@pytest.mark.parametrize("scenario", ["nginx_php_fpm", "nginx_php_fpm_slow"])
+def test_r15_fresh_lab_run_ties_its_logs(tmp_path: Path, scenario: str) -> None:
+    from pcapq.lab.runner import run_scenario
+
+    pcap = tmp_path / "ng.pcap"
+    result = run_scenario(scenario, pcap)
+    assert result.problems == []
+    base = str(tmp_path / "ng")
+    analysis = pcapq.analyze([str(pcap)])
+    d = diagnose(analysis)
+    apply(analysis, d, read((base + ".error.log", base + ".access.log"), (base + ".nstat.txt",), base + ".ss.txt"))
+    logs = d.evidence["logs"]
+    assert logs["lines"] and logs["matched"] / logs["lines"] >= 0.95
+    if scenario == "nginx_php_fpm":
+        (f,) = [f for f in d.findings if f.cause == "accept_queue_overflow"]
+        assert any(s.startswith("nstat: TcpExtListenOverflows +") for s in f.confirmed_by)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests for refused and reset lines, written from the captures' own RSTs
+
+
+@pytest.mark.parametrize("capture, kind, message, shape", [
+    ("closed_port", "refused", "connect() failed (111: Connection refused) while connecting to upstream", "refused"),
+    ("app_reset", "reset", "recv() failed (104: Connection reset by peer) while reading response header from upstream", "reset"),
+])
+def test_r15_lines_at_the_rst_tie_to_that_connection(tmp_path: Path, capture: str, kind: str, message: str, shape: str) -> None:
+    import time as _time
+
+    analysis = pcapq.analyze([str(CAPTURES / f"{capture}.pcap")])
+    resets = [c for c in analysis.connections() if c["reset"] and c["reset"]["from"] == "server"]
+    assert resets
+    # nginx writes local time: here UTC+2, which the join must find.
+    lines = [
+        _time.strftime("%Y/%m/%d %H:%M:%S", _time.gmtime(int(c["reset"]["time"]) + 7200))
+        + f' [error] 7#7: *{i} {message}, client: 127.0.0.1, server: , request: "GET / HTTP/1.1", '
+        f'upstream: "http://{c["server"]}/", host: "x"'
+        for i, c in enumerate(resets)
+    ]
+    log = write(tmp_path, "error.log", "\n".join(lines) + "\n")
+    d = diagnose(analysis)
+    apply(analysis, d, read((log,)))
+    f = d.evidence["logs"]["files"][0]
+    assert f["matched"] == len(resets) and f["by_kind"] == {kind: len(resets)}
+    assert f["clock"]["zone"] == 7200.0 and abs(f["clock_offset"] - 7200.0) <= 1.0
