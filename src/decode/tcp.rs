@@ -31,6 +31,9 @@ pub struct TcpOptions {
     pub sack_permitted: bool,
     /// Number of SACK blocks (RFC 2018 §3).
     pub sack_blocks: u8,
+    /// The first SACK block's left and right edges: below the ACK number it reports a segment
+    /// that arrived twice (D-SACK, RFC 2883 §4).
+    pub first_sack: Option<(u32, u32)>,
     /// TSval, TSecr (RFC 7323 §3).
     pub timestamp: Option<(u32, u32)>,
 }
@@ -50,8 +53,9 @@ pub struct TcpHeader {
     pub checksum: u16,
 }
 
-/// Parses the fixed header and, on SYN segments, whatever options were captured (nothing reads
-/// the options of other segments, and parsing them costs more than the rest of the header).
+/// Parses the fixed header and, on SYN segments, whatever options were captured; of other
+/// segments only the first SACK block (parsing every option costs more than the rest of the
+/// header, and nothing else reads them).
 /// A header cut by the snaplen before its 20 fixed bytes is `TcpHeaderCut`; cut options are
 /// parsed as far as they go.
 pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
@@ -61,9 +65,12 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
         return Err(Skip::MalformedTcp);
     }
     let flag_bits = h[13];
+    let options_end = (header_len as usize).min(segment.len());
     let options = if flag_bits & flags::SYN != 0 {
-        let options_end = (header_len as usize).min(segment.len());
         segment.get(20..options_end).map(parse_options).unwrap_or_default()
+    } else if header_len > 20 {
+        // Of the other segments' options only the first SACK block is read (D-SACK).
+        TcpOptions { first_sack: segment.get(20..options_end).and_then(first_sack), ..TcpOptions::default() }
     } else {
         TcpOptions::default()
     };
@@ -78,6 +85,30 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
         options,
         checksum: u16::from_be_bytes([h[16], h[17]]),
     })
+}
+
+/// The first SACK block's edges, if the options hold one.
+fn first_sack(mut opts: &[u8]) -> Option<(u32, u32)> {
+    while let Some((&kind, rest)) = opts.split_first() {
+        match kind {
+            OPT_END => return None,
+            OPT_NOP => {
+                opts = rest;
+                continue;
+            }
+            _ => {}
+        }
+        let len = usize::from(*rest.first()?);
+        if len < 2 {
+            return None;
+        }
+        if kind == OPT_SACK {
+            let body = opts.get(2..len)?;
+            return be32(body, 0).zip(be32(body, 4));
+        }
+        opts = opts.get(len..)?;
+    }
+    None
 }
 
 pub fn parse_options(mut opts: &[u8]) -> TcpOptions {
@@ -101,7 +132,10 @@ pub fn parse_options(mut opts: &[u8]) -> TcpOptions {
             (OPT_MSS, 2) => out.mss = be16(body, 0),
             (OPT_WINDOW_SCALE, 1) => out.window_scale = u8_at(body, 0),
             (OPT_SACK_PERMITTED, 0) => out.sack_permitted = true,
-            (OPT_SACK, n) if n % 8 == 0 => out.sack_blocks = (n / 8) as u8,
+            (OPT_SACK, n) if n % 8 == 0 => {
+                out.sack_blocks = (n / 8) as u8;
+                out.first_sack = be32(body, 0).zip(be32(body, 4));
+            }
             (OPT_TIMESTAMP, 8) => out.timestamp = be32(body, 0).zip(be32(body, 4)),
             _ => {}
         }
@@ -144,6 +178,16 @@ mod tests {
         let mut opts = vec![1, 1, 5, 18];
         opts.extend_from_slice(&[0; 16]);
         assert_eq!(parse_options(&opts).sack_blocks, 2);
+    }
+
+    #[test]
+    fn test_first_sack_block_of_an_ack_is_read() {
+        let mut opts = vec![1, 1, 5, 10];
+        opts.extend_from_slice(&7_886_921u32.to_be_bytes());
+        opts.extend_from_slice(&7_936_561u32.to_be_bytes());
+        let h = parse(&header(8, flags::ACK, &opts)).expect("a header");
+        assert_eq!(h.options.first_sack, Some((7_886_921, 7_936_561)));
+        assert_eq!(h.options.mss, None);
     }
 
     #[test]
@@ -239,7 +283,10 @@ mod tests {
                     Opt::WindowScale(v) => expected.window_scale = Some(*v),
                     Opt::SackPermitted => expected.sack_permitted = true,
                     Opt::Timestamp(a, b) => expected.timestamp = Some((*a, *b)),
-                    Opt::Sack(n) => expected.sack_blocks = *n,
+                    Opt::Sack(n) => {
+                        expected.sack_blocks = *n;
+                        expected.first_sack = Some((0, 0));
+                    }
                     Opt::Nop | Opt::Unknown(..) => {}
                 }
             }

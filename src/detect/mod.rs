@@ -80,10 +80,12 @@ pub enum Symptom {
     TfoFallback,
     DeferAcceptSuspected,
     SynAfterRst,
+    /// Data re-sent that the receiver reported as received twice (D-SACK, RFC 2883 §4).
+    SpuriousRetransmission,
 }
 
 impl Symptom {
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 13;
 
     pub const ALL: [Symptom; Symptom::COUNT] = [
         Symptom::SynRetransmitted,
@@ -98,6 +100,7 @@ impl Symptom {
         Symptom::TfoFallback,
         Symptom::DeferAcceptSuspected,
         Symptom::SynAfterRst,
+        Symptom::SpuriousRetransmission,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -114,6 +117,7 @@ impl Symptom {
             Symptom::TfoFallback => "tfo_fallback",
             Symptom::DeferAcceptSuspected => "defer_accept_suspected",
             Symptom::SynAfterRst => "syn_after_rst",
+            Symptom::SpuriousRetransmission => "spurious_retransmission",
         }
     }
 
@@ -281,13 +285,19 @@ fn symptoms(c: &Connection) -> Symptoms {
         if log.data.iter().any(|d| d.into_half_open) {
             s.insert(Symptom::RequestUnacked);
         }
-        if log.data.iter().any(|d| !d.into_half_open) {
+        if log.data.iter().any(|d| !d.into_half_open && !d.dsacked) {
             s.insert(Symptom::DataRetransmitted);
+        }
+        if log.data.iter().any(|d| d.dsacked) {
+            s.insert(Symptom::SpuriousRetransmission);
         }
     }
     let total_data_retransmits: u32 = c.counts.iter().map(|d| d.data_retransmits).sum();
     let logged: usize = c.retransmits.as_ref().map_or(0, |l| l.data.iter().map(|d| d.sends.len().saturating_sub(1)).sum());
-    if total_data_retransmits as usize > logged && !s.contains(Symptom::RequestUnacked) {
+    // Re-sends beyond the log (more series than it keeps) count too, unless the only logged
+    // series was D-SACKed: its first send was the segment reordered, counted once more.
+    let only_spurious = s.contains(Symptom::SpuriousRetransmission) && !s.contains(Symptom::DataRetransmitted);
+    if total_data_retransmits as usize > logged && !s.contains(Symptom::RequestUnacked) && !only_spurious {
         s.insert(Symptom::DataRetransmitted);
     }
     if syncookie_suspected(c, s) {
@@ -564,6 +574,23 @@ mod tests {
         let v = w.verdict();
         assert_eq!(v.outcome, Outcome::ResetByServer);
         assert!(has(&v, Symptom::ResetAfterAck), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_data_resent_and_dsacked_is_spurious_not_lost() {
+        // The second segment is re-sent at 210 ms; the server's ACK reports it received twice.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(5, C, PA, CISN + 101, SISN + 1, 100);
+        w.send(210, C, PA, CISN + 101, SISN + 1, 100);
+        let dsack = TcpOptions { sack_blocks: 1, first_sack: Some((CISN + 101, CISN + 201)), ..TcpOptions::default() };
+        w.send_opts(211, S, ACK, SISN + 1, CISN + 201, 0, dsack);
+        w.send(212, S, PA, SISN + 1, CISN + 201, 50);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
+        assert!(!has(&v, Symptom::DataRetransmitted), "{:?}", v.symptoms);
     }
 
     #[test]

@@ -155,6 +155,10 @@ pub struct DataSeries {
     pub sends: Vec<Send>,
     /// Client data re-sent before the server had acknowledged any client data.
     pub into_half_open: bool,
+    /// The receiver reported the segment as arrived twice (D-SACK, RFC 2883 §4): the re-send was
+    /// spurious (reordering, or a timer that fired early), nothing was lost.
+    #[serde(default)]
+    pub dsacked: bool,
 }
 
 /// Retransmission series of a connection (at most `MAX_SERIES` data series, `MAX_SENDS` sends each).
@@ -184,7 +188,7 @@ impl RetransmitLog {
         let index = match self.data.iter().position(|d| d.from == from && d.seq == seq) {
             Some(i) => i,
             None if self.data.len() < MAX_SERIES => {
-                self.data.push(DataSeries { from, seq, sends: original.into_iter().collect(), into_half_open });
+                self.data.push(DataSeries { from, seq, sends: original.into_iter().collect(), into_half_open, dsacked: false });
                 self.data.len() - 1
             }
             None => return,

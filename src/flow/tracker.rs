@@ -809,6 +809,15 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
     if !seg.has(flags::ACK) {
         return;
     }
+    // RFC 2883 §4: a first SACK block below the ACK number reports a segment received twice; a
+    // re-send of it by the peer was spurious.
+    if let (Some((left, _)), Some(log)) = (seg.options.first_sack, conn.retransmits.as_deref_mut()) {
+        if SeqNumber(left).before(SeqNumber(seg.ack)) {
+            if let Some(series) = log.data.iter_mut().find(|d| d.from == side.other() && d.seq == left) {
+                series.dsacked = true;
+            }
+        }
+    }
     let me = side.index();
     // Wireshark's keep-alive ACK (the same ACK answering the peer's keep-alive) is no duplicate.
     let answers_keep_alive = flow.direction[side.other().index()].keep_alive;

@@ -18,7 +18,7 @@ Outcome = Literal["completed", "open", "refused", "timed_out", "abandoned", "res
 Symptom = Literal[
     "syn_retransmitted", "synack_retransmitted", "final_ack_dropped", "request_unacked", "data_retransmitted",
     "syncookie_suspected", "reset_after_ack", "reset_after_expiry", "rejected", "tfo_fallback",
-    "defer_accept_suspected", "syn_after_rst",
+    "defer_accept_suspected", "syn_after_rst", "spurious_retransmission",
 ]
 Fact = Literal[
     "syn_unanswered", "half_open", "one_syn", "probe", "scan_probe", "stray_ack_reset", "reused_in_time_wait",
