@@ -11,6 +11,7 @@ pub mod detect;
 pub mod decode;
 pub mod flow;
 pub mod output;
+pub mod live;
 pub mod reader;
 
 #[cfg(feature = "python")]

@@ -5,6 +5,7 @@
 
 mod diagnosis;
 mod errors;
+mod live;
 
 use std::io::{self, Write};
 use std::panic::{self, AssertUnwindSafe};
@@ -704,6 +705,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_parts, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_many, m)?)?;
+    m.add_class::<live::LiveInput>()?;
+    m.add_function(wrap_pyfunction!(live::analyze_stdin, m)?)?;
     m.add("PcapqError", m.py().get_type::<PcapqError>())?;
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
     m.add("InternalError", m.py().get_type::<InternalError>())?;

@@ -181,6 +181,7 @@ def analyze(
     size = record_bytes(tuple(paths))
     every_connection = fmt == "json" or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
     keep = dict(keep_connections=every_connection, keep_events=fmt in ("json", "html"), max_connections=max_connections)
+    read = None  # how reading standard input ended (pcapq.live.StdinRead)
     try:
         if scheduler:
             from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
@@ -189,6 +190,15 @@ def analyze(
                 points = analyze_on_cluster(paths, scheduler, merge=merge, **keep)
             except ClusterUnavailable as e:
                 _fail(str(e), ExitCode.UNAVAILABLE)
+        elif paths == ["-"]:
+            # Read live: counted as it arrives, and Ctrl-C reports what was read (pcapq.live).
+            from pcapq.live import analyze_stdin
+            from pcapq.points import Joiner
+
+            analysis, read = analyze_stdin(**keep)
+            joiner = Joiner(merge)
+            joiner.add_capture(analysis)
+            points = joiner.points()
         else:
             from pcapq.points import analyze_points
 
@@ -200,6 +210,10 @@ def analyze(
     from pcapq.diagnose import diagnose
 
     diagnoses = [diagnose(p.analysis) for p in points]
+    if read is not None and read.interrupted:
+        _warn(read.sentence())
+        for d in diagnoses:
+            d.interrupted = read
     if fmt == "html" and len(points) > 1:
         names = ", ".join(p.name for p in points)
         _fail(f"an HTML report shows one capture point and these files are {len(points)} ({names}): add --merge, or give one point's files", ExitCode.USAGE)

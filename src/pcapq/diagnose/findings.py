@@ -8,6 +8,7 @@ example connections per finding; it never loops over connections.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from pcapq._core import Analysis
 from pcapq.diagnose import settings
@@ -20,13 +21,19 @@ class Diagnosis:
     capture_point: CapturePoint
     findings: list[Finding]
     settings: list[str] = field(default_factory=list)
+    # Standard input stopped by Ctrl-C: the sentence saying so and what had been read
+    # (pcapq.live.StdinRead); None when the input was read to its end.
+    interrupted: Optional[Any] = None
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "capture_point": self.capture_point.to_json(),
             "settings": self.settings,
             "findings": [f.to_json() for f in self.findings],
         }
+        if self.interrupted is not None:
+            out["interrupted"] = {**self.interrupted.to_json(), "text": self.interrupted.sentence()}
+        return out
 
 
 def diagnose(analysis: Analysis) -> Diagnosis:

@@ -45,6 +45,8 @@ def render_finding(f: Finding, capture_start: float | None) -> Panel:
 
 def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
     parts: list[object] = []
+    if d.interrupted is not None:
+        parts.append(Text(d.interrupted.sentence() + ".", style="bold yellow"))
     if not d.findings:
         parts.append(Text("No failures found: no connection shows a listen-queue, loss or timeout problem.", style="green"))
     for f in d.findings:

@@ -522,6 +522,8 @@ def render_analyze(report: AnalyzeReport) -> str:
     ]
     body += _totals(report)
     body += _captures(report)
+    if report.diagnosis.interrupted is not None:
+        body.append(f'<p class="note">{h(report.diagnosis.interrupted.sentence())}.</p>')
     for w in report.warnings:
         body.append(f'<p class="note">warning: {h(w)}</p>')
     body += _findings(report)

@@ -65,6 +65,8 @@ def render_analyze(report: AnalyzeReport) -> str:
     out: list[str] = ["# pcapq analysis", ""]
     files = ", ".join(md_text(c["path"] if c["path"] != "-" else "standard input") for c in report.captures)
     out += [f"Captures: {files}", ""]
+    if d.interrupted is not None:
+        out += [f"> **{md_text(d.interrupted.sentence())}.**", ""]
     notes = note_rows(report.captures)
     if notes:
         out += ["## Capture notes", ""] + table(["what", "text"], [[md_text(what), md_text(text)] for what, text in notes]) + [""]
