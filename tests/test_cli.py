@@ -660,10 +660,27 @@ def test_text_summary_counts_without_ansi_when_piped(capture, args):
     assert str(capture) in text
 
 
-def test_text_summary_rows_are_not_wrapped_when_piped(capture):
+def test_text_summary_timestamps_are_not_wrapped_when_piped(capture):
     text = run_piped("analyze", str(capture)).stdout.decode()
-    row = next(line for line in text.splitlines() if line.startswith(str(capture)))
+    row = next(line for line in text.splitlines() if "2023-11-14 22:13:20" in line)
     assert "2023-11-14 22:13:20.000000 UTC" in row and "2023-11-14 22:13:24.003200 UTC" in row
+
+
+NGINX = Path(__file__).resolve().parent.parent / "captures" / "nginx_php_fpm.pcap"
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["timeline"], ["timeline", "--aggregate"], ["explain"]])
+def test_r14_piped_text_is_100_columns_wide(command):
+    """Issue 14, item 4: without a terminal, width 100 (it was 200 to 600 columns)."""
+    proc = run_piped(*command, str(NGINX))
+    lines = proc.stdout.decode().splitlines()
+    assert lines and max(map(len, lines)) <= 100, max(lines, key=len)
+
+
+def test_r14_piped_text_honours_columns():
+    env = {**{k: v for k, v in os.environ.items() if k != "NO_COLOR"}, "COLUMNS": "130"}
+    proc = subprocess.run(["pcapq", "analyze", str(NGINX)], capture_output=True, env=env, timeout=120)
+    assert max(map(len, proc.stdout.decode().splitlines())) == 130
 
 
 def test_text_summary_to_file_has_no_ansi(tmp_path, capture):

@@ -25,9 +25,9 @@ def _warn(message: str) -> None:
     click.echo(f"pcapq: warning: {message}", err=True)
 
 
-# Width of the summary in a file or pipe, where rich would otherwise wrap at 80 columns and
-# split a row (a timestamp) over two lines. COLUMNS still wins.
-FILE_WIDTH = 200
+# Width of the text reports in a file or pipe (rich would otherwise take 80 columns); COLUMNS
+# wins. Tables keep their rows on one line by wrapping their widest cells.
+FILE_WIDTH = 100
 
 
 def _console(file: TextIO | None = None, no_color: bool = False):  # -> rich.console.Console
