@@ -228,6 +228,15 @@ class Analysis:
                 by the file object's write() propagates unchanged.
             ValueError: `extra` is not a JSON object.
         """
+    def proxy_timeouts(self) -> dict[str, _ProxyTimeout]:
+        """The proxy's timeouts inferred from when its connections gave up: "connect" and
+        "read", each absent when the capture does not show it."""
+
+class _ProxyTimeout(TypedDict):
+    seconds: float
+    connections: int
+    gave_up: int
+    measured: bool
 
 class _Scan(TypedDict):
     source: str

@@ -122,6 +122,13 @@ output_option = click.option(
     help="At most N connections live at once per capture; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
 )
 @click.option(
+    "--proxy-timeouts",
+    metavar="connect=S,read=S",
+    help="The proxy's connect and read timeouts in seconds (nginx proxy_/fastcgi_connect_timeout and _read_timeout), "
+    "for the sizing sentence and the predicted proxy log. Without it, they are inferred from when connections gave up, "
+    "and said to be a guess where the capture does not show them.",
+)
+@click.option(
     "--scheduler",
     metavar="ADDRESS",
     help="Analyse one file per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
@@ -135,6 +142,7 @@ def analyze(
     merge: bool,
     jobs: int,
     max_connections: int,
+    proxy_timeouts: str | None,
     scheduler: str | None,
 ) -> None:
     """Say what went wrong in the captures, the worst connections, then totals.
@@ -165,9 +173,14 @@ def analyze(
     --scheduler: dask missing or the scheduler unreachable; 70 a bug in pcapq; 74 the report
     could not be written.
     """
+    from pcapq.diagnose.timeouts import BadTimeouts, parse
     from pcapq.inputs import InputError, expand
     from pcapq.report.progress import progress_for, record_bytes
 
+    try:
+        stated = parse(proxy_timeouts) if proxy_timeouts is not None else None
+    except BadTimeouts as e:
+        _fail(f"--proxy-timeouts: {e}", ExitCode.USAGE)
     try:
         paths = expand(files)
     except InputError as e:
@@ -209,7 +222,7 @@ def analyze(
 
     from pcapq.diagnose import diagnose
 
-    diagnoses = [diagnose(p.analysis) for p in points]
+    diagnoses = [diagnose(p.analysis, stated) for p in points]
     if read is not None and read.interrupted:
         _warn(read.sentence())
         for d in diagnoses:

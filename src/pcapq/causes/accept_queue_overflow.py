@@ -6,9 +6,8 @@ from __future__ import annotations
 from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, plural, reset_frame, series_frame
 from pcapq.diagnose.finding import Finding
+from pcapq.diagnose.timeouts import or_default
 
-# nginx proxy_connect_timeout / proxy_read_timeout default (seconds).
-PROXY_TIMEOUT_S = 60.0
 # Failing share of the connections begun in the overflow's seconds below which one full queue
 # among several listeners (SO_REUSEPORT) is worth naming.
 SHARE_FOR_ONE_OF_SEVERAL = 0.5
@@ -89,7 +88,10 @@ def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
     start, end = signs.first, signs.last
     answered = analysis.answered_between(ctx.server, start, end)
     rate = answered / max(end - start, 1.0)
-    suggested = max(round(rate * PROXY_TIMEOUT_S), 1)
+    # A request queued behind a full accept queue waits against the proxy's read timeout: the
+    # client's connect() returned when its handshake ACK left.
+    timeout = or_default(ctx.capture.proxy_timeouts, "read")
+    suggested = max(round(rate * timeout.seconds), 1)
     return {
         "first_drop": first_drop,
         "waiting_at_first_drop": waiting,
@@ -103,7 +105,7 @@ def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
         "suggested_backlog": suggested,
         "suggestion_note": (
             f"at {rate:.1f} answers/s, a queue deeper than {suggested} makes requests wait "
-            f"past the proxy's {PROXY_TIMEOUT_S:.0f} s timeout: a deeper queue only turns 502s into 504s"
+            f"past {timeout.phrase()}: a deeper queue only turns 502s into 504s"
         ),
     }
 

@@ -8,12 +8,13 @@ example connections per finding; it never loops over connections.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from pcapq._core import Analysis
 from pcapq.diagnose import settings
 from pcapq.diagnose.capture_point import CapturePoint, infer
 from pcapq.diagnose.finding import Finding
+from pcapq.diagnose.timeouts import resolve
 
 
 @dataclass
@@ -24,6 +25,8 @@ class Diagnosis:
     # Standard input stopped by Ctrl-C: the sentence saying so and what had been read
     # (pcapq.live.StdinRead); None when the input was read to its end.
     interrupted: Optional[Any] = None
+    # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts.ProxyTimeout by kind).
+    proxy_timeouts: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         out = {
@@ -31,19 +34,24 @@ class Diagnosis:
             "settings": self.settings,
             "findings": [f.to_json() for f in self.findings],
         }
+        if self.proxy_timeouts:
+            out["proxy_timeouts"] = {kind: t.to_json() for kind, t in self.proxy_timeouts.items()}
         if self.interrupted is not None:
             out["interrupted"] = {**self.interrupted.to_json(), "text": self.interrupted.sentence()}
         return out
 
 
-def diagnose(analysis: Analysis) -> Diagnosis:
+def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] = None) -> Diagnosis:
+    """`proxy_timeouts`: the proxy's timeouts as the user stated them ({"connect": 2.0, "read":
+    3.0}); the kinds not stated are inferred from the capture."""
     # The causes import this package's Finding: imported here, not at the top.
     from pcapq.causes.context import CaptureContext, EpisodeContext
     from pcapq.causes.registry import in_order
 
     servers = analysis.servers()
     problems = analysis.problems()
-    ctx = CaptureContext(analysis, problems, servers, infer(servers))
+    timeouts = resolve(analysis, proxy_timeouts)
+    ctx = CaptureContext(analysis, problems, servers, infer(servers), proxy_timeouts=timeouts)
     findings: list[Finding] = []
     for cause in in_order("capture"):
         findings.extend(cause.rule(ctx))
@@ -65,7 +73,7 @@ def diagnose(analysis: Analysis) -> Diagnosis:
     for cause in in_order("server"):
         findings.extend(cause.rule(ctx))
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
-    return Diagnosis(ctx.capture_point, findings, settings.sentences(problems.timings()))
+    return Diagnosis(ctx.capture_point, findings, settings.sentences(problems.timings()), proxy_timeouts=timeouts)
 
 
 def _address(endpoint: str) -> str:
