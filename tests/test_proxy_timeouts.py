@@ -88,3 +88,27 @@ def test_r14_real_nginx_read_timeout_is_found(tmp_path: Path) -> None:
     assert "upstream timed out" in (tmp_path / "ng.error.log").read_text()
     read = _doc(str(pcap))["proxy_timeouts"]["read"]
     assert read["seconds"] == 2.0 and read["connections"] >= 4, read
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 14, item 3: an estimate only with the evidence it needs
+
+
+def test_r14_capture_begun_mid_overflow_gives_no_backlog_estimate() -> None:
+    """The connections filling the queue began before the capture: none is seen waiting."""
+    proc = run_pcapq("analyze", str(CAPTURES / "crafted" / "capture_mid_overflow.pcap"))
+    text = proc.stdout.decode()
+    assert "effective backlog is about 0" not in text
+    assert "no backlog estimate" in text and "began before the capture" in text
+    details = _aqo(_doc(str(CAPTURES / "crafted" / "capture_mid_overflow.pcap")))["details"]
+    assert "estimated_backlog" not in details and details["waiting_at_first_drop"] == 0
+
+
+def test_r14_overflow_without_answers_gives_no_sizing() -> None:
+    """abort_on_overflow (crafted): the server answered nothing while its queue overflowed."""
+    proc = run_pcapq("analyze", str(CAPTURES / "crafted" / "abort_on_overflow.pcap"))
+    text = proc.stdout.decode()
+    assert "0.0 answers/s" not in text
+    assert "no sizing: the server answered 0 connections" in text
+    details = _aqo(_doc(str(CAPTURES / "crafted" / "abort_on_overflow.pcap")))["details"]
+    assert "suggested_backlog" not in details and "service_rate_per_s" not in details
