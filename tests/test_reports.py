@@ -83,13 +83,17 @@ def test_analyze_formats_to_file_and_stdout_agree(tmp_path, fmt):
 
 
 def test_text_report_lists_the_worst_connections():
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe: 200 columns
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe: 100 columns
     proc = subprocess.run(["pcapq", "analyze", "--no-color", str(ACCEPT)], capture_output=True, env=env, timeout=60)
     text = proc.stdout.decode()
     findings, worst, totals = text.index("Accept queue overflow"), text.index("Worst connections"), text.index("Captures")
     assert findings < worst < totals
-    row = next(line for line in text.splitlines() if re.match(r"\s*2\s*│\s*52206\b", line))
-    assert "final ack dropped" in row and "9.246 s" in row
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if re.match(r"\s*2\s*│\s*52206\b", line))
+    # The row, and the lines its symptoms wrapped onto (an empty id cell).
+    row = [lines[at]] + [line for line in lines[at + 1:at + 4] if re.match(r"\s+│", line)]
+    symptoms = " ".join(line.split("│")[4].strip() for line in row)
+    assert "final ack dropped" in symptoms and "9.246 s" in row[0]
 
 
 def test_markdown_report_has_findings_worst_connections_and_totals():

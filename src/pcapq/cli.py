@@ -297,7 +297,10 @@ OUTCOMES = list(_core.VOCABULARY["outcomes"])
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("--conn", "conn", metavar="PORT|IP:PORT", help="The connection from this client port or client endpoint.")
+@click.option(
+    "--conn", "conn", metavar="ID|PORT|IP:PORT",
+    help="The connection with this id (the reports' id column; #ID for an id only), from this client port, or from this client endpoint.",
+)
 @click.option("--failed", is_flag=True, help="Connections with a problem: a failed outcome or any symptom.")
 @click.option("--outcome", "outcomes", multiple=True, type=click.Choice(OUTCOMES), help="Connections with this outcome (repeatable).")
 @click.option("--cause", "causes", multiple=True, type=click.Choice(CAUSES), help="Connections of a finding with this cause (repeatable).")
@@ -327,14 +330,16 @@ def timeline(
     \b
     Examples:
       $ pcapq timeline dump.pcap
-      $ pcapq timeline --conn 52206 dump.pcap
+      $ pcapq timeline --conn 52206 dump.pcap          client port 52206
+      $ pcapq timeline --conn '#7' dump.pcap           connection id 7 (the reports' id column)
       $ pcapq timeline --cause accept_queue_overflow --limit 5 dump.pcap
       $ pcapq timeline --outcome timed_out --since 10:15:00 --until 10:16:00 dump.pcap
       $ pcapq timeline --aggregate --bucket 10 dump.pcap
       $ pcapq timeline --failed --format html -o ladders.html dump.pcap
 
     \b
-    Exit codes: 0 shown; 2 usage error (also a bad --conn, --server, --since or --until);
+    Exit codes: 0 shown; 2 usage error (also a bad --conn, --server, --since or --until, or a
+    --conn that matches no connection);
     3 a capture could not be read; 4 a capture is damaged (shown up to the damage); 5 no TCP
     in the capture; 70 a bug in pcapq; 74 the report could not be written.
     """
@@ -375,6 +380,12 @@ def timeline(
     if show_connections:
         indices, matched = tl.select(result, selection)
         timelines = [tl.connection_timeline(result, i) for i in indices]
+    if conn is not None:
+        if not matched:
+            _fail(f"--conn {conn} matches no connection (neither a connection id nor a client port or endpoint "
+                  "of this capture; the reports' id column lists the ids)", ExitCode.USAGE)
+        how = " and a ".join(sorted(selection.conn_matched_by))
+        click.echo(f"pcapq: --conn {conn} is a {how}: " + "; ".join(f"connection {t.id}, {t.client} → {t.server}" for t in timelines), err=True)
     agg = None
     if aggregate or not selecting:
         episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in findings if selection.server in (None, f.server)]
@@ -414,10 +425,14 @@ def timeline(
 
 
 def _check_conn(conn: str | None) -> str | None:
+    """--conn: N (an id or a client port), #N or id:N (an id), or IP:PORT (a client endpoint)."""
     if conn is None or conn.isdigit():
-        if conn is not None and not 0 < int(conn) < 65536:
-            raise click.BadParameter(f"{conn} is not a port", param_hint="--conn")
         return conn
+    for prefix in ("#", "id:"):
+        if conn.startswith(prefix):
+            if not conn[len(prefix):].isdigit():
+                raise click.BadParameter(f"{conn!r} is not {prefix}ID (a number of the reports' id column)", param_hint="--conn")
+            return conn
     return _check_endpoint(conn, "--conn")
 
 

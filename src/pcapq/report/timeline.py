@@ -316,7 +316,9 @@ def connection_timeline(analysis: Analysis, index: int) -> ConnectionTimeline:
 class Selection:
     """Which connections `pcapq timeline` shows. Empty fields do not filter."""
 
-    conn: Optional[str] = None  # "PORT" (client port) or "IP:PORT" (client endpoint)
+    # "N" (a connection id, as the reports' id column shows, or a client port), "#N" or "id:N"
+    # (an id only), or "IP:PORT" (a client endpoint).
+    conn: Optional[str] = None
     failed: bool = False
     outcomes: tuple[str, ...] = ()
     connection_ids: Optional[set[int]] = None  # from --cause: the findings' connections
@@ -324,6 +326,8 @@ class Selection:
     since: Optional[float] = None  # epoch seconds
     until: Optional[float] = None
     limit: int = 20
+    # What --conn matched ("connection id", "client port", "client endpoint"), filled by matches().
+    conn_matched_by: set[str] = field(default_factory=set)
 
     def wants_problems_only(self) -> bool:
         """Whether only connections with a problem can match."""
@@ -334,11 +338,10 @@ class Selection:
         if self.server is not None and c["server"] != self.server:
             return False
         if self.conn is not None:
-            if ":" in self.conn.strip("[]") and not self.conn.isdigit():
-                if c["client"] != self.conn:
-                    return False
-            elif c["client"].rsplit(":", 1)[1] != self.conn:
+            how = self._conn_match(c)
+            if how is None:
                 return False
+            self.conn_matched_by.add(how)
         if self.failed and not has_problem(c):
             return False
         if self.outcomes and c["outcome"] not in self.outcomes:
@@ -350,6 +353,18 @@ class Selection:
         if self.until is not None and c["first_time"] > self.until:
             return False
         return True
+
+
+    def _conn_match(self, c: dict[str, Any]) -> Optional[str]:
+        conn = self.conn or ""
+        for prefix in ("#", "id:"):
+            if conn.startswith(prefix):
+                return "connection id" if str(c["id"]) == conn[len(prefix):] else None
+        if conn.isdigit():
+            if c["id"] == int(conn):
+                return "connection id"
+            return "client port" if c["client"].rsplit(":", 1)[1] == conn else None
+        return "client endpoint" if c["client"] == conn else None
 
 
 def has_problem(c: dict[str, Any]) -> bool:
