@@ -338,3 +338,32 @@ def test_timeline_outcomes_with_and_without_problems():
     # A failed outcome asked for with `completed`: the healthy connections 0 and 1 match too.
     proc = run_pcapq("timeline", "--outcome", "completed", "--outcome", "refused", "--limit", "100", "--format", "json", str(ACCEPT))
     assert [c["id"] for c in json.loads(proc.stdout)["connections"]] == list(range(8))
+
+
+def test_r14_finding_rows_are_one_model_in_three_renderers():
+    """Issue 14, item 8: text, Markdown and HTML draw the same rows (pcapq.report.finding_rows),
+    and the frames to open are in frame order."""
+    from pcapq.report.finding_rows import finding_rows
+
+    text = run_pcapq("analyze", "--no-color", str(ACCEPT)).stdout.decode()
+    markdown = run_pcapq("analyze", "--format", "markdown", str(ACCEPT)).stdout.decode()
+    html = run_pcapq("analyze", "--format", "html", str(ACCEPT)).stdout.decode()
+    doc = json.loads(run_pcapq("analyze", "--format", "json", str(ACCEPT)).stdout)
+    frames = [e["frame"] for e in doc["findings"][0]["evidence"]]
+    assert frames == sorted(frames)
+    assert "frames " + ", ".join(map(str, frames)) in text
+    assert "- **Open in Wireshark:** frames " + ", ".join(map(str, frames)) in markdown
+    labels = [r.label for r in finding_rows(_finding(doc), None)]
+    for label in labels:
+        assert label in text
+        assert f"**{label[0].upper() + label[1:]}:**" in markdown
+        assert f"<dt>{'evidence' if label == 'open in Wireshark' else label}</dt>" in html
+
+
+def _finding(doc: dict):
+    from pcapq.diagnose import Finding
+
+    f = doc["findings"][0]
+    return Finding(f["cause"], f["server"], f["confidence"], f["confidence_reason"], f["first"], f["last"],
+                   f["connections"]["ids"], f["evidence"], f["advice"], f["proxy_log"], f["details"],
+                   rests_on=f["rests_on"], disproved_by=f["disproved_by"])

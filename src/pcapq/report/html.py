@@ -21,6 +21,7 @@ from typing import Callable, Optional
 
 from pcapq import _core
 from pcapq.report import timeline as tl
+from pcapq.report.finding_rows import finding_rows
 from pcapq.report.escape import html_text as h
 from pcapq.report.escape import script_json
 from pcapq.causes.registry import title
@@ -159,28 +160,17 @@ def _findings(report: AnalyzeReport) -> list[str]:
     if not d.findings:
         out.append("<p>No failures found: no connection shows a listen-queue, loss or timeout problem.</p>")
     for f in d.findings:
-        offset = f" (+{f.first - report.start:.3f} s into the capture)" if report.start is not None else ""
-        ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
-        items = [
-            ("when", f"{utc_clock(f.first)} to {utc_clock(f.last)} UTC{offset}"),
-            ("connections", f"{f.connection_count:,} (ids {ids})" if ids else f"{f.connection_count:,}"),
-            ("confidence", f"{f.confidence:.2f}: {f.confidence_reason}"),
-        ]
-        evidence = "".join(
-            f"<li><code>frame {e['frame']}</code>{_file_note(e['file'])}: {h(e['what'])}</li>" for e in f.evidence
-        )
-        rows = "".join(f"<dt>{h(k)}</dt><dd>{h(v)}</dd>" for k, v in items)
-        rows += f"<dt>evidence</dt><dd><ul>{evidence or '<li>-</li>'}</ul></dd>"
-        if f.rests_on:
-            rows += f"<dt>rests on</dt><dd>{h('; '.join(f.rests_on))}</dd>"
-        if f.disproved_by:
-            rows += f"<dt>would disprove it</dt><dd>{h('; '.join(f.disproved_by))}</dd>"
-        for key, label in (("estimate_note", "queue"), ("suggestion_note", "sizing")):
-            if key in f.details:
-                rows += f"<dt>{label}</dt><dd>{h(f.details[key])}</dd>"
-        for line in f.proxy_log:
-            rows += f"<dt>proxy log</dt><dd><code>{h(line)}</code></dd>"
-        rows += f"<dt>what to do</dt><dd>{h(f.advice)}</dd>"
+        rows = ""
+        for row in finding_rows(f, report.start):
+            if row.kind == "frames":
+                evidence = "".join(
+                    f"<li><code>frame {frame}</code>{_file_note(file)}: {h(what)}</li>" for file, frame, what in row.frames
+                )
+                rows += f"<dt>evidence</dt><dd><ul>{evidence or '<li>-</li>'}</ul></dd>"
+            elif row.kind == "code":
+                rows += f"<dt>{h(row.label)}</dt><dd><code>{h(row.text)}</code></dd>"
+            else:
+                rows += f"<dt>{h(row.label)}</dt><dd>{h(row.text)}</dd>"
         sure = " sure" if f.confidence >= 0.7 else ""
         heading = f"{title(f.cause)} on {f.server}"
         out.append(f'<section class="finding{sure}"><h3>{h(heading)}</h3><dl>{rows}</dl></section>')
