@@ -511,8 +511,8 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
     labels (SYN and SYN-ACK retransmits, final ACK dropped, request re-sent, data and FIN
     retransmits, duplicate ACKs, zero windows, port reuse, RSTs) with tshark's
     tcp.analysis flags on the same frame number. Prints an agreement table per label and
-    every disagreement with its reason; one no documented difference explains is listed as
-    UNEXPLAINED (docs/crosscheck.md). Needs tshark; small captures are read through pyshark,
+    every disagreement with its reason; a disagreement that no documented difference
+    explains is listed as UNEXPLAINED (docs/crosscheck.md). Needs tshark; small captures are read through pyshark,
     large ones with tshark -T fields directly (the report says which).
 
     \b
@@ -708,6 +708,7 @@ def _run_lab(name: str, pcap: Path) -> None:
 
 def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
     """What pcapq finds in the fresh capture, one line per finding."""
+    from pcapq.causes.context import plural
     from pcapq.causes.registry import phrase
     from pcapq.diagnose import diagnose
 
@@ -717,7 +718,7 @@ def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
         say(f"pcapq cannot read the capture: {e.args[0]}")
         return
     for f in findings:
-        say(f"pcapq finds: {phrase(f.cause)} on {f.server}, confidence {f.confidence:.2f}, {f.connection_count} connection(s)")
+        say(f"pcapq finds: {phrase(f.cause)} on {f.server}, confidence {f.confidence:.2f}, {plural(f.connection_count, 'connection')}")
     if not findings:
         say("pcapq finds nothing wrong")
 

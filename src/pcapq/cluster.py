@@ -11,6 +11,8 @@ Nothing here is imported without ``--scheduler``; dask.distributed is an optiona
 
 from __future__ import annotations
 
+import sys
+
 import os
 from typing import Sequence
 
@@ -59,6 +61,9 @@ def analyze_on_cluster(
         raise ClusterUnavailable("--scheduler needs dask.distributed: pip install 'pcapq[dask]'") from e
     order = planned(paths, merge)
     try:
+        # Said first: connecting is silent until it succeeds or the timeout runs out.
+        print(f"pcapq: connecting to the Dask scheduler at {scheduler} (giving up after {CONNECT_TIMEOUT_S} s)",
+              file=sys.stderr, flush=True)
         client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
         raise ClusterUnavailable(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e

@@ -27,6 +27,14 @@ class Diagnosis:
     interrupted: Optional[Any] = None
     # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts.ProxyTimeout by kind).
     proxy_timeouts: dict = field(default_factory=dict)
+    # The capture held no TCP segment at all: nothing could fail, nor be found.
+    no_tcp: bool = False
+
+    def nothing_found(self) -> str:
+        """What the findings section says when there is no finding."""
+        if self.no_tcp:
+            return "No TCP in this capture: there is no connection to analyse (the totals say what the packets were)."
+        return "No failures found: no connection shows a listen-queue, loss or timeout problem."
 
     def to_json(self) -> dict:
         out = {
@@ -73,7 +81,8 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
     for cause in in_order("server"):
         findings.extend(cause.rule(ctx))
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
-    return Diagnosis(ctx.capture_point, findings, settings.sentences(problems.timings()), proxy_timeouts=timeouts)
+    return Diagnosis(ctx.capture_point, findings, settings.sentences(problems.timings()), proxy_timeouts=timeouts,
+                     no_tcp=analysis.summary()["tcp_segments"] == 0)
 
 
 def _address(endpoint: str) -> str:

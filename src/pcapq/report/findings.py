@@ -33,7 +33,7 @@ def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
     if d.interrupted is not None:
         parts.append(Text(d.interrupted.sentence() + ".", style="bold yellow"))
     if not d.findings:
-        parts.append(Text("No failures found: no connection shows a listen-queue, loss or timeout problem.", style="green"))
+        parts.append(Text(d.nothing_found(), style="yellow" if d.no_tcp else "green"))
     for f in d.findings:
         parts.append(render_finding(f, capture_start))
     parts.append(Text(f"Capture point: {d.capture_point.side} ({d.capture_point.reason})", style="dim"))

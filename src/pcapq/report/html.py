@@ -158,7 +158,7 @@ def _findings(report: AnalyzeReport) -> list[str]:
     d = report.diagnosis
     out = ['<h2 id="findings">Findings</h2>']
     if not d.findings:
-        out.append("<p>No failures found: no connection shows a listen-queue, loss or timeout problem.</p>")
+        out.append(f"<p>{h(d.nothing_found())}</p>")
     for f in d.findings:
         rows = ""
         for row in finding_rows(f, report.start):

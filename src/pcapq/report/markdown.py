@@ -73,7 +73,7 @@ def render_analyze(report: AnalyzeReport) -> str:
         out += ["## Capture notes", ""] + table(["what", "text"], [[md_text(what), md_text(text)] for what, text in notes]) + [""]
     out += ["## Findings", ""]
     if not d.findings:
-        out += ["No failures found: no connection shows a listen-queue, loss or timeout problem.", ""]
+        out += [md_text(d.nothing_found()), ""]
     for f in d.findings:
         out += [f"### {title(f.cause)} on {md_text(f.server)}", ""]
         for row in finding_rows(f, report.start, lambda t: utc_clock(t, with_date=True)):
