@@ -786,7 +786,7 @@ def _print_text_report(result: _core.Analysis, diagnosis, console, report=None) 
     from pcapq.report import model
     from pcapq.report.findings import render_findings
     from pcapq.report.summary import print_summary
-    from pcapq.report.timeline_text import worst_table
+    from pcapq.report.timeline_text import symptom_legend, worst_table
 
     if report is None:
         report = model.build(result, diagnosis, with_table=False, with_ladders=False)
@@ -794,6 +794,9 @@ def _print_text_report(result: _core.Analysis, diagnosis, console, report=None) 
     console.print()
     if report.worst:
         console.print(worst_table(report.worst, report.problems))
+        legend = symptom_legend(report.worst)
+        if legend is not None:
+            console.print(legend)
         console.print()
     print_summary(result, console)
 

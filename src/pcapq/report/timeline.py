@@ -163,6 +163,9 @@ class _Annotator:
         if kind == "syn_retransmit":
             return f"SYN {_ordinal_send(attempt)}, same ISN: no SYN-ACK came; {self._timing(e)}"
         if kind == "synack":
+            if "syncookie_suspected" in self.symptoms:
+                # A cookie SYN-ACK leaves no request socket behind (net/ipv4/syncookies.c).
+                return "SYN-ACK: the server's kernel answers, probably with a SYN cookie: it holds no half-open request"
             return "SYN-ACK: the server's kernel answers and holds a half-open request"
         if kind == "synack_retransmit":
             triggered = self.expected.get((e["file"], e["frame"]), (None, "", False))[2]
@@ -201,7 +204,10 @@ class _Annotator:
             if e is self.request_taken and self.answer is not None:
                 text += f"; this copy got through: the server answered it in frame {self.answer['frame']}"
             elif side == "client" and "request_unacked" in self.symptoms and e.get("after_handshake_ack"):
-                text += "; never acknowledged: sent into a half-open connection"
+                if "syncookie_suspected" in self.symptoms:
+                    text += "; never acknowledged: the server's kernel has no connection for it (a SYN cookie whose ACK it did not take)"
+                else:
+                    text += "; never acknowledged: sent into a half-open connection"
             return text
         if kind == "fin_retransmit":
             return f"FIN re-sent by the {side}, attempt {attempt}: {self._timing(e)}"
@@ -247,7 +253,11 @@ class _Annotator:
         what = f"RST from the {side}"
         if answered_frame is not None and after is not None:
             what += f", {_s(after)} after {answered} in frame {answered_frame}"
-        if side == "client":
+        if side == "client" and self.conn["outcome"] != "reset_by_client":
+            # The connection went on: this RST was the client's kernel refusing one segment
+            # (a stale or unexpected one), not the application closing.
+            what += f": the client's kernel refused a segment it did not expect; the connection went on ({self.conn['outcome'].replace('_', ' ')})"
+        elif side == "client":
             what += ": the client gave up (a timeout in the application)"
         return what
 
