@@ -367,3 +367,25 @@ def _finding(doc: dict):
     return Finding(f["cause"], f["server"], f["confidence"], f["confidence_reason"], f["first"], f["last"],
                    f["connections"]["ids"], f["evidence"], f["advice"], f["proxy_log"], f["details"],
                    rests_on=f["rests_on"], disproved_by=f["disproved_by"])
+
+
+def test_r14_chart_ticks_sit_on_bucket_edges_and_retransmissions_have_their_own_colour():
+    """Issue 14, item 7: x-axis labels under the bars they start; retransmission bars in no
+    outcome's colour (they shared abandoned's orange)."""
+    from pcapq.report import html
+    from pcapq.report import timeline as tl
+
+    width, left, right = 1100, 70, 20
+    buckets = [tl.Bucket(1_700_000_000 + 5 * i, {o: (i % 3) for o in tl.OUTCOMES}, i, i) for i in range(13)]
+    svg = html.chart_svg(tl.Aggregate(5, buckets), width=width)
+    bw = (width - left - right) / 13
+    edges = {round(left + i * bw, 1) for i in range(14)}
+    ticks = [float(x) for x in re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="(?:start|middle|end)" font-size="11" fill="#555">\d\d:\d\d', svg)]
+    assert ticks and all(round(t, 1) in edges for t in ticks), ticks
+    assert html.RETRANSMIT_COLOUR not in html.OUTCOME_COLOURS.values()
+    assert f'fill="{html.RETRANSMIT_COLOUR}"' in svg
+
+
+def test_r14_html_table_separates_symptoms():
+    text = run_pcapq("analyze", "--format", "html", str(ACCEPT)).stdout.decode()
+    assert "final_ack_dropped, request_unacked" in text or "request_unacked, syncookie_suspected" in text
