@@ -94,7 +94,7 @@ def test_unreachable_scheduler_says_what_it_waits_for_then_one_line_exit_69(tmp_
     assert proc.returncode == 69, proc.stderr.decode()
     waiting, failed = proc.stderr.decode().splitlines()
     # Issue 14: said before the (up to 30 s) silent wait, not after.
-    assert waiting == "pcapq: connecting to the Dask scheduler at tcp://127.0.0.1:9 (giving up after 30 s)"
+    assert waiting == "pcapq: waiting for the Dask scheduler at tcp://127.0.0.1:9 (giving up after 30 s)"
     assert failed.startswith("pcapq: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
 
 
