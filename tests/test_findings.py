@@ -115,3 +115,24 @@ def test_port_exhaustion_when_a_client_address_runs_out_of_ports(tmp_path):
 
 def findings_at(path) -> list:
     return diagnose(pcapq.analyze([str(path)], keep_connections=False, keep_events=False)).findings
+
+
+def test_many_findings_of_one_cause_fold_into_one():
+    """Nine closed ports are one finding over nine endpoints; eight stay eight."""
+    from pcapq.diagnose.finding import Finding
+    from pcapq.diagnose.findings import MAX_PER_CAUSE, fold_many
+
+    def closed(i: int, n: int) -> Finding:
+        return Finding("closed_port", f"10.0.0.{i}:80", 0.95, f"{n} SYNs answered with RST", float(i), float(i) + 1,
+                       list(range(i * 10, i * 10 + n)), [{"file": 0, "frame": i, "what": "RST"}], "advice",
+                       rests_on=["RSTs answering SYNs"])
+
+    eight = [closed(i, 1) for i in range(MAX_PER_CAUSE)]
+    assert fold_many(eight) == eight
+    nine = [closed(i, 1 + (i == 4) * 4) for i in range(MAX_PER_CAUSE + 1)]
+    (folded,) = fold_many(nine)
+    assert folded.cause == "closed_port" and folded.server == "9 endpoints"
+    assert folded.connection_count == 13 and folded.first == 0.0 and folded.last == 9.0
+    assert folded.details["endpoints"][0] == ["10.0.0.4:80", 5]
+    assert folded.confidence_reason.startswith("a closed port on 9 endpoints, the busiest 10.0.0.4:80 (5)")
+    assert folded.evidence[0]["frame"] == 4

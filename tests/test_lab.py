@@ -109,7 +109,7 @@ def test_closed_port_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "lab: scenario closed_port:" in out and "cleaned up" in out
     assert "TcpOutRsts +5" in out
-    assert "lab: pcapq finds: closed port on 10.231.1.2:9000, confidence 0.95, 5 connection(s)" in out
+    assert "lab: pcapq finds a closed port on 10.231.1.2:9000 (confidence 0.95, 5 connections)" in out
     nstat = (tmp_path / "cp.nstat.txt").read_text()
     assert "TcpOutRsts" in nstat and "scenario closed_port" in nstat
     doc = analyze_json(pcap)

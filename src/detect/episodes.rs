@@ -183,7 +183,14 @@ impl Book {
         for s in servers {
             *spoke.entry(s.server.ip).or_default() += s.spoke;
         }
-        let silent: FxHashSet<IpAddr> = spoke.into_iter().filter(|&(_, n)| n == 0).map(|(ip, _)| ip).collect();
+        let mut silent: FxHashSet<IpAddr> = spoke.into_iter().filter(|&(_, n)| n == 0).map(|(ip, _)| ip).collect();
+        // A client that sent more than SYNs (an ACK, data) had heard from the server: the capture
+        // misses that direction, the host was not silent.
+        for c in connections {
+            if silent.contains(&c.server.ip) && c.counts[crate::flow::Side::Client.index()].packets > u64::from(c.syn_count) {
+                silent.remove(&c.server.ip);
+            }
+        }
         let mut troubles: FxHashMap<Endpoint, Vec<((i64, i64), usize)>> = FxHashMap::default();
         let mut spans: FxHashMap<Endpoint, Vec<(i64, i64)>> = FxHashMap::default();
         for (index, c) in connections.iter().enumerate() {

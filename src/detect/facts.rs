@@ -37,8 +37,9 @@ pub enum Fact {
     /// Its trouble (re-sent SYN or request) fell inside a window where the same listener showed
     /// a sign of a full accept queue (see `episodes::queue_windows`).
     InQueueWindow,
-    /// The server's address sent no packet at all in the capture: a host down, unreachable or
-    /// behind a filter, or a capture that sees one direction only.
+    /// The server's address sent no packet at all in the capture, and no client sent it more than
+    /// SYNs (an ACK or data would show the capture misses the server's direction): a host down,
+    /// unreachable or behind a silent filter.
     SilentHost,
     /// Client and server are one host (loopback): there is no path to lose packets on.
     Loopback,

@@ -708,7 +708,6 @@ def _run_lab(name: str, pcap: Path) -> None:
 
 def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
     """What pcapq finds in the fresh capture, one line per finding."""
-    from pcapq.causes.context import plural
     from pcapq.causes.registry import phrase
     from pcapq.diagnose import diagnose
 
@@ -718,7 +717,8 @@ def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
         say(f"pcapq cannot read the capture: {e.args[0]}")
         return
     for f in findings:
-        say(f"pcapq finds: {phrase(f.cause)} on {f.server}, confidence {f.confidence:.2f}, {plural(f.connection_count, 'connection')}")
+        n = f.connection_count
+        say(f"pcapq finds {phrase(f.cause)} on {f.server} (confidence {f.confidence:.2f}, {n:,} connection{'s' if n != 1 else ''})")
     if not findings:
         say("pcapq finds nothing wrong")
 

@@ -68,6 +68,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         rests_on.append(f"{plural(resets, 'RST')} answering a handshake ACK or first request of a never-established connection")
     if cookies:
         rests_on.append(f"{plural(cookies, 'request')} unacknowledged for over 1 s with no SYN-ACK timer re-send (SYN cookies)")
+    if window:
+        rests_on.append(f"{plural(len(window), 'connection')} whose SYN or request was re-sent within 1 s of those, on the same listener")
     details = _queue_estimate(ctx, signs)
     share = _share_failed(ctx, involved)
     if share:

@@ -16,6 +16,11 @@ from pcapq.diagnose.capture_point import CapturePoint, infer
 from pcapq.diagnose.finding import Finding
 from pcapq.diagnose.timeouts import resolve
 
+# More findings of one cause than this in one capture become one finding over many endpoints:
+# a gnutella client dialling 900 peers is one story, not 122 panels.
+MAX_PER_CAUSE = 8
+MAX_EVIDENCE = 6
+
 
 @dataclass
 class Diagnosis:
@@ -80,9 +85,57 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
                     findings.append(finding)
     for cause in in_order("server"):
         findings.extend(cause.rule(ctx))
+    findings = fold_many(findings)
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
     return Diagnosis(ctx.capture_point, findings, settings.sentences(problems.timings()), proxy_timeouts=timeouts,
                      no_tcp=analysis.summary()["tcp_segments"] == 0)
+
+
+def fold_many(findings: list[Finding]) -> list[Finding]:
+    """Findings of a cause that has more than `MAX_PER_CAUSE` of them, as one finding."""
+    by_cause: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_cause.setdefault(f.cause, []).append(f)
+    out: list[Finding] = []
+    for cause, group in by_cause.items():
+        out.extend(group if len(group) <= MAX_PER_CAUSE else [_fold(cause, group)])
+    return out
+
+
+def _fold(cause: str, group: list[Finding]) -> Finding:
+    from pcapq.causes.registry import phrase
+
+    busiest = sorted(group, key=lambda f: (-f.connection_count, f.first, f.server))
+    per_server: dict[str, int] = {}
+    for f in group:
+        per_server[f.server] = per_server.get(f.server, 0) + f.connection_count
+    servers = sorted(per_server, key=lambda s: (-per_server[s], s))
+    named = ", ".join(f"{s} ({per_server[s]:,})" for s in servers[:5])
+    reason = (
+        f"{phrase(cause)} on {len(servers):,} endpoints, the busiest {named}"
+        + (" ..." if len(servers) > 5 else "")
+        + f"; on {busiest[0].server}: {busiest[0].confidence_reason}"
+    )
+    ids = sorted({i for f in group for i in f.connections})
+    counted = sum(f.connection_count for f in group)
+    rests_on = list(dict.fromkeys(r for f in busiest[:3] for r in f.rests_on))
+    proxy_log = list(dict.fromkeys(line for f in group for line in f.proxy_log))
+    return Finding(
+        cause=cause,
+        server=f"{len(servers):,} endpoints",
+        confidence=min(f.confidence for f in group),
+        confidence_reason=reason,
+        first=min(f.first for f in group),
+        last=max(f.last for f in group),
+        connections=ids,
+        evidence=[e for f in busiest for e in f.evidence[:1]][:MAX_EVIDENCE],
+        advice=group[0].advice,
+        proxy_log=proxy_log,
+        details={"endpoints": [[s, per_server[s]] for s in servers[:20]], "findings_folded": len(group)},
+        count=counted if counted != len(ids) else None,
+        rests_on=rests_on,
+        disproved_by=group[0].disproved_by,
+    )
 
 
 def _address(endpoint: str) -> str:
