@@ -204,12 +204,11 @@ PROXY_LOGS = {
 
 def check(f: Finding, cause: str, confidence: float, connections: list[int], frames: list[int], result: Result,
           proxy_log: list[str] | None = None) -> None:
-    """The finding's cause, server, confidence, connection ids and evidence frames (in frame
-    order, as Wireshark lists them: issue 14)."""
+    """The finding's cause, server, confidence, connection ids and evidence frames (in order)."""
     assert (f.cause, f.server) == (cause, SERVER_NAME), result.describe()
     assert f.confidence == pytest.approx(confidence), f.confidence_reason
     assert f.connections == connections, result.describe()
-    assert result.frames(f) == sorted(frames), f.evidence
+    assert result.frames(f) == frames, f.evidence
     expected = [PROXY_LOG[k] for k in (proxy_log if proxy_log is not None else PROXY_LOGS[cause])]
     # Each line as nginx writes it, with the timeout it rests on around it (issue 14).
     assert len(f.proxy_log) == len(expected) and all(line in said for line, said in zip(expected, f.proxy_log)), f.proxy_log

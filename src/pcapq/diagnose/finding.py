@@ -27,10 +27,6 @@ class Finding:
     # every port it probed): [(server endpoint or address or None for all, all_of, none_of)].
     explains: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list, repr=False)
 
-    def __post_init__(self) -> None:
-        # The frames to open, in the order Wireshark lists them.
-        self.evidence = sorted(self.evidence, key=lambda e: (e["file"], e["frame"]))
-
     @property
     def connection_count(self) -> int:
         return len(self.connections) if self.count is None else self.count

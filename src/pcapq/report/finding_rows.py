@@ -23,9 +23,15 @@ class Row:
     frames: tuple[tuple[int, int, str], ...] = ()
 
 
+def in_frame_order(f: Finding) -> list[dict]:
+    """The evidence in the order Wireshark lists frames (the finding keeps its rule's order:
+    the most telling first, as JSON gives it)."""
+    return sorted(f.evidence, key=lambda e: (e["file"], e["frame"]))
+
+
 def frame_list(f: Finding) -> str:
-    """'36, 37, 40 (file 1)': the evidence's frames, in order."""
-    return ", ".join(f"{e['frame']}" + (f" (file {e['file']})" if e["file"] else "") for e in f.evidence)
+    """'36, 37, 40 (file 1)': the evidence's frames, in frame order."""
+    return ", ".join(f"{e['frame']}" + (f" (file {e['file']})" if e["file"] else "") for e in in_frame_order(f))
 
 
 def finding_rows(f: Finding, capture_start: Optional[float], clock: Callable[[float], str] = utc_clock) -> list[Row]:
@@ -37,7 +43,7 @@ def finding_rows(f: Finding, capture_start: Optional[float], clock: Callable[[fl
         Row("connections", f"{f.connection_count:,} (ids {ids})" if ids else f"{f.connection_count:,}"),
         Row("confidence", f"{f.confidence:.2f}: {f.confidence_reason}"),
         Row("open in Wireshark", f"frames {frames}" if frames else "-", "frames",
-            tuple((e["file"], e["frame"], e["what"]) for e in f.evidence)),
+            tuple((e["file"], e["frame"], e["what"]) for e in in_frame_order(f))),
     ]
     if f.rests_on:
         rows.append(Row("rests on", "; ".join(f.rests_on)))
