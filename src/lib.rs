@@ -14,6 +14,7 @@ pub mod detect;
 pub mod decode;
 pub mod flow;
 pub mod output;
+pub mod live;
 pub mod reader;
 
 #[cfg(feature = "python")]

@@ -660,10 +660,27 @@ def test_text_summary_counts_without_ansi_when_piped(capture, args):
     assert str(capture) in text
 
 
-def test_text_summary_rows_are_not_wrapped_when_piped(capture):
+def test_text_summary_timestamps_are_not_wrapped_when_piped(capture):
     text = run_piped("analyze", str(capture)).stdout.decode()
-    row = next(line for line in text.splitlines() if line.startswith(str(capture)))
+    row = next(line for line in text.splitlines() if "2023-11-14 22:13:20" in line)
     assert "2023-11-14 22:13:20.000000 UTC" in row and "2023-11-14 22:13:24.003200 UTC" in row
+
+
+NGINX = Path(__file__).resolve().parent.parent / "captures" / "nginx_php_fpm.pcap"
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["timeline"], ["timeline", "--aggregate"], ["explain"]])
+def test_r14_piped_text_is_100_columns_wide(command):
+    """Issue 14, item 4: without a terminal, width 100 (it was 200 to 600 columns)."""
+    proc = run_piped(*command, str(NGINX))
+    lines = proc.stdout.decode().splitlines()
+    assert lines and max(map(len, lines)) <= 100, max(lines, key=len)
+
+
+def test_r14_piped_text_honours_columns():
+    env = {**{k: v for k, v in os.environ.items() if k != "NO_COLOR"}, "COLUMNS": "130"}
+    proc = subprocess.run(["pcapq", "analyze", str(NGINX)], capture_output=True, env=env, timeout=120)
+    assert max(map(len, proc.stdout.decode().splitlines())) == 130
 
 
 def test_text_summary_to_file_has_no_ansi(tmp_path, capture):
@@ -714,3 +731,24 @@ def test_exit_codes_doc_lists_every_code():
     doc = (REPO / "docs/exit-codes.md").read_text()
     rows = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\|\s*(\d+)\s*\|\s*`?(\w+)`?\s*\|", doc, re.MULTILINE)}
     assert rows == {int(code): code.name for code in ExitCode}
+
+
+def test_r14_capture_without_tcp_says_so_instead_of_no_failures(tmp_path):
+    """Issue 14, item 9: one UDP packet; the findings say there is no TCP, not 'No failures found'."""
+    import struct
+
+    ip = bytes([0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]) + struct.pack(">HHHH", 5353, 53, 8, 0)
+    frame = b"\x00" * 12 + b"\x08\x00" + ip
+    path = tmp_path / "udp.pcap"
+    path.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+                     + struct.pack("<IIII", 1700000000, 0, len(frame), len(frame)) + frame)
+    for fmt in ("text", "markdown", "html"):
+        proc = run_piped("analyze", "--format", fmt, str(path))
+        assert proc.returncode == ExitCode.NO_TCP
+        out = proc.stdout.decode()
+        assert "No TCP in this capture" in out and "No failures found" not in out, fmt
+
+
+def test_r14_crosscheck_help_says_what_unexplained_means():
+    text = subprocess.run(["pcapq", "crosscheck", "--help"], capture_output=True, env={**os.environ, "COLUMNS": "200"}).stdout.decode()
+    assert "a disagreement that no documented difference explains is listed as UNEXPLAINED" in " ".join(text.split())

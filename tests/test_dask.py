@@ -82,7 +82,7 @@ def test_worker_capture_error_reaches_the_client(tmp_path, cluster):
     assert err.startswith("pcapq: ") and err.count("\n") == 1 and "bad.pcap" in err
 
 
-def test_unreachable_scheduler_is_one_line_exit_69(tmp_path):
+def test_unreachable_scheduler_says_what_it_waits_for_then_one_line_exit_69(tmp_path):
     path = write_pcap(tmp_path / "a.pcap", spanning_conversations())
     proc = subprocess.run(
         ["pcapq", "analyze", "--scheduler", "tcp://127.0.0.1:9", str(path), str(path) + "x"],
@@ -92,8 +92,10 @@ def test_unreachable_scheduler_is_one_line_exit_69(tmp_path):
     )
     # The second file does not exist: expansion passes it on, the scheduler is tried first.
     assert proc.returncode == 69, proc.stderr.decode()
-    err = proc.stderr.decode()
-    assert err.startswith("pcapq: cannot reach the Dask scheduler at tcp://127.0.0.1:9") and err.count("\n") == 1
+    waiting, failed = proc.stderr.decode().splitlines()
+    # Issue 14: said before the (up to 30 s) silent wait, not after.
+    assert waiting == "pcapq: waiting for the Dask scheduler at tcp://127.0.0.1:9 (giving up after 30 s)"
+    assert failed.startswith("pcapq: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
 
 
 def test_stdin_cannot_go_to_a_cluster():

@@ -131,3 +131,33 @@ def test_report_in_chromium(report, tmp_path):
         assert watch.problems == []
     for shot in ("top", "table", "ladder", "chart"):
         assert (tmp_path / f"{shot}.png").stat().st_size > 5000
+
+
+NGINX = Path(__file__).resolve().parent.parent / "captures" / "nginx_php_fpm.pcap"
+
+
+def test_r14_nginx_report_opens_with_telling_ladders_and_folds_the_rest(tmp_path):
+    """Issue 14, item 7: the nginx_php_fpm report was 22,585 px tall and opened with 15 SYN-only
+    ladders 1,441 px wide in a 1,280 px page; now the most telling come first, the rest are folded
+    (a link to one opens it), and every ladder fits the page."""
+    _skip_unless_browser()
+    out = tmp_path / "nginx.html"
+    write_report(NGINX, out)
+    with browser() as b:
+        page = b.new_page(viewport={"width": 1280, "height": 1100})
+        watch = PageWatch(page, out.as_uri())
+        page.goto(out.as_uri())
+        assert page.evaluate("document.body.scrollHeight") < 10_000
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        body_width = page.evaluate("document.querySelector('.ladder').clientWidth")
+        widths = page.evaluate("Array.from(document.querySelectorAll('.ladder svg')).map(s => s.getBoundingClientRect().width)")
+        assert widths and max(widths) <= body_width
+        first = page.inner_text(".ladder h3")
+        assert "syncookie suspected" in first or "request unacked" in first, first
+        folded = page.query_selector_all("details.more-ladders .ladder")
+        assert folded and not page.evaluate("document.querySelector('details.more-ladders').open")
+        target = folded[0].get_attribute("id")
+        page.click(f'a[href="#{target}"]')
+        assert page.evaluate("document.querySelector('details.more-ladders').open")
+        page.screenshot(path=str(tmp_path / "nginx.png"))
+        assert watch.problems == []

@@ -83,13 +83,17 @@ def test_analyze_formats_to_file_and_stdout_agree(tmp_path, fmt):
 
 
 def test_text_report_lists_the_worst_connections():
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe: 200 columns
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe: 100 columns
     proc = subprocess.run(["pcapq", "analyze", "--no-color", str(ACCEPT)], capture_output=True, env=env, timeout=60)
     text = proc.stdout.decode()
     findings, worst, totals = text.index("Accept queue overflow"), text.index("Worst connections"), text.index("Captures")
     assert findings < worst < totals
-    row = next(line for line in text.splitlines() if re.match(r"\s*2\s*│\s*52206\b", line))
-    assert "final ack dropped" in row and "9.246 s" in row
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if re.match(r"\s*2\s*│\s*52206\b", line))
+    # The row, and the lines its symptoms wrapped onto (an empty id cell).
+    row = [lines[at]] + [line for line in lines[at + 1:at + 4] if re.match(r"\s+│", line)]
+    symptoms = " ".join(line.split("│")[4].strip() for line in row)
+    assert "final ack dropped" in symptoms and "9.246 s" in row[0]
 
 
 def test_markdown_report_has_findings_worst_connections_and_totals():
@@ -334,3 +338,53 @@ def test_timeline_outcomes_with_and_without_problems():
     # A failed outcome asked for with `completed`: the healthy connections 0 and 1 match too.
     proc = run_pcapq("timeline", "--outcome", "completed", "--outcome", "refused", "--limit", "100", "--format", "json", str(ACCEPT))
     assert [c["id"] for c in json.loads(proc.stdout)["connections"]] == list(range(8))
+
+
+def test_r14_finding_rows_are_one_model_in_three_renderers():
+    """Issue 14, item 8: text, Markdown and HTML draw the same rows (pcapq.report.finding_rows),
+    and the frames to open are in frame order."""
+    from pcapq.report.finding_rows import finding_rows
+
+    text = run_pcapq("analyze", "--no-color", str(ACCEPT)).stdout.decode()
+    markdown = run_pcapq("analyze", "--format", "markdown", str(ACCEPT)).stdout.decode()
+    html = run_pcapq("analyze", "--format", "html", str(ACCEPT)).stdout.decode()
+    doc = json.loads(run_pcapq("analyze", "--format", "json", str(ACCEPT)).stdout)
+    frames = sorted(e["frame"] for e in doc["findings"][0]["evidence"])  # shown in frame order
+    assert "frames " + ", ".join(map(str, frames)) in text
+    assert "- **Open in Wireshark:** frames " + ", ".join(map(str, frames)) in markdown
+    labels = [r.label for r in finding_rows(_finding(doc), None)]
+    for label in labels:
+        assert label in text
+        assert f"**{label[0].upper() + label[1:]}:**" in markdown
+        assert f"<dt>{'evidence' if label == 'open in Wireshark' else label}</dt>" in html
+
+
+def _finding(doc: dict):
+    from pcapq.diagnose import Finding
+
+    f = doc["findings"][0]
+    return Finding(f["cause"], f["server"], f["confidence"], f["confidence_reason"], f["first"], f["last"],
+                   f["connections"]["ids"], f["evidence"], f["advice"], f["proxy_log"], f["details"],
+                   rests_on=f["rests_on"], disproved_by=f["disproved_by"])
+
+
+def test_r14_chart_ticks_sit_on_bucket_edges_and_retransmissions_have_their_own_colour():
+    """Issue 14, item 7: x-axis labels under the bars they start; retransmission bars in no
+    outcome's colour (they shared abandoned's orange)."""
+    from pcapq.report import html
+    from pcapq.report import timeline as tl
+
+    width, left, right = 1100, 70, 20
+    buckets = [tl.Bucket(1_700_000_000 + 5 * i, {o: (i % 3) for o in tl.OUTCOMES}, i, i) for i in range(13)]
+    svg = html.chart_svg(tl.Aggregate(5, buckets), width=width)
+    bw = (width - left - right) / 13
+    edges = {round(left + i * bw, 1) for i in range(14)}
+    ticks = [float(x) for x in re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="(?:start|middle|end)" font-size="11" fill="#555">\d\d:\d\d', svg)]
+    assert ticks and all(round(t, 1) in edges for t in ticks), ticks
+    assert html.RETRANSMIT_COLOUR not in html.OUTCOME_COLOURS.values()
+    assert f'fill="{html.RETRANSMIT_COLOUR}"' in svg
+
+
+def test_r14_html_table_separates_symptoms():
+    text = run_pcapq("analyze", "--format", "html", str(ACCEPT)).stdout.decode()
+    assert "final_ack_dropped, request_unacked" in text or "request_unacked, syncookie_suspected" in text

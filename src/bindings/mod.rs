@@ -6,6 +6,7 @@
 mod diagnosis;
 mod errors;
 mod join;
+mod live;
 
 use std::io::{self, Write};
 use std::panic::{self, AssertUnwindSafe};
@@ -464,6 +465,26 @@ impl Analysis {
             (Err(e), None) => Err(pyo3::exceptions::PyOSError::new_err(e.to_string())),
         }
     }
+
+    /// The proxy's timeouts inferred from when its connections gave up (src/detect/timeouts.rs):
+    /// {"connect": {...}, "read": {...}}, a kind absent when the capture does not show it; each
+    /// with seconds, connections (that gave up at it), gave_up (in all) and measured (False:
+    /// bounded by the SYNs around it and rounded to a whole second, a guess).
+    fn proxy_timeouts<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.settle();
+        let inferred = detect::timeouts::infer(&self.inner.connections, self.inner.end_ns());
+        let d = PyDict::new(py);
+        for (kind, t) in [("connect", inferred.connect), ("read", inferred.read)] {
+            let Some(t) = t else { continue };
+            let one = PyDict::new(py);
+            one.set_item("seconds", t.seconds)?;
+            one.set_item("connections", t.connections)?;
+            one.set_item("gave_up", t.gave_up)?;
+            one.set_item("measured", t.measured)?;
+            d.set_item(kind, one)?;
+        }
+        Ok(d)
+    }
 }
 
 const CHUNK: usize = 1 << 20;
@@ -787,6 +808,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_parts, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_many, m)?)?;
+    m.add_class::<live::LiveInput>()?;
+    m.add_function(wrap_pyfunction!(live::analyze_stdin, m)?)?;
     m.add("PcapqError", m.py().get_type::<PcapqError>())?;
     m.add("CaptureError", m.py().get_type::<CaptureError>())?;
     m.add("InternalError", m.py().get_type::<InternalError>())?;

@@ -9,6 +9,7 @@ pub mod probes;
 pub mod scans;
 pub mod schedule;
 pub mod servers;
+pub mod timeouts;
 
 use crate::flow::connection::{Connection, RstFacts, Send};
 use crate::flow::{FrameRef, PacketRole, Side};

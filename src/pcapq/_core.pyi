@@ -7,6 +7,7 @@ from typing import Any, Callable, Final, Literal, Protocol, TypedDict, final
 __all__ = [
     "__version__", "JSON_SCHEMA_VERSION", "VOCABULARY", "Analysis", "Problems", "Episode", "Selection",
     "analyze", "analyze_many", "analyze_parts", "PcapqError", "CaptureError", "InternalError",
+    "LiveInput", "analyze_stdin",
 ]
 
 __version__: Final[str]
@@ -277,6 +278,15 @@ class Analysis:
                 by the file object's write() propagates unchanged.
             ValueError: `extra` is not a JSON object.
         """
+    def proxy_timeouts(self) -> dict[str, _ProxyTimeout]:
+        """The proxy's timeouts inferred from when its connections gave up: "connect" and
+        "read", each absent when the capture does not show it."""
+
+class _ProxyTimeout(TypedDict):
+    seconds: float
+    connections: int
+    gave_up: int
+    measured: bool
 
 class _Scan(TypedDict):
     source: str
@@ -430,5 +440,42 @@ def analyze_parts(
 
     Raises:
         CaptureError: the first file (in order) that cannot be opened or is not a capture.
+        InternalError: a bug in pcapq's core.
+    """
+
+@final
+class LiveInput:
+    """Standard input as it is being read by `analyze_stdin`: what arrived so far, and a way to
+    end the input early. Read from any thread while `analyze_stdin` works on another."""
+
+    def __new__(cls) -> LiveInput: ...
+    @property
+    def bytes(self) -> int:
+        """Bytes that arrived on standard input so far."""
+    @property
+    def packets(self) -> int | None:
+        """Capture records that arrived so far, or None for a compressed stream."""
+    @property
+    def stopped(self) -> bool:
+        """True once `stop` was called."""
+    @property
+    def ended(self) -> bool:
+        """True when the writer closed the input."""
+    def stop(self, now: bool = False) -> None:
+        """Ends the input: after what the writer still sends within half a second (at most
+        3 s), or at once with `now`. The analysis then settles what was read."""
+
+def analyze_stdin(
+    live: LiveInput,
+    *,
+    keep_connections: bool = True,
+    keep_events: bool = True,
+    max_connections: int = 0,
+) -> Analysis:
+    """Reads standard input live as one capture (as ``analyze(["-"])``), until its end or
+    ``live.stop()``, with the GIL released.
+
+    Raises:
+        CaptureError: standard input is not a capture.
         InternalError: a bug in pcapq's core.
     """

@@ -25,9 +25,9 @@ def _warn(message: str) -> None:
     click.echo(f"pcapq: warning: {message}", err=True)
 
 
-# Width of the summary in a file or pipe, where rich would otherwise wrap at 80 columns and
-# split a row (a timestamp) over two lines. COLUMNS still wins.
-FILE_WIDTH = 200
+# Width of the text reports in a file or pipe (rich would otherwise take 80 columns); COLUMNS
+# wins. Tables keep their rows on one line by wrapping their widest cells.
+FILE_WIDTH = 100
 
 
 def _console(file: TextIO | None = None, no_color: bool = False):  # -> rich.console.Console
@@ -124,6 +124,13 @@ output_option = click.option(
     help="At most N connections live at once per capture; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
 )
 @click.option(
+    "--proxy-timeouts",
+    metavar="connect=S,read=S",
+    help="The proxy's connect and read timeouts in seconds (nginx proxy_/fastcgi_connect_timeout and _read_timeout), "
+    "for the sizing sentence and the predicted proxy log. Without it, they are inferred from when connections gave up, "
+    "and said to be a guess where the capture does not show them.",
+)
+@click.option(
     "--scheduler",
     metavar="ADDRESS",
     help="Analyse one file per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
@@ -159,6 +166,7 @@ def analyze(
     merge: bool,
     jobs: int,
     max_connections: int,
+    proxy_timeouts: str | None,
     scheduler: str | None,
     logs: tuple[str, ...] = (),
     nstat: tuple[str, ...] = (),
@@ -193,9 +201,14 @@ def analyze(
     --scheduler: dask missing or the scheduler unreachable; 70 a bug in pcapq; 74 the report
     could not be written.
     """
+    from pcapq.diagnose.timeouts import BadTimeouts, parse
     from pcapq.inputs import InputError, expand
     from pcapq.report.progress import progress_for, record_bytes
 
+    try:
+        stated = parse(proxy_timeouts) if proxy_timeouts is not None else None
+    except BadTimeouts as e:
+        _fail(f"--proxy-timeouts: {e}", ExitCode.USAGE)
     try:
         paths = expand(files)
     except InputError as e:
@@ -219,6 +232,7 @@ def analyze(
     keep = dict(
         keep_connections=every_connection, keep_events=fmt in ("json", "html") or bool(logs), max_connections=max_connections
     )
+    read = None  # how reading standard input ended (pcapq.live.StdinRead)
     try:
         if scheduler:
             from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
@@ -227,6 +241,15 @@ def analyze(
                 points = analyze_on_cluster(paths, scheduler, merge=merge, **keep)
             except ClusterUnavailable as e:
                 _fail(str(e), ExitCode.UNAVAILABLE)
+        elif paths == ["-"]:
+            # Read live: counted as it arrives, and Ctrl-C reports what was read (pcapq.live).
+            from pcapq.live import analyze_stdin
+            from pcapq.points import Joiner
+
+            analysis, read = analyze_stdin(**keep)
+            joiner = Joiner(merge)
+            joiner.add_capture(analysis)
+            points = joiner.points()
         else:
             from pcapq.points import analyze_points
 
@@ -237,12 +260,16 @@ def analyze(
 
     from pcapq.diagnose import diagnose
 
-    diagnoses = [diagnose(p.analysis) for p in points]
+    diagnoses = [diagnose(p.analysis, stated) for p in points]
     if evidence:
         from pcapq.evidence import apply as apply_evidence
 
         for p, d in zip(points, diagnoses):
             apply_evidence(p.analysis, d, evidence)
+    if read is not None and read.interrupted:
+        _warn(read.sentence())
+        for d in diagnoses:
+            d.interrupted = read
     if fmt == "html" and len(points) > 1:
         names = ", ".join(p.name for p in points)
         _fail(f"an HTML report shows one capture point and these files are {len(points)} ({names}): add --merge, or give one point's files", ExitCode.USAGE)
@@ -313,7 +340,10 @@ OUTCOMES = list(_core.VOCABULARY["outcomes"])
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("--conn", "conn", metavar="PORT|IP:PORT", help="The connection from this client port or client endpoint.")
+@click.option(
+    "--conn", "conn", metavar="ID|PORT|IP:PORT",
+    help="The connection with this id (the reports' id column; #ID for an id only), from this client port, or from this client endpoint.",
+)
 @click.option("--failed", is_flag=True, help="Connections with a problem: a failed outcome or any symptom.")
 @click.option("--outcome", "outcomes", multiple=True, type=click.Choice(OUTCOMES), help="Connections with this outcome (repeatable).")
 @click.option("--cause", "causes", multiple=True, type=click.Choice(CAUSES), help="Connections of a finding with this cause (repeatable).")
@@ -343,14 +373,16 @@ def timeline(
     \b
     Examples:
       $ pcapq timeline dump.pcap
-      $ pcapq timeline --conn 52206 dump.pcap
+      $ pcapq timeline --conn 52206 dump.pcap          client port 52206
+      $ pcapq timeline --conn '#7' dump.pcap           connection id 7 (the reports' id column)
       $ pcapq timeline --cause accept_queue_overflow --limit 5 dump.pcap
       $ pcapq timeline --outcome timed_out --since 10:15:00 --until 10:16:00 dump.pcap
       $ pcapq timeline --aggregate --bucket 10 dump.pcap
       $ pcapq timeline --failed --format html -o ladders.html dump.pcap
 
     \b
-    Exit codes: 0 shown; 2 usage error (also a bad --conn, --server, --since or --until);
+    Exit codes: 0 shown; 2 usage error (also a bad --conn, --server, --since or --until, or a
+    --conn that matches no connection);
     3 a capture could not be read; 4 a capture is damaged (shown up to the damage); 5 no TCP
     in the capture; 70 a bug in pcapq; 74 the report could not be written.
     """
@@ -391,6 +423,12 @@ def timeline(
     if show_connections:
         indices, matched = tl.select(result, selection)
         timelines = [tl.connection_timeline(result, i) for i in indices]
+    if conn is not None:
+        if not matched:
+            _fail(f"--conn {conn} matches no connection (neither a connection id nor a client port or endpoint "
+                  "of this capture; the reports' id column lists the ids)", ExitCode.USAGE)
+        how = " and a ".join(sorted(selection.conn_matched_by))
+        click.echo(f"pcapq: --conn {conn} is a {how}: " + "; ".join(f"connection {t.id}, {t.client} → {t.server}" for t in timelines), err=True)
     agg = None
     if aggregate or not selecting:
         episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in findings if selection.server in (None, f.server)]
@@ -430,10 +468,14 @@ def timeline(
 
 
 def _check_conn(conn: str | None) -> str | None:
+    """--conn: N (an id or a client port), #N or id:N (an id), or IP:PORT (a client endpoint)."""
     if conn is None or conn.isdigit():
-        if conn is not None and not 0 < int(conn) < 65536:
-            raise click.BadParameter(f"{conn} is not a port", param_hint="--conn")
         return conn
+    for prefix in ("#", "id:"):
+        if conn.startswith(prefix):
+            if not conn[len(prefix):].isdigit():
+                raise click.BadParameter(f"{conn!r} is not {prefix}ID (a number of the reports' id column)", param_hint="--conn")
+            return conn
     return _check_endpoint(conn, "--conn")
 
 
@@ -512,8 +554,8 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
     labels (SYN and SYN-ACK retransmits, final ACK dropped, request re-sent, data and FIN
     retransmits, duplicate ACKs, zero windows, port reuse, RSTs) with tshark's
     tcp.analysis flags on the same frame number. Prints an agreement table per label and
-    every disagreement with its reason; one no documented difference explains is listed as
-    UNEXPLAINED (docs/crosscheck.md). Needs tshark; small captures are read through pyshark,
+    every disagreement with its reason; a disagreement that no documented difference
+    explains is listed as UNEXPLAINED (docs/crosscheck.md). Needs tshark; small captures are read through pyshark,
     large ones with tshark -T fields directly (the report says which).
 
     \b
@@ -787,7 +829,7 @@ def _print_text_report(result: _core.Analysis, diagnosis, console, report=None) 
     from pcapq.report import model
     from pcapq.report.findings import render_findings
     from pcapq.report.summary import print_summary
-    from pcapq.report.timeline_text import worst_table
+    from pcapq.report.timeline_text import symptom_legend, worst_table
 
     if report is None:
         report = model.build(result, diagnosis, with_table=False, with_ladders=False)
@@ -795,6 +837,9 @@ def _print_text_report(result: _core.Analysis, diagnosis, console, report=None) 
     console.print()
     if report.worst:
         console.print(worst_table(report.worst, report.problems))
+        legend = symptom_legend(report.worst)
+        if legend is not None:
+            console.print(legend)
         console.print()
     print_summary(result, console)
 

@@ -11,6 +11,9 @@ Nothing here is imported without ``--scheduler``; dask.distributed is an optiona
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import os
 from typing import Sequence
 
@@ -19,6 +22,8 @@ from pcapq.points import PointAnalysis, join_parts, planned
 
 # How long to wait for the scheduler to answer before giving up.
 CONNECT_TIMEOUT_S = 30
+# A scheduler that has not answered after this long gets a line saying what pcapq waits for.
+SAY_WAITING_AFTER_S = 1.0
 
 
 class ClusterUnavailable(Exception):
@@ -59,7 +64,17 @@ def analyze_on_cluster(
         raise ClusterUnavailable("--scheduler needs dask.distributed: pip install 'pcapq[dask]'") from e
     order = planned(paths, merge)
     try:
-        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        # Connecting is silent until it succeeds or the timeout runs out: past a second, say
+        # what pcapq is waiting for.
+        waiting = threading.Timer(SAY_WAITING_AFTER_S, lambda: print(
+            f"pcapq: waiting for the Dask scheduler at {scheduler} (giving up after {CONNECT_TIMEOUT_S} s)",
+            file=sys.stderr, flush=True))
+        waiting.daemon = True
+        waiting.start()
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        finally:
+            waiting.cancel()
     except (OSError, TimeoutError, ValueError) as e:
         raise ClusterUnavailable(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
     with client:

@@ -329,6 +329,14 @@ fn pcap_section(path: &str, head: &[u8; PCAP_HEADER_LEN], info: &mut CaptureInfo
     Ok(header.is_bigendian())
 }
 
+impl CaptureReader {
+    /// A reader of a stream already open (standard input read live, `crate::live`); `name`
+    /// names it in messages.
+    pub fn from_stream(name: &str, stream: Box<dyn std::io::Read + Send>) -> Result<CaptureReader, ReadError> {
+        CaptureReader::of_source(name, source::from_stream(name, stream)?)
+    }
+}
+
 /// Turns a pcapng block into a packet (time, link type, original length, data), or records
 /// what it says about the section and its interfaces.
 fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>) -> Option<(i64, u32, u32, &'b [u8])> {

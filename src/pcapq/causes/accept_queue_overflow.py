@@ -6,12 +6,13 @@ from __future__ import annotations
 from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, plural, reset_frame, series_frame
 from pcapq.diagnose.finding import Finding
+from pcapq.diagnose.timeouts import or_default
 
-# nginx proxy_connect_timeout / proxy_read_timeout default (seconds).
-PROXY_TIMEOUT_S = 60.0
 # Failing share of the connections begun in the overflow's seconds below which one full queue
 # among several listeners (SO_REUSEPORT) is worth naming.
 SHARE_FOR_ONE_OF_SEVERAL = 0.5
+# Answers while the queue overflowed below which a service rate is noise.
+MIN_ANSWERS_FOR_RATE = 2
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
@@ -83,31 +84,46 @@ def rule(ctx: EpisodeContext) -> Finding | None:
 
 
 def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
-    """Connections waiting when the first drop came, the service rate, a backlog suggestion."""
+    """Connections waiting when the first drop came, the service rate, a backlog suggestion;
+    each only with the evidence it needs, else a note saying what is missing."""
     analysis = ctx.capture.analysis
     first_ack = ctx.capture.problems.earliest_ack(signs)
     first_drop = first_ack if first_ack is not None else signs.first
     waiting = analysis.waiting_at(ctx.server, [first_drop - 1e-6])[0]
     start, end = signs.first, signs.last
     answered = analysis.answered_between(ctx.server, start, end)
-    rate = answered / max(end - start, 1.0)
-    suggested = max(round(rate * PROXY_TIMEOUT_S), 1)
-    return {
-        "first_drop": first_drop,
-        "waiting_at_first_drop": waiting,
-        "estimated_backlog": max(waiting - 1, 0),
-        "estimate_note": (
-            f"{waiting} connections were established and waiting for an answer when the first ACK was "
-            f"dropped; the accept queue holds backlog+1, so the effective backlog is about {max(waiting - 1, 0)} "
+    out: dict = {"first_drop": first_drop, "waiting_at_first_drop": waiting}
+    if waiting >= 1:
+        out["estimated_backlog"] = waiting - 1
+        out["estimate_note"] = (
+            f"{plural(waiting, 'connection was', 'connections were')} established and waiting for an answer when the "
+            f"first ACK was dropped; the accept queue holds backlog+1, so the effective backlog is about {waiting - 1} "
             "(an upper bound: connections already accepted and being served count too)"
-        ),
-        "service_rate_per_s": round(rate, 2),
-        "suggested_backlog": suggested,
-        "suggestion_note": (
-            f"at {rate:.1f} answers/s, a queue deeper than {suggested} makes requests wait "
-            f"past the proxy's {PROXY_TIMEOUT_S:.0f} s timeout: a deeper queue only turns 502s into 504s"
-        ),
-    }
+        )
+    else:
+        out["estimate_note"] = (
+            "no backlog estimate: no connection the capture shows was waiting for an answer when the first ACK was "
+            "dropped, so those filling the queue began before the capture did; a capture started before the "
+            "overflow shows them"
+        )
+    if answered < MIN_ANSWERS_FOR_RATE:
+        out["suggestion_note"] = (
+            f"no sizing: the server answered {plural(answered, 'connection')} while the queue overflowed "
+            f"({end - start:.1f} s); its service rate needs at least {MIN_ANSWERS_FOR_RATE} answers"
+        )
+        return out
+    rate = answered / max(end - start, 1.0)
+    # A request queued behind a full accept queue waits against the proxy's read timeout: the
+    # client's connect() returned when its handshake ACK left.
+    timeout = or_default(ctx.capture.proxy_timeouts, "read")
+    suggested = max(round(rate * timeout.seconds), 1)
+    out["service_rate_per_s"] = round(rate, 2)
+    out["suggested_backlog"] = suggested
+    out["suggestion_note"] = (
+        f"at {rate:.1f} answers/s, a queue deeper than {suggested} makes requests wait "
+        f"past {timeout.phrase()}: a deeper queue only turns 502s into 504s"
+    )
+    return out
 
 
 def _share_failed(ctx: EpisodeContext, involved) -> dict | None:

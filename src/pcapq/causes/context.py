@@ -10,6 +10,7 @@ from pcapq._core import Analysis, Episode, Problems, Selection
 from pcapq.causes.proxy_log import LINES
 from pcapq.diagnose.capture_point import CapturePoint
 from pcapq.diagnose.finding import Finding
+from pcapq.diagnose.timeouts import proxy_log_line
 
 MAX_EVIDENCE = 6
 
@@ -21,6 +22,9 @@ class CaptureContext:
     servers: list[dict]
     capture_point: CapturePoint
     _one_syn: dict | None = field(default=None, repr=False)
+    # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts); a kind is absent when
+    # neither says it.
+    proxy_timeouts: dict = field(default_factory=dict)
 
     @property
     def one_syn(self) -> dict:
@@ -79,7 +83,7 @@ class EpisodeContext:
             connections=selection.ids,
             evidence=evidence[:MAX_EVIDENCE],
             advice=c.advice,
-            proxy_log=[LINES[k] for k in keys],
+            proxy_log=[proxy_log_line(k, LINES[k], self.capture.proxy_timeouts) for k in keys],
             details=details or {},
             rests_on=list(rests_on),
             disproved_by=list(c.disproved_by),

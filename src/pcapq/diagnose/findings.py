@@ -8,11 +8,13 @@ example connections per finding; it never loops over connections.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
 
 from pcapq._core import Analysis
 from pcapq.diagnose import settings
 from pcapq.diagnose.capture_point import CapturePoint, infer
 from pcapq.diagnose.finding import Finding
+from pcapq.diagnose.timeouts import resolve
 
 # More findings of one cause than this in one capture become one finding over many endpoints:
 # a gnutella client dialling 900 peers is one story, not 122 panels.
@@ -25,28 +27,48 @@ class Diagnosis:
     capture_point: CapturePoint
     findings: list[Finding]
     settings: list[str] = field(default_factory=list)
+    # Standard input stopped by Ctrl-C: the sentence saying so and what had been read
+    # (pcapq.live.StdinRead); None when the input was read to its end.
+    interrupted: Optional[Any] = None
+    # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts.ProxyTimeout by kind).
+    proxy_timeouts: dict = field(default_factory=dict)
+    # The capture held no TCP segment at all: nothing could fail, nor be found.
+    no_tcp: bool = False
     # What the proxy's logs and the upstream's counters say (pcapq.evidence), when given.
     evidence: dict | None = None
 
+    def nothing_found(self) -> str:
+        """What the findings section says when there is no finding."""
+        if self.no_tcp:
+            return "No TCP in this capture: there is no connection to analyse (the totals say what the packets were)."
+        return "No failures found: no connection shows a listen-queue, loss or timeout problem."
+
     def to_json(self) -> dict:
-        doc = {
+        out = {
             "capture_point": self.capture_point.to_json(),
             "settings": self.settings,
             "findings": [f.to_json() for f in self.findings],
         }
         if self.evidence is not None:
-            doc["evidence"] = self.evidence
-        return doc
+            out["evidence"] = self.evidence
+        if self.proxy_timeouts:
+            out["proxy_timeouts"] = {kind: t.to_json() for kind, t in self.proxy_timeouts.items()}
+        if self.interrupted is not None:
+            out["interrupted"] = {**self.interrupted.to_json(), "text": self.interrupted.sentence()}
+        return out
 
 
-def diagnose(analysis: Analysis) -> Diagnosis:
+def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] = None) -> Diagnosis:
+    """`proxy_timeouts`: the proxy's timeouts as the user stated them ({"connect": 2.0, "read":
+    3.0}); the kinds not stated are inferred from the capture."""
     # The causes import this package's Finding: imported here, not at the top.
     from pcapq.causes.context import CaptureContext, EpisodeContext
     from pcapq.causes.registry import in_order
 
     servers = analysis.servers()
     problems = analysis.problems()
-    ctx = CaptureContext(analysis, problems, servers, infer(servers))
+    timeouts = resolve(analysis, proxy_timeouts)
+    ctx = CaptureContext(analysis, problems, servers, infer(servers), proxy_timeouts=timeouts)
     findings: list[Finding] = []
     for cause in in_order("capture"):
         findings.extend(cause.rule(ctx))
@@ -69,7 +91,8 @@ def diagnose(analysis: Analysis) -> Diagnosis:
         findings.extend(cause.rule(ctx))
     findings = fold_many(findings)
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
-    return Diagnosis(ctx.capture_point, findings, settings.sentences(problems.timings()))
+    return Diagnosis(ctx.capture_point, findings, settings.sentences(problems.timings()), proxy_timeouts=timeouts,
+                     no_tcp=analysis.summary()["tcp_segments"] == 0)
 
 
 def fold_many(findings: list[Finding]) -> list[Finding]:

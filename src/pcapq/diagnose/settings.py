@@ -30,7 +30,7 @@ def sentences(t: dict) -> list[str]:
         out.append(f"server net.ipv4.tcp_synack_retries >= {n} (up to {n} SYN-ACK timer retries seen)")
         if t["synack_cut_short"]:
             out.append(
-                f"SYN-ACK retries cut short to 2 in {t['synack_cut_short']} connection(s): the SYN queue was more than "
+                f"SYN-ACK retries cut short to 2 in {t['synack_cut_short']:,} connection{'' if t['synack_cut_short'] == 1 else 's'}: the SYN queue was more than "
                 "half full of old requests (inet_connection_sock.c: reqsk_timer_handler() lowers the retries then)"
             )
     if t["first_rto"] is not None:

@@ -204,7 +204,7 @@ def _burst(
     )
     try:
         with net.capture(pcap, bpf=["tcp"]) as cap:
-            net.say(f"client load from {net.client_ip}: {lead} connection(s) first, then "
+            net.say(f"client load from {net.client_ip}: {lead} connection{'' if lead == 1 else 's'} first, then "
                     f"{connections - lead} at once, each sending a {request}-byte request")
             out = net.run(
                 net.client_ns,

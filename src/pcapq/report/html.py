@@ -21,6 +21,7 @@ from typing import Callable, Optional
 
 from pcapq import _core
 from pcapq.report import timeline as tl
+from pcapq.report.finding_rows import finding_rows
 from pcapq.report.escape import html_text as h
 from pcapq.report.escape import script_json
 from pcapq.causes.registry import title
@@ -39,6 +40,8 @@ OUTCOME_COLOURS = {
     "partial": "#c8ccd0",
 }
 SERIES_COLOURS = {"syn": "#d64541", "synack": "#8e44ad", "data": "#e67e22"}
+# The chart's retransmission bars: no outcome's colour (abandoned's orange was mistaken for it).
+RETRANSMIT_COLOUR = "#34495e"
 # Waiting counts of each server, when there are several.
 SERVER_COLOURS = ["#117a65", "#b9770e", "#6c3483", "#a93226", "#1f618d", "#7b7d7d"]
 
@@ -61,6 +64,7 @@ nav a { margin-right: 14px; }
 .chart svg, .ladder svg { display: block; }
 .ladder { border: 1px solid var(--line); border-radius: 4px; margin: 14px 0; padding: 10px; overflow-x: auto; }
 .ladder:target { outline: 3px solid #3b82f6; }
+details.more-ladders > summary { cursor: pointer; margin: 14px 0; font-weight: 600; }
 .note { background: #fff8e1; border: 1px solid #f3d27a; padding: 6px 10px; border-radius: 4px; margin: 8px 0; }
 table.conns { border-collapse: collapse; width: 100%; margin-top: 8px; }
 table.conns th, table.conns td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; white-space: nowrap; }
@@ -145,6 +149,14 @@ SCRIPT = """
   document.getElementById("conn-prev").addEventListener("click", function () { state.page--; render(); });
   document.getElementById("conn-next").addEventListener("click", function () { state.page++; render(); });
   render();
+  // A link to a folded ladder opens its <details> first.
+  function openLadder() {
+    var target = location.hash && document.getElementById(location.hash.slice(1));
+    var fold = target && target.closest("details");
+    if (fold && !fold.open) { fold.open = true; target.scrollIntoView(); }
+  }
+  window.addEventListener("hashchange", openLadder);
+  openLadder();
 })();
 """
 
@@ -157,34 +169,19 @@ def _findings(report: AnalyzeReport) -> list[str]:
     d = report.diagnosis
     out = ['<h2 id="findings">Findings</h2>']
     if not d.findings:
-        out.append("<p>No failures found: no connection shows a listen-queue, loss or timeout problem.</p>")
+        out.append(f"<p>{h(d.nothing_found())}</p>")
     for f in d.findings:
-        offset = f" (+{f.first - report.start:.3f} s into the capture)" if report.start is not None else ""
-        ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
-        items = [
-            ("when", f"{utc_clock(f.first)} to {utc_clock(f.last)} UTC{offset}"),
-            ("connections", f"{f.connection_count:,} (ids {ids})" if ids else f"{f.connection_count:,}"),
-            ("confidence", f"{f.confidence:.2f}: {f.confidence_reason}"),
-        ]
-        evidence = "".join(
-            f"<li><code>frame {e['frame']}</code>{_file_note(e['file'])}: {h(e['what'])}</li>" for e in f.evidence
-        )
-        rows = "".join(f"<dt>{h(k)}</dt><dd>{h(v)}</dd>" for k, v in items)
-        rows += f"<dt>evidence</dt><dd><ul>{evidence or '<li>-</li>'}</ul></dd>"
-        if f.rests_on:
-            rows += f"<dt>rests on</dt><dd>{h('; '.join(f.rests_on))}</dd>"
-        if f.disproved_by:
-            rows += f"<dt>would disprove it</dt><dd>{h('; '.join(f.disproved_by))}</dd>"
-        for key, label in (("estimate_note", "queue"), ("suggestion_note", "sizing")):
-            if key in f.details:
-                rows += f"<dt>{label}</dt><dd>{h(f.details[key])}</dd>"
-        for line in f.proxy_log:
-            rows += f"<dt>proxy log</dt><dd><code>{h(line)}</code></dd>"
-        from pcapq.report.evidence import finding_rows
-
-        for label, text in finding_rows(f):
-            rows += f"<dt>{h(label)}</dt><dd>{h(text)}</dd>"
-        rows += f"<dt>what to do</dt><dd>{h(f.advice)}</dd>"
+        rows = ""
+        for row in finding_rows(f, report.start):
+            if row.kind == "frames":
+                evidence = "".join(
+                    f"<li><code>frame {frame}</code>{_file_note(file)}: {h(what)}</li>" for file, frame, what in row.frames
+                )
+                rows += f"<dt>evidence</dt><dd><ul>{evidence or '<li>-</li>'}</ul></dd>"
+            elif row.kind == "code":
+                rows += f"<dt>{h(row.label)}</dt><dd><code>{h(row.text)}</code></dd>"
+            else:
+                rows += f"<dt>{h(row.label)}</dt><dd>{h(row.text)}</dd>"
         sure = " sure" if f.confidence >= 0.7 else ""
         heading = f"{title(f.cause)} on {f.server}"
         out.append(f'<section class="finding{sure}"><h3>{h(heading)}</h3><dl>{rows}</dl></section>')
@@ -307,7 +304,7 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
             bh = b.retransmissions / max_rtx * panel
             tip = f"{utc_clock(b.start)} UTC: {b.retransmissions:,} retransmissions"
             parts.append(
-                f'<rect x="{bx:.1f}" y="{ys[1] + panel - bh:.1f}" width="{w:.1f}" height="{bh:.1f}" fill="#e67e22">'
+                f'<rect x="{bx:.1f}" y="{ys[1] + panel - bh:.1f}" width="{w:.1f}" height="{bh:.1f}" fill="{RETRANSMIT_COLOUR}">'
                 f"<title>{h(tip)}</title></rect>"
             )
     def step_line(values: list[int], colour: str, label: str, width: float) -> str:
@@ -326,12 +323,14 @@ def chart_svg(agg: tl.Aggregate, width: int = 1200) -> str:
     def tick_label(t: float) -> str:
         return utc_clock(t, with_date=t1 - t0 > 86400)[:-4]
 
-    ticks = min(8, n)
-    for k in range(ticks + 1):
-        t = t0 + (t1 - t0) * k / ticks
+    # Ticks on bucket boundaries (every `step` buckets), so that each label sits under the left
+    # edge of the bar it starts.
+    step = max(1, -(-n // 8))
+    for i in range(0, n + 1, step):
+        t = t0 + i * agg.width
         tx = x(t)
         parts.append(f'<line x1="{tx:.1f}" y1="{ys[2] + panel}" x2="{tx:.1f}" y2="{ys[2] + panel + 5}" stroke="#999"/>')
-        anchor = "start" if k == 0 else "end" if k == ticks else "middle"
+        anchor = "start" if i == 0 else "end" if i == n else "middle"
         parts.append(f'<text x="{tx:.1f}" y="{ys[2] + panel + 18}" text-anchor="{anchor}" font-size="11" fill="#555">{h(tick_label(t))}</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -348,6 +347,7 @@ def _legend(agg: tl.Aggregate) -> str:
     every = " (every server)" if agg.waiting_by_server else ""
     return (
         f'<p class="muted">{items}<span class="swatch" style="background:#f5b7b1"></span>a finding\'s episode'
+        f'<span class="swatch" style="background:{RETRANSMIT_COLOUR}"></span>retransmissions'
         f'<span class="swatch" style="background:#2e86c1"></span>waiting{every}: established for the client, not yet '
         "answered by the server (an estimate of the accept queue: the most at the end of any second of the bucket)"
         f"{servers}</p>"
@@ -363,6 +363,17 @@ NOTE_CHAR_PX = 6.6  # average width of a character of the notes' 11.5 px font
 LADDER_MAX_ROWS = 150
 ROW_MIN_GAP = 22
 LADDER_TIME_PX = 520  # the connection's duration spans about this many pixels
+# Notes wrap at this many characters, so that a ladder (about 1,030 px) fits the page's 1,180.
+NOTE_MAX_CHARS = 72
+NOTE_LINE_PX = 13
+# Ladders shown open; the others, less telling, are folded under one <details>.
+LADDERS_OPEN = 6
+
+
+def _note_lines(note: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(note, NOTE_MAX_CHARS, break_long_words=False, break_on_hyphens=False) or [""]
 
 
 def _ladder_scale(t: tl.ConnectionTimeline) -> tuple[list[float], Callable[[float], float]]:
@@ -373,9 +384,13 @@ def _ladder_scale(t: tl.ConnectionTimeline) -> tuple[list[float], Callable[[floa
     points: list[tuple[float, float]] = []
     y = 40.0
     prev_offset = 0.0
+    previous_lines = 1
     for i, r in enumerate(t.rows):
-        y = y + max(ROW_MIN_GAP if i else 0, (r.offset - prev_offset) * per_s)
+        # A wrapped note needs room for its lines before the next row.
+        gap = ROW_MIN_GAP + NOTE_LINE_PX * (previous_lines - 1)
+        y = y + max(gap if i else 0, (r.offset - prev_offset) * per_s)
         prev_offset = r.offset
+        previous_lines = len(_note_lines(r.note))
         points.append((r.offset, y))
 
     def at(offset: float) -> float:
@@ -403,8 +418,10 @@ def ladder_svg(t: tl.ConnectionTimeline) -> str:
         t = replace(t, rows=t.rows[:LADDER_MAX_ROWS], slots=[s for s in t.slots if s.offset <= last])
     ys, at = _ladder_scale(t)
     slot_ys = [(s, at(s.offset)) for s in t.slots]
-    bottom = max(ys + [y for _, y in slot_ys] + [60.0]) + 30
-    width = LADDER_NOTE_X + NOTE_CHAR_PX * max([len(r.note) for r in t.rows] + [40]) + 10
+    notes = [_note_lines(r.note) for r in t.rows]
+    last_lines = len(notes[-1]) if notes else 1
+    bottom = max([y + NOTE_LINE_PX * (last_lines - 1) for y in ys[-1:]] + ys + [y for _, y in slot_ys] + [60.0]) + 30
+    width = LADDER_NOTE_X + NOTE_CHAR_PX * max([len(line) for lines in notes for line in lines] + [40]) + 10
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{bottom:.0f}" role="img" '
         f'aria-label="ladder diagram of connection {t.id}">',
@@ -427,7 +444,7 @@ def ladder_svg(t: tl.ConnectionTimeline) -> str:
             f'<text x="{LADDER_CLIENT_X - 44}" y="{y + 3:.1f}" text-anchor="end" font-size="9.5" fill="{colour}">'
             f"{h(s.series)} #{s.attempt} due</text>"
         )
-    for r, y in zip(t.rows, ys):
+    for r, y, lines in zip(t.rows, ys, notes):
         x1, x2 = (LADDER_CLIENT_X, LADDER_SERVER_X) if r.side == "client" else (LADDER_SERVER_X, LADDER_CLIENT_X)
         colour = "#b03a2e" if r.kind in ("rst",) else "#d35400" if "retransmit" in r.kind else "#1f4e79"
         parts.append(
@@ -439,7 +456,10 @@ def ladder_svg(t: tl.ConnectionTimeline) -> str:
             f'fill="#333" font-family="monospace">{h(label)}</text>'
         )
         parts.append(f'<text x="4" y="{y + 4:.1f}" font-size="11" font-family="monospace">{r.offset:9.6f} · {r.frame}</text>')
-        parts.append(f'<text x="{LADDER_NOTE_X}" y="{y + 4:.1f}" font-size="11.5" fill="{colour}">{h(r.note)}</text>')
+        spans = "".join(
+            f'<tspan x="{LADDER_NOTE_X}" dy="{0 if k == 0 else NOTE_LINE_PX}">{h(line)}</tspan>' for k, line in enumerate(lines)
+        )
+        parts.append(f'<text x="{LADDER_NOTE_X}" y="{y + 4:.1f}" font-size="11.5" fill="{colour}">{spans}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -456,24 +476,34 @@ def _ladders(report: AnalyzeReport) -> list[str]:
     )
     if report.ladders_note:
         out.append(f'<p class="note">{h(report.ladders_note)}</p>')
-    for t in report.ladders:
-        symptoms = ", ".join(s.replace("_", " ") for s in t.symptoms) or "no symptom"
-        head = (
-            f"Connection {t.id}: {t.client} → {t.server}: {t.outcome.replace('_', ' ')}, {symptoms}; "
-            f"{t.duration:.3f} s" + (f", {t.added_latency:.3f} s added by retransmissions" if t.added_latency else "")
+    sections = [_ladder_section(t) for t in report.ladders]
+    out += sections[:LADDERS_OPEN]
+    if len(sections) > LADDERS_OPEN:
+        rest = len(sections) - LADDERS_OPEN
+        out.append(
+            f'<details class="more-ladders"><summary>{rest:,} more ladder{"s" if rest != 1 else ""}, less telling '
+            "(fewer kinds of packets: most are a SYN sent again and again)</summary>"
+            + "".join(sections[LADDERS_OPEN:]) + "</details>"
         )
-        not_drawn = max(0, len(t.rows) - LADDER_MAX_ROWS)
-        dropped = (
-            f'<p class="muted">{not_drawn:,} later packets not drawn (`pcapq timeline --conn {h(t.client)}` lists '
-            "them).</p>"
-            if not_drawn
-            else ""
-        )
-        if t.events_dropped:
-            dropped += f'<p class="muted">{t.events_dropped} later events not kept.</p>'
-
-        out.append(f'<section class="ladder" id="ladder-{t.id}"><h3>{h(head)}</h3>{ladder_svg(t)}{dropped}</section>')
     return out
+
+
+def _ladder_section(t: tl.ConnectionTimeline) -> str:
+    symptoms = ", ".join(s.replace("_", " ") for s in t.symptoms) or "no symptom"
+    head = (
+        f"Connection {t.id}: {t.client} → {t.server}: {t.outcome.replace('_', ' ')}, {symptoms}; "
+        f"{t.duration:.3f} s" + (f", {t.added_latency:.3f} s added by retransmissions" if t.added_latency else "")
+    )
+    not_drawn = max(0, len(t.rows) - LADDER_MAX_ROWS)
+    dropped = (
+        f'<p class="muted">{not_drawn:,} later packets not drawn (`pcapq timeline --conn {h(t.client)}` lists '
+        "them).</p>"
+        if not_drawn
+        else ""
+    )
+    if t.events_dropped:
+        dropped += f'<p class="muted">{t.events_dropped} later events not kept.</p>'
+    return f'<section class="ladder" id="ladder-{t.id}"><h3>{h(head)}</h3>{ladder_svg(t)}{dropped}</section>'
 
 
 def _table(report: AnalyzeReport) -> list[str]:
@@ -484,7 +514,7 @@ def _table(report: AnalyzeReport) -> list[str]:
     ))
     rank = {r.id: i for i, r in enumerate(ordered)}
     rows = [
-        [r.id, r.client, r.server, round(r.first_time - start, 6), r.outcome, " ".join(r.symptoms), round(r.added_latency, 6),
+        [r.id, r.client, r.server, round(r.first_time - start, 6), r.outcome, ", ".join(r.symptoms), round(r.added_latency, 6),
          r.frame if not r.file else f"{r.frame} (file {r.file})", rank[r.id]]
         for r in report.table
     ]
@@ -532,6 +562,8 @@ def render_analyze(report: AnalyzeReport) -> str:
     ]
     body += _totals(report)
     body += _captures(report)
+    if report.diagnosis.interrupted is not None:
+        body.append(f'<p class="note">{h(report.diagnosis.interrupted.sentence())}.</p>')
     for w in report.warnings:
         body.append(f'<p class="note">warning: {h(w)}</p>')
     body += _findings(report)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Collection, Optional
 
 from pcapq.report import timeline as tl
+from pcapq.report.finding_rows import finding_rows
 from pcapq.report.escape import md_code, md_text
 from pcapq.causes.registry import title
 from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport, ConnectionRow
 from pcapq.report.clock import utc_clock
-from pcapq.report.evidence import finding_rows as evidence_rows
 from pcapq.report.evidence import section_rows
 
 
@@ -67,35 +67,20 @@ def render_analyze(report: AnalyzeReport) -> str:
     out: list[str] = ["# pcapq analysis", ""]
     files = ", ".join(md_text(c["path"] if c["path"] != "-" else "standard input") for c in report.captures)
     out += [f"Captures: {files}", ""]
+    if d.interrupted is not None:
+        out += [f"> **{md_text(d.interrupted.sentence())}.**", ""]
     notes = note_rows(report.captures)
     if notes:
         out += ["## Capture notes", ""] + table(["what", "text"], [[md_text(what), md_text(text)] for what, text in notes]) + [""]
     out += ["## Findings", ""]
     if not d.findings:
-        out += ["No failures found: no connection shows a listen-queue, loss or timeout problem.", ""]
+        out += [md_text(d.nothing_found()), ""]
     for f in d.findings:
-        offset = f" (+{f.first - report.start:.3f} s into the capture)" if report.start is not None else ""
         out += [f"### {title(f.cause)} on {md_text(f.server)}", ""]
-        ids = ", ".join(str(i) for i in f.connections[:12]) + (" ..." if len(f.connections) > 12 else "")
-        frames = ", ".join(str(e["frame"]) + (f" (file {e['file']})" if e["file"] else "") for e in f.evidence)
-        out += [
-            f"- **When:** {_utc_date(f.first)} to {_utc_date(f.last)}{offset}",
-            f"- **Connections:** {f.connection_count:,} (ids {ids})" if ids else f"- **Connections:** {f.connection_count:,}",
-            f"- **Confidence:** {f.confidence:.2f}: {md_text(f.confidence_reason)}",
-            f"- **Open in Wireshark:** frames {frames}" if frames else "- **Open in Wireshark:** -",
-        ]
-        if f.rests_on:
-            out.append(f"- **Rests on:** {md_text('; '.join(f.rests_on))}")
-        if f.disproved_by:
-            out.append(f"- **Would disprove it:** {md_text('; '.join(f.disproved_by))}")
-        for key, label in (("estimate_note", "Queue"), ("suggestion_note", "Sizing")):
-            if key in f.details:
-                out.append(f"- **{label}:** {md_text(f.details[key])}")
-        for line in f.proxy_log:
-            out.append(f"- **Proxy log:** {md_code(line)}")
-        for label, text in evidence_rows(f):
-            out.append(f"- **{label.capitalize()}:** {md_text(text)}")
-        out += [f"- **What to do:** {md_text(f.advice)}", ""]
+        for row in finding_rows(f, report.start, lambda t: utc_clock(t, with_date=True)):
+            text = md_code(row.text) if row.kind == "code" else md_text(row.text)
+            out.append(f"- **{row.label[0].upper() + row.label[1:]}:** {text}")
+        out.append("")
     out += [f"Capture point: {md_code(d.capture_point.side)} ({md_text(d.capture_point.reason)})", ""]
     for sentence in d.settings:
         out.append(f"- Kernel: {md_text(sentence)}")

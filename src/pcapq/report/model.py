@@ -121,6 +121,9 @@ def build(
     if with_ladders:
         failed = problems[:ladders_max]
         report.ladders = [tl.connection_timeline(analysis, c["id"] if keeps_all else index[c["id"]]) for c in failed]
+        # Most telling first: the most kinds of packets (a SYN sent again and again says little
+        # that the first such ladder did not), then the most symptoms, then the most packets.
+        report.ladders.sort(key=lambda t: (-len({r.kind for r in t.rows}), -len(t.symptoms), -len(t.rows), t.id))
         if len(problems) > ladders_max:
             report.ladders_note = (
                 f"Ladders for the {ladders_max} worst of {len(problems):,} connections with a problem; "

@@ -44,23 +44,35 @@ def render_notes(captures: Sequence[Mapping[str, Any]]) -> Table | None:
     return table
 
 
+# Paths up to this long fit the captures table at 100 columns.
+SHORT_PATH = 24
+
+
 def render_summary(analysis: Analysis) -> Group:
     """Captures read, then connection counts, then what was skipped."""
     s = analysis.summary()
     parts: list[object] = []
 
-    files = Table(title="Captures", title_justify="left", show_edge=False, pad_edge=False)
-    files.add_column("file", overflow="fold")
+    captures = analysis.captures()
+    # Long paths (a 100-column pipe) are listed above the table, numbered, rather than folded
+    # across its rows: a path stays one string to copy.
+    numbered = max((len(_name(c)) for c in captures), default=0) > SHORT_PATH
+    if numbered:
+        parts.append(Text("Captures", style="italic"))
+        for i, c in enumerate(captures, 1):
+            parts.append(Text(f"{i}  ") + Text(_name(c)))
+    files = Table(title=None if numbered else "Captures", title_justify="left", show_edge=False, pad_edge=False)
+    files.add_column("#" if numbered else "file", overflow="fold", justify="right" if numbered else "left")
     files.add_column("format")
     files.add_column("packets", justify="right")
     files.add_column("TCP", justify="right")
-    files.add_column("from")
-    files.add_column("to")
-    captures = analysis.captures()
-    for c in captures:
+    files.add_column("from", no_wrap=True)
+    files.add_column("to", no_wrap=True)
+    for i, c in enumerate(captures, 1):
         fmt = (c["format"] or "?") + (" (gzip)" if c["gzip"] else "")
         # Text, not a str: rich would read "[...]" in a file name as markup.
-        files.add_row(Text(_name(c)), fmt, f"{c['packets']:,}", f"{c['tcp_segments']:,}", _when(c["first_time"]), _when(c["last_time"]))
+        name = Text(str(i)) if numbered else Text(_name(c))
+        files.add_row(name, fmt, f"{c['packets']:,}", f"{c['tcp_segments']:,}", _when(c["first_time"]), _when(c["last_time"]))
     parts.append(files)
     notes = render_notes(captures)
     if notes is not None:

@@ -162,6 +162,9 @@ class _Annotator:
         if kind == "syn_retransmit":
             return f"SYN {_ordinal_send(attempt)}, same ISN: no SYN-ACK came; {self._timing(e)}"
         if kind == "synack":
+            if "syncookie_suspected" in self.symptoms:
+                # A cookie SYN-ACK leaves no request socket behind (net/ipv4/syncookies.c).
+                return "SYN-ACK: the server's kernel answers, probably with a SYN cookie: it holds no half-open request"
             return "SYN-ACK: the server's kernel answers and holds a half-open request"
         if kind == "synack_retransmit":
             triggered = self.expected.get((e["file"], e["frame"]), (None, "", False))[2]
@@ -200,7 +203,10 @@ class _Annotator:
             if e is self.request_taken and self.answer is not None:
                 text += f"; this copy got through: the server answered it in frame {self.answer['frame']}"
             elif side == "client" and "request_unacked" in self.symptoms and e.get("after_handshake_ack"):
-                text += "; never acknowledged: sent into a half-open connection"
+                if "syncookie_suspected" in self.symptoms:
+                    text += "; never acknowledged: the server's kernel has no connection for it (a SYN cookie whose ACK it did not take)"
+                else:
+                    text += "; never acknowledged: sent into a half-open connection"
             return text
         if kind == "fin_retransmit":
             return f"FIN re-sent by the {side}, attempt {attempt}: {self._timing(e)}"
@@ -246,7 +252,11 @@ class _Annotator:
         what = f"RST from the {side}"
         if answered_frame is not None and after is not None:
             what += f", {_s(after)} after {answered} in frame {answered_frame}"
-        if side == "client":
+        if side == "client" and self.conn["outcome"] != "reset_by_client":
+            # The connection went on: this RST was the client's kernel refusing one segment
+            # (a stale or unexpected one), not the application closing.
+            what += f": the client's kernel refused a segment it did not expect; the connection went on ({self.conn['outcome'].replace('_', ' ')})"
+        elif side == "client":
             what += ": the client gave up (a timeout in the application)"
         return what
 
@@ -317,7 +327,9 @@ def connection_timeline(analysis: Analysis, index: int) -> ConnectionTimeline:
 class Selection:
     """Which connections `pcapq timeline` shows. Empty fields do not filter."""
 
-    conn: Optional[str] = None  # "PORT" (client port) or "IP:PORT" (client endpoint)
+    # "N" (a connection id, as the reports' id column shows, or a client port), "#N" or "id:N"
+    # (an id only), or "IP:PORT" (a client endpoint).
+    conn: Optional[str] = None
     failed: bool = False
     outcomes: tuple[str, ...] = ()
     connection_ids: Optional[set[int]] = None  # from --cause: the findings' connections
@@ -325,6 +337,8 @@ class Selection:
     since: Optional[float] = None  # epoch seconds
     until: Optional[float] = None
     limit: int = 20
+    # What --conn matched ("connection id", "client port", "client endpoint"), filled by matches().
+    conn_matched_by: set[str] = field(default_factory=set)
 
     def wants_problems_only(self) -> bool:
         """Whether only connections with a problem can match."""
@@ -335,11 +349,10 @@ class Selection:
         if self.server is not None and c["server"] != self.server:
             return False
         if self.conn is not None:
-            if ":" in self.conn.strip("[]") and not self.conn.isdigit():
-                if c["client"] != self.conn:
-                    return False
-            elif c["client"].rsplit(":", 1)[1] != self.conn:
+            how = self._conn_match(c)
+            if how is None:
                 return False
+            self.conn_matched_by.add(how)
         if self.failed and not has_problem(c):
             return False
         if self.outcomes and c["outcome"] not in self.outcomes:
@@ -351,6 +364,18 @@ class Selection:
         if self.until is not None and c["first_time"] > self.until:
             return False
         return True
+
+
+    def _conn_match(self, c: dict[str, Any]) -> Optional[str]:
+        conn = self.conn or ""
+        for prefix in ("#", "id:"):
+            if conn.startswith(prefix):
+                return "connection id" if str(c["id"]) == conn[len(prefix):] else None
+        if conn.isdigit():
+            if c["id"] == int(conn):
+                return "connection id"
+            return "client port" if c["client"].rsplit(":", 1)[1] == conn else None
+        return "client endpoint" if c["client"] == conn else None
 
 
 def has_problem(c: dict[str, Any]) -> bool:

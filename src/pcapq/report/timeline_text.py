@@ -45,6 +45,35 @@ def worst_table(rows: list[ConnectionRow], total: int) -> Table:
     return t
 
 
+# What each symptom of the worst-connections table means, in one line (docs/diagnosis.md has
+# the rules).
+SYMPTOM_MEANINGS = {
+    "syn_retransmitted": "the client sent its SYN again: no SYN-ACK came in time",
+    "synack_retransmitted": "the server sent its SYN-ACK again: no ACK came in time",
+    "final_ack_dropped": "the server re-sent its SYN-ACK after the client's ACK: its kernel dropped that ACK (accept queue full)",
+    "request_unacked": "the client re-sent its request while the server had acknowledged none: no connection on the server's side",
+    "data_retransmitted": "data re-sent, either way",
+    "syncookie_suspected": "the request went unacknowledged and the server never re-sent its SYN-ACK: it answered with a SYN cookie and kept nothing (a full queue)",
+    "reset_after_ack": "the server reset the connection on the handshake ACK or request: net.ipv4.tcp_abort_on_overflow=1 and a full accept queue",
+    "reset_after_expiry": "the server reset a late segment: the half-open request had expired",
+    "rejected": "an RST answered the SYN",
+}
+
+
+def symptom_legend(rows: list[ConnectionRow]) -> Optional[Table]:
+    """One line per symptom the rows show, in the core's order."""
+    seen = {s for r in rows for s in r.symptoms}
+    shown = [s for s in SYMPTOM_MEANINGS if s in seen]
+    if not shown:
+        return None
+    t = Table(show_header=False, show_edge=False, pad_edge=False, box=None, padding=(0, 1))
+    t.add_column("symptom", style="yellow", no_wrap=True)
+    t.add_column("meaning", style="dim")
+    for s in shown:
+        t.add_row(s.replace("_", " "), SYMPTOM_MEANINGS[s])
+    return t
+
+
 def aggregate_table(agg: tl.Aggregate) -> Group:
     if not agg.buckets:
         return Group(Text("No connections to show (none in the capture, or none in the time asked for).", style="dim"))

@@ -1,0 +1,131 @@
+"""Standard input read live (`tcpdump -w - port 9000 | pcapq analyze -`).
+
+The core reads on a worker thread with the GIL released; this thread waits for it, shows what
+has arrived (bytes and packets, counted by the core as they come), and turns Ctrl-C into a stop
+of the input: the core drains what the writer still sends (tcpdump flushes its buffer when the
+same Ctrl-C reaches it), ends the stream there and settles the analysis of what was read, as at
+the end of a file. A second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from pcapq import _core
+
+# How often the progress line is redrawn.
+TICK_S = 0.25
+# A Ctrl-C this soon after the input ended is taken as the one that ended it.
+SAME_CTRL_C_S = 0.2
+
+
+@dataclass(frozen=True)
+class StdinRead:
+    """How reading standard input ended."""
+
+    interrupted: bool  # Ctrl-C stopped it (rather than the writer closing it)
+    bytes: int
+    packets: Optional[int]  # None for a compressed stream
+
+    def sentence(self) -> str:
+        packets = f"{self.packets:,} packets, " if self.packets is not None else ""
+        return f"Interrupted (Ctrl-C) after {packets}{self.bytes:,} bytes from standard input: this report covers what was read until then"
+
+    def to_json(self) -> dict:
+        return {"interrupted": self.interrupted, "bytes": self.bytes, "packets": self.packets}
+
+
+def progress_text(live: "_core.LiveInput") -> str:
+    """'reading standard input: 1,234 packets, 5.6 MB' (what arrived so far)."""
+    mb = live.bytes / 1e6
+    packets = f"{live.packets:,} packets, " if live.packets is not None else ""
+    return f"reading standard input: {packets}{mb:,.1f} MB"
+
+
+@contextlib.contextmanager
+def _progress_line(live: "_core.LiveInput") -> Iterator[Callable[[], None]]:
+    """A line on standard error redrawn with what arrived, on a terminal only."""
+    if not sys.stderr.isatty() or os.environ.get("TERM") == "dumb":
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    with Live(Text(progress_text(live)), console=Console(stderr=True), transient=True, auto_refresh=False) as line:
+        yield lambda: line.update(Text(progress_text(live)), refresh=True)
+
+
+class _CtrlC:
+    """SIGINT while standard input is read: the first stops the input after a drain, the
+    second at once. A handler, not KeyboardInterrupt, so that the signal cannot land outside
+    the wait (and end pcapq with 130) when the input ends at the same moment."""
+
+    def __init__(self, live: "_core.LiveInput") -> None:
+        self.live = live
+        self.presses = 0
+        self.reading_ended: Optional[float] = None
+
+    def handle(self, signum: int, frame: object) -> None:
+        if self.reading_ended is not None and time.monotonic() - self.reading_ended > SAME_CTRL_C_S:
+            raise KeyboardInterrupt
+        self.live.stop(now=self.presses > 0)
+        self.presses += 1
+
+
+def analyze_stdin(
+    *,
+    keep_connections: bool,
+    keep_events: bool,
+    max_connections: int = 0,
+    on_tick: Optional[Callable[["_core.LiveInput"], None]] = None,
+) -> tuple[_core.Analysis, StdinRead]:
+    """Analyses standard input until its end or Ctrl-C (SIGINT). Raises _core.CaptureError
+    (also when Ctrl-C came before a capture header arrived)."""
+    live = _core.LiveInput()
+    outcome: dict[str, object] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["analysis"] = _core.analyze_stdin(
+                live, keep_connections=keep_connections, keep_events=keep_events, max_connections=max_connections
+            )
+        except BaseException as e:  # handed to the waiting thread, raised there
+            outcome["error"] = e
+        finally:
+            done.set()
+
+    reader = threading.Thread(target=work, name="pcapq-analyze-stdin", daemon=True)
+    ctrl_c = _CtrlC(live)
+    previous = signal.signal(signal.SIGINT, ctrl_c.handle)
+    try:
+        with _progress_line(live) as redraw:
+            reader.start()
+            while not done.wait(TICK_S):
+                redraw()
+                if on_tick is not None:
+                    on_tick(live)
+        ctrl_c.reading_ended = time.monotonic()
+        # A Ctrl-C already on its way when the input ended is the one that ended it (the
+        # writer exited on it): let it arrive here, not as KeyboardInterrupt later.
+        time.sleep(SAME_CTRL_C_S)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    interrupted = ctrl_c.presses > 0
+    reader.join()
+    if "error" in outcome:
+        error = outcome["error"]
+        if interrupted and live.bytes == 0 and isinstance(error, _core.CaptureError):
+            raise _core.CaptureError("standard input: interrupted (Ctrl-C) before any capture arrived")
+        raise error  # type: ignore[misc]
+    analysis = outcome["analysis"]
+    assert isinstance(analysis, _core.Analysis)
+    return analysis, StdinRead(interrupted, live.bytes, live.packets)
