@@ -9,6 +9,7 @@ use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBoo
 use crate::flow::tally::Tally;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::flow::timeline::Timeline;
+use crate::flow::icmp::IcmpSummary;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 
@@ -110,6 +111,8 @@ pub struct Analysis {
     pub evicted: u64,
     pub skipped: SkipCounts,
     pub options: AnalyzeOptions,
+    /// ICMP errors: by kind, and how many were tied to a connection.
+    pub icmp: IcmpSummary,
 }
 
 /// Counts over the whole capture, for the summary.
@@ -177,6 +180,7 @@ impl Analysis {
             skipped,
             dropped_timeline,
             options: self.options,
+            icmp: { let mut icmp = self.icmp; icmp.merge(&later.icmp); icmp },
             ..Analysis::default()
         })
     }
@@ -226,7 +230,11 @@ impl Analysis {
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
-        Analysis::of_run(files, finished, live, self.evicted + later.evicted, skipped, self.options)
+        let mut icmp = self.icmp;
+        icmp.merge(&later.icmp);
+        let mut merged = Analysis::of_run(files, finished, live, self.evicted + later.evicted, skipped, self.options);
+        merged.icmp = icmp;
+        merged
     }
 
     /// What a tracker left (`Tracker::finish`) over `files`.
@@ -244,6 +252,7 @@ impl Analysis {
             evicted,
             skipped,
             options,
+            icmp: IcmpSummary::default(),
         }
     }
 
@@ -400,7 +409,7 @@ const RECORD_HEADER_BYTES: u64 = 16;
 /// Serialised analyses (`Analysis::to_bytes`) start with this.
 const PART_MAGIC: &[u8; 8] = b"PCAPQPRT";
 /// The layout of the serialised analysis; bumped whenever a serialised type changes.
-pub const PART_FORMAT: u16 = 1;
+pub const PART_FORMAT: u16 = 2;
 
 impl Analysis {
     /// The analysis as bytes, for another process to merge: `PART_MAGIC`, `PART_FORMAT`
@@ -474,6 +483,7 @@ pub fn analyze_readers(
     let mut tracker = Tracker::new(options.tracker);
     let mut files = Vec::new();
     let mut skipped = SkipCounts::default();
+    let mut icmp = IcmpSummary::default();
     for (index, opened) in readers.into_iter().enumerate() {
         let (path, mut reader) = opened?;
         let mut tcp_segments = 0u64;
@@ -494,6 +504,14 @@ pub fn analyze_readers(
                     tcp_segments += 1;
                     tracker.on_segment(&segment, FrameRef { file, frame: packet.frame }, packet.time_ns);
                 }
+                // Only IP protocols other than TCP are looked at again, for ICMP errors.
+                Err(Skip::NotTcp) => match decode::icmp::decode(packet.linktype, packet.data) {
+                    Some(message) => {
+                        let tied = tracker.on_icmp(&message, FrameRef { file, frame: packet.frame }, packet.time_ns);
+                        icmp.count(message.kind, tied);
+                    }
+                    None => skipped.add(Skip::NotTcp, 1),
+                },
                 Err(skip) => skipped.add(skip, 1),
             }
         });
@@ -517,7 +535,9 @@ pub fn analyze_readers(
     progress(read_bytes);
     let evicted = tracker.evicted;
     let (finished, live) = tracker.finish();
-    Ok(Analysis::of_run(files, finished, live, evicted, skipped, options))
+    let mut analysis = Analysis::of_run(files, finished, live, evicted, skipped, options);
+    analysis.icmp = icmp;
+    Ok(analysis)
 }
 
 /// Analyses several captures, each a list of files read in order as one capture (as `analyze`
@@ -597,7 +617,7 @@ mod tests {
         let mut bytes = Analysis::default().to_bytes().unwrap();
         bytes[8] = 7;
         let err = Analysis::from_bytes(&bytes).err().unwrap();
-        assert!(err.contains("(format 7)") && err.contains("(format 1)"), "{err}");
+        assert!(err.contains("(format 7)") && err.contains("(format 2)"), "{err}");
         assert_eq!(Analysis::from_bytes(b"PCAPQ").err().unwrap(), "not a serialised pcapq analysis");
     }
 }

@@ -453,6 +453,8 @@ pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c:
         series.push(shapes.series.call1(args)?);
     }
     d.set_item("series", pyo3::types::PyTuple::new(py, series)?)?;
+    d.set_item("icmp", python_value(py, &json::icmp_value(c))?)?;
+    d.set_item("black_hole", python_value(py, &json::black_hole_value(c))?)?;
     Ok(d)
 }
 

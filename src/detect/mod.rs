@@ -4,6 +4,7 @@
 
 pub mod episodes;
 pub mod facts;
+pub mod icmp;
 pub mod probes;
 pub mod scans;
 pub mod schedule;
@@ -28,10 +29,12 @@ pub enum Outcome {
     ResetByServer,
     ResetByClient,
     Partial,
+    /// An ICMP error answered the client's SYN and ended its connect() (detect::icmp).
+    Unreachable,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Completed,
         Outcome::Open,
         Outcome::Refused,
@@ -40,6 +43,7 @@ impl Outcome {
         Outcome::ResetByServer,
         Outcome::ResetByClient,
         Outcome::Partial,
+        Outcome::Unreachable,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -52,6 +56,7 @@ impl Outcome {
             Outcome::ResetByServer => "reset_by_server",
             Outcome::ResetByClient => "reset_by_client",
             Outcome::Partial => "partial",
+            Outcome::Unreachable => "unreachable",
         }
     }
 
@@ -71,10 +76,13 @@ pub enum Symptom {
     ResetAfterAck,
     ResetAfterExpiry,
     Rejected,
+    /// Full-size data re-sent and never acknowledged while smaller packets got through
+    /// (detect::icmp::black_hole).
+    MtuBlackHole,
 }
 
 impl Symptom {
-    pub const ALL: [Symptom; 9] = [
+    pub const ALL: [Symptom; 10] = [
         Symptom::SynRetransmitted,
         Symptom::SynackRetransmitted,
         Symptom::FinalAckDropped,
@@ -84,6 +92,7 @@ impl Symptom {
         Symptom::ResetAfterAck,
         Symptom::ResetAfterExpiry,
         Symptom::Rejected,
+        Symptom::MtuBlackHole,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -97,6 +106,7 @@ impl Symptom {
             Symptom::ResetAfterAck => "reset_after_ack",
             Symptom::ResetAfterExpiry => "reset_after_expiry",
             Symptom::Rejected => "rejected",
+            Symptom::MtuBlackHole => "mtu_black_hole",
         }
     }
 
@@ -210,6 +220,9 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
             (Side::Client, _) => Outcome::ResetByClient,
         };
     }
+    if icmp::connect_error(c).is_some() {
+        return Outcome::Unreachable;
+    }
     let fin = c.counts.iter().any(|d| d.fin);
     if c.handshake_completed() {
         let client_sent = c.milestones.client_data_ns.is_some();
@@ -261,6 +274,9 @@ fn symptoms(c: &Connection) -> Symptoms {
     let logged: usize = c.retransmits.as_ref().map_or(0, |l| l.data.iter().map(|d| d.sends.len().saturating_sub(1)).sum());
     if total_data_retransmits as usize > logged && !s.contains(Symptom::RequestUnacked) {
         s.insert(Symptom::DataRetransmitted);
+    }
+    if c.retransmits.is_some() && icmp::black_hole(c).is_some() {
+        s.insert(Symptom::MtuBlackHole);
     }
     if syncookie_suspected(c, s) {
         s.insert(Symptom::SyncookieSuspected);

@@ -172,6 +172,12 @@ impl FlowTable {
         }
     }
 
+    /// The flow of `key` if it is in the hot table, without bringing back a tombstone (what an
+    /// ICMP error looks up: it never revives a finished connection).
+    pub fn live_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
+        self.live.get_mut(key)
+    }
+
     /// Puts a new connection's flow in the hot table. `get_mut` has already brought back
     /// any tombstone of `key`, so there is none to remove.
     pub fn insert(&mut self, key: FlowKey, flow: Flow) {

@@ -91,10 +91,10 @@ impl Marks {
 pub struct Tally {
     /// Connections by outcome, in `Outcome::ALL` order.
     #[serde(serialize_with = "by_outcome", deserialize_with = "outcomes_by_slug")]
-    pub outcomes: [u64; 8],
+    pub outcomes: [u64; Outcome::ALL.len()],
     /// Connections with each symptom, in `Symptom::ALL` order.
     #[serde(serialize_with = "by_symptom", deserialize_with = "symptoms_by_slug")]
-    pub symptoms: [u64; 9],
+    pub symptoms: [u64; Symptom::ALL.len()],
     pub connections: u64,
     pub handshakes_completed: u64,
     pub with_syn_retransmits: u64,
@@ -182,7 +182,7 @@ impl Tally {
     }
 }
 
-fn by_outcome<S: Serializer>(counts: &[u64; 8], serializer: S) -> Result<S::Ok, S::Error> {
+fn by_outcome<S: Serializer>(counts: &[u64; Outcome::ALL.len()], serializer: S) -> Result<S::Ok, S::Error> {
     let mut map = serializer.serialize_map(Some(counts.len()))?;
     for o in Outcome::ALL {
         map.serialize_entry(o.slug(), &counts[o.index()])?;
@@ -190,7 +190,7 @@ fn by_outcome<S: Serializer>(counts: &[u64; 8], serializer: S) -> Result<S::Ok, 
     map.end()
 }
 
-fn by_symptom<S: Serializer>(counts: &[u64; 9], serializer: S) -> Result<S::Ok, S::Error> {
+fn by_symptom<S: Serializer>(counts: &[u64; Symptom::ALL.len()], serializer: S) -> Result<S::Ok, S::Error> {
     let mut map = serializer.serialize_map(Some(counts.len()))?;
     for s in Symptom::ALL {
         map.serialize_entry(s.slug(), &counts[s.index()])?;
@@ -211,10 +211,10 @@ fn by_slug<'de, D: serde::Deserializer<'de>, const N: usize>(d: D, index: impl F
     Ok(out)
 }
 
-fn outcomes_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 8], D::Error> {
+fn outcomes_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Outcome::ALL.len()], D::Error> {
     by_slug(d, |slug| Outcome::ALL.iter().find(|o| o.slug() == slug).map(|o| o.index()))
 }
 
-fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 9], D::Error> {
+fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Symptom::ALL.len()], D::Error> {
     by_slug(d, |slug| Symptom::ALL.iter().find(|s| s.slug() == slug).map(|s| s.index()))
 }
