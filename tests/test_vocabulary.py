@@ -13,6 +13,7 @@ STUB_TYPES = {
     "schedules": "Schedule",
     "series_kinds": "SeriesKind",
     "packet_roles": "PacketRole",
+    "icmp_kinds": "IcmpKind",
 }
 
 

@@ -691,6 +691,7 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("schedules", Schedule::SLUGS.to_vec())?;
     d.set_item("series_kinds", SeriesKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
     d.set_item("packet_roles", PacketRole::ALL.iter().map(|r| r.slug()).collect::<Vec<_>>())?;
+    d.set_item("icmp_kinds", crate::decode::icmp::IcmpKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
     Ok(d)
 }
 

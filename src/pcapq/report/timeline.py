@@ -16,8 +16,9 @@ from typing import Any, Iterable, Mapping, Optional
 from pcapq._core import Analysis
 
 # Outcomes in which the connection did not do its job (docs/diagnosis.md, "Outcome").
-FAILED_OUTCOMES = ("refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client")
-OUTCOMES = ("completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial")
+FAILED_OUTCOMES = ("refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "unreachable")
+OUTCOMES = ("completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
+            "unreachable")
 
 SCHEDULE_NAMES = {
     "syn_linear": "the linear SYN schedule",
