@@ -62,10 +62,9 @@ fn stuck_full_size(c: &Connection, d: &DataSeries) -> Option<BlackHole> {
         return None;
     }
     let too_big = c.icmp_answers().iter().find(|a| a.answers == d.from && matches!(a.kind, IcmpKind::FragNeeded | IcmpKind::PacketTooBig));
-    let isn = c.base_seq[d.from.index()];
-    // Smaller segments got through: the peer acknowledged everything up to this one, and
-    // this one is not the first byte.
-    let smaller_through = d.peer_ack == Some(d.seq) && isn.is_some_and(|isn| d.seq != isn.wrapping_add(1));
+    // Smaller packets got through: the handshake completed and the peer had acknowledged
+    // everything the sender sent before this segment (at least its SYN or SYN-ACK).
+    let smaller_through = c.handshake_completed() && d.peer_ack == Some(d.seq);
     if !smaller_through && too_big.is_none() {
         return None;
     }
@@ -134,6 +133,7 @@ mod tests {
         log.data(Side::Server, 5101, Some(send(0)), send(1), false);
         log.data(Side::Server, 5101, None, send(2), false);
         log.sized(Side::Server, 5101, 1448, Some(5101));
+        c.handshake_ack_time_ns = Some(1);
         let hole = black_hole(&c).unwrap();
         assert_eq!((hole.from, hole.len, hole.mtu), (Side::Server, 1448, None));
         c.retransmits_mut().acknowledged(Side::Server, 5101 + 1448);
@@ -141,13 +141,13 @@ mod tests {
     }
 
     #[test]
-    fn test_established_first_segment_stuck_needs_a_too_big_error() {
+    fn test_established_segment_stuck_with_data_unacknowledged_before_it_needs_a_too_big_error() {
         let mut c = conn();
         let send = |t| Send { at: FrameRef::default(), time_ns: t, triggered: false };
         let log = c.retransmits_mut();
         log.data(Side::Server, 5001, Some(send(0)), send(1), false);
         log.data(Side::Server, 5001, None, send(2), false);
-        log.sized(Side::Server, 5001, 1448, Some(5001));
+        log.sized(Side::Server, 5001, 1448, Some(4000));
         assert_eq!(black_hole(&c), None);
         let c = with_icmp(c, answer(IcmpKind::FragNeeded, 5001, 3, Side::Server));
         assert_eq!(black_hole(&c).map(|h| (h.mtu, h.frag_needed)), Some((Some(1400), true)));
