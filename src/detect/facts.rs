@@ -60,10 +60,13 @@ pub enum Fact {
     IcmpPortUnreachable,
     /// ...or the TTL (hop limit) ran out on the way.
     IcmpTtlExceeded,
+    /// A "fragmentation needed" / "packet too big" error answered its data and no black hole
+    /// followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss.
+    PmtuDiscovered,
 }
 
 impl Fact {
-    pub const ALL: [Fact; 21] = [
+    pub const ALL: [Fact; 22] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -85,6 +88,7 @@ impl Fact {
         Fact::IcmpNoRoute,
         Fact::IcmpPortUnreachable,
         Fact::IcmpTtlExceeded,
+        Fact::PmtuDiscovered,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -110,6 +114,7 @@ impl Fact {
             Fact::IcmpNoRoute => "icmp_no_route",
             Fact::IcmpPortUnreachable => "icmp_port_unreachable",
             Fact::IcmpTtlExceeded => "icmp_ttl_exceeded",
+            Fact::PmtuDiscovered => "pmtu_discovered",
         }
     }
 
@@ -192,6 +197,10 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
         };
         f.insert(Fact::IcmpAnswered);
         f.insert(fact);
+    }
+    let too_big = c.icmp_answers().iter().any(|a| a.kind.class() == IcmpClass::TooBig);
+    if too_big && !symptoms.contains(Symptom::MtuBlackHole) {
+        f.insert(Fact::PmtuDiscovered);
     }
     f
 }
