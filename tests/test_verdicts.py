@@ -23,7 +23,8 @@ import pcapq
 from conftest import analyze_json
 from craft import Captured, Conversation, write_pcap
 
-OUTCOMES = ["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial"]
+OUTCOMES = ["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
+            "unreachable"]
 SYMPTOMS = [
     "syn_retransmitted",
     "synack_retransmitted",
@@ -34,6 +35,7 @@ SYMPTOMS = [
     "reset_after_ack",
     "reset_after_expiry",
     "rejected",
+    "mtu_black_hole",
 ]
 
 PORT = 40000
@@ -274,6 +276,40 @@ def refused_after_a_lost_syn(port: int) -> list[Conversation]:
     c.syn(0)
     c.syn(1.0)
     c.rst("server", 1.0001)
+    return [c]
+
+
+def icmp_answer(c: Conversation, original: Captured, t: float, icmp_type: int, code: int, mtu: int = 0) -> None:
+    """An ICMP error from a router answering `original`, quoting its IP header and 8 bytes of TCP."""
+    from scapy.layers.inet import ICMP, IP
+    from scapy.packet import Raw
+
+    inner = IP(original.ip)
+    quoted = original.ip[: inner.ihl * 4 + 8]
+    error = IP(src="10.0.0.254", dst=inner.src) / ICMP(type=icmp_type, code=code, nexthopmtu=mtu) / Raw(quoted)
+    c.packets.append(Captured(c.start + t, bytes(error), "icmp"))
+
+
+@scenario("unreachable")
+def icmp_host_unreachable(port: int) -> list[Conversation]:
+    """Issue 18: a router answers the SYN with ICMP host unreachable; Linux's connect() fails at once."""
+    c = conversation(port)
+    icmp_answer(c, c.syn(0), 0.0003, 3, 1)
+    return [c]
+
+
+@scenario("reset_by_client", "data_retransmitted", "mtu_black_hole")
+def mtu_black_hole(port: int) -> list[Conversation]:
+    """Issue 18: the server's full-size segment re-sent on its RTO, never acknowledged, after the
+    handshake and the request got through; the client gives up with an RST."""
+    c = conversation(port)
+    c.handshake()
+    request(c, 0.001)
+    c.ack("server", 0.0012)
+    c.send("server", 0.002, 1448)
+    c.resend("server", 0.202)
+    c.resend("server", 0.602)
+    c.segment("client", 2.0, "R", ack=0)
     return [c]
 
 
