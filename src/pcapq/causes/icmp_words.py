@@ -25,6 +25,9 @@ ERRNO_LINES = {111: "refused", 113: "no_route_to_host", 101: "net_unreachable", 
                112: "host_down", 92: "protocol_not_available", 95: "not_supported", 64: "not_on_network",
                71: "protocol_error"}
 
+ROLES = {"syn": "SYN", "synack": "SYN-ACK", "handshake_ack": "handshake ACK", "ack": "ACK", "data": "data",
+         "retransmit": "re-sent segment", "fin": "FIN", "rst": "RST"}
+
 # What every ICMP cause rests on in the kernel.
 KERNEL = (
     "Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_err() and net/ipv6/tcp_ipv6.c: tcp_v6_err(): in SYN-SENT an "
@@ -67,8 +70,9 @@ def icmp_rule(ctx: EpisodeContext, cause: str, fact: str, what: str, confidence:
     for c in examples:
         a = next(iter(answers(c, fact)), None)
         if a:
+            role = ROLES.get(a["answers_role"] or "", "packet")
             evidence.append(frame(a["file"], a["frame"], f"ICMP {a['kind'].replace('_', ' ')} from {a['sender']} "
-                                  f"answering the {a['answers']}'s {a['answers_role'] or 'packet'} (connection {c['id']})"))
+                                  f"answering the {a['answers']}'s {role} (connection {c['id']})"))
     errnos = Counter(a["errno"] for a in seen if a["answers"] == "client" and a["errno"] is not None)
     keys = [ERRNO_LINES[e] for e, _ in errnos.most_common() if e in ERRNO_LINES] or None
     rests_on = [f"{plural(len(seen), 'ICMP error')} quoting the connections' own packets (ports and sequence number)"]
