@@ -9,6 +9,8 @@ use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBoo
 use crate::flow::tally::Tally;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::flow::timeline::Timeline;
+use crate::decode::icmp::IcmpMessage;
+use crate::flow::icmp::IcmpSummary;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 
@@ -110,6 +112,8 @@ pub struct Analysis {
     pub evicted: u64,
     pub skipped: SkipCounts,
     pub options: AnalyzeOptions,
+    /// ICMP errors: by kind, and how many were tied to a connection.
+    pub icmp: IcmpSummary,
 }
 
 /// Counts over the whole capture, for the summary.
@@ -177,6 +181,7 @@ impl Analysis {
             skipped,
             dropped_timeline,
             options: self.options,
+            icmp: { let mut icmp = self.icmp; icmp.merge(&later.icmp); icmp },
             ..Analysis::default()
         })
     }
@@ -226,7 +231,11 @@ impl Analysis {
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
-        Analysis::of_run(files, finished, live, self.evicted + later.evicted, skipped, self.options)
+        let mut icmp = self.icmp;
+        icmp.merge(&later.icmp);
+        let mut merged = Analysis::of_run(files, finished, live, self.evicted + later.evicted, skipped, self.options);
+        merged.icmp = icmp;
+        merged
     }
 
     /// What a tracker left (`Tracker::finish`) over `files`.
@@ -244,6 +253,7 @@ impl Analysis {
             evicted,
             skipped,
             options,
+            icmp: IcmpSummary::default(),
         }
     }
 
@@ -400,7 +410,7 @@ const RECORD_HEADER_BYTES: u64 = 16;
 /// Serialised analyses (`Analysis::to_bytes`) start with this.
 const PART_MAGIC: &[u8; 8] = b"PCAPQPRT";
 /// The layout of the serialised analysis; bumped whenever a serialised type changes.
-pub const PART_FORMAT: u16 = 1;
+pub const PART_FORMAT: u16 = 2;
 
 impl Analysis {
     /// The analysis as bytes, for another process to merge: `PART_MAGIC`, `PART_FORMAT`
@@ -492,6 +502,8 @@ const BATCHES_IN_FLIGHT: usize = 4;
 #[derive(Default)]
 struct Batch {
     segments: Vec<(Segment, u64, i64)>,
+    /// ICMP errors, each with the number of segments before it in this batch.
+    icmp: Vec<(usize, IcmpMessage, u64, i64)>,
     bytes: u64,
 }
 
@@ -507,7 +519,7 @@ struct FileRead {
 fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, batch_len: usize, mut on_batch: impl FnMut(&mut Batch)) -> FileRead {
     let mut tcp_segments = 0u64;
     let mut link_types: Vec<(u32, u64)> = Vec::new();
-    let mut batch = Batch { segments: Vec::with_capacity(batch_len), bytes: 0 };
+    let mut batch = Batch { segments: Vec::with_capacity(batch_len), icmp: Vec::new(), bytes: 0 };
     let stop = reader.for_each_packet(|packet| {
         batch.bytes += RECORD_HEADER_BYTES + packet.data.len() as u64;
         match link_types.iter_mut().find(|(t, _)| *t == packet.linktype) {
@@ -522,6 +534,11 @@ fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, batch_len: us
                     on_batch(&mut batch);
                 }
             }
+            // Only IP protocols other than TCP are looked at again, for ICMP errors.
+            Err(Skip::NotTcp) => match decode::icmp::decode(packet.linktype, packet.data) {
+                Some(message) => batch.icmp.push((batch.segments.len(), message, packet.frame, packet.time_ns)),
+                None => skipped.add(Skip::NotTcp, 1),
+            },
             Err(skip) => skipped.add(skip, 1),
         }
     });
@@ -537,7 +554,7 @@ fn read_file_beside(reader: &mut CaptureReader, skipped: &mut SkipCounts, mut on
     std::thread::scope(|scope| {
         let reading = scope.spawn(move || {
             read_file(reader, skipped, BATCH_LEN, |batch| {
-                let next = empty_rx.try_recv().unwrap_or_else(|_| Batch { segments: Vec::with_capacity(BATCH_LEN), bytes: 0 });
+                let next = empty_rx.try_recv().unwrap_or_else(|_| Batch { segments: Vec::with_capacity(BATCH_LEN), icmp: Vec::new(), bytes: 0 });
                 // The tracking side hangs up only when it panicked; the panic is raised below.
                 let _ = full_tx.send(std::mem::replace(batch, next));
             })
@@ -564,13 +581,25 @@ fn analyze_readers_on(
     let mut tracker = Tracker::new(options.tracker);
     let mut files = Vec::new();
     let mut skipped = SkipCounts::default();
+    let mut icmp = IcmpSummary::default();
     for (index, opened) in readers.into_iter().enumerate() {
         let (path, mut reader) = opened?;
         let file = index as u32;
         let track = |batch: &mut Batch| {
-            for (segment, frame, time_ns) in &batch.segments {
+            // ICMP errors go in at their place among the segments (before the one at `at`).
+            let mut errors = batch.icmp.iter().peekable();
+            for (at, (segment, frame, time_ns)) in batch.segments.iter().enumerate() {
+                while let Some((_, message, frame, time_ns)) = errors.next_if(|e| e.0 <= at) {
+                    let tied = tracker.on_icmp(message, FrameRef { file, frame: *frame }, *time_ns);
+                    icmp.count(message.kind, tied);
+                }
                 tracker.on_segment(segment, FrameRef { file, frame: *frame }, *time_ns);
             }
+            for (_, message, frame, time_ns) in errors {
+                let tied = tracker.on_icmp(message, FrameRef { file, frame: *frame }, *time_ns);
+                icmp.count(message.kind, tied);
+            }
+            batch.icmp.clear();
             read_bytes += batch.bytes;
             if read_bytes >= next_report {
                 progress(read_bytes);
@@ -600,7 +629,9 @@ fn analyze_readers_on(
     progress(read_bytes);
     let evicted = tracker.evicted;
     let (finished, live) = tracker.finish();
-    Ok(Analysis::of_run(files, finished, live, evicted, skipped, options))
+    let mut analysis = Analysis::of_run(files, finished, live, evicted, skipped, options);
+    analysis.icmp = icmp;
+    Ok(analysis)
 }
 
 /// Analyses several captures, each a list of files read in order as one capture (as `analyze`
@@ -685,7 +716,7 @@ mod tests {
         let mut bytes = Analysis::default().to_bytes().unwrap();
         bytes[8] = 7;
         let err = Analysis::from_bytes(&bytes).err().unwrap();
-        assert!(err.contains("(format 7)") && err.contains("(format 1)"), "{err}");
+        assert!(err.contains("(format 7)") && err.contains("(format 2)"), "{err}");
         assert_eq!(Analysis::from_bytes(b"PCAPQ").err().unwrap(), "not a serialised pcapq analysis");
     }
 }

@@ -23,7 +23,8 @@ import pcapq
 from conftest import analyze_json
 from craft import Captured, Conversation, write_pcap
 
-OUTCOMES = ["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial"]
+OUTCOMES = ["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
+            "unreachable"]
 SYMPTOMS = [
     "syn_retransmitted",
     "synack_retransmitted",
@@ -37,6 +38,8 @@ SYMPTOMS = [
     "tfo_fallback",
     "defer_accept_suspected",
     "syn_after_rst",
+    "spurious_retransmission",
+    "mtu_black_hole",
 ]
 
 PORT = 40000
@@ -318,6 +321,57 @@ def defer_accept_idle_preconnect(port: int) -> list[Conversation]:
     c.ack("client", 13.0001)
     c.fin("client", 13.0002)
     c.ack("server", 13.0003)
+    return [c]
+
+
+@scenario("completed", "spurious_retransmission")
+def dsacked_resend(port: int) -> list[Conversation]:
+    """A request re-sent at 0.2 s although it had arrived: the server's ACK carries a D-SACK block
+    for it (RFC 2883 §4), so it is a spurious re-send, not a loss."""
+    c = conversation(port)
+    c.handshake()
+    request(c, 0.001)
+    c.ack("server", 0.0012)
+    c.send("client", 0.002, 100)
+    c.resend("client", 0.202)
+    end = c.sides["client"].next_seq
+    c.segment("server", 0.2022, "A", ack=end, options=[("NOP", None), ("NOP", None), ("SAck", (end - 100, end))])
+    response(c, 0.21)
+    c.close(0.3)
+    return [c]
+
+
+def icmp_answer(c: Conversation, original: Captured, t: float, icmp_type: int, code: int, mtu: int = 0) -> None:
+    """An ICMP error from a router answering `original`, quoting its IP header and 8 bytes of TCP."""
+    from scapy.layers.inet import ICMP, IP
+    from scapy.packet import Raw
+
+    inner = IP(original.ip)
+    quoted = original.ip[: inner.ihl * 4 + 8]
+    error = IP(src="10.0.0.254", dst=inner.src) / ICMP(type=icmp_type, code=code, nexthopmtu=mtu) / Raw(quoted)
+    c.packets.append(Captured(c.start + t, bytes(error), "icmp"))
+
+
+@scenario("unreachable")
+def icmp_host_unreachable(port: int) -> list[Conversation]:
+    """Issue 18: a router answers the SYN with ICMP host unreachable; Linux's connect() fails at once."""
+    c = conversation(port)
+    icmp_answer(c, c.syn(0), 0.0003, 3, 1)
+    return [c]
+
+
+@scenario("reset_by_client", "data_retransmitted", "mtu_black_hole")
+def mtu_black_hole(port: int) -> list[Conversation]:
+    """Issue 18: the server's full-size segment re-sent on its RTO, never acknowledged, after the
+    handshake and the request got through; the client gives up with an RST."""
+    c = conversation(port)
+    c.handshake()
+    request(c, 0.001)
+    c.ack("server", 0.0012)
+    c.send("server", 0.002, 1448)
+    c.resend("server", 0.202)
+    c.resend("server", 0.602)
+    c.segment("client", 2.0, "R", ack=0)
     return [c]
 
 

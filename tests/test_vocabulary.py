@@ -15,6 +15,7 @@ STUB_TYPES = {
     "packet_roles": "PacketRole",
     "log_kinds": "LogKind",
     "log_shapes": "LogShape",
+    "icmp_kinds": "IcmpKind",
 }
 
 

@@ -23,8 +23,8 @@ from typing import Callable, Iterable
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "tests"))
 
-from craft import Captured, Conversation, write_pcap  # noqa: E402
-from scapy.layers.inet import IP  # noqa: E402
+from craft import START, Captured, Conversation, write_pcap  # noqa: E402
+from scapy.layers.inet import IP, TCP  # noqa: E402
 
 CLIENT = "10.0.0.1"
 SERVER = ("10.0.0.2", 9000)
@@ -489,12 +489,160 @@ def capture_mid_overflow(packets: list[Captured]) -> None:
     exchange(late, 2.3003)
 
 
+# --- Issue 18: ICMP errors answering the connections' packets ---
+
+ROUTER = "10.0.0.254"
+
+
+def icmp_error(original: Captured, sender: str, icmp_type: int, code: int, t: float, quote: int | None = None,
+               mtu: int = 0) -> Captured:
+    """An ICMP (or ICMPv6) error from `sender` answering `original`, quoting its first `quote`
+    bytes (default: the IP header and 8 bytes of TCP, RFC 792's minimum; ICMPv6 quotes it all,
+    RFC 4443 §2.4)."""
+    from scapy.layers.inet import ICMP
+    from scapy.layers.inet6 import IPv6, ICMPv6DestUnreach, ICMPv6PacketTooBig, ICMPv6TimeExceeded
+    from scapy.packet import Raw
+
+    if original.ip[0] >> 4 == 6:
+        inner = IPv6(original.ip)
+        layer = {1: ICMPv6DestUnreach(code=code), 2: ICMPv6PacketTooBig(mtu=mtu),
+                 3: ICMPv6TimeExceeded(code=code)}[icmp_type]
+        quoted = original.ip if quote is None else original.ip[:quote]
+        pkt = IPv6(src=sender, dst=inner.src) / layer / Raw(quoted)
+    else:
+        inner = IP(original.ip)
+        quoted = original.ip[:inner.ihl * 4 + 8] if quote is None else original.ip[:quote]
+        pkt = IP(src=sender, dst=inner.src) / ICMP(type=icmp_type, code=code, nexthopmtu=mtu) / Raw(quoted)
+    return Captured(START + t, bytes(pkt), "icmp", "", original.vlan)
+
+
+def windows_syn_after_icmp(packets: list[Captured]) -> None:
+    """A Windows proxy (TTL 128) connecting to 10.0.0.2:9000 through a router (10.0.0.254) that has
+    no route to it: the router answers every SYN with ICMP host unreachable. Windows does not give
+    up on the first error as Linux does: it sends the SYN again, same ISN, 0.5 s later, twice, each
+    answered the same way. Three connections 2 s apart. No SYN was dropped by a listener."""
+    built: list[Captured] = []
+    for i in range(3):
+        isn = 4_000_000 + 7_919 * i
+        c = conversation(built, 49800 + i, isn, 0)
+        t = 2.0 * i
+        for k in range(3):
+            syn = with_ip(c.syn(t + 0.5 * k, options=WINDOWS_SYN), ttl=128)
+            built[-1] = syn
+            built.append(icmp_error(syn, ROUTER, 3, 1, syn.time - START + 0.0004))
+    packets += built
+
+
+def icmp_quotes(packets: list[Captured]) -> None:
+    """A firewall (10.0.0.254) rejecting the proxy's SYNs with ICMP administratively prohibited
+    (type 3 code 13), quoting RFC 792's minimum: the IP header and 8 bytes of TCP (ports and
+    sequence number). Three connections, each ended by the error (Linux: connect() fails with
+    EHOSTUNREACH at once). Around them, errors that must not count: one quoting 4 bytes of TCP
+    (truncated: Linux reads none, and its client sent nothing more), one quoting a UDP datagram, one quoting a 4-tuple with no connection in the
+    capture, and one quoting a sequence number outside a healthy connection's window."""
+    from scapy.layers.inet import UDP
+
+    for i in range(3):
+        c = conversation(packets, 40100 + i, 10_000 + 1_000 * i, 0)
+        syn = c.syn(0.1 * i)
+        packets.append(icmp_error(syn, ROUTER, 3, 13, 0.1 * i + 0.0003))
+    # Truncated: 20 + 4 bytes quoted.
+    c = conversation(packets, 40200, 20_000, 0)
+    syn = c.syn(0.5)
+    packets.append(icmp_error(syn, ROUTER, 3, 13, 0.5003, quote=24))
+    # A UDP datagram's error (a DNS query to a closed port).
+    dns = Captured(START + 0.6, bytes(IP(src=CLIENT, dst="10.0.0.53") / UDP(sport=53000, dport=53) / (b"\0" * 20)))
+    packets.append(icmp_error(dns, "10.0.0.53", 3, 3, 0.6003))
+    # A TCP 4-tuple the capture never saw.
+    ghost = Captured(START + 0.7, bytes(IP(src=CLIENT, dst="10.0.0.2") / TCP(sport=40999, dport=9000, seq=1, flags="S")))
+    packets.append(icmp_error(ghost, ROUTER, 3, 1, 0.7003))
+    # A healthy exchange, and an error quoting a sequence number far outside its window.
+    c = conversation(packets, 40300, 30_000, 31_000)
+    c.handshake(0.8)
+    stale = Captured(START + 0.8, bytes(IP(src=CLIENT, dst="10.0.0.2") / TCP(sport=40300, dport=9000, seq=99_999, flags="A")))
+    packets.append(icmp_error(stale, ROUTER, 3, 1, 0.8002))
+    exchange(c, 0.8003)
+
+
+def icmpv6_no_route(packets: list[Captured]) -> None:
+    """IPv6: the proxy (2001:db8::1) connects to 2001:db8:1::2 port 9000; a router (2001:db8::fe)
+    has no route and answers each SYN with ICMPv6 destination unreachable, code 0 (no route to
+    destination), quoting the whole SYN. Linux: connect() fails at once with ENETUNREACH. Three
+    connections."""
+    for i in range(3):
+        c = Conversation(client=("2001:db8::1", 40400 + i), server=("2001:db8:1::2", 9000), client_isn=50_000 + i,
+                         server_isn=0, packets=packets)
+        syn = c.syn(0.05 * i)
+        packets.append(icmp_error(syn, "2001:db8::fe", 1, 0, 0.05 * i + 0.0004))
+
+
+def icmp_in_vlan(packets: list[Captured]) -> None:
+    """On a trunk, VLAN 42: the proxy's SYNs to 10.0.0.2:9000 answered by a firewall on the VLAN
+    (10.0.0.254) with ICMP host administratively prohibited (type 3 code 10), the error tagged
+    like the SYN. Two connections."""
+    built: list[Captured] = []
+    for i in range(2):
+        c = conversation(built, 40500 + i, 60_000 + i, 0)
+        syn = c.syn(0.05 * i)
+        built.append(icmp_error(syn, ROUTER, 3, 10, 0.05 * i + 0.0003))
+    packets += [dataclasses.replace(p, vlan=(42,)) for p in built]
+
+
+def _large_response(c: Conversation, t: float) -> Captured:
+    """The request, its ACK, a 300-byte header segment (acknowledged), then a full-size body segment."""
+    c.send("client", t, REQUEST)
+    c.ack("server", t + 0.0001)
+    c.send("server", t + 0.0005, 300)
+    c.ack("client", t + 0.0006)
+    return c.send("server", t + 0.0007, 1448)
+
+
+def pmtu_discovery(packets: list[Captured]) -> None:
+    """Path MTU discovery working (RFC 1191): captured at the server, whose 1,448-byte body segment
+    a router (10.0.0.254) cannot forward: it answers ICMP fragmentation needed, next-hop MTU 1400.
+    The server sends the same bytes again at once in two smaller segments (1,348 + 100), the proxy
+    acknowledges them, and the exchange ends normally. Not a failure."""
+    c = conversation(packets, 40600, 70_000, 71_000)
+    c.handshake(0.0)
+    big = _large_response(c, 0.001)
+    t = big.time - START
+    packets.append(icmp_error(big, ROUTER, 3, 4, t + 0.0002, mtu=1400))
+    seq = c.sides["server"].next_seq - 1448
+    c.segment("server", t + 0.0003, "A", payload=b"b" * 1348, seq=seq, advance=False)
+    c.segment("server", t + 0.0003, "PA", payload=b"b" * 100, seq=seq + 1348, advance=False)
+    c.ack("client", t + 0.0004)
+    c.fin("server", t + 0.0005)
+    c.fin("client", t + 0.0006)
+    c.ack("server", t + 0.0007)
+
+
+def mtu_black_hole_icmp_ignored(packets: list[Captured]) -> None:
+    """A path MTU black hole with the error in the capture: captured at the server, its 1,448-byte
+    body segment cannot pass a 1,400-byte link; the router answers ICMP fragmentation needed (MTU
+    1400) to every send, but a firewall on the server's host drops the errors after tcpdump saw
+    them, so the server re-sends the full-size segment on its RTO (0.2, 0.4, 0.8 s) and the proxy
+    closes after its 2 s read timeout. The header segment before it got through."""
+    c = conversation(packets, 40700, 80_000, 81_000)
+    c.handshake(0.0)
+    big = _large_response(c, 0.001)
+    t = big.time - START
+    packets.append(icmp_error(big, ROUTER, 3, 4, t + 0.0002, mtu=1400))
+    for rto in (0.2, 0.4, 0.8):
+        t += rto
+        again = c.resend("server", t)
+        packets.append(icmp_error(again, ROUTER, 3, 4, t + 0.0005, mtu=1400))
+    # The proxy never received the body: its FIN acknowledges the header only.
+    c.segment("client", 2.001, "FA", ack=IP(big.ip)[TCP].seq)
+    c.ack("server", 2.0012)
+
+
 SCENARIOS: dict[str, Callable[[list[Captured]], None]] = {
     f.__name__: f
     for f in (healthy, syn_queue_overflow, accept_queue_overflow, abort_on_overflow, client_timeout_rst,
               closed_port, packet_loss, nginx_php_fpm, time_wait_reuse, legacy_initial_rto,
               vlan_trunk_copies, duplicate_frames, duplicate_frames_retransmission, windows_syn_after_rst,
-              dead_host, answered_then_closed, capture_mid_overflow)
+              dead_host, answered_then_closed, capture_mid_overflow, windows_syn_after_icmp, icmp_quotes,
+              icmpv6_no_route, icmp_in_vlan, pmtu_discovery, mtu_black_hole_icmp_ignored)
 }
 
 

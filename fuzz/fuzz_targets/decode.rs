@@ -26,4 +26,6 @@ fuzz_target!(|data: &[u8]| {
         assert!(segment.payload_len as usize <= frame.len().max(65_535), "{segment:?}");
     }
     let _ = decode::tcp::parse_options(frame);
+    // ICMP errors and the segment they quote (src/decode/icmp.rs).
+    let _ = decode::icmp::decode(linktype, frame);
 });

@@ -555,6 +555,8 @@ pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c:
         series.push(shapes.series.call1(args)?);
     }
     d.set_item("series", pyo3::types::PyTuple::new(py, series)?)?;
+    d.set_item("icmp", python_value(py, &json::icmp_value(c))?)?;
+    d.set_item("black_hole", python_value(py, &json::black_hole_value(c))?)?;
     Ok(d)
 }
 
@@ -793,6 +795,7 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("packet_roles", PacketRole::ALL.iter().map(|r| r.slug()).collect::<Vec<_>>())?;
     d.set_item("log_kinds", join::kinds())?;
     d.set_item("log_shapes", join::shapes())?;
+    d.set_item("icmp_kinds", crate::decode::icmp::IcmpKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
     Ok(d)
 }
 

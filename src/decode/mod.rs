@@ -4,6 +4,7 @@
 //! snaplen (`tcpdump -s 96`) still tells how much data each segment carried.
 
 mod bytes;
+pub mod icmp;
 pub mod ip;
 pub mod link;
 pub mod tcp;

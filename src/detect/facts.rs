@@ -3,6 +3,7 @@
 //! The rules that read them are in docs/diagnosis.md.
 
 use super::{Outcome, Symptom, Symptoms};
+use crate::decode::icmp::IcmpClass;
 use crate::flow::{Connection, PacketRole, Side};
 
 /// TIME-WAIT lasts 60 s on Linux (include/net/tcp.h: TCP_TIMEWAIT_LEN).
@@ -57,10 +58,23 @@ pub enum Fact {
     /// connect that way (Linux v6.6 net/ipv4/tcp.c: tcp_disconnect() sends no RST in SYN-SENT);
     /// backscatter of a spoofed SYN, or a capture that misses the server's side.
     RstUnprovoked,
+    /// An ICMP error (other than "too big") answered one of its packets (src/flow/icmp.rs).
+    IcmpAnswered,
+    /// ...saying a filter refused it (administratively prohibited, policy, reject route)...
+    IcmpProhibited,
+    /// ...no route to the network or host, or the host did not answer on its link...
+    IcmpNoRoute,
+    /// ...nothing listening: port (or protocol) unreachable...
+    IcmpPortUnreachable,
+    /// ...or the TTL (hop limit) ran out on the way.
+    IcmpTtlExceeded,
+    /// A "fragmentation needed" / "packet too big" error answered its data and no black hole
+    /// followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss.
+    PmtuDiscovered,
 }
 
 impl Fact {
-    pub const ALL: [Fact; 17] = [
+    pub const ALL: [Fact; 23] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -78,6 +92,12 @@ impl Fact {
         Fact::Loopback,
         Fact::SynackIgnored,
         Fact::RstUnprovoked,
+        Fact::IcmpAnswered,
+        Fact::IcmpProhibited,
+        Fact::IcmpNoRoute,
+        Fact::IcmpPortUnreachable,
+        Fact::IcmpTtlExceeded,
+        Fact::PmtuDiscovered,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -99,6 +119,12 @@ impl Fact {
             Fact::Loopback => "loopback",
             Fact::SynackIgnored => "synack_ignored",
             Fact::RstUnprovoked => "rst_unprovoked",
+            Fact::IcmpAnswered => "icmp_answered",
+            Fact::IcmpProhibited => "icmp_prohibited",
+            Fact::IcmpNoRoute => "icmp_no_route",
+            Fact::IcmpPortUnreachable => "icmp_port_unreachable",
+            Fact::IcmpTtlExceeded => "icmp_ttl_exceeded",
+            Fact::PmtuDiscovered => "pmtu_discovered",
         }
     }
 
@@ -176,6 +202,21 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     }
     if c.client.ip == c.server.ip || c.server.ip.is_loopback() {
         f.insert(Fact::Loopback);
+    }
+    for class in super::icmp::classes(c) {
+        let fact = match class {
+            IcmpClass::Prohibited => Fact::IcmpProhibited,
+            IcmpClass::NoRoute => Fact::IcmpNoRoute,
+            IcmpClass::PortUnreachable => Fact::IcmpPortUnreachable,
+            IcmpClass::TtlExceeded => Fact::IcmpTtlExceeded,
+            IcmpClass::TooBig => continue,
+        };
+        f.insert(Fact::IcmpAnswered);
+        f.insert(fact);
+    }
+    let too_big = c.icmp_answers().iter().any(|a| a.kind.class() == IcmpClass::TooBig);
+    if too_big && !symptoms.contains(Symptom::MtuBlackHole) {
+        f.insert(Fact::PmtuDiscovered);
     }
     f
 }

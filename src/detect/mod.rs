@@ -5,6 +5,7 @@
 pub mod episodes;
 pub mod facts;
 pub mod join;
+pub mod icmp;
 pub mod probes;
 pub mod scans;
 pub mod schedule;
@@ -30,10 +31,12 @@ pub enum Outcome {
     ResetByServer,
     ResetByClient,
     Partial,
+    /// An ICMP error answered the client's SYN and ended its connect() (detect::icmp).
+    Unreachable,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Completed,
         Outcome::Open,
         Outcome::Refused,
@@ -42,6 +45,7 @@ impl Outcome {
         Outcome::ResetByServer,
         Outcome::ResetByClient,
         Outcome::Partial,
+        Outcome::Unreachable,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -54,6 +58,7 @@ impl Outcome {
             Outcome::ResetByServer => "reset_by_server",
             Outcome::ResetByClient => "reset_by_client",
             Outcome::Partial => "partial",
+            Outcome::Unreachable => "unreachable",
         }
     }
 
@@ -83,10 +88,13 @@ pub enum Symptom {
     SynAfterRst,
     /// Data re-sent that the receiver reported as received twice (D-SACK, RFC 2883 §4).
     SpuriousRetransmission,
+    /// Full-size data re-sent and never acknowledged while smaller packets got through
+    /// (detect::icmp::black_hole).
+    MtuBlackHole,
 }
 
 impl Symptom {
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
 
     pub const ALL: [Symptom; Symptom::COUNT] = [
         Symptom::SynRetransmitted,
@@ -102,6 +110,7 @@ impl Symptom {
         Symptom::DeferAcceptSuspected,
         Symptom::SynAfterRst,
         Symptom::SpuriousRetransmission,
+        Symptom::MtuBlackHole,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -119,6 +128,7 @@ impl Symptom {
             Symptom::DeferAcceptSuspected => "defer_accept_suspected",
             Symptom::SynAfterRst => "syn_after_rst",
             Symptom::SpuriousRetransmission => "spurious_retransmission",
+            Symptom::MtuBlackHole => "mtu_black_hole",
         }
     }
 
@@ -234,6 +244,9 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
             (Side::Client, _) => Outcome::ResetByClient,
         };
     }
+    if icmp::connect_error(c).is_some() {
+        return Outcome::Unreachable;
+    }
     let fin = c.counts.iter().any(|d| d.fin);
     if c.handshake_completed() {
         let client_sent = c.milestones.client_data_ns.is_some();
@@ -300,6 +313,9 @@ fn symptoms(c: &Connection) -> Symptoms {
     let only_spurious = s.contains(Symptom::SpuriousRetransmission) && !s.contains(Symptom::DataRetransmitted);
     if total_data_retransmits as usize > logged && !s.contains(Symptom::RequestUnacked) && !only_spurious {
         s.insert(Symptom::DataRetransmitted);
+    }
+    if c.retransmits.is_some() && icmp::black_hole(c).is_some() {
+        s.insert(Symptom::MtuBlackHole);
     }
     if syncookie_suspected(c, s) {
         s.insert(Symptom::SyncookieSuspected);

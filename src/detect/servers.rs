@@ -18,8 +18,8 @@ const MAX_GAP_SAMPLES: usize = 4096;
 pub struct ServerStats {
     pub server: Endpoint,
     pub connections: u64,
-    pub outcomes: [u64; 8],
-    pub symptoms: [u64; Symptom::COUNT],
+    pub outcomes: [u64; Outcome::ALL.len()],
+    pub symptoms: [u64; Symptom::ALL.len()],
     pub first_ns: i64,
     pub last_ns: i64,
     /// Handshakes without retransmission: SYN to SYN-ACK, and SYN-ACK to the client's ACK, as
@@ -46,8 +46,8 @@ impl ServerStats {
         ServerStats {
             server,
             connections: 0,
-            outcomes: [0; 8],
-            symptoms: [0; Symptom::COUNT],
+            outcomes: [0; Outcome::ALL.len()],
+            symptoms: [0; Symptom::ALL.len()],
             first_ns: i64::MAX,
             last_ns: i64::MIN,
             syn_to_synack_ns: Vec::new(),

@@ -102,6 +102,8 @@ pub struct Connection {
     /// Every re-sent SYN, SYN-ACK and data segment with the sends before it; only for
     /// connections that re-sent something.
     pub retransmits: Option<Box<RetransmitLog>>,
+    /// ICMP errors that answered its packets (src/flow/icmp.rs); only for connections that got one.
+    pub icmp: Option<Box<super::icmp::IcmpLog>>,
 }
 
 /// Moments in a connection's life that its verdict needs.
@@ -159,6 +161,18 @@ pub struct DataSeries {
     /// spurious (reordering, or a timer that fired early), nothing was lost.
     #[serde(default)]
     pub dsacked: bool,
+    /// The largest and the latest re-send's payload length (a path MTU black hole re-sends
+    /// full-size segments; path MTU discovery that works re-sends smaller ones).
+    #[serde(default)]
+    pub max_len: u32,
+    #[serde(default)]
+    pub last_len: u32,
+    /// The peer's acknowledgement when the first re-send went out...
+    #[serde(default)]
+    pub peer_ack: Option<u32>,
+    /// ...and whether the peer later acknowledged the whole segment.
+    #[serde(default)]
+    pub acked: bool,
 }
 
 /// Retransmission series of a connection (at most `MAX_SERIES` data series, `MAX_SENDS` sends each).
@@ -183,12 +197,29 @@ impl RetransmitLog {
         }
     }
 
+    /// Notes the length of the latest re-send of `seq` from `from`, and the peer's ACK then.
+    pub fn sized(&mut self, from: Side, seq: u32, len: u32, peer_ack: Option<u32>) {
+        if let Some(series) = self.data.iter_mut().find(|d| d.from == from && d.seq == seq) {
+            series.max_len = series.max_len.max(len);
+            series.last_len = len;
+            series.peer_ack = series.peer_ack.or(peer_ack);
+        }
+    }
+
+    /// The peer of `from` acknowledged up to `ack`: the series it covers got through.
+    pub fn acknowledged(&mut self, from: Side, ack: u32) {
+        let ack = super::seq::SeqNumber(ack);
+        for series in self.data.iter_mut().filter(|d| d.from == from && !d.acked && d.last_len > 0) {
+            series.acked = !ack.before(super::seq::SeqNumber(series.seq).plus(series.last_len));
+        }
+    }
+
     /// Adds a re-send of `seq` from `from`, starting its series with the original send if known.
     pub fn data(&mut self, from: Side, seq: u32, original: Option<Send>, this: Send, into_half_open: bool) {
         let index = match self.data.iter().position(|d| d.from == from && d.seq == seq) {
             Some(i) => i,
             None if self.data.len() < MAX_SERIES => {
-                self.data.push(DataSeries { from, seq, sends: original.into_iter().collect(), into_half_open, dsacked: false });
+                self.data.push(DataSeries { from, seq, sends: original.into_iter().collect(), into_half_open, dsacked: false, max_len: 0, last_len: 0, peer_ack: None, acked: false });
                 self.data.len() - 1
             }
             None => return,
@@ -286,6 +317,7 @@ impl Connection {
             tallied: Marks::default(),
             milestones: Milestones::default(),
             retransmits: None,
+            icmp: None,
         }
     }
 

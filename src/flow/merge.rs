@@ -160,6 +160,15 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
     if let Some(log) = &later.retransmits {
         join_retransmits(conn, log, last_replayed, &side);
     }
+    // ICMP errors are never replayed: the later analysis's are all new.
+    if let Some(log) = later.icmp {
+        let merged = conn.icmp.get_or_insert_with(Box::default);
+        merged.answers.extend(log.answers.into_iter().map(|mut a| {
+            a.answers = side(a.answers);
+            a
+        }));
+        merged.more += log.more;
+    }
 
     match live_flow {
         Some((_, mut flow)) => {
@@ -242,6 +251,14 @@ fn shift_files(conn: &mut Connection, offset: u32) {
     if let Some(log) = conn.retransmits.as_mut() {
         let sends = log.syn.iter_mut().chain(log.synack.iter_mut()).chain(log.data.iter_mut().flat_map(|d| d.sends.iter_mut()));
         sends.for_each(|s| shift(&mut s.at));
+    }
+    if let Some(log) = conn.icmp.as_mut() {
+        for answer in log.answers.iter_mut() {
+            shift(&mut answer.at);
+            if let Some(f) = answer.answers_frame.as_mut() {
+                shift(f);
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod event;
+pub mod icmp;
 pub mod key;
 pub mod merge;
 pub mod seq;

@@ -116,6 +116,10 @@ impl LiveFlows {
         self.flows.get(*self.index.get(key)? as usize)
     }
 
+    fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
+        self.flows.get_mut(*self.index.get(key)? as usize)
+    }
+
     /// Puts `flow` under `key`, replacing the flow there; returns it in its place.
     fn insert(&mut self, key: FlowKey, flow: Flow) -> &mut Flow {
         let at = match self.index.entry(key) {
@@ -286,6 +290,12 @@ impl FlowTable {
         // Back in the hot table, finished: the next sweeps retire it again.
         self.closing.push_back((*key, tombstone.last_time_ns));
         Some(self.live.insert(*key, tombstone.into_flow(slot)))
+    }
+
+    /// The flow of `key` if it is in the hot table, without bringing back a tombstone (what an
+    /// ICMP error looks up: it never revives a finished connection).
+    pub fn live_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
+        self.live.get_mut(key)
     }
 
     /// Puts a new connection's flow in the hot table. `get_mut` has already brought back

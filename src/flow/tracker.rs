@@ -733,6 +733,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
     // Wireshark's spurious retransmission: payload the peer has already acknowledged was sent
     // before, even if the capture missed the first send.
     let acked_before = seg.payload_len > 0 && peer.last_ack.is_some_and(|ack| !SeqNumber(ack).before(seq.plus(seg.payload_len)));
+    let peer_ack = peer.last_ack;
     let dir = &mut flow.direction[me];
     let end = seq.plus(seg.payload_len + u32::from(fin));
     let next = dir.next_seq.unwrap_or(seq);
@@ -762,6 +763,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
             let into_half_open = side == Side::Client && conn.milestones.client_data_acked_ns.is_none();
             let this = Send { at: pkt.at, time_ns, triggered: false };
             conn.retransmits_mut().data(side, seg.seq, original, this, into_half_open);
+            conn.retransmits_mut().sized(side, seg.seq, seg.payload_len, peer_ack);
         }
         conn.push(pkt.event(kind, detail), keep_events);
         PacketRole::Retransmit
@@ -850,6 +852,9 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
     // What the peer sent and this ACK covers needs no more attempt numbers.
     let acked = SeqNumber(seg.ack);
     flow.direction[side.other().index()].in_flight.acknowledge(acked);
+    if let Some(log) = conn.retransmits.as_mut() {
+        log.acknowledged(side.other(), seg.ack);
+    }
 }
 
 /// A receive window that drops to zero (RFC 9293 §3.8.6.2.2); one event per stall.

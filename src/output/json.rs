@@ -9,6 +9,7 @@ use crate::analysis::{Analysis, FileReport, Summary};
 use crate::decode::{flags, link};
 use crate::detect::{self, Series};
 use crate::flow::connection::HandshakeOptions;
+use crate::flow::icmp::{IcmpAnswer, IcmpSummary};
 use crate::flow::tally::Tally;
 use crate::flow::{Connection, Detail, Event, FrameRef, Side};
 use crate::reader::{CaptureNotes, CaptureReader};
@@ -153,11 +154,91 @@ pub struct SummaryView {
     pub skipped: u64,
     #[serde(flatten)]
     pub connections: Tally,
+    /// ICMP errors in the capture; absent when there were none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icmp: Option<IcmpSummaryView>,
+}
+
+#[derive(Serialize)]
+pub struct IcmpSummaryView {
+    pub total: u64,
+    /// Tied to a connection and the packet they answered.
+    pub tied: u64,
+    /// Quoting a TCP 4-tuple with no connection in the capture.
+    pub no_connection: u64,
+    /// Quoting a sequence number outside its connection's window (Linux ignores those too).
+    pub out_of_window: u64,
+    /// Quoting fewer than 8 bytes of TCP.
+    pub truncated: u64,
+    /// Quoting UDP or another protocol, or nothing readable.
+    pub not_tcp: u64,
+    pub by_kind: BTreeMap<&'static str, u64>,
+}
+
+impl IcmpSummaryView {
+    pub fn of(s: &IcmpSummary) -> Option<IcmpSummaryView> {
+        (s.total() > 0).then(|| IcmpSummaryView {
+            total: s.total(),
+            tied: s.tied,
+            no_connection: s.no_connection,
+            out_of_window: s.out_of_window,
+            truncated: s.truncated,
+            not_tcp: s.not_tcp,
+            by_kind: s.by_slug().into_iter().collect(),
+        })
+    }
+}
+
+/// One ICMP error that answered a packet of the connection.
+#[derive(Serialize)]
+struct IcmpView {
+    file: u32,
+    frame: u64,
+    time: f64,
+    /// Seconds from the connection's first packet.
+    offset: f64,
+    /// Who sent it: the peer's host, or a router or firewall on the way.
+    sender: String,
+    kind: &'static str,
+    meaning: &'static str,
+    mtu: Option<u32>,
+    /// Whose packet it answers, that packet's relative sequence number, IP length and DF bit.
+    answers: &'static str,
+    answers_role: Option<&'static str>,
+    answers_frame: Option<FrameView>,
+    seq: Option<u32>,
+    quoted_len: u32,
+    dont_fragment: bool,
+    /// What a Linux connect() fails with when this answers the SYN (null: it does not fail).
+    errno: Option<u16>,
+    errno_text: Option<&'static str>,
+}
+
+fn icmp_view(c: &Connection, a: &IcmpAnswer) -> IcmpView {
+    let errno = a.kind.connect_errno(a.sender.is_ipv6());
+    IcmpView {
+        file: a.at.file,
+        frame: a.at.frame,
+        time: epoch(a.time_ns),
+        offset: seconds(a.time_ns - c.first_time_ns),
+        sender: a.sender.to_string(),
+        kind: a.kind.slug(),
+        meaning: a.kind.meaning(),
+        mtu: a.mtu,
+        answers: a.answers.name(),
+        answers_role: a.answers_role.map(|r| r.slug()),
+        answers_frame: a.answers_frame.map(FrameView::from),
+        seq: c.base_seq[a.answers.index()].map(|base| a.seq.wrapping_sub(base)),
+        quoted_len: a.quoted_len,
+        dont_fragment: a.dont_fragment,
+        errno: errno.map(|e| e.0),
+        errno_text: errno.map(|e| e.1),
+    }
 }
 
 impl From<Summary> for SummaryView {
     fn from(s: Summary) -> Self {
-        SummaryView { packets: s.packets, tcp_segments: s.tcp_segments, skipped: s.skipped, connections: s.connections }
+        SummaryView { packets: s.packets, tcp_segments: s.tcp_segments, skipped: s.skipped, connections: s.connections, icmp: None }
     }
 }
 
@@ -198,6 +279,9 @@ struct ConnectionView {
     series: Vec<SeriesView>,
     events: Vec<EventView>,
     events_dropped: u32,
+    /// ICMP errors that answered its packets; absent when none did.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    icmp: Vec<IcmpView>,
 }
 
 #[derive(Serialize)]
@@ -470,6 +554,7 @@ fn connection_view(c: &Connection, end_ns: i64) -> ConnectionView {
         series: verdict.series.iter().map(|s| series_view(c, s)).collect(),
         events: c.events.iter().map(|e| event_view(c, e)).collect(),
         events_dropped: c.events_dropped,
+        icmp: c.icmp_answers().iter().map(|a| icmp_view(c, a)).collect(),
     }
 }
 
@@ -483,13 +568,29 @@ pub fn connection_json(c: &Connection, end_ns: i64) -> String {
     serde_json::to_string(&connection_view(c, end_ns)).unwrap_or_default()
 }
 
+/// The connection's ICMP answers as the JSON document shows them (`connections[].icmp`).
+pub fn icmp_value(c: &Connection) -> serde_json::Value {
+    let views: Vec<IcmpView> = c.icmp_answers().iter().map(|a| icmp_view(c, a)).collect();
+    serde_json::to_value(views).unwrap_or_default()
+}
+
+/// The connection's path MTU black hole (detect::icmp::black_hole), or null.
+pub fn black_hole_value(c: &Connection) -> serde_json::Value {
+    match detect::icmp::black_hole(c) {
+        Some(h) => serde_json::json!({"from": h.from.name(), "len": h.len, "mtu": h.mtu, "frag_needed": h.frag_needed}),
+        None => serde_json::Value::Null,
+    }
+}
+
 /// A capture's pcapng notes as the JSON document shows them (null for classic pcap).
 pub fn notes_value(f: &FileReport) -> serde_json::Value {
     f.notes.as_ref().map_or(serde_json::Value::Null, |n| serde_json::to_value(NotesView::of(n)).unwrap_or_default())
 }
 
 pub fn summary_view(a: &Analysis) -> SummaryView {
-    a.summary().into()
+    let mut view: SummaryView = a.summary().into();
+    view.icmp = IcmpSummaryView::of(&a.icmp);
+    view
 }
 
 /// Writes the whole document. Connections are written one at a time, so memory does not grow

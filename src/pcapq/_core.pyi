@@ -15,16 +15,20 @@ JSON_SCHEMA_VERSION: Final[int]
 
 # The core's words (src/detect, src/flow); tests/test_vocabulary.py fails when these drift from
 # VOCABULARY.
-Outcome = Literal["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial"]
+Outcome = Literal[
+    "completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
+    "unreachable",
+]
 Symptom = Literal[
     "syn_retransmitted", "synack_retransmitted", "final_ack_dropped", "request_unacked", "data_retransmitted",
     "syncookie_suspected", "reset_after_ack", "reset_after_expiry", "rejected", "tfo_fallback",
-    "defer_accept_suspected", "syn_after_rst", "spurious_retransmission",
+    "defer_accept_suspected", "syn_after_rst", "spurious_retransmission", "mtu_black_hole",
 ]
 Fact = Literal[
     "syn_unanswered", "half_open", "one_syn", "probe", "scan_probe", "stray_ack_reset", "reused_in_time_wait",
     "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window", "silent_host",
-    "loopback", "synack_ignored", "rst_unprovoked",
+    "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
+    "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered",
 ]
 Mark = Outcome | Symptom | Fact
 EventKind = Literal[
@@ -39,6 +43,14 @@ LogKind = Literal[
     "bad_gateway", "answered",
 ]
 LogShape = Literal["no_handshake", "unanswered", "refused", "reset", "server_closed", "answered"]
+IcmpKind = Literal[
+    "net_unreachable", "host_unreachable", "protocol_unreachable", "port_unreachable", "frag_needed",
+    "source_route_failed", "net_unknown", "host_unknown", "host_isolated", "net_prohibited", "host_prohibited",
+    "net_unreachable_for_tos", "host_unreachable_for_tos", "admin_prohibited", "precedence_violation",
+    "precedence_cutoff", "unreachable_other", "no_route", "beyond_scope", "address_unreachable",
+    "source_policy_failed", "reject_route", "ipv6_unreachable_other", "packet_too_big", "ttl_exceeded",
+    "reassembly_time_exceeded",
+]
 
 class _Vocabulary(TypedDict):
     outcomes: list[Outcome]
@@ -51,6 +63,7 @@ class _Vocabulary(TypedDict):
     packet_roles: list[PacketRole]
     log_kinds: list[LogKind]
     log_shapes: list[LogShape]
+    icmp_kinds: list[IcmpKind]
 
 VOCABULARY: Final[_Vocabulary]
 

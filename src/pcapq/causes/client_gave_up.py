@@ -7,7 +7,7 @@ from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
-NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked"]
+NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked", "icmp_answered"]
 
 
 def gave_up_evidence(c: dict) -> list[dict]:
@@ -52,6 +52,7 @@ CAUSE = Cause(
         "a request the server had acknowledged (that is a slow server, or an answered exchange)",
         "a scanner's probes",
         "a client RST answering an ACK that came instead of a SYN-ACK (a 4-tuple still in TIME-WAIT)",
+        "connections an ICMP error answered (the ICMP findings take them)",
     ),
     disproved_by=("the proxy's error log without connect or read timeouts at those times",),
     proxy_log=("client_gone",),

@@ -8,7 +8,7 @@ from pcapq.diagnose.finding import Finding
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    refused = ctx.select(any_of=["refused", "rejected"], none_of=["scan_probe"])
+    refused = ctx.select(any_of=["refused", "rejected"], none_of=["scan_probe", "icmp_answered"])
     if not refused:
         return None
     ctx.claim(refused)
@@ -32,6 +32,7 @@ CAUSE = Cause(
     exclusions=(
         "a scanner's probes (one finding for the scan instead)",
         "an RST followed by the completed handshake: forged or stale, the port was open",
+        "connections an ICMP error answered (the ICMP findings take them)",
     ),
     disproved_by=("a listener on that port at that time (`ss -lnt` on the server)", "RSTs forged on the way (their TTL differs from the server's other packets)"),
     proxy_log=("refused",),

@@ -12,7 +12,7 @@ LISTEN_DROP_MIN = 3
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host", "scan_probe"])
+    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host", "scan_probe", "icmp_answered"])
     if len(unanswered) < LISTEN_DROP_MIN:
         return None
     loopback = ctx.count(all_of=["syn_unanswered", "loopback"]) == len(unanswered)
@@ -51,6 +51,7 @@ CAUSE = Cause(
         "a host that never sent a packet in the capture (down, or filtered)",
         "a scanner's probes",
         "SYNs in a window where the listener's accept queue was full (that finding takes them)",
+        "connections an ICMP error answered (the ICMP findings take them)",
     ),
     disproved_by=(
         "TcpExtListenDrops unchanged over the capture: then not the listener, but a firewall or conntrack",

@@ -7,7 +7,8 @@ from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
 # What the path cannot have lost, or what another finding explains.
-NOT_LOSS = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback", "stray_ack_reset"]
+NOT_LOSS = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback", "stray_ack_reset",
+            "icmp_answered", "mtu_black_hole", "pmtu_discovered"]
 GAVE_UP = ["abandoned", "reset_by_client"]
 
 
@@ -66,6 +67,9 @@ CAUSE = Cause(
         "loopback: there is no path",
         "a SYN re-sent after the client reset an ACK that came instead of a SYN-ACK (a 4-tuple in TIME-WAIT)",
         "a host that never sent a packet (down or filtered)",
+        "packets an ICMP error answered, and full-size segments lost to a path MTU black hole (those findings take them)",
+        "segments re-sent smaller after an ICMP fragmentation-needed / packet-too-big error: path MTU discovery working "
+        "(RFC 1191), not loss",
     ),
     disproved_by=("interface and conntrack counters that did not move (`ip -s link`, `conntrack -S`)",),
     confidence="0.6 with data re-sent or a lost SYN-ACK; 0.5 with unanswered SYNs only",

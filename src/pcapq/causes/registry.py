@@ -7,8 +7,12 @@ from pcapq.causes import (
     accept_queue_overflow,
     client_gave_up,
     closed_port,
+    firewall_reject,
     listen_drops,
+    mtu_black_hole,
     network_loss,
+    no_route,
+    no_such_port,
     port_exhaustion,
     port_reuse,
     port_scan,
@@ -16,12 +20,18 @@ from pcapq.causes import (
     slow_server,
     syn_flood,
     syn_queue_overflow,
+    ttl_exceeded,
 )
 from pcapq.causes.cause import Cause
 
 MODULES = [
     port_scan,
     syn_flood,
+    firewall_reject,
+    no_route,
+    no_such_port,
+    ttl_exceeded,
+    mtu_black_hole,
     closed_port,
     accept_queue_overflow,
     syn_queue_overflow,

@@ -10,7 +10,7 @@ from pcapq.diagnose.finding import Finding
 
 def rule(ctx: EpisodeContext) -> Finding | None:
     # A real client's kernel sends its SYN again; a scanner's or a spoofer's does not.
-    unanswered = ctx.select(all_of=["silent_host", "syn_retransmitted"], none_of=["scan_probe"])
+    unanswered = ctx.select(all_of=["silent_host", "syn_retransmitted"], none_of=["scan_probe", "icmp_answered"])
     if not unanswered:
         return None
     address = ctx.server.rsplit(":", 1)[0]
@@ -20,7 +20,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         "SYNs without a word (or the capture sees only one direction)"
     )
     evidence = [e for c in ctx.examples(unanswered) for e in series_frame(c, "syn", "SYN sent again, nothing came back")]
-    involved = ctx.select(all_of=["silent_host"], none_of=["scan_probe"])
+    involved = ctx.select(all_of=["silent_host"], none_of=["scan_probe", "icmp_answered"])
     ctx.claim(involved)
     return ctx.finding("silent_host", involved, 0.6, reason, evidence, rests_on=[
         f"no packet from {address} in the whole capture",
@@ -42,7 +42,7 @@ CAUSE = Cause(
     precedence=45,
     rule=rule,
     evidence="the server's address sent no packet in the whole capture, and a client re-sent its SYN",
-    exclusions=("one-shot SYNs never re-sent (scanners, spoofed sources)",),
+    exclusions=("one-shot SYNs never re-sent (scanners, spoofed sources)", "connections an ICMP error answered (the ICMP findings take them)"),
     disproved_by=("a capture taken on both directions showing the host's answers",),
     proxy_log=("timed_out",),
     confidence="0.6: a down host, a silent firewall and a one-way capture look alike",

@@ -80,6 +80,10 @@ class TsharkResult:
     version: str
 
 
+# TCP segments only: tshark dissects the TCP header an ICMP error quotes, pcapq never counts it.
+TCP_ONLY = "tcp && !icmp && !icmpv6"
+
+
 def find_tshark() -> str:
     path = shutil.which("tshark")
     if path is None:
@@ -128,7 +132,7 @@ def _pyshark_frames(tshark: str, path: str | Path, packets: int) -> dict[int, Fr
         override_prefs=PREFS,
         tshark_path=tshark,
         custom_parameters=["-2"],
-        display_filter="tcp",
+        display_filter=TCP_ONLY,
         eventloop=loop,
     )
     frames: dict[int, Frame] = {}
@@ -171,7 +175,7 @@ def _pyshark_frames(tshark: str, path: str | Path, packets: int) -> dict[int, Fr
 
 def _last_tcp_frame(tshark: str, path: str | Path) -> int:
     out = subprocess.run(
-        [tshark, "-r", str(path), "-Y", "tcp", "-T", "fields", "-e", "frame.number"],
+        [tshark, "-r", str(path), "-Y", TCP_ONLY, "-T", "fields", "-e", "frame.number"],
         capture_output=True,
         text=True,
         check=False,
@@ -198,7 +202,7 @@ FIELDS = (
 
 
 def _field_frames(tshark: str, path: str | Path) -> dict[int, Frame]:
-    cmd = [tshark, "-2", "-n", "-r", str(path), "-Y", "tcp", "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"]
+    cmd = [tshark, "-2", "-n", "-r", str(path), "-Y", TCP_ONLY, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=f"]
     for name, value in PREFS.items():
         cmd += ["-o", f"{name}:{value}"]
     for f in FIELDS:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pcapq.lab import scenarios
+from pcapq.lab import icmp_scenarios, scenarios
 from pcapq.lab.namespaces import NetnsPair
 from pcapq.lab.scenarios import Run
 
@@ -24,6 +24,76 @@ class Scenario:
     """The client error the scenario is meant to produce; any other is a failed run."""
     python_modules: tuple[str, ...] = field(default=())
     """Python modules the scenario needs in this interpreter (scapy for raw SYNs)."""
+
+
+# Issue 18: ICMP answers to the client's SYNs, and a path MTU black hole (src/pcapq/lab/icmp_scenarios.py).
+ICMP_SCENARIOS = (
+    Scenario(
+        "icmp_admin_prohibited",
+        "a reject rule on the server's host answers SYNs with ICMP admin-prohibited",
+        "nftables on the server's host rejects SYNs to the port with ICMP administratively prohibited. "
+        "Each connect() fails at once with EHOSTUNREACH (113: No route to host); no SYN is sent again.",
+        lambda net, pcap: icmp_scenarios.reject(net, pcap, with_icmp="admin-prohibited"),
+        tools=("ip", "tcpdump", "nstat", "nft"),
+        client_error="No route to host",
+    ),
+    Scenario(
+        "icmp_port_unreachable",
+        "a reject rule answers SYNs with ICMP port unreachable (iptables' default REJECT)",
+        "nftables on the server's host rejects SYNs with ICMP port unreachable instead of the RST a "
+        "closed port gives. connect() fails at once with ECONNREFUSED, as for an RST.",
+        lambda net, pcap: icmp_scenarios.reject(net, pcap, with_icmp="port-unreachable"),
+        tools=("ip", "tcpdump", "nstat", "nft"),
+        client_error="Connection refused",
+    ),
+    Scenario(
+        "icmp_host_unreachable",
+        "a router with an unreachable route answers SYNs with ICMP host unreachable",
+        "The client reaches 198.51.100.9 through a router whose route to it is `unreachable`: the "
+        "router answers each SYN with ICMP host unreachable and connect() fails at once with "
+        "EHOSTUNREACH (113: No route to host).",
+        lambda net, pcap: icmp_scenarios.route(net, pcap, kind="unreachable"),
+        tools=("ip", "tcpdump", "nstat"),
+        client_error="No route to host",
+    ),
+    Scenario(
+        "icmp_route_prohibit",
+        "a router with a prohibit route answers SYNs with ICMP admin-prohibited",
+        "The router's route to 198.51.100.0/24 is `prohibit`: it answers each SYN with ICMP "
+        "communication administratively prohibited (code 13); connect() fails with EHOSTUNREACH.",
+        lambda net, pcap: icmp_scenarios.route(net, pcap, kind="prohibit"),
+        tools=("ip", "tcpdump", "nstat"),
+        client_error="No route to host",
+    ),
+    Scenario(
+        "route_blackhole",
+        "a router with a blackhole route drops SYNs without a word",
+        "The router's route to 198.51.100.0/24 is `blackhole`: SYNs vanish, nothing answers, the "
+        "client sends them again on the backoff until its timeout. No ICMP: not an ICMP finding.",
+        lambda net, pcap: icmp_scenarios.route(net, pcap, kind="blackhole", connections=2),
+        tools=("ip", "tcpdump", "nstat"),
+        client_error="TimeoutError",
+    ),
+    Scenario(
+        "icmp_ttl_exceeded",
+        "the client's TTL runs out at the router: ICMP time exceeded",
+        "The client sends with TTL 1 to an address one hop past the router: the router answers each "
+        "SYN with ICMP time exceeded, and connect() fails at once with EHOSTUNREACH.",
+        lambda net, pcap: icmp_scenarios.ttl_exceeded(net, pcap),
+        tools=("ip", "tcpdump", "nstat"),
+        client_error="No route to host",
+    ),
+    Scenario(
+        "mtu_black_hole",
+        "full-size segments vanish on a smaller-MTU link that sends no ICMP",
+        "The client advertises an MSS of 1460 but its link takes only 1000-byte frames and says nothing. "
+        "The handshake and the request get through; the server's full-size response segments are sent "
+        "again and again, never acknowledged, until the client gives up.",
+        lambda net, pcap: icmp_scenarios.mtu_black_hole(net, pcap),
+        tools=("ip", "tcpdump", "nstat"),
+        client_error="TimeoutError",
+    ),
+)
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -186,5 +256,6 @@ SCENARIOS: dict[str, Scenario] = {
             lambda net, pcap: scenarios.app_reset(net, pcap, connections=3),
             client_error="ConnectionResetError",
         ),
+        *ICMP_SCENARIOS,
     )
 }

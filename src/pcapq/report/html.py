@@ -38,6 +38,7 @@ OUTCOME_COLOURS = {
     "reset_by_server": "#a93226",
     "reset_by_client": "#f1948a",
     "partial": "#c8ccd0",
+    "unreachable": "#5b2c6f",
 }
 SERIES_COLOURS = {"syn": "#d64541", "synack": "#8e44ad", "data": "#e67e22"}
 # The chart's retransmission bars: no outcome's colour (abandoned's orange was mistaken for it).

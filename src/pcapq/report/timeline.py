@@ -15,8 +15,9 @@ from typing import Any, Iterable, Mapping, Optional
 from pcapq._core import Analysis
 
 # Outcomes in which the connection did not do its job (docs/diagnosis.md, "Outcome").
-FAILED_OUTCOMES = ("refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client")
-OUTCOMES = ("completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial")
+FAILED_OUTCOMES = ("refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "unreachable")
+OUTCOMES = ("completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
+            "unreachable")
 
 SCHEDULE_NAMES = {
     "syn_linear": "the linear SYN schedule",
@@ -280,6 +281,38 @@ def _slots(conn: dict[str, Any]) -> list[Slot]:
     return out
 
 
+def icmp_note(a: dict[str, Any]) -> str:
+    """An ICMP error answering one of the connection's packets, in plain words (docs/json.md
+    `connections[].icmp`)."""
+    roles = {"syn": "SYN", "synack": "SYN-ACK", "handshake_ack": "handshake ACK", "ack": "ACK", "data": "data",
+             "retransmit": "re-sent segment", "fin": "FIN", "rst": "RST"}
+    answered = roles.get(a["answers_role"] or "", "packet")
+    where = f" (frame {a['answers_frame']['frame']})" if a["answers_frame"] else ""
+    note = f"ICMP {a['meaning']} from {a['sender']}, answering the {a['answers']}'s {answered}{where}"
+    if a["mtu"]:
+        note += f": next-hop MTU {a['mtu']:,}, the packet was {a['quoted_len']:,} bytes"
+    if a["errno"] is not None and a["answers"] == "client" and a["answers_role"] == "syn":
+        note += f"; a Linux connect() fails at once with {a['errno']} ({a['errno_text']})"
+    return note
+
+
+def icmp_row(conn: dict[str, Any], a: dict[str, Any]) -> Row:
+    """An ICMP error as a timeline row: it travels towards the side whose packet it quotes."""
+    return Row(
+        file=a["file"],
+        frame=a["frame"],
+        time=a["time"],
+        offset=a["offset"],
+        side="server" if a["answers"] == "client" else "client",
+        flags="ICMP",
+        seq=a["seq"],
+        ack=None,
+        length=0,
+        kind="icmp",
+        note=icmp_note(a),
+    )
+
+
 def annotate(conn: dict[str, Any]) -> ConnectionTimeline:
     """The timeline of one connection, from its JSON object (docs/json.md)."""
     notes = _Annotator(conn)
@@ -299,6 +332,7 @@ def annotate(conn: dict[str, Any]) -> ConnectionTimeline:
         )
         for previous, e in zip([None, *conn["events"]], conn["events"])
     ]
+    rows = sorted(rows + [icmp_row(conn, a) for a in conn.get("icmp", ())], key=lambda r: (r.file, r.frame))
     return ConnectionTimeline(
         id=conn["id"],
         client=conn["client"],

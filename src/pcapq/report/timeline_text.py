@@ -22,6 +22,7 @@ OUTCOME_STYLES = {
     "reset_by_server": "red",
     "reset_by_client": "yellow",
     "partial": "dim",
+    "unreachable": "magenta",
 }
 
 

@@ -212,6 +212,16 @@ def _application_outcome(conn: dict, ctx: _Context) -> str:
         return "the client gave up on a connection that never got an answer (the proxy's timeout)."
     if outcome == "open":
         return "the connection was still waiting when the capture ended."
+    if outcome == "unreachable":
+        hard = [a for a in conn.get("icmp", ()) if a["answers"] == "client" and a["errno"] is not None]
+        if hard:
+            a = hard[-1]
+            return (f"{a['sender']} answered the SYN with ICMP {a['meaning']} (frame {a['frame']}): a Linux connect() "
+                    f"fails at once with errno {a['errno']}, and nginx logs \"connect() failed ({a['errno']}: "
+                    f"{a['errno_text']}) while connecting to upstream\" and answers 502.")
+    if conn.get("black_hole") or "mtu_black_hole" in conn["symptoms"]:
+        return ("full-size segments never got through while small ones did (a path MTU black hole): the reader "
+                "waits until its timeout, nginx logs \"upstream timed out (110: Connection timed out)\" and answers 504.")
     return f"{outcome.replace('_', ' ')}."
 
 

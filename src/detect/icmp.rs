@@ -1,0 +1,155 @@
+//! What ICMP errors tied to a connection (src/flow/icmp.rs) mean for its verdict: a connect
+//! attempt ended by an error, and a path MTU black hole.
+
+use crate::decode::icmp::{IcmpClass, IcmpKind};
+use crate::flow::connection::DataSeries;
+use crate::flow::icmp::IcmpAnswer;
+use crate::flow::{Connection, Side};
+
+/// A re-sent segment at least this long can be a path MTU victim: below it, the IPv6 minimum
+/// MTU (1280, RFC 8200 §5) and every IPv4 path worth the name carry it.
+pub const MIN_BLACK_HOLE_LEN: u32 = 1200;
+/// Sends of one segment, all full-size and unacknowledged, before it is a black hole: the first
+/// send and at least two timer re-sends (one loss is loss).
+const MIN_BLACK_HOLE_SENDS: usize = 3;
+
+/// The error that ended the client's connect(): one that answered the client's SYN (its quoted
+/// sequence number is the ISN), of a kind Linux treats as fatal in SYN-SENT, after which no
+/// SYN-ACK came and the client sent no other SYN. We model Linux here (Linux v6.6
+/// net/ipv4/tcp_ipv4.c: tcp_v4_err(), net/ipv6/tcp_ipv6.c: tcp_v6_err(): in SYN-SENT the
+/// error is given to connect() and the socket closed, tcp_done()). A client that re-sends its
+/// SYN after each error (Windows does) and is answered again ends the same way.
+pub fn connect_error(c: &Connection) -> Option<&IcmpAnswer> {
+    if c.partial || c.synack_count > 0 {
+        return None;
+    }
+    let isn = c.base_seq[Side::Client.index()]?;
+    let last_syn_ns = c.retransmits.as_ref().and_then(|log| log.syn.last()).map(|s| s.time_ns).or(c.syn_time_ns)?;
+    let v6 = c.client.ip.is_ipv6();
+    c.icmp_answers()
+        .iter()
+        .rev()
+        .find(|a| a.answers == Side::Client && a.seq == isn && a.kind.connect_errno(v6).is_some())
+        .filter(|a| a.time_ns >= last_syn_ns)
+}
+
+/// The classes of the errors that answered the connection's packets (too-big ones aside).
+pub fn classes(c: &Connection) -> impl Iterator<Item = IcmpClass> + '_ {
+    c.icmp_answers().iter().map(|a| a.kind.class()).filter(|&k| k != IcmpClass::TooBig)
+}
+
+/// A path MTU black hole: a full-size data segment sent again and again and never
+/// acknowledged, while the connection's smaller packets got through (the peer had acknowledged
+/// everything before it), or while a router said the segment was too big and it was not sent
+/// smaller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlackHole {
+    pub from: Side,
+    /// The payload length that never got through.
+    pub len: u32,
+    /// The MTU a router announced for it, if any error came back.
+    pub mtu: Option<u32>,
+    pub frag_needed: bool,
+}
+
+pub fn black_hole(c: &Connection) -> Option<BlackHole> {
+    let log = c.retransmits.as_ref()?;
+    log.data.iter().find_map(|d| stuck_full_size(c, d))
+}
+
+fn stuck_full_size(c: &Connection, d: &DataSeries) -> Option<BlackHole> {
+    if d.acked || d.sends.len() < MIN_BLACK_HOLE_SENDS || d.last_len < MIN_BLACK_HOLE_LEN {
+        return None;
+    }
+    let too_big = c.icmp_answers().iter().find(|a| a.answers == d.from && matches!(a.kind, IcmpKind::FragNeeded | IcmpKind::PacketTooBig));
+    // Smaller packets got through: the handshake completed and the peer had acknowledged
+    // everything the sender sent before this segment (at least its SYN or SYN-ACK).
+    let smaller_through = c.handshake_completed() && d.peer_ack == Some(d.seq);
+    if !smaller_through && too_big.is_none() {
+        return None;
+    }
+    Some(BlackHole { from: d.from, len: d.last_len, mtu: too_big.and_then(|a| a.mtu), frag_needed: too_big.is_some() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::connection::Send;
+    use crate::flow::FrameRef;
+
+    fn conn() -> Connection {
+        let ep = |s: &str| crate::flow::Endpoint { ip: "10.0.0.1".parse().unwrap(), port: s.parse().unwrap() };
+        let mut c = Connection::new(0, ep("40000"), ep("9000"), false, FrameRef::default(), 0);
+        c.base_seq = [Some(100), Some(5000)];
+        c.syn_count = 1;
+        c.syn_time_ns = Some(0);
+        c
+    }
+
+    fn answer(kind: IcmpKind, seq: u32, time_ns: i64, answers: Side) -> IcmpAnswer {
+        IcmpAnswer {
+            at: FrameRef { file: 0, frame: 2 },
+            time_ns,
+            sender: "192.0.2.1".parse().unwrap(),
+            kind,
+            mtu: Some(1400),
+            answers,
+            seq,
+            quoted_len: 60,
+            dont_fragment: true,
+            answers_role: None,
+            answers_frame: None,
+        }
+    }
+
+    fn with_icmp(mut c: Connection, a: IcmpAnswer) -> Connection {
+        c.icmp.get_or_insert_with(Box::default).answers.push(a);
+        c
+    }
+
+    #[test]
+    fn test_syn_sent_fatal_error_quoting_the_syn_ends_the_connect() {
+        let c = with_icmp(conn(), answer(IcmpKind::HostProhibited, 100, 10, Side::Client));
+        assert_eq!(connect_error(&c).map(|a| a.kind), Some(IcmpKind::HostProhibited));
+    }
+
+    #[test]
+    fn test_syn_sent_frag_needed_or_late_syn_does_not_end_the_connect() {
+        let c = with_icmp(conn(), answer(IcmpKind::FragNeeded, 100, 10, Side::Client));
+        assert_eq!(connect_error(&c), None);
+        let mut c = with_icmp(conn(), answer(IcmpKind::PortUnreachable, 100, 10, Side::Client));
+        let send = |t| Send { at: FrameRef::default(), time_ns: t, triggered: false };
+        c.retransmits_mut().syn = vec![send(0), send(1_000_000_000)];
+        assert_eq!(connect_error(&c), None);
+        c.synack_count = 1;
+        assert_eq!(connect_error(&c), None);
+    }
+
+    #[test]
+    fn test_established_full_size_segment_never_acked_after_smaller_ones_is_a_black_hole() {
+        let mut c = conn();
+        let send = |t| Send { at: FrameRef::default(), time_ns: t, triggered: false };
+        let log = c.retransmits_mut();
+        log.data(Side::Server, 5101, Some(send(0)), send(1), false);
+        log.data(Side::Server, 5101, None, send(2), false);
+        log.sized(Side::Server, 5101, 1448, Some(5101));
+        c.handshake_ack_time_ns = Some(1);
+        let hole = black_hole(&c).unwrap();
+        assert_eq!((hole.from, hole.len, hole.mtu), (Side::Server, 1448, None));
+        c.retransmits_mut().acknowledged(Side::Server, 5101 + 1448);
+        assert_eq!(black_hole(&c), None);
+    }
+
+    #[test]
+    fn test_established_segment_stuck_with_data_unacknowledged_before_it_needs_a_too_big_error() {
+        let mut c = conn();
+        let send = |t| Send { at: FrameRef::default(), time_ns: t, triggered: false };
+        let log = c.retransmits_mut();
+        log.data(Side::Server, 5001, Some(send(0)), send(1), false);
+        log.data(Side::Server, 5001, None, send(2), false);
+        log.sized(Side::Server, 5001, 1448, Some(4000));
+        assert_eq!(black_hole(&c), None);
+        let c = with_icmp(c, answer(IcmpKind::FragNeeded, 5001, 3, Side::Server));
+        assert_eq!(black_hole(&c).map(|h| (h.mtu, h.frag_needed)), Some((Some(1400), true)));
+    }
+}

@@ -1,0 +1,93 @@
+"""What the ICMP causes share: which errors a connection got, who sent them, what a Linux
+connect() made of them and what nginx then logged. Not a cause (the registry does not list it)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+from pcapq.causes.context import EpisodeContext, frame, plural
+from pcapq.diagnose.finding import Finding
+
+# ICMP kind slugs by the fact the core marks them with (src/decode/icmp.rs: IcmpKind::class()).
+CLASSES = {
+    "icmp_prohibited": {"net_prohibited", "host_prohibited", "admin_prohibited", "precedence_violation",
+                        "precedence_cutoff", "source_policy_failed", "reject_route"},
+    "icmp_no_route": {"net_unreachable", "host_unreachable", "source_route_failed", "net_unknown", "host_unknown",
+                      "host_isolated", "net_unreachable_for_tos", "host_unreachable_for_tos", "unreachable_other",
+                      "no_route", "beyond_scope", "address_unreachable", "ipv6_unreachable_other"},
+    "icmp_port_unreachable": {"port_unreachable", "protocol_unreachable"},
+    "icmp_ttl_exceeded": {"ttl_exceeded", "reassembly_time_exceeded"},
+}
+
+# errno -> key of pcapq.causes.proxy_log.LINES (nginx logs strerror() of what connect() returned).
+ERRNO_LINES = {111: "refused", 113: "no_route_to_host", 101: "net_unreachable", 13: "permission_denied",
+               112: "host_down", 92: "protocol_not_available", 95: "not_supported", 64: "not_on_network",
+               71: "protocol_error"}
+
+ROLES = {"syn": "SYN", "synack": "SYN-ACK", "handshake_ack": "handshake ACK", "ack": "ACK", "data": "data",
+         "retransmit": "re-sent segment", "fin": "FIN", "rst": "RST"}
+
+# What every ICMP cause rests on in the kernel.
+KERNEL = (
+    "Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_err() and net/ipv6/tcp_ipv6.c: tcp_v6_err(): in SYN-SENT an "
+    "unreachable or time-exceeded error ends connect() at once (errno from net/ipv4/icmp.c: icmp_err_convert[], "
+    "net/ipv6/icmp.c: icmpv6_err_convert()); later in a connection it is soft: the kernel re-sends and reports it "
+    "at the timeout"
+)
+
+
+def answers(c: dict, fact: str) -> list[dict]:
+    """The connection's ICMP answers of one class."""
+    return [a for a in c.get("icmp") or () if a["kind"] in CLASSES[fact]]
+
+
+def icmp_rule(ctx: EpisodeContext, cause: str, fact: str, what: str, confidence: float) -> Finding | None:
+    """One finding for the connections the errors of `fact` answered: who sent them, which kinds,
+    how many connects they ended, and what the proxy logged."""
+    hit = ctx.select(all_of=[fact], none_of=["scan_probe"])
+    if not hit:
+        return None
+    ended = ctx.count(all_of=[fact, "unreachable"])
+    examples = ctx.examples(hit)
+    seen = [a for c in examples for a in answers(c, fact)]
+    senders = Counter(a["sender"] for a in seen)
+    kinds = Counter(a["kind"].replace("_", " ") for a in seen)
+    server_ip = ctx.server.rsplit(":", 1)[0].strip("[]")
+    who = ", ".join(
+        f"{s} (the server's own host)" if s == server_ip else s for s, _ in senders.most_common(3)
+    ) or "the path"
+    reason = (
+        f"ICMP {' / '.join(k for k, _ in kinds.most_common(3)) or 'errors'} from {who} answered "
+        f"{plural(len(hit), 'connection')}' packets to {ctx.server}: {what}"
+    )
+    if ended:
+        reason += f"; {plural(ended, 'connect')} ended by it at once (no SYN-ACK, no SYN after the error)"
+    retried = ctx.count(all_of=[fact, "syn_retransmitted"])
+    if retried:
+        reason += f"; {plural(retried, 'client')} sent the SYN again after an error (Windows does; Linux gives up)"
+    evidence = []
+    for c in examples:
+        a = next(iter(answers(c, fact)), None)
+        if a:
+            role = ROLES.get(a["answers_role"] or "", "packet")
+            evidence.append(frame(a["file"], a["frame"], f"ICMP {a['kind'].replace('_', ' ')} from {a['sender']} "
+                                  f"answering the {a['answers']}'s {role} (connection {c['id']})"))
+    errnos = Counter(a["errno"] for a in seen if a["answers"] == "client" and a["errno"] is not None)
+    keys = [ERRNO_LINES[e] for e, _ in errnos.most_common() if e in ERRNO_LINES] or None
+    rests_on = [f"{plural(len(seen), 'ICMP error')} quoting the connections' own packets (ports and sequence number)"]
+    if ended:
+        rests_on.append(f"{plural(ended, 'connection')} with no SYN-ACK and no SYN after the error")
+    ctx.claim(hit)
+    details = {"senders": dict(senders), "kinds": {k.replace(" ", "_"): n for k, n in kinds.items()},
+               "connects_ended": ended}
+    return ctx.finding(cause, hit, confidence if ended else confidence - 0.1, reason, evidence,
+                       rests_on=rests_on, details=details, proxy_log=keys)
+
+
+EXCLUSIONS: Sequence[str] = (
+    "an error quoting a sequence number outside the connection's window (Linux ignores it too: "
+    "TcpExtOutOfWindowIcmps)",
+    "an error quoting fewer than 8 bytes of TCP (Linux reads none)",
+    "a scanner's probes",
+)

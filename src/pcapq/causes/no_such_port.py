@@ -1,0 +1,31 @@
+"""ICMP port unreachable answered TCP: iptables' default REJECT, or nft `reject` without a type."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext
+from pcapq.causes.icmp_words import EXCLUSIONS, KERNEL, icmp_rule
+from pcapq.diagnose.finding import Finding
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    return icmp_rule(ctx, "no_such_port", "icmp_port_unreachable", 'nothing listens there, and the host (or a reject rule with port-unreachable) said so with ICMP instead of an RST', 0.85)
+
+
+CAUSE = Cause(
+    slug="no_such_port",
+    title='Port unreachable (ICMP)',
+    phrase='a port answered unreachable by ICMP',
+    advice=(
+        "The host answered with ICMP port unreachable, which a TCP stack does not send for a closed port (it sends an RST): a firewall rule `reject with icmp port-unreachable` (iptables' default REJECT) is answering. List the rules on the sender (`nft list ruleset`, `iptables -S`), and check that the upstream listens (`ss -lnt`)."
+    ),
+    scope="episode",
+    precedence=7,
+    rule=rule,
+    evidence='an ICMP port or protocol unreachable (IPv4 type 3 code 2 or 3, ICMPv6 type 1 code 4) quoting a packet of the connection',
+    exclusions=EXCLUSIONS,
+    disproved_by=('a listener on the port at that time and no reject rule on the sender',),
+    proxy_log=("refused",),
+    confidence="0.85 when the error ended the connect (no SYN-ACK, no SYN after it); 0.75 otherwise",
+    kernel=KERNEL,
+)

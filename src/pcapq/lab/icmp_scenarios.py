@@ -1,0 +1,115 @@
+"""Scenarios in which ICMP answers the client's SYNs (issue 18): a reject rule on the server's host,
+a route that says no on a router, a TTL that runs out, and a blackhole route that says nothing.
+
+For the route scenarios the server namespace is also the router: the client reaches the upstream
+address UPSTREAM (TEST-NET-2, RFC 5737 §3, owned by no one) through it, and tcpdump on the
+server's veth sees the SYN and the router's answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+
+from pcapq.lab.namespaces import NetnsPair
+from pcapq.lab.scenarios import PEERS, PORT, Run, _run, start_server
+
+REJECT_TABLE = "pcapq_reject"
+UPSTREAM_NET = "198.51.100.0/24"
+UPSTREAM = "198.51.100.9"
+CAPTURE_FILTER = ["tcp or icmp or icmp6"]
+
+
+def _connects(net: NetnsPair, host: str, connections: int, timeout: float) -> str:
+    """`connections` sequential connects from the client namespace to host:PORT; its stdout."""
+    argv = [*PEERS, "client", host, str(PORT), "--count", str(connections), "--timeout", str(timeout),
+            "--deadline", str(connections * (timeout + 1) + 5)]
+    net.say(f"client: {connections} sequential connects to {host}:{PORT}, {timeout} s timeout each")
+    return net.run(net.client_ns, argv, timeout=connections * (timeout + 2) + 10).stdout
+
+
+def reject(net: NetnsPair, pcap: Path, with_icmp: str = "admin-prohibited", connections: int = 3) -> Run:
+    """A listener behind an nftables rule on its own host that answers SYNs to the port with
+    `reject with icmp type WITH_ICMP`: the SYN never reaches the listener."""
+    rule = f"tcp dport {PORT} tcp flags & (syn | ack) == syn reject with icmp type {with_icmp}"
+    rules = (f"table inet {REJECT_TABLE} {{\n  chain input {{\n    type filter hook input priority 0; policy accept;\n"
+             f"    {rule}\n  }}\n}}\n")
+    net.run(net.server_ns, ["nft", "-f", "-"], input=rules)
+    net.say(f"nftables in the server namespace: {rule}")
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--count", str(connections), "--deadline", "10")
+    try:
+        with net.capture(pcap, bpf=CAPTURE_FILTER) as cap:
+            out = _connects(net, net.server_ip, connections, timeout=2)
+    finally:
+        net.stop(server)
+    setup = [f"server listen() backlog 128; its input chain: `{rule}`; client: {connections} sequential connects"]
+    return _run(net, pcap, out, cap, before, started, setup)
+
+
+def _route_through_server(net: NetnsPair) -> None:
+    net.sysctl(net.server_ns, "net.ipv4.ip_forward", 1)
+    # Linux answers at most one error per second per destination by default (icmp_ratelimit).
+    net.sysctl(net.server_ns, "net.ipv4.icmp_ratelimit", 0)
+    net.run(net.client_ns, ["ip", "route", "add", UPSTREAM_NET, "via", net.server_ip])
+    net.say(f"client routes {UPSTREAM_NET} through the server namespace, which forwards")
+
+
+def route(net: NetnsPair, pcap: Path, kind: str = "unreachable", connections: int = 3) -> Run:
+    """The router (the server namespace) has `ip route add KIND UPSTREAM_NET`: `unreachable`
+    answers ICMP host unreachable, `prohibit` ICMP administratively prohibited (code 13),
+    `blackhole` drops without a word. The client connects to UPSTREAM."""
+    _route_through_server(net)
+    net.run(net.server_ns, ["ip", "route", "add", kind, UPSTREAM_NET])
+    net.say(f"router: ip route add {kind} {UPSTREAM_NET}")
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    with net.capture(pcap, bpf=CAPTURE_FILTER) as cap:
+        out = _connects(net, UPSTREAM, connections, timeout=3.5 if kind == "blackhole" else 2)
+    setup = [f"client -> router (the server namespace) -> {UPSTREAM}; router: `ip route add {kind} {UPSTREAM_NET}`; "
+             f"client: {connections} sequential connects"]
+    return _run(net, pcap, out, cap, before, started, setup)
+
+
+def ttl_exceeded(net: NetnsPair, pcap: Path, connections: int = 2) -> Run:
+    """The client sends with TTL 1 (net.ipv4.ip_default_ttl=1 in its namespace) to UPSTREAM, one
+    hop beyond the router: the router answers every SYN with ICMP time exceeded."""
+    _route_through_server(net)
+    net.run(net.server_ns, ["ip", "route", "add", UPSTREAM_NET, "via", net.client_ip])
+    net.sysctl(net.client_ns, "net.ipv4.ip_default_ttl", 1)
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    with net.capture(pcap, bpf=CAPTURE_FILTER) as cap:
+        out = _connects(net, UPSTREAM, connections, timeout=2)
+    setup = [f"client (net.ipv4.ip_default_ttl=1) -> router (the server namespace) -> {UPSTREAM}; "
+             f"client: {connections} sequential connects"]
+    return _run(net, pcap, out, cap, before, started, setup)
+
+
+def mtu_black_hole(net: NetnsPair, pcap: Path, mtu: int = 1000) -> Run:
+    """The server's answers cross a link with a smaller MTU that says nothing: the client's end
+    of the veth pair takes only `mtu` bytes (the veth drops larger frames without a word, as a
+    tunnel whose fragmentation-needed errors a firewall drops would), while the client's route
+    still advertises an MSS of 1460 (`advmss`), so the server sends full-size segments: a path
+    MTU black hole. The request and the handshake (small) get through; the response does not."""
+    net.run(net.client_ns, ["ip", "link", "set", "dev", net.client_if, "mtu", str(mtu)])
+    subnet = net.server_ip.rsplit(".", 1)[0] + ".0/24"
+    net.run(net.client_ns, ["ip", "route", "change", subnet, "dev", net.client_if, "advmss", "1460"])
+    # One segment per frame (no TSO super-packets, which a veth lets through whatever their size).
+    net.run(net.server_ns, ["ip", "link", "set", "dev", net.server_if, "gso_max_segs", "1"])
+    net.say(f"client's veth MTU {mtu}, its route's advmss 1460; the server's veth stays 1500")
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--count", "1", "--response", "20000", "--deadline", "15")
+    try:
+        with net.capture(pcap, bpf=CAPTURE_FILTER, snaplen=128) as cap:
+            out = _connects(net, net.server_ip, 1, timeout=6)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(1)
+    finally:
+        net.stop(server)
+    setup = [f"client veth MTU {mtu}, server veth 1500; one request, a 20,000-byte response"]
+    return _run(net, pcap, out, cap, before, started, setup)
