@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from pcapq.causes.context import CaptureContext, EpisodeContext
     from pcapq.diagnose.finding import Finding
 
-Scope = Literal["capture", "episode", "server"]
+Scope = Literal["capture", "episode", "server", "evidence"]
 
 CaptureRule = Callable[["CaptureContext"], Sequence["Finding"]]
 EpisodeRule = Callable[["EpisodeContext"], Optional["Finding"]]
@@ -31,7 +31,8 @@ class Cause:
     advice: str
     """What to change."""
     scope: Scope
-    """What one finding covers: the whole capture, one episode of one listener, or one listener."""
+    """What one finding covers: the whole capture, one episode of one listener, or one listener;
+    "evidence": found in the proxy's logs alone (`pcapq.evidence`), never in a capture."""
     precedence: int
     """Rules run in this order, lowest first; an earlier rule's claims hide connections from later ones."""
     rule: Union[CaptureRule, EpisodeRule]

@@ -21,6 +21,8 @@ from pcapq.causes import (
     syn_flood,
     syn_queue_overflow,
     ttl_exceeded,
+    unix_socket_failure,
+    unix_socket_overflow,
 )
 from pcapq.causes.cause import Cause
 
@@ -42,6 +44,8 @@ MODULES = [
     client_gave_up,
     port_reuse,
     port_exhaustion,
+    unix_socket_overflow,
+    unix_socket_failure,
 ]
 
 CAUSES: dict[str, Cause] = {m.CAUSE.slug: m.CAUSE for m in sorted(MODULES, key=lambda m: m.CAUSE.precedence)}

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
+from pcapq.causes import unix_socket_overflow
 from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, listener_for, movement, read_counters, read_ss
 from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, read_log
 
@@ -146,51 +147,6 @@ def _judge_listener(f, listeners: list[Listener], ss_path: str) -> None:
         f.confirmed_by.append(said)
 
 
-def _unix_finding(log: LogFile, lines: list, first_time: float, zone: float, listeners: list[Listener]):
-    from pcapq.diagnose.finding import Finding
-
-    sockets = Counter(line.socket or "?" for line in lines)
-    kinds = Counter(line.kind for line in lines)
-    socket = sockets.most_common(1)[0][0]
-    eagain = kinds.get("unix_eagain", 0)
-    said = "; ".join(f"{n} `{k}`" for k, n in kinds.most_common())
-    reason = (
-        f"{log.path} has {len(lines)} failed connect()s to unix:{socket} ({said}). tcpdump cannot see a unix "
-        "socket; EAGAIN (11: Resource temporarily unavailable) on connect() to a unix stream socket is its listen "
-        "(accept) queue being full, the same failure as a TCP accept queue overflow"
-        if eagain else
-        f"{log.path} has {len(lines)} failed connect()s to unix:{socket} ({said}); tcpdump cannot see a unix socket"
-    )
-    listener = next((x for x in listeners if x.unix and x.local.startswith(socket)), None)
-    confirmed = []
-    if listener is not None:
-        confirmed.append(f"ss: {listener.local} Recv-Q {listener.recv_q}, Send-Q {listener.send_q} (backlog)")
-    first = min(line.time for line in lines) - zone
-    last = max(line.time for line in lines) - zone
-    f = Finding(
-        cause="unix_socket_overflow" if eagain else "unix_socket_failure",
-        server=f"unix:{socket}",
-        confidence=0.8 if eagain else 0.5,
-        confidence_reason=reason,
-        first=first,
-        last=last,
-        connections=[],
-        evidence=[],
-        advice=(
-            "Same remedy as for a TCP accept queue: more workers or faster ones (php-fpm pm.max_children), "
-            "then the backlog (php-fpm listen.backlog, capped by net.core.somaxconn). See the socket's queue with "
-            "`ss -xl` (Recv-Q waiting, Send-Q the backlog) while it fails."
-        ),
-        proxy_log=[f"connect() to unix:{socket} failed (11: Resource temporarily unavailable) while connecting to upstream -> 502"],
-        count=len(lines),
-        rests_on=[f"{len(lines)} lines of {log.path}"],
-        disproved_by=["`ss -xl` showing the socket's Recv-Q well below its Send-Q while nginx logs EAGAIN"],
-        confirmed_by=confirmed,
-        checked=True,
-    )
-    return f
-
-
 def apply(analysis, diagnosis, ev: Evidence) -> None:
     """Ties the logs to the connections and sets every finding's confirmations and contradictions."""
     for f in diagnosis.findings:
@@ -280,7 +236,7 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
         })
         unix = [line for line in log.lines if line.kind.startswith("unix_")]
         if unix:
-            diagnosis.findings.append(_unix_finding(log, unix, 0.0, (clock.get("zone") or log.zone or 0.0), ev.listeners))
+            diagnosis.findings.append(unix_socket_overflow.finding(log, unix, (clock.get("zone") or log.zone or 0.0), ev.listeners))
     upstream_total = sum(x["upstream_lines"] for x in files)
     matched_total = sum(x["matched"] for x in files)
     by_kind: Counter = Counter()
@@ -302,8 +258,8 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
 def _expected_keys(f) -> set[str]:
     from pcapq.causes.proxy_log import LINES
 
-    reverse = {text: key for key, text in LINES.items()}
-    return {reverse[t] for t in f.proxy_log if t in reverse}
+    # A predicted line may carry words around nginx's own ("probably ...", the timeout it follows).
+    return {key for key, text in LINES.items() for said in f.proxy_log if text in said}
 
 
 def _offset(clock: dict) -> Optional[float]:
