@@ -60,14 +60,8 @@ def serve(args: argparse.Namespace) -> int:
             break
         with conn:
             conn.settimeout(10)
-            last = b""
             try:
-                # Only the request's last byte matters (a newline): requests may be megabytes.
-                while last != b"\n":
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    last = chunk[-1:]
+                read_request(conn)
                 if args.reply_delay:
                     time.sleep(args.reply_delay)
                 if args.rst_after_reply:
@@ -223,17 +217,23 @@ def half_open(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_request(conn: socket.socket) -> None:
+    """Reads until the request's newline or the client's FIN. Only the last byte matters:
+    requests may be megabytes."""
+    last = b""
+    while last != b"\n":
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        last = chunk[-1:]
+
+
 def serve_one(conn: socket.socket, response: bytes) -> None:
     """Reads a request up to its newline, answers and closes."""
     with conn:
         conn.settimeout(2)
-        last = b""
         try:
-            while last != b"\n":
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                last = chunk[-1:]
+            read_request(conn)
             conn.sendall(response)
         except OSError as e:
             print(f"server: {e}", file=sys.stderr, flush=True)
