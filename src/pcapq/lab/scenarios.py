@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pcapq.lab import counters
 from pcapq.lab.errors import LabError
-from pcapq.lab.namespaces import NetnsPair
+from pcapq.lab.namespaces import Capture, NetnsPair
 
 PORT = 9000
 # The server and client programs (peers.py), run inside the namespaces by this interpreter.
@@ -229,6 +229,23 @@ def _burst(
     return _run(net, pcap, out, cap, before, started, setup)
 
 
+def _serve_and_load(
+    net: NetnsPair, pcap: Path, snaplen: int | None, server: tuple[str, ...], client: tuple[str, ...], wait: float = 5
+) -> tuple[str, Capture]:
+    """Starts peers.py's server with `server`, runs the client with `client` while tcpdump writes
+    `pcap`, waits up to `wait` s for the server to finish (a client that failed leaves it
+    waiting; the run's clients say so) and stops it. The client's stdout and the capture."""
+    proc = start_server(net, *server)
+    try:
+        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+            out = _client(net, *client)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(wait)
+    finally:
+        net.stop(proc)
+    return out, cap
+
+
 def _client(net: NetnsPair, *options: str, timeout: float = 30) -> str:
     """peers.py client in the client namespace; its stdout."""
     net.say(f"client load from {net.client_ip}: {' '.join(options)}")
@@ -365,15 +382,11 @@ def packet_loss(
     net.run(net.client_ns, ["nft", "-f", "-"], input=rules)
     started = time.monotonic()
     before = net.nstat(net.server_ns)
-    server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "30")
-    try:
-        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-            out = _client(net, "--count", str(connections), "--request", str(request), "--deadline", "20")
-        # A client that failed leaves the server waiting; the caller sees it in `clients`.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            server.wait(10)
-    finally:
-        net.stop(server)
+    out, cap = _serve_and_load(
+        net, pcap, snaplen,
+        ("--count", str(connections), "--response", str(response), "--deadline", "30"),
+        ("--count", str(connections), "--request", str(request), "--deadline", "20"), wait=10,
+    )
     seen, dropped = _nft_counters(net, net.client_ns, LOSS_TABLE)
     setup = [
         f"server listen() backlog 128, accepts at once; client: {connections} sequential connections, "
@@ -419,15 +432,12 @@ def time_wait_reuse(
     net.sysctl(net.client_ns, "net.ipv4.tcp_timestamps", 0)
     started = time.monotonic()
     before = net.nstat(net.server_ns)
-    server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "20")
-    try:
-        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-            out = _client(net, "--count", str(connections), "--request", str(request), "--source-port",
-                          str(source_port), "--pause", str(pause), "--deadline", "15")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            server.wait(5)
-    finally:
-        net.stop(server)
+    out, cap = _serve_and_load(
+        net, pcap, snaplen,
+        ("--count", str(connections), "--response", str(response), "--deadline", "20"),
+        ("--count", str(connections), "--request", str(request), "--source-port", str(source_port), "--pause", str(pause),
+         "--deadline", "15"),
+    )
     setup = [
         f"server accepts at once, answers {response} bytes and closes first (it keeps TIME-WAIT)",
         f"client: tcp_timestamps=0, {connections} sequential connections all from port {source_port} "
@@ -786,15 +796,11 @@ def firewall_drop(
     net.say(f"nftables in the server namespace drops one SYN to port {PORT} in {every}")
     started = time.monotonic()
     before = net.nstat(net.server_ns)
-    server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "20")
-    try:
-        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-            out = _client(net, "--concurrent", "--count", str(connections), "--request", str(request),
-                          "--deadline", "15")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            server.wait(5)
-    finally:
-        net.stop(server)
+    out, cap = _serve_and_load(
+        net, pcap, snaplen,
+        ("--count", str(connections), "--response", str(response), "--deadline", "20"),
+        ("--concurrent", "--count", str(connections), "--request", str(request), "--deadline", "15"),
+    )
     seen, dropped = _nft_counters(net, net.server_ns, FIREWALL_TABLE)
     setup = [
         f"server listen() backlog 128, accepts at once; client: {connections} non-blocking connects at once, "
@@ -825,15 +831,11 @@ def tfo_fallback(
     started = time.monotonic()
     before = net.nstat(net.server_ns)
     client_before = net.nstat(net.client_ns)
-    server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "20")
-    try:
-        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-            out = _client(net, "--count", str(connections), "--fastopen", "--request", str(request),
-                          "--pause", "0.05", "--deadline", "15")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            server.wait(5)
-    finally:
-        net.stop(server)
+    out, cap = _serve_and_load(
+        net, pcap, snaplen,
+        ("--count", str(connections), "--response", str(response), "--deadline", "20"),
+        ("--count", str(connections), "--fastopen", "--request", str(request), "--pause", "0.05", "--deadline", "15"),
+    )
     client_after = net.nstat(net.client_ns)
     fails = client_after.get("TcpExtTCPFastOpenActiveFail", 0) - client_before.get("TcpExtTCPFastOpenActiveFail", 0)
     setup = [
@@ -900,16 +902,12 @@ def app_reset(
     and a reset). The listen queues have nothing to do with it."""
     started = time.monotonic()
     before = net.nstat(net.server_ns)
-    server = start_server(net, "--count", str(connections), "--reply-delay", str(reply_delay), "--rst-after-reply",
-                          "--response", str(response), "--deadline", "20")
-    try:
-        with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-            out = _client(net, "--count", str(connections), "--request", str(request), "--delayed-ack",
-                          "--pause", "0.1", "--deadline", "15")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            server.wait(5)
-    finally:
-        net.stop(server)
+    out, cap = _serve_and_load(
+        net, pcap, snaplen,
+        ("--count", str(connections), "--reply-delay", str(reply_delay), "--rst-after-reply", "--response", str(response),
+         "--deadline", "20"),
+        ("--count", str(connections), "--request", str(request), "--delayed-ack", "--pause", "0.1", "--deadline", "15"),
+    )
     setup = [
         f"server: accepts at once, reads the {request}-byte request, {reply_delay:g} s later writes "
         f"{response} bytes and closes with SO_LINGER 0 (an RST)",
