@@ -50,17 +50,22 @@ class Counters:
     """A lab table's first column."""
 
 
+def _lines(path: str, what: str) -> list[str]:
+    """The file's lines; an unreadable file is a CounterError naming `what` was wanted."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+    except OSError as e:
+        raise CounterError(f"{path}: cannot read {what}: {e.strerror or e}") from None
+
+
 def read_counters(path: str) -> Counters:
     """Reads `nstat`, `nstat -az`, `netstat -s` or a pcapq lab `.nstat.txt` file.
 
     Raises:
         CounterError: the file cannot be read or holds no counter.
     """
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            texts = f.read().splitlines()
-    except OSError as e:
-        raise CounterError(f"{path}: cannot read the counters: {e.strerror or e}") from None
+    texts = _lines(path, "the counters")
     table_before: dict[str, int] = {}
     table_after: dict[str, int] = {}
     nstat: dict[str, int] = {}
@@ -157,11 +162,7 @@ def read_ss(path: str) -> list[Listener]:
     Raises:
         CounterError: the file cannot be read or holds no listener.
     """
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            texts = f.read().splitlines()
-    except OSError as e:
-        raise CounterError(f"{path}: cannot read the ss output: {e.strerror or e}") from None
+    texts = _lines(path, "the ss output")
     out = []
     for text in texts:
         m = SS_LISTEN.match(text.strip())
