@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import analyze_json
-from pcapq.lab.namespaces import unavailable_reason
+from pcapq.lab import icmp_scenarios
+from pcapq.lab.namespaces import NetnsRouted, unavailable_reason
 from pcapq.lab.runner import run_scenario
 
 pytestmark = [
@@ -59,6 +60,54 @@ def test_mtu_black_hole_names_its_size(tmp_path: Path) -> None:
     (finding,) = [f for f in doc["findings"] if f["cause"] == "mtu_black_hole"]
     assert finding["details"]["size_threshold"] == 1448
     assert not [f for f in doc["findings"] if f["cause"] == "network_loss"]
+
+
+# --- Path MTU through a router (three namespaces, tcpdump on the client's veth: the proxy's side) ---
+
+ROUTER = "10.231.1.254"
+
+
+def test_pmtu_discovery_through_a_router_is_a_note_never_a_failure(tmp_path: Path) -> None:
+    result = run_scenario("pmtu_discovery", tmp_path / "p.pcap")
+    assert not result.problems, result.problems
+    assert result.run.clients and all(c["error"] is None for c in result.run.clients), result.run.clients
+    doc = analyze_json(tmp_path / "p.pcap")
+    assert doc["findings"] == []
+    (conn,) = doc["connections"]
+    assert conn["outcome"] == "completed"
+    # The router answered the client's full-size segments (1,500-byte packets, DF set) with its MTU.
+    assert {(a["sender"], a["kind"], a["mtu"], a["answers"], a["dont_fragment"]) for a in conn["icmp"]} == {
+        (ROUTER, "frag_needed", 1200, "client", True)}
+    # The client re-sent smaller at once (tcp_v4_mtu_reduced()): no timer, no half-open connection, no loss.
+    resent = [e for e in conn["events"] if e["kind"] == "data_retransmit"]
+    assert resent and all(e["len"] <= 1200 - 52 for e in resent)
+    assert {"request_unacked", "mtu_black_hole", "syncookie_suspected"}.isdisjoint(conn["symptoms"])
+    assert any(s.startswith("path MTU discovery worked on 1 connection") and "1,200" in s for s in doc["settings"])
+    assert not any("fast retransmit" in s for s in doc["settings"])
+
+
+@pytest.mark.parametrize(("scenario_or_drop", "icmp_in_capture"), [("mtu_black_hole_router", False), ("client", True)])
+def test_router_mtu_black_hole_names_its_size_never_network_loss(tmp_path: Path, scenario_or_drop: str,
+                                                                icmp_in_capture: bool) -> None:
+    pcap = tmp_path / "b.pcap"
+    if scenario_or_drop == "client":
+        # The router's errors reach the client's veth (tcpdump sees them) and die in its input chain.
+        with NetnsRouted(subnet=1, tools=("ip", "tcpdump", "nstat", "nft")) as net:
+            run = icmp_scenarios.pmtu(net, pcap, drop_icmp="client")
+        problems = [c["error"] for c in run.clients if "TimeoutError" not in (c["error"] or "")]
+    else:
+        result = run_scenario(scenario_or_drop, pcap)
+        run, problems = result.run, result.problems
+    assert not problems, problems
+    assert run.extra["icmp_dropped"] >= 1 and run.extra["frag_fails"] >= run.extra["icmp_dropped"]
+    doc = analyze_json(pcap)
+    assert {f["cause"] for f in doc["findings"]} == {"mtu_black_hole"}
+    (finding,) = doc["findings"]
+    assert finding["details"]["size_threshold"] == 1448
+    assert finding["details"]["mtu"] == ({"1200": 1} if icmp_in_capture else {})
+    assert ("1,200" in finding["confidence_reason"]) == icmp_in_capture
+    assert ("icmp" in doc["summary"]) == icmp_in_capture
+    assert not any(s.startswith("path MTU discovery worked") for s in doc["settings"])
 
 
 # --- IPv6: ICMPv6 errors and their errno ---

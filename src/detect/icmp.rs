@@ -4,6 +4,7 @@
 use crate::decode::icmp::{IcmpClass, IcmpKind};
 use crate::flow::connection::DataSeries;
 use crate::flow::icmp::IcmpAnswer;
+use super::{Symptom, Symptoms};
 use crate::flow::{Connection, Side};
 
 /// A re-sent segment at least this long can be a path MTU victim: below it, the IPv6 minimum
@@ -36,6 +37,16 @@ pub fn connect_error(c: &Connection) -> Option<&IcmpAnswer> {
 /// The classes of the errors that answered the connection's packets (too-big ones aside).
 pub fn classes(c: &Connection) -> impl Iterator<Item = IcmpClass> + '_ {
     c.icmp_answers().iter().map(|a| a.kind.class()).filter(|&k| k != IcmpClass::TooBig)
+}
+
+/// Path MTU discovery working (RFC 1191 §3, RFC 8201 §4): a too-big error answered the
+/// connection's packets and no black hole followed. The smallest MTU such an error gave, if any.
+pub fn pmtu_discovered(c: &Connection, symptoms: Symptoms) -> Option<Option<u32>> {
+    if symptoms.contains(Symptom::MtuBlackHole) {
+        return None;
+    }
+    let too_big: Vec<&IcmpAnswer> = c.icmp_answers().iter().filter(|a| a.kind.class() == IcmpClass::TooBig).collect();
+    (!too_big.is_empty()).then(|| too_big.iter().filter_map(|a| a.mtu).min())
 }
 
 /// A path MTU black hole: a full-size data segment sent again and again and never
