@@ -58,6 +58,9 @@ pub struct BlackHole {
     pub from: Side,
     /// The payload length that never got through.
     pub len: u32,
+    /// The IP packet that carried it: IP and TCP headers, and the timestamp option every segment
+    /// carries once both SYNs offered it (RFC 7323 §3: 10 bytes and two NOPs).
+    pub ip_len: u32,
     /// The MTU a router announced for it, if any error came back.
     pub mtu: Option<u32>,
     pub frag_needed: bool,
@@ -79,7 +82,20 @@ fn stuck_full_size(c: &Connection, d: &DataSeries) -> Option<BlackHole> {
     if !smaller_through && too_big.is_none() {
         return None;
     }
-    Some(BlackHole { from: d.from, len: d.last_len, mtu: too_big.and_then(|a| a.mtu), frag_needed: too_big.is_some() })
+    Some(BlackHole {
+        from: d.from,
+        len: d.last_len,
+        ip_len: d.last_len + headers(c),
+        mtu: too_big.and_then(|a| a.mtu),
+        frag_needed: too_big.is_some(),
+    })
+}
+
+/// IP and TCP header bytes around a segment's payload (IPv4 and IPv6 without extension headers).
+fn headers(c: &Connection) -> u32 {
+    let ip = if c.client.ip.is_ipv6() { 40 } else { 20 };
+    let timestamps = c.options.iter().all(|o| o.is_some_and(|o| o.timestamps));
+    ip + 20 + if timestamps { 12 } else { 0 }
 }
 
 #[cfg(test)]
@@ -146,7 +162,7 @@ mod tests {
         log.sized(Side::Server, 5101, 1448, Some(5101));
         c.handshake_ack_time_ns = Some(1);
         let hole = black_hole(&c).unwrap();
-        assert_eq!((hole.from, hole.len, hole.mtu), (Side::Server, 1448, None));
+        assert_eq!((hole.from, hole.len, hole.ip_len, hole.mtu), (Side::Server, 1448, 1488, None));
         c.retransmits_mut().acknowledged(Side::Server, 5101 + 1448);
         assert_eq!(black_hole(&c), None);
     }

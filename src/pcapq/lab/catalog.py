@@ -97,7 +97,7 @@ ICMP_SCENARIOS = (
     ),
     Scenario(
         "pmtu_discovery",
-        "a router with a 1200-byte MTU towards the server answers ICMP fragmentation needed: PMTU discovery works",
+        "a router's 1200-byte link answers ICMP fragmentation needed; the client sends smaller: no failure",
         "Client, router and server in three namespaces; the router's link towards the server takes 1200-byte "
         "packets. The client's full-size request segments (DF set) are answered with ICMP fragmentation needed "
         "(MTU 1200); its kernel lowers the segment size at once (tcp_v4_mtu_reduced()) and re-sends smaller, and "
@@ -108,7 +108,7 @@ ICMP_SCENARIOS = (
     ),
     Scenario(
         "mtu_black_hole_router",
-        "the same router, its ICMP fragmentation needed dropped by nftables: a path MTU black hole",
+        "the same router with its ICMP fragmentation needed dropped: a path MTU black hole",
         "The same path as pmtu_discovery, with nftables in the router's output chain dropping its ICMP "
         "fragmentation needed. The client never learns the smaller MTU: its full-size segments are sent again on "
         "the retransmission timer, never acknowledged, until it gives up; the handshake got through.",
