@@ -153,6 +153,22 @@ mod tests {
     }
 
     #[test]
+    fn test_resend_fitting_the_mtu_after_a_too_big_error_is_path_mtu_discovery() {
+        let c = with_icmp(conn(), answer(IcmpKind::FragNeeded, 101, 10, Side::Client));
+        assert!(c.resent_smaller_after_too_big(Side::Client, 1348, 11));
+        assert!(!c.resent_smaller_after_too_big(Side::Client, 1448, 11), "still larger than the MTU");
+        assert!(!c.resent_smaller_after_too_big(Side::Client, 1348, 9), "before the error");
+        assert!(!c.resent_smaller_after_too_big(Side::Server, 1348, 11), "the other side's");
+        assert_eq!(pmtu_discovered(&c, Symptoms::default()), Some(Some(1400)));
+        let mut hole = Symptoms::default();
+        hole.insert(Symptom::MtuBlackHole);
+        assert_eq!(pmtu_discovered(&c, hole), None);
+        let c = with_icmp(conn(), answer(IcmpKind::HostUnreachable, 101, 10, Side::Client));
+        assert!(!c.resent_smaller_after_too_big(Side::Client, 1348, 11));
+        assert_eq!(pmtu_discovered(&c, Symptoms::default()), None);
+    }
+
+    #[test]
     fn test_established_full_size_segment_never_acked_after_smaller_ones_is_a_black_hole() {
         let mut c = conn();
         let send = |t| Send { at: FrameRef::default(), time_ns: t, triggered: false };
