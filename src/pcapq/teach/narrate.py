@@ -281,11 +281,12 @@ def _syn_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]
                "client's SYN timer fired.")
         queue = None
     elif "icmp" in ctx.seen and any(a["answers_role"] == "syn" and a["errno"] is not None for a in ctx.conn["icmp"]):
-        why = ("An ICMP error answered the SYN before, and this client sends it again: a Linux client's connect() "
-               "would have failed at once (tcp_v4_err()); other stacks (Windows) keep re-sending on their own "
+        why = ("An ICMP error answered the SYN before, and this client sends it again. Linux does so when the error "
+               "came back while connect() still held the socket: tcp_v4_err() (tcp_v6_err()) then only records it "
+               "(sk_err_soft) and the SYN timer fires; other stacks (Windows) re-send after every error on their own "
                "schedule. The SYN was answered, not dropped by a listener.")
-        return _step("client kernel", what, why, kernel="the client's stack, not Linux's tcp_v4_err()",
-                     application="connect() is still waiting: this stack did not give up on the error."), terms
+        return _step("client kernel", what, why, kernel="tcp_v4_err(): sk_err_soft while sock_owned_by_user(); tcp_retransmit_timer()",
+                     application="connect() is still waiting: the error did not end it."), terms
     elif ctx.cause == "syn_queue_overflow":
         why = ("No SYN-ACK came: the listener dropped the SYN because its SYN queue was full and "
                "net.ipv4.tcp_syncookies is 0 (tcp_conn_request(): inet_csk_reqsk_queue_is_full(), counted in "
@@ -496,8 +497,10 @@ def _icmp(answers: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
         why = (f"The client is in SYN-SENT: {err} hands the error to connect() at once and closes the socket "
                f"(tcp_done()); no SYN is sent again. {convert} maps this type and code to {errno}.")
         if ctx.has("syn_retransmitted"):
-            why += (" This client sent its SYN again after an error all the same: not a Linux client (Windows "
-                    "re-sends); each SYN was answered, none dropped by a listener.")
+            why += (" This client sent its SYN again after an error all the same: Windows does; Linux does when an "
+                    "error comes back while connect() still holds the socket (a fast local path), as it then only "
+                    "records it (sk_err_soft) and the next SYN's error ends the connect. Each SYN was answered, none "
+                    "dropped by a listener.")
         if a["sender"] == client_ip:
             why += (" The client's own host answered: a local routing failure (its route to the server is "
                     "unreachable or prohibit: `ip route get` on the proxy's host).")
