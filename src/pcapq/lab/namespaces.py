@@ -8,7 +8,9 @@ and the kernel tests.
             net.run(net.client_ns, [sys.executable, "-c", CLIENT_CODE])
 
 Client namespace: interface `pq-c`, 10.231.N.1/24. Server namespace: `pq-s`, 10.231.N.2/24.
-The veth pair is created inside the namespaces, so the host's own network is never touched.
+NetnsRouted puts a router namespace between them (client 10.231.N.1, server 10.232.N.2), for
+what a router does: answer with ICMP, forward onto a link with a smaller MTU.
+The veth pairs are created inside the namespaces, so the host's own network is never touched.
 Everything (processes, tcpdump, namespaces) goes away on exit, also when the body raises
 (KeyboardInterrupt included). Sysctls are only ever written inside the namespaces, and each
 write is checked not to have reached the host's own value (`sysctl()`).

@@ -18,8 +18,8 @@ from pcapq.lab.errors import LabError, LabNeedsRoot, LabUnavailable
 from pcapq.lab.namespaces import unavailable_reason
 from pcapq.lab.scenarios import Run
 
-# The catalog's addresses: client 10.231.1.1, server 10.231.1.2 (each run has its own
-# namespaces, so runs side by side do not collide).
+# The catalog's addresses: client 10.231.1.1, server 10.231.1.2, or 10.232.1.2 behind NetnsRouted's
+# router (each run has its own namespaces, so runs side by side do not collide).
 SUBNET = 1
 
 
