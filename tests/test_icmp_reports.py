@@ -103,3 +103,14 @@ def test_html_ladders_show_the_icmp_answer_at_its_place() -> None:
     assert any("ICMP host unreachable from 10.231.1.2" in t for t in texts)
     page = run_pcapq("analyze", "--format", "html", str(CRAFTED / "mtu_black_hole_icmp_ignored.pcap")).stdout.decode()
     assert "ICMP fragmentation needed and DF set from 10.0.0.254" in page
+
+
+def test_pmtu_discovery_is_a_note_in_every_report_and_no_failure() -> None:
+    capture = str(CAPTURES / "pmtu_discovery.pcap")
+    for fmt in ("text", "markdown", "html"):
+        proc = run_pcapq("analyze", "--format", fmt, capture)
+        # Exit 0: no finding (docs/exit-codes.md).
+        assert proc.returncode == 0, proc.stderr
+        out = " ".join(proc.stdout.decode().split())
+        assert "path MTU discovery worked on 1 connection: a router announced an MTU of 1,200" in out
+        assert "No failures found" in out
