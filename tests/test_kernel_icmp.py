@@ -37,10 +37,14 @@ def test_icmp_error_ends_connect_at_once_and_names_its_cause(tmp_path: Path, sce
                                                             errno_text: str) -> None:
     result = run_scenario(scenario, tmp_path / f"{scenario}.pcap")
     assert not result.problems, result.problems
-    # Linux gives up on the first error: connect() fails with the errno, no SYN is sent again.
+    # connect() fails with the errno of the first error Linux takes. One that came back while connect()
+    # still held the socket is only recorded (tcp_v4_err(): sk_err_soft when sock_owned_by_user()), and
+    # the error of the SYN re-sent 1 s later ends it: at most one re-send, each SYN answered.
     assert result.run.clients and all(errno_text in (c["error"] or "") for c in result.run.clients)
     doc = analyze_json(tmp_path / f"{scenario}.pcap")
-    assert doc["summary"]["symptoms"]["syn_retransmitted"] == 0
+    assert doc["summary"]["symptoms"]["syn_retransmitted"] <= len(result.run.clients)
+    syns = sum(c["handshake"]["syn_attempts"] for c in doc["connections"])
+    assert doc["summary"]["icmp"]["tied"] == syns
     assert doc["summary"]["outcomes"]["unreachable"] == len(result.run.clients)
     assert {f["cause"] for f in doc["findings"]} == {cause}
 
