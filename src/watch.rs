@@ -65,17 +65,21 @@ struct Open {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EpisodeEventKind {
     Opened,
+    /// An open episode showed signs it had not shown before (`signs` holds those only).
+    NewSigns,
     Recovered,
     /// Still open when the input ended (`Watch::take` at the end).
     StillOpen,
 }
 
 impl EpisodeEventKind {
-    pub const ALL: [EpisodeEventKind; 3] = [EpisodeEventKind::Opened, EpisodeEventKind::Recovered, EpisodeEventKind::StillOpen];
+    pub const ALL: [EpisodeEventKind; 4] =
+        [EpisodeEventKind::Opened, EpisodeEventKind::NewSigns, EpisodeEventKind::Recovered, EpisodeEventKind::StillOpen];
 
     pub fn slug(self) -> &'static str {
         match self {
             EpisodeEventKind::Opened => "opened",
+            EpisodeEventKind::NewSigns => "new_signs",
             EpisodeEventKind::Recovered => "recovered",
             EpisodeEventKind::StillOpen => "still_open",
         }
@@ -198,6 +202,10 @@ impl Watch {
             if answered {
                 open.answered_since_sign += 1;
             }
+            let mut new = Symptoms::default();
+            for s in signs.iter().filter(|&s| !open.signs.contains(s) && s != Symptom::DataRetransmitted) {
+                new.insert(s);
+            }
             if !signs.is_empty() {
                 open.last_sign_ns = open.last_sign_ns.max(c.time_ns);
                 open.answered_since_sign = 0;
@@ -205,6 +213,13 @@ impl Watch {
             }
             if !signs.is_empty() || failed {
                 open.connections.insert(c.id);
+            }
+            // Signs the episode had not shown yet, once its opening was handed over (until
+            // then, the opening tells them).
+            let said = EpisodeEvent { kind: EpisodeEventKind::NewSigns, signs: new, ..event(EpisodeEventKind::NewSigns, c.server, open, c.time_ns) };
+            let opening_pending = self.events.iter().any(|e| e.kind == EpisodeEventKind::Opened && e.server == c.server && e.first_ns == said.first_ns);
+            if !new.is_empty() && !opening_pending {
+                self.push(said);
             }
         } else if opens {
             // No episode open (or one just recovered: this sign opens the next).
@@ -389,6 +404,27 @@ mod tests {
         assert_eq!(look.events.len(), 1);
         assert_eq!(look.events[0].kind, EpisodeEventKind::Recovered);
         assert_eq!(look.open, 0);
+    }
+
+    #[test]
+    fn test_episode_new_signs_are_said_once_its_opening_was_handed_over() {
+        let mut w = Watch::default();
+        w.note(&change(1, 0, syn(1), syn(2)));
+        let acked = Stage { syn_count: 1, synack_count: 1, handshake_acked: true, ..Stage::default() };
+        // Before the look: the opening tells both signs.
+        w.note(&change(2, S / 2, acked, Stage { synack_count: 2, ..acked }));
+        let look = w.take(8, false);
+        assert_eq!(look.events.len(), 1);
+        assert!(look.events[0].signs.contains(Symptom::FinalAckDropped));
+        // After it: a new sign is an event of its own, holding that sign only; a known one is not.
+        w.note(&change(3, S, syn(1), syn(2)));
+        let mut resent = acked;
+        resent.data_retransmits[Side::Client.index()] = 1;
+        w.note(&change(4, S, acked, resent));
+        let look = w.take(8, false);
+        assert_eq!(look.events.len(), 1);
+        assert_eq!(look.events[0].kind, EpisodeEventKind::NewSigns);
+        assert_eq!(look.events[0].signs.iter().collect::<Vec<_>>(), vec![Symptom::RequestUnacked]);
     }
 
     #[test]

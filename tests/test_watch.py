@@ -22,6 +22,7 @@ from conftest import REPO
 from craft import Captured, Conversation, write_pcap
 
 import pcapq._core as core
+from pcapq.lab.namespaces import unavailable_reason
 from pcapq.causes.registry import CAUSES
 from pcapq.watch import SIGN_WORDS, Watcher, look_lines, signs_of_causes
 
@@ -273,3 +274,49 @@ def test_r14_watch_on_tcpdump_says_connections_while_they_happen(tmp_path: Path)
     server.close()
     assert code == 0, [line for line, _ in lines.seen]
     assert "Interrupted (Ctrl-C)" in out
+
+
+LAB_NEEDS = ("ip", "tcpdump", "tc", "nstat")
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(LAB_NEEDS) is not None, reason=str(unavailable_reason(LAB_NEEDS)))
+def test_r14_watch_follows_the_accept_queue_overflow_lab_as_it_runs(tmp_path: Path) -> None:
+    """The lab's accept_queue_overflow with its tcpdump (-U) writing into a pipe that pcapq watch
+    reads: the episode is said while the lab runs, the report when tcpdump ends the input."""
+    from pcapq.lab.runner import run_scenario
+
+    fifo = tmp_path / "aq.pcap"
+    os.mkfifo(fifo)
+    # Opened without waiting for a writer, then made blocking for pcapq; a writer of our own
+    # holds the pipe open (a pipe without writers reads as ended) until tcpdump has it too.
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(fd, True)
+    holder = [os.open(fifo, os.O_WRONLY)]
+    reader = subprocess.Popen(["pcapq", "watch", "--every", "1", "--format", "json", "-"], stdin=fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(fd)
+    lab_done = tmp_path / "lab_done"
+    lines = _Lines(reader, lab_done)
+
+    def say(line: str) -> None:
+        # Said once the lab's tcpdump is capturing (it opened the pipe before).
+        if line.startswith("client load") and holder:
+            os.close(holder.pop())
+
+    try:
+        result = run_scenario("accept_queue_overflow", fifo, say)
+    finally:
+        lab_done.touch()
+        for held in holder:
+            os.close(held)
+    out, _ = reader.communicate(timeout=60)
+    lines.thread.join(timeout=10)
+    said = [line for line, _ in lines.seen]
+    assert not result.problems, result.problems
+    opened, finished = lines.wait_for("10.231.1.2:9000  episode opened: ", timeout=1)
+    assert not finished, "the episode was said only once the lab was over"
+    # The queue's own sign, in the opening or in a line of its own while the lab ran.
+    sign, finished = lines.wait_for("SYN-ACKs re-sent after the client's ACK (signs of an accept queue overflow)", timeout=1)
+    assert not finished and "10.231.1.2:9000  episode " in sign, said
+    assert reader.returncode == 1, said
+    assert [f["cause"] for f in json.loads(out)["findings"]] == ["accept_queue_overflow"]

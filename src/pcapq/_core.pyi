@@ -56,7 +56,7 @@ LiveSign = Literal[
     "syn_retransmitted", "synack_retransmitted", "final_ack_dropped", "request_unacked", "data_retransmitted",
     "reset_after_ack", "rejected",
 ]
-EpisodeEventKind = Literal["opened", "recovered", "still_open"]
+EpisodeEventKind = Literal["opened", "new_signs", "recovered", "still_open"]
 
 class _Vocabulary(TypedDict):
     outcomes: list[Outcome]
@@ -485,6 +485,7 @@ class _WatchEvent(TypedDict):
     last_time: float
     """Its last sign so far."""
     signs: list[LiveSign]
+    """The signs it showed so far; for "new_signs", those it had not shown before."""
     connections: int
     """Connections that showed a sign or failed while it was open."""
 

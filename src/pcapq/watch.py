@@ -64,6 +64,8 @@ def event_line(e: "_core._WatchEvent") -> str:
     clock = _clock(e["time"])
     if e["kind"] == "opened":
         return f"{clock}  {e['server']}  episode opened: {signs}"
+    if e["kind"] == "new_signs":
+        return f"{clock}  {e['server']}  episode shows more: {signs}"
     if e["kind"] == "recovered":
         return f"{clock}  {e['server']}  recovered after {_lasted(e['last_time'] - e['first_time'])}; {affected} affected"
     return (
