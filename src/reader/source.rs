@@ -294,4 +294,34 @@ mod tests {
         assert!(source.gzip);
         assert_eq!(source.format, Format::PcapNg);
     }
+
+    /// A writer that sent `0` in pieces of `1` bytes and has nothing more yet: reading past
+    /// them is an error here (a live pipe would block).
+    struct Arrived(Vec<u8>, usize);
+
+    impl Read for Arrived {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::Error::other("read past what has arrived"));
+            }
+            let n = self.1.min(self.0.len()).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0.drain(..n);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn test_from_stream_reads_no_more_than_the_first_block_needs() {
+        let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1];
+        pcap.extend_from_slice(&[0; 20]);
+        let source = from_stream("-", Box::new(Arrived(pcap, 5))).ok().unwrap();
+        assert_eq!(source.format, Format::Pcap);
+        // A pcapng section header block of 28 bytes, arriving 3 bytes at a time.
+        let mut shb = vec![0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0];
+        shb.extend_from_slice(&[0xff; 8]);
+        shb.extend_from_slice(&[28, 0, 0, 0]);
+        let source = from_stream("-", Box::new(Arrived(shb, 3))).ok().unwrap();
+        assert_eq!(source.format, Format::PcapNg);
+    }
 }
