@@ -13,6 +13,7 @@ use crate::decode::icmp::IcmpMessage;
 use crate::flow::icmp::IcmpSummary;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
+use crate::watch::Watch;
 
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct AnalyzeOptions {
@@ -479,7 +480,17 @@ pub fn analyze_readers(
     options: AnalyzeOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Analysis, ReadError> {
-    analyze_readers_on(readers, options, progress, two_threads())
+    analyze_readers_on(readers, options, progress, two_threads(), None)
+}
+
+/// `analyze_readers` on one reader watched live (`pcapq watch`): each segment is tracked as
+/// soon as it is read, on this thread, and what it changed goes to `watch` at once.
+pub fn analyze_watched(
+    reader: Result<(String, CaptureReader), ReadError>,
+    options: AnalyzeOptions,
+    watch: &std::sync::Mutex<Watch>,
+) -> Result<Analysis, ReadError> {
+    analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, false, Some(watch))
 }
 
 /// Whether one capture is read on two threads: reading and decoding on one, tracking on the
@@ -575,10 +586,16 @@ fn analyze_readers_on(
     options: AnalyzeOptions,
     progress: &mut dyn FnMut(u64),
     two_threads: bool,
+    watch: Option<&std::sync::Mutex<Watch>>,
 ) -> Result<Analysis, ReadError> {
     let mut read_bytes = 0u64;
     let mut next_report = PROGRESS_EVERY_BYTES;
     let mut tracker = Tracker::new(options.tracker);
+    if watch.is_some() {
+        tracker.note_changes();
+    }
+    // Watched, a segment must not wait in a batch for more to arrive.
+    let batch_len = if watch.is_some() { 1 } else { ONE_THREAD_BATCH_LEN };
     let mut files = Vec::new();
     let mut skipped = SkipCounts::default();
     let mut icmp = IcmpSummary::default();
@@ -594,6 +611,14 @@ fn analyze_readers_on(
                     icmp.count(message.kind, tied);
                 }
                 tracker.on_segment(segment, FrameRef { file, frame: *frame }, *time_ns);
+                if let Some(watch) = watch {
+                    // Poisoned only by a panic while counting on this thread, which ends the run anyway.
+                    let mut watch = watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    watch.seen(*time_ns);
+                    for change in tracker.take_changes() {
+                        watch.note(&change);
+                    }
+                }
             }
             for (_, message, frame, time_ns) in errors {
                 let tied = tracker.on_icmp(message, FrameRef { file, frame: *frame }, *time_ns);
@@ -608,7 +633,7 @@ fn analyze_readers_on(
             batch.segments.clear();
             batch.bytes = 0;
         };
-        let read = if two_threads { read_file_beside(&mut reader, &mut skipped, track) } else { read_file(&mut reader, &mut skipped, ONE_THREAD_BATCH_LEN, track) };
+        let read = if two_threads { read_file_beside(&mut reader, &mut skipped, track) } else { read_file(&mut reader, &mut skipped, batch_len, track) };
         let info = &reader.info;
         files.push(FileReport {
             path,
@@ -653,7 +678,7 @@ pub fn analyze_captures_with_progress(
     let beside = captures.len() == 1 && two_threads();
     let one = |(index, paths): (usize, &Vec<String>)| {
         let readers = paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader)));
-        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside)
+        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside, None)
     };
     let run = || captures.par_iter().enumerate().map(one).collect();
     match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {

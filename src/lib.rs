@@ -2,7 +2,8 @@
 //!
 //! Layers, each depending only on the ones before it:
 //! `reader` (pcap, pcapng, gzip, stdin) → `decode` (link, IP, TCP) → `flow` (connections and
-//! their events) → `analysis` (one run over the inputs) → `output` (JSON). Only `bindings`
+//! their events) → `detect` (verdicts, episodes) → `analysis` (one run over the inputs) → `output`
+//! (JSON); `live` and `watch` read standard input as it arrives. Only `bindings`
 //! knows about Python.
 //!
 //! No unsafe code, with one exception: mapping a capture file into memory
@@ -16,6 +17,7 @@ pub mod flow;
 pub mod output;
 pub mod live;
 pub mod reader;
+pub mod watch;
 
 #[cfg(feature = "python")]
 mod bindings;

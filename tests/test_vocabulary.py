@@ -16,6 +16,8 @@ STUB_TYPES = {
     "log_kinds": "LogKind",
     "log_shapes": "LogShape",
     "icmp_kinds": "IcmpKind",
+    "live_signs": "LiveSign",
+    "episode_events": "EpisodeEventKind",
 }
 
 

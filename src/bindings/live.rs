@@ -1,27 +1,49 @@
 //! `LiveInput` and `analyze_stdin`: standard input read live, counted as it arrives and
-//! stoppable from Python (Ctrl-C), with the analysis of what was read (`crate::live`).
+//! stoppable from Python (Ctrl-C), with the analysis of what was read (`crate::live`), and
+//! watched while it is read (`crate::watch`, `LiveInput.look`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use super::{analyze_options, catch, errors, Analysis};
 use crate::analysis;
 use crate::live::{LiveCounters, LiveStream};
 use crate::reader::CaptureReader;
+use crate::watch::{EpisodeEvent, Interval, Watch, SIGNS};
 
 /// Standard input as it is being read: bytes and capture records that arrived so far, and a
 /// way to end the input early. Read from any thread while `analyze_stdin` works on another.
 #[pyclass(module = "pcapq._core", frozen)]
 pub struct LiveInput {
     counters: Arc<LiveCounters>,
+    watch: Arc<Mutex<Watch>>,
 }
 
 #[pymethods]
 impl LiveInput {
     #[new]
     fn new() -> LiveInput {
-        LiveInput { counters: Arc::new(LiveCounters::default()) }
+        LiveInput { counters: Arc::new(LiveCounters::default()), watch: Arc::default() }
+    }
+
+    /// What happened since the last look (`analyze_stdin(..., watch=True)` only; empty
+    /// otherwise): the `max_servers` busiest listeners of the interval, the episodes that opened
+    /// or recovered, and with `end` those still open. Starts a new interval.
+    #[pyo3(signature = (max_servers = 8, end = false))]
+    fn look<'py>(&self, py: Python<'py>, max_servers: usize, end: bool) -> PyResult<Bound<'py, PyDict>> {
+        let look = self.watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take(max_servers, end);
+        let d = PyDict::new(py);
+        let servers = look.servers.iter().map(|(server, interval)| interval_dict(py, &server.to_string(), interval)).collect::<PyResult<Vec<_>>>()?;
+        d.set_item("servers", servers)?;
+        d.set_item("more_servers", look.more_servers)?;
+        d.set_item("events", look.events.iter().map(|e| event_dict(py, e)).collect::<PyResult<Vec<_>>>()?)?;
+        d.set_item("events_dropped", look.events_dropped)?;
+        d.set_item("open", look.open)?;
+        d.set_item("latest_time", look.latest_ns.map(|t| t as f64 / 1e9))?;
+        d.set_item("segments", look.segments)?;
+        Ok(d)
     }
 
     /// Bytes that arrived on standard input so far.
@@ -60,24 +82,57 @@ impl LiveInput {
     }
 }
 
+fn interval_dict<'py>(py: Python<'py>, server: &str, i: &Interval) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("server", server)?;
+    d.set_item("connections", i.connections)?;
+    d.set_item("answered", i.answered)?;
+    d.set_item("failed", i.failed)?;
+    let signs = PyDict::new(py);
+    for (sign, n) in SIGNS.iter().zip(i.signs).filter(|(_, n)| *n > 0) {
+        signs.set_item(sign.slug(), n)?;
+    }
+    d.set_item("signs", signs)?;
+    Ok(d)
+}
+
+fn event_dict<'py>(py: Python<'py>, e: &EpisodeEvent) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("kind", e.kind.slug())?;
+    d.set_item("server", e.server.to_string())?;
+    d.set_item("time", e.at_ns as f64 / 1e9)?;
+    d.set_item("first_time", e.first_ns as f64 / 1e9)?;
+    d.set_item("last_time", e.last_ns as f64 / 1e9)?;
+    d.set_item("signs", e.signs.iter().filter(|s| SIGNS.contains(s)).map(|s| s.slug()).collect::<Vec<_>>())?;
+    d.set_item("connections", e.connections)?;
+    Ok(d)
+}
+
 /// Reads standard input live as one capture (`analyze(["-"], ...)`), until its end or
-/// `live.stop()`, with the GIL released. Raises CaptureError if it is not a capture.
+/// `live.stop()`, with the GIL released; with `watch`, each segment is tracked as it arrives and
+/// `live.look()` tells what happened. Raises CaptureError if it is not a capture.
 #[pyfunction]
-#[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0))]
+#[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0, watch = false))]
 pub fn analyze_stdin(
     py: Python<'_>,
     live: &LiveInput,
     keep_connections: bool,
     keep_events: bool,
     max_connections: usize,
+    watch: bool,
 ) -> PyResult<Analysis> {
     let options = analyze_options(keep_connections, keep_events, false, max_connections);
     let counters = live.counters.clone();
+    let watched = live.watch.clone();
     let result = py.allow_threads(|| {
         catch(|| {
             let stream = LiveStream::stdin(counters);
             let reader = CaptureReader::from_stream("-", Box::new(stream)).map(|r| ("-".to_string(), r));
-            analysis::analyze_readers(std::iter::once(reader), options, &mut |_| {})
+            if watch {
+                analysis::analyze_watched(reader, options, &watched)
+            } else {
+                analysis::analyze_readers(std::iter::once(reader), options, &mut |_| {})
+            }
         })
     })?;
     result.map(Analysis::of).map_err(|e| errors::capture_error(&e))

@@ -796,6 +796,8 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("log_kinds", join::kinds())?;
     d.set_item("log_shapes", join::shapes())?;
     d.set_item("icmp_kinds", crate::decode::icmp::IcmpKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
+    d.set_item("live_signs", crate::watch::SIGNS.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
+    d.set_item("episode_events", crate::watch::EpisodeEventKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
     Ok(d)
 }
 

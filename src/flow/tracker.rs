@@ -12,6 +12,7 @@ use super::connection::{ConnState, Connection, RetransmitLog, RstFacts, SeenSegm
 use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
+use super::stage::{Change, Stage};
 use super::store::{ConnectionStore, Finished};
 use super::table::FlowTable;
 use crate::decode::{flags, Segment};
@@ -269,6 +270,8 @@ pub struct Tracker {
     last_time_ns: i64,
     /// Connections finalised early because the hot table held `max_live`.
     pub evicted: u64,
+    /// While watched live: the segments that moved a connection on, since the last `take_changes`.
+    noting: Option<Vec<Change>>,
 }
 
 impl Tracker {
@@ -282,7 +285,18 @@ impl Tracker {
             first_time_ns: None,
             last_time_ns: i64::MIN,
             evicted: 0,
+            noting: None,
         }
+    }
+
+    /// From now on, notes every segment that moves a connection on (`pcapq watch`).
+    pub fn note_changes(&mut self) {
+        self.noting.get_or_insert_with(Vec::new);
+    }
+
+    /// The changes noted since the last call, in segment order.
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        self.noting.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// A tracker that continues where an earlier one, which kept every record, stopped.
@@ -334,7 +348,11 @@ impl Tracker {
                 let side = if source_is_low == flow.client_is_low { Side::Client } else { Side::Server };
                 if !starts_new_connection(conn, side, seg) {
                     let was_over = flow.state.is_over();
+                    let before = self.noting.is_some().then(|| Stage::of(conn));
                     observe(flow, conn, seg, side, at, time_ns, self.options.keep_events);
+                    if let (Some(notes), Some(before)) = (self.noting.as_mut(), before) {
+                        note(notes, conn, before, false, time_ns);
+                    }
                     if self.options.mergeable {
                         record_prefix(conn, seg, at, time_ns);
                     }
@@ -357,6 +375,9 @@ impl Tracker {
         let mut flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
         let conn = self.store.get_mut(conn_index);
         observe(&mut flow, conn, seg, side, at, time_ns, self.options.keep_events);
+        if let Some(notes) = self.noting.as_mut() {
+            note(notes, conn, Stage::default(), true, time_ns);
+        }
         if self.options.mergeable {
             record_prefix(conn, seg, at, time_ns);
         }
@@ -441,6 +462,14 @@ impl Tracker {
         let mut table = self.table;
         table.renumber(&renumbered);
         (finished, table)
+    }
+}
+
+/// Adds a `Change` when the segment moved `conn` on from `before` (or opened it).
+fn note(notes: &mut Vec<Change>, conn: &Connection, before: Stage, opened: bool, time_ns: i64) {
+    let after = Stage::of(conn);
+    if opened || after != before {
+        notes.push(Change { id: conn.id, server: conn.server, time_ns, opened, partial: conn.partial, before, after });
     }
 }
 

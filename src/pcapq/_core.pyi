@@ -51,6 +51,12 @@ IcmpKind = Literal[
     "source_policy_failed", "reject_route", "ipv6_unreachable_other", "packet_too_big", "ttl_exceeded",
     "reassembly_time_exceeded",
 ]
+# The symptoms a live watch reads from single segments (src/watch.rs), and its episode events.
+LiveSign = Literal[
+    "syn_retransmitted", "synack_retransmitted", "final_ack_dropped", "request_unacked", "data_retransmitted",
+    "reset_after_ack", "rejected",
+]
+EpisodeEventKind = Literal["opened", "new_signs", "recovered", "still_open"]
 
 class _Vocabulary(TypedDict):
     outcomes: list[Outcome]
@@ -64,6 +70,8 @@ class _Vocabulary(TypedDict):
     log_kinds: list[LogKind]
     log_shapes: list[LogShape]
     icmp_kinds: list[IcmpKind]
+    live_signs: list[LiveSign]
+    episode_events: list[EpisodeEventKind]
 
 VOCABULARY: Final[_Vocabulary]
 
@@ -458,6 +466,43 @@ def analyze_parts(
         InternalError: a bug in pcapq's core.
     """
 
+class _WatchInterval(TypedDict):
+    server: str
+    connections: int
+    """Connections whose first SYN arrived in the interval."""
+    answered: int
+    """Connections the server answered for the first time."""
+    failed: int
+    """Connections that ended without the server's answer: refused, reset, or closed by the client."""
+    signs: dict[LiveSign, int]
+    """Segments showing each sign (only signs seen)."""
+
+class _WatchEvent(TypedDict):
+    kind: EpisodeEventKind
+    server: str
+    time: float
+    """When it was seen to open (its first sign), to recover, or to be still open (epoch seconds)."""
+    first_time: float
+    """Its first sign (epoch seconds)."""
+    last_time: float
+    """Its last sign so far."""
+    signs: list[LiveSign]
+    """The signs it showed so far; for "new_signs", those it had not shown before."""
+    connections: int
+    """Connections that showed a sign or failed while it was open."""
+
+class _WatchLook(TypedDict):
+    servers: list[_WatchInterval]
+    """The busiest listeners of the interval, busiest first."""
+    more_servers: int
+    events: list[_WatchEvent]
+    events_dropped: int
+    open: int
+    """Episodes open now."""
+    latest_time: float | None
+    segments: int
+    """TCP segments tracked so far."""
+
 @final
 class LiveInput:
     """Standard input as it is being read by `analyze_stdin`: what arrived so far, and a way to
@@ -479,6 +524,10 @@ class LiveInput:
     def stop(self, now: bool = False) -> None:
         """Ends the input: after what the writer still sends within half a second (at most
         3 s), or at once with `now`. The analysis then settles what was read."""
+    def look(self, max_servers: int = 8, end: bool = False) -> _WatchLook:
+        """What happened since the last look (`analyze_stdin(..., watch=True)` only; empty
+        otherwise): the `max_servers` busiest listeners of the interval, the episodes that
+        opened or recovered, and with `end` those still open. Starts a new interval."""
 
 def analyze_stdin(
     live: LiveInput,
@@ -486,9 +535,11 @@ def analyze_stdin(
     keep_connections: bool = True,
     keep_events: bool = True,
     max_connections: int = 0,
+    watch: bool = False,
 ) -> Analysis:
     """Reads standard input live as one capture (as ``analyze(["-"])``), until its end or
-    ``live.stop()``, with the GIL released.
+    ``live.stop()``, with the GIL released; with `watch`, each segment is tracked as it
+    arrives and ``live.look()`` tells what happened.
 
     Raises:
         CaptureError: standard input is not a capture.

@@ -64,6 +64,7 @@ def cli() -> None:
       $ pcapq analyze --format json dump.pcap   one JSON record per connection
       $ pcapq timeline --failed dump.pcap       failed connections, packet by packet
       $ tcpdump -i any -w - port 9000 | pcapq analyze -
+      $ tcpdump -i any -U -w - port 9000 | pcapq watch -   live lines, then the report
       $ pcapq crosscheck dump.pcap              pcapq's labels against tshark's
       $ pcapq explain dump.pcap                 one connection told step by step
       $ sudo pcapq lab --list                   failures to reproduce with your kernel
@@ -92,17 +93,63 @@ output_option = click.option(
 )
 
 
+def report_options(command: Callable) -> Callable:
+    """The options of the report `analyze` and `watch` write, and the evidence it weighs."""
+    options = [
+        format_option(
+            "text: findings, worst connections and totals for people. json: every connection with its events (schema in "
+            "docs/json.md). markdown: the text report for a ticket. html: one self-contained file with charts, ladder "
+            "diagrams and a table of connections (docs/reports.md).",
+            REPORT_FORMATS,
+        ),
+        output_option,
+        click.option("--pretty", is_flag=True, help="Indent the JSON for reading."),
+        click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same)."),
+        click.option(
+            "--max-connections",
+            type=click.IntRange(min=0),
+            default=0,
+            metavar="N",
+            help="At most N connections live at once per capture; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
+        ),
+        click.option(
+            "--proxy-timeouts",
+            metavar="connect=S,read=S",
+            help="The proxy's connect and read timeouts in seconds (nginx proxy_/fastcgi_connect_timeout and _read_timeout), "
+            "for the sizing sentence and the predicted proxy log. Without it, they are inferred from when connections gave up, "
+            "and said to be a guess where the capture does not show them.",
+        ),
+        click.option(
+            "--log",
+            "logs",
+            multiple=True,
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="FILE",
+            help="The proxy's nginx error.log or access.log (repeatable): each upstream error line is tied to its connection (docs/evidence.md).",
+        ),
+        click.option(
+            "--nstat",
+            "nstat",
+            multiple=True,
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="FILE",
+            help="The upstream host's `nstat -az` or `netstat -s` output: one file, or two (before and after); confirms or contradicts each finding.",
+        ),
+        click.option(
+            "--ss",
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="FILE",
+            help="The upstream host's `ss -lnt` output: each listener's backlog (Send-Q) and queue (Recv-Q) against pcapq's estimate.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @cli.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@format_option(
-    "text: findings, worst connections and totals for people. json: every connection with its events (schema in "
-    "docs/json.md). markdown: the text report for a ticket. html: one self-contained file with charts, ladder "
-    "diagrams and a table of connections (docs/reports.md).",
-    REPORT_FORMATS,
-)
-@output_option
-@click.option("--pretty", is_flag=True, help="Indent the JSON for reading.")
-@click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
+@report_options
 @click.option(
     "--merge",
     is_flag=True,
@@ -117,45 +164,9 @@ output_option = click.option(
     help="Threads: capture points (or files of long ring buffers) analysed at once  [default: 0, one per core].",
 )
 @click.option(
-    "--max-connections",
-    type=click.IntRange(min=0),
-    default=0,
-    metavar="N",
-    help="At most N connections live at once per capture; beyond, the longest idle are finalised early, with a warning  [default: 0, no limit].",
-)
-@click.option(
-    "--proxy-timeouts",
-    metavar="connect=S,read=S",
-    help="The proxy's connect and read timeouts in seconds (nginx proxy_/fastcgi_connect_timeout and _read_timeout), "
-    "for the sizing sentence and the predicted proxy log. Without it, they are inferred from when connections gave up, "
-    "and said to be a guess where the capture does not show them.",
-)
-@click.option(
     "--scheduler",
     metavar="ADDRESS",
     help="Analyse one file per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
-)
-@click.option(
-    "--log",
-    "logs",
-    multiple=True,
-    type=click.Path(dir_okay=False, allow_dash=False),
-    metavar="FILE",
-    help="The proxy's nginx error.log or access.log (repeatable): each upstream error line is tied to its connection (docs/evidence.md).",
-)
-@click.option(
-    "--nstat",
-    "nstat",
-    multiple=True,
-    type=click.Path(dir_okay=False, allow_dash=False),
-    metavar="FILE",
-    help="The upstream host's `nstat -az` or `netstat -s` output: one file, or two (before and after); confirms or contradicts each finding.",
-)
-@click.option(
-    "--ss",
-    type=click.Path(dir_okay=False, allow_dash=False),
-    metavar="FILE",
-    help="The upstream host's `ss -lnt` output: each listener's backlog (Send-Q) and queue (Recv-Q) against pcapq's estimate.",
 )
 def analyze(
     files: tuple[str, ...],
@@ -201,6 +212,85 @@ def analyze(
     --scheduler: dask missing or the scheduler unreachable; 70 a bug in pcapq; 74 the report
     could not be written.
     """
+    _analyze_and_report(files, fmt, output, pretty, no_color, merge, jobs, max_connections, proxy_timeouts, scheduler, logs, nstat, ss)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("source", default="-", metavar="-")
+@click.option(
+    "--every",
+    type=click.FloatRange(min=0.5),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often to say what happened: one line per listener that saw connections in that time.",
+)
+@report_options
+def watch(
+    source: str,
+    every: float,
+    fmt: str,
+    output: str,
+    pretty: bool,
+    no_color: bool,
+    max_connections: int,
+    proxy_timeouts: str | None,
+    logs: tuple[str, ...] = (),
+    nstat: tuple[str, ...] = (),
+    ss: str | None = None,
+) -> None:
+    """Follow a live capture on standard input; on Ctrl-C or its end, the full report.
+
+    Give it tcpdump's output as it is written (-U flushes each packet, -w - writes to
+    standard output). While tcpdump runs, every --every seconds, one line per listener
+    (server IP:port) on standard error: connections begun, answered, failed (refused,
+    reset, or closed by the client before any answer), and the signs seen (SYNs re-sent,
+    SYN-ACKs re-sent after the client's ACK, requests re-sent unacknowledged, ...). A
+    listener's episode is said when it opens, with its first signs, and when it recovers
+    (5 s without a sign while it answered connections), with how long it lasted and how
+    many connections it touched. Signs are not a diagnosis: where one points to a single
+    cause the line says "signs of" it, and the report at the end decides.
+
+    Ctrl-C (SIGINT to the whole pipeline) or the end of the input ends the watch: the
+    report of everything read follows, as `pcapq analyze` writes it (any --format, -o),
+    marked interrupted after Ctrl-C, with analyze's exit codes. The lines go to standard
+    error, the report to standard output (or -o), so --format json stays parseable.
+
+    \b
+    Examples:
+      $ tcpdump -i any -U -w - port 9000 | pcapq watch -
+      $ tcpdump -i any -U -s 96 -w - 'tcp port 9000' | pcapq watch --every 10 -
+      $ tcpdump -i eth0 -U -w - port 9000 | pcapq watch --format json -o report.json -
+      $ tcpdump -i any -U -w - port 9000 | tee dump.pcap | pcapq watch -   keep the capture too
+
+    \b
+    Exit codes, as analyze's: 0 nothing wrong found; 1 a problem was found (a finding); 2
+    usage error; 3 standard input is not a capture (or Ctrl-C came before one arrived); 4
+    the capture is damaged (analysed up to the damage); 5 no TCP in it; 70 a bug in pcapq;
+    74 the report could not be written.
+    """
+    if source != "-":
+        _fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, or use `pcapq analyze {source}`", ExitCode.USAGE)
+    _analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss, watch_every=every)
+
+
+def _analyze_and_report(
+    files: tuple[str, ...],
+    fmt: str,
+    output: str,
+    pretty: bool,
+    no_color: bool,
+    merge: bool,
+    jobs: int,
+    max_connections: int,
+    proxy_timeouts: str | None,
+    scheduler: str | None,
+    logs: tuple[str, ...],
+    nstat: tuple[str, ...],
+    ss: str | None,
+    watch_every: float | None = None,
+) -> NoReturn:
+    """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves."""
     from pcapq.diagnose.timeouts import BadTimeouts, parse
     from pcapq.inputs import InputError, expand
     from pcapq.report.progress import progress_for, record_bytes
@@ -246,7 +336,9 @@ def analyze(
             from pcapq.live import analyze_stdin
             from pcapq.points import Joiner
 
-            analysis, read = analyze_stdin(**keep)
+            from pcapq.watch import Watcher
+
+            analysis, read = analyze_stdin(**keep, watch=Watcher(watch_every) if watch_every is not None else None)
             joiner = Joiner(merge)
             joiner.add_capture(analysis)
             points = joiner.points()

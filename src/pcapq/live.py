@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Protocol
 
 from pcapq import _core
 
@@ -49,18 +49,50 @@ def progress_text(live: "_core.LiveInput") -> str:
     return f"reading standard input: {packets}{mb:,.1f} MB"
 
 
+class _Stderr:
+    """Standard error while standard input is read: `say` writes a line, `redraw` redraws
+    the progress line (on a terminal only, where the lines go above it)."""
+
+    def __init__(self, live: "_core.LiveInput", line: object = None) -> None:
+        self.live = live
+        self.line = line  # rich.live.Live on a terminal
+
+    def redraw(self) -> None:
+        if self.line is not None:
+            from rich.text import Text
+
+            self.line.update(Text(progress_text(self.live)), refresh=True)  # type: ignore[attr-defined]
+
+    def say(self, text: str) -> None:
+        if self.line is not None:
+            from rich.text import Text
+
+            self.line.console.print(Text(text), soft_wrap=True)  # type: ignore[attr-defined]
+        else:
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+
+
 @contextlib.contextmanager
-def _progress_line(live: "_core.LiveInput") -> Iterator[Callable[[], None]]:
+def _progress_line(live: "_core.LiveInput") -> Iterator[_Stderr]:
     """A line on standard error redrawn with what arrived, on a terminal only."""
     if not sys.stderr.isatty() or os.environ.get("TERM") == "dumb":
-        yield lambda: None
+        yield _Stderr(live)
         return
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
 
     with Live(Text(progress_text(live)), console=Console(stderr=True), transient=True, auto_refresh=False) as line:
-        yield lambda: line.update(Text(progress_text(live)), refresh=True)
+        yield _Stderr(live, line)
+
+
+class Watching(Protocol):
+    """What follows standard input while it is read (`pcapq.watch.Watcher`)."""
+
+    def tick(self, live: "_core.LiveInput", say: Callable[[str], None]) -> None: ...
+
+    def end(self, live: "_core.LiveInput", say: Callable[[str], None]) -> None: ...
 
 
 class _CtrlC:
@@ -85,10 +117,12 @@ def analyze_stdin(
     keep_connections: bool,
     keep_events: bool,
     max_connections: int = 0,
-    on_tick: Optional[Callable[["_core.LiveInput"], None]] = None,
+    watch: Optional[Watching] = None,
 ) -> tuple[_core.Analysis, StdinRead]:
-    """Analyses standard input until its end or Ctrl-C (SIGINT). Raises _core.CaptureError
-    (also when Ctrl-C came before a capture header arrived)."""
+    """Analyses standard input until its end or Ctrl-C (SIGINT). With `watch`, each segment
+    is tracked as it arrives (the core's watch), `watch.tick` is called every tick and
+    `watch.end` once the input ended. Raises _core.CaptureError (also when Ctrl-C came
+    before a capture header arrived)."""
     live = _core.LiveInput()
     outcome: dict[str, object] = {}
     done = threading.Event()
@@ -96,7 +130,11 @@ def analyze_stdin(
     def work() -> None:
         try:
             outcome["analysis"] = _core.analyze_stdin(
-                live, keep_connections=keep_connections, keep_events=keep_events, max_connections=max_connections
+                live,
+                keep_connections=keep_connections,
+                keep_events=keep_events,
+                max_connections=max_connections,
+                watch=watch is not None,
             )
         except BaseException as e:  # handed to the waiting thread, raised there
             outcome["error"] = e
@@ -107,12 +145,12 @@ def analyze_stdin(
     ctrl_c = _CtrlC(live)
     previous = signal.signal(signal.SIGINT, ctrl_c.handle)
     try:
-        with _progress_line(live) as redraw:
+        with _progress_line(live) as stderr:
             reader.start()
             while not done.wait(TICK_S):
-                redraw()
-                if on_tick is not None:
-                    on_tick(live)
+                stderr.redraw()
+                if watch is not None:
+                    watch.tick(live, stderr.say)
         ctrl_c.reading_ended = time.monotonic()
         # A Ctrl-C already on its way when the input ended is the one that ended it (the
         # writer exited on it): let it arrive here, not as KeyboardInterrupt later.
@@ -128,4 +166,6 @@ def analyze_stdin(
         raise error  # type: ignore[misc]
     analysis = outcome["analysis"]
     assert isinstance(analysis, _core.Analysis)
+    if watch is not None:
+        watch.end(live, _Stderr(live).say)
     return analysis, StdinRead(interrupted, live.bytes, live.packets)

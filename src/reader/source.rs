@@ -185,11 +185,45 @@ fn describe_magic(magic: &[u8], head: &[u8]) -> String {
     }
 }
 
-/// Reads up to `len` bytes (fewer only at end of stream) and hands back the rest of the stream.
+/// Reads what recognising the format and reading the first block needs (fewer bytes only at the
+/// end of the stream, at most `len`), and hands back the rest of the stream. A stream that
+/// arrives slowly (`tcpdump -w - | pcapq watch -`) is not held up waiting for more.
 fn peek(mut stream: Box<dyn Read + Send>, len: usize) -> io::Result<(Vec<u8>, Box<dyn Read + Send>)> {
     let mut head = Vec::with_capacity(len);
-    (&mut stream).take(len as u64).read_to_end(&mut head)?;
+    let mut chunk = vec![0u8; len];
+    while head.len() < first_block_len(&head).min(len) {
+        let want = len - head.len();
+        match stream.read(chunk.get_mut(..want).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok((head, stream))
+}
+
+/// How many bytes of the stream's head are needed: 4 to tell the format; then gzip's magic
+/// (the inflated stream is peeked again), pcap's 24-byte file header, or pcapng's whole section
+/// header block (its length at 4..8, in the byte order its magic at 8..12 gives); anything else
+/// is looked at up to 512 bytes for the error message.
+fn first_block_len(head: &[u8]) -> usize {
+    const TEXT_LOOK: usize = 512;
+    match head.get(..4) {
+        None => 4,
+        Some([0x1f, 0x8b, ..]) => 4,
+        Some([0xa1, 0xb2, 0xc3, 0xd4] | [0xd4, 0xc3, 0xb2, 0xa1] | [0xa1, 0xb2, 0x3c, 0x4d] | [0x4d, 0x3c, 0xb2, 0xa1]) => 24,
+        Some([0x0a, 0x0d, 0x0d, 0x0a]) => match (head.get(4..8), head.get(8..12)) {
+            (Some(len), Some(magic)) => {
+                let len: [u8; 4] = len.try_into().unwrap_or([0; 4]);
+                let big_endian = magic == [0x1a, 0x2b, 0x3c, 0x4d];
+                let len = if big_endian { u32::from_be_bytes(len) } else { u32::from_le_bytes(len) };
+                (len as usize).max(12)
+            }
+            _ => 12,
+        },
+        Some(_) => TEXT_LOOK,
+    }
 }
 
 #[cfg(test)]
@@ -258,6 +292,36 @@ mod tests {
         let path = temp_file("dump.pcapng.gz", &enc.finish().unwrap());
         let source = open(&path).ok().unwrap();
         assert!(source.gzip);
+        assert_eq!(source.format, Format::PcapNg);
+    }
+
+    /// A writer that sent `0` in pieces of `1` bytes and has nothing more yet: reading past
+    /// them is an error here (a live pipe would block).
+    struct Arrived(Vec<u8>, usize);
+
+    impl Read for Arrived {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::Error::other("read past what has arrived"));
+            }
+            let n = self.1.min(self.0.len()).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0.drain(..n);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn test_from_stream_reads_no_more_than_the_first_block_needs() {
+        let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1];
+        pcap.extend_from_slice(&[0; 20]);
+        let source = from_stream("-", Box::new(Arrived(pcap, 5))).ok().unwrap();
+        assert_eq!(source.format, Format::Pcap);
+        // A pcapng section header block of 28 bytes, arriving 3 bytes at a time.
+        let mut shb = vec![0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0];
+        shb.extend_from_slice(&[0xff; 8]);
+        shb.extend_from_slice(&[28, 0, 0, 0]);
+        let source = from_stream("-", Box::new(Arrived(shb, 3))).ok().unwrap();
         assert_eq!(source.format, Format::PcapNg);
     }
 }

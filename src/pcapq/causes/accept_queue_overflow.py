@@ -187,4 +187,5 @@ CAUSE = Cause(
         "0.8 with two or more signs elsewhere, 0.6 with one; 0.7 with cookies only"
     ),
     kernel="Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_check_req(); net/ipv4/tcp_ipv4.c: tcp_v4_syn_recv_sock(); sk_acceptq_is_full()",
+    live_signs=("final_ack_dropped", "reset_after_ack"),
 )

@@ -48,3 +48,6 @@ class Cause:
     """How sure the rule is, and when, in words (docs/diagnosis.md)."""
     kernel: str = ""
     """The kernel function or RFC section the rule rests on."""
+    live_signs: Sequence[str] = ()
+    """Signs (`_core.LiveSign`) that, seen on a capture watched live (`pcapq watch`), point to
+    this cause alone: the live lines say "signs of" it, never that it is the cause."""

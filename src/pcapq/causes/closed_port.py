@@ -38,4 +38,5 @@ CAUSE = Cause(
     proxy_log=("refused",),
     confidence="0.95",
     kernel="RFC 9293 §3.10.7.1: a SYN to a CLOSED port is answered with RST",
+    live_signs=("rejected",),
 )
