@@ -214,13 +214,16 @@ def analyze(
     except InputError as e:
         _fail(str(e), ExitCode.UNREADABLE)
     _refuse_overwriting_inputs(tuple(paths), output)
-    from pcapq.evidence import EvidenceError
-    from pcapq.evidence import read as read_evidence
+    evidence = None
+    if logs or nstat or ss:
+        # Imported only when asked for: a few ms of every other run.
+        from pcapq.evidence import EvidenceError
+        from pcapq.evidence import read as read_evidence
 
-    try:
-        evidence = read_evidence(logs, nstat, ss)
-    except EvidenceError as e:
-        _fail(str(e), ExitCode.USAGE)
+        try:
+            evidence = read_evidence(logs, nstat, ss)
+        except EvidenceError as e:
+            _fail(str(e), ExitCode.USAGE)
     if scheduler and "-" in paths:
         _fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
     # JSON has every connection and its events. HTML draws ladders from the events of the
