@@ -72,7 +72,7 @@ print(json.dumps({"times": times, "cpu_s": cpu, "import_s": imported, "summary":
 
 GNU_TIME = os.access("/usr/bin/time", os.X_OK)
 
-TOOLS = ["pcapq-text", "pcapq-json", "pcapq-html", "pcapq-core", "pcapq-1thread", "pcapq-gzip", "pcapq-startup", "pcapq-fixed", "cat", "tshark", "tcptrace"]
+TOOLS = ["pcapq-text", "pcapq-json", "pcapq-html", "pcapq-core", "pcapq-1thread", "pcapq-gzip", "pcapq-startup", "pcapq-fixed", "python-startup", "cat", "tshark", "tcptrace"]
 
 
 def pcapq_command() -> list[str]:
@@ -105,6 +105,8 @@ def commands(capture: str, gz: str | None = None) -> dict[str, tuple[list[str], 
         "pcapq-startup": (pq + ["--version"], None),
         # What every `pcapq analyze` costs besides its capture: start-up, imports, diagnosis, report.
         "pcapq-fixed": (pq + ["analyze", str(SMALL_CAPTURE)], None),
+        # The interpreter alone (with whatever .pth files its site-packages run), for comparison.
+        "python-startup": ([sys.executable, "-c", "pass"], None),
         "cat": (["cat", capture], None),
         "tshark": (["tshark", "-2", "-r", capture, "-q", "-z", "io,stat,0,tcp.analysis.retransmission"], "tshark-iostat.txt"),
         "tcptrace": (["tcptrace", "-n", "-l", capture], None),
@@ -112,6 +114,8 @@ def commands(capture: str, gz: str | None = None) -> dict[str, tuple[list[str], 
 
 
 def shown(argv: list[str], stdout: str | None) -> str:
+    if argv == [sys.executable, "-c", "pass"]:
+        return "python -c pass"
     if argv[:2] == [sys.executable, "-c"]:
         return "python -c 'import pcapq; pcapq.analyze([FILE], keep_connections=False, keep_events=False)' (--runs times in one process)"
     pq = shutil.which("pcapq")
@@ -342,7 +346,7 @@ def run(args: argparse.Namespace) -> int:
         times = row["times"]
         row["best_s"] = min(times) if times else None
         row["median_s"] = statistics.median(times) if times else None
-        row["packets_per_s"] = packets / row["best_s"] if packets and row["best_s"] and row["tool"] not in ("pcapq-startup", "pcapq-fixed") else None
+        row["packets_per_s"] = packets / row["best_s"] if packets and row["best_s"] and row["tool"] not in ("pcapq-startup", "pcapq-fixed", "python-startup") else None
         row["vs_pcapq"] = row["best_s"] / base if base and row["best_s"] else None
         row["peak_rss_mib"] = row["peak_rss_kb"] / 1024
         row["best_cpu_s"] = min(row["cpu_s"]) if row["cpu_s"] and row["tool"] != "pcapq-core" else None
