@@ -22,6 +22,8 @@ LADDERS_MAX = 200
 
 @dataclass(frozen=True)
 class ConnectionRow:
+    # Slots: the HTML report holds up to TABLE_MAX rows (no dict per row).
+    __slots__ = ("id", "client", "server", "outcome", "symptoms", "first_time", "last_time", "added_latency", "file", "frame")
     id: int
     client: str
     server: str
