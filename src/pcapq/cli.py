@@ -820,9 +820,10 @@ def _write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_
         out.write(render_analyze(report))
         return
     if fmt == "html":
-        from pcapq.report.html import render_analyze as render_html
+        from pcapq.report.html import render_analyze_parts
 
-        out.write(render_html(report))
+        # Piece by piece: the page joined would be one more copy of its embedded table.
+        out.writelines(render_analyze_parts(report))
         return
     _print_text_report(result, diagnosis, _console(out, no_color), report)
 
