@@ -1,7 +1,7 @@
 fn main() {
     use std::mem::size_of;
     println!("Connection {}", size_of::<_core::flow::Connection>());
-    println!("Flow {}", size_of::<_core::flow::tracker::Flow>());
+    println!("Flow {}", size_of::<_core::flow::state::Flow>());
     println!("FlowKey {}", size_of::<_core::flow::FlowKey>());
     println!("Event {}", size_of::<_core::flow::Event>());
     println!("Segment {}", size_of::<_core::decode::Segment>());

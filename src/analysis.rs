@@ -5,10 +5,9 @@
 
 use crate::decode::{self, Segment, Skip};
 use crate::flow::table::FlowTable;
-use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBook, ServerStats}};
-use crate::flow::tally::Tally;
+use crate::census::{Census, Tally, Timeline};
+use crate::detect::{probes::OneSynTally, servers::{PortPressure, ServerStats}};
 use crate::flow::store::{ConnectionStore, Finished};
-use crate::flow::timeline::Timeline;
 use crate::decode::icmp::IcmpMessage;
 use crate::flow::icmp::IcmpSummary;
 use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
@@ -93,14 +92,14 @@ pub struct Analysis {
     /// Every connection in order of its first packet (`keep_connections` on), or only those
     /// with a problem (off).
     pub connections: Vec<Connection>,
-    /// With `keep_connections` off: the tally of every connection...
-    pub dropped: Tally,
-    /// ...their servers' statistics...
-    pub servers: Option<ServerBook>,
+    /// With `keep_connections` off: every connection, counted as it finished (empty when
+    /// every record is kept: `census()` counts the records then)...
+    pub counted: Census,
     /// ...and how many connections with a problem were counted but not kept.
     pub not_kept: u64,
-    /// With `keep_connections` off: the per-second counts of every connection.
-    pub dropped_timeline: Timeline,
+    /// With `keep_connections` on: the census of the records, made when first asked for.
+    #[serde(skip)]
+    census_of_records: std::sync::OnceLock<Census>,
     /// Tracker state of the connections still remembered when the input ended (what a merge
     /// with the next capture continues from).
     pub live: FlowTable,
@@ -161,7 +160,7 @@ impl Analysis {
     fn merge_records(self, later: Analysis) -> Result<Analysis, String> {
         let file_offset = self.files.len() as u32;
         let base = self.connections.len() as u64;
-        let mut tracker = Tracker::resume(self.options.tracker, self.connections, self.live);
+        let mut tracker = Tracker::<Census>::resume(self.options.tracker, self.connections, self.live);
         let later_tracked = merge::Tracked { connections: later.connections, live: later.live };
         merge::join(&mut tracker, later_tracked, file_offset, base);
         let (finished, live) = tracker.finish();
@@ -169,8 +168,6 @@ impl Analysis {
         files.extend(later.files);
         let mut skipped = self.skipped;
         skipped.merge(&later.skipped);
-        let mut dropped_timeline = self.dropped_timeline;
-        dropped_timeline.add(&later.dropped_timeline);
         let next_id = finished.connections.len() as u64;
         let evicted = self.evicted + later.evicted;
         Ok(Analysis {
@@ -180,7 +177,6 @@ impl Analysis {
             next_id,
             evicted,
             skipped,
-            dropped_timeline,
             options: self.options,
             icmp: { let mut icmp = self.icmp; icmp.merge(&later.icmp); icmp },
             ..Analysis::default()
@@ -193,15 +189,7 @@ impl Analysis {
     fn merge_folded(self, later: Analysis) -> Analysis {
         let file_offset = self.files.len() as u32;
         let end_ns = self.end_ns().max(later.end_ns());
-        let earlier = Finished {
-            connections: self.connections,
-            tally: self.dropped,
-            servers: self.servers,
-            not_kept: self.not_kept,
-            timeline: self.dropped_timeline,
-            open: self.open,
-            next_id: self.next_id,
-        };
+        let earlier = Finished { connections: self.connections, census: self.counted, not_kept: self.not_kept, open: self.open, next_id: self.next_id };
         let base = earlier.next_id;
         let store = ConnectionStore::resume_folded(earlier, true);
         // Replayed segments must not start prefixes of their own.
@@ -214,7 +202,8 @@ impl Analysis {
         for conn in &mut problems {
             merge::renumber(conn, &ids, file_offset);
         }
-        tracker.store.absorb(&later.dropped, later.servers.unwrap_or_default(), &later.dropped_timeline, problems, later.not_kept);
+        tracker.store.census_mut().add(later.counted);
+        tracker.store.absorb_problems(problems, later.not_kept);
         tracker.store.set_next_id(ids.next_id(later.next_id));
         tracker.table.adopt_tombstones(dropped, |id| ids.merged(id));
         // No merge can join these records to an earlier capture any more: count what is done.
@@ -240,14 +229,13 @@ impl Analysis {
     }
 
     /// What a tracker left (`Tracker::finish`) over `files`.
-    fn of_run(files: Vec<FileReport>, finished: Finished, live: FlowTable, evicted: u64, skipped: SkipCounts, options: AnalyzeOptions) -> Analysis {
+    fn of_run(files: Vec<FileReport>, finished: Finished<Census>, live: FlowTable, evicted: u64, skipped: SkipCounts, options: AnalyzeOptions) -> Analysis {
         Analysis {
             files,
             connections: finished.connections,
-            dropped: finished.tally,
-            servers: finished.servers,
+            counted: finished.census,
             not_kept: finished.not_kept,
-            dropped_timeline: finished.timeline,
+            census_of_records: std::sync::OnceLock::new(),
             live,
             open: finished.open,
             next_id: finished.next_id,
@@ -267,10 +255,8 @@ impl Analysis {
         let end_ns = self.end_ns();
         let finished = Finished {
             connections: std::mem::take(&mut self.connections),
-            tally: self.dropped,
-            servers: self.servers.take(),
+            census: std::mem::take(&mut self.counted),
             not_kept: self.not_kept,
-            timeline: std::mem::take(&mut self.dropped_timeline),
             open: std::mem::take(&mut self.open),
             next_id: self.next_id,
         };
@@ -278,10 +264,8 @@ impl Analysis {
         store.forget_prefixes();
         let settled = store.finish(end_ns, &mut Vec::new());
         self.connections = settled.connections;
-        self.dropped = settled.tally;
-        self.servers = settled.servers;
+        self.counted = settled.census;
         self.not_kept = settled.not_kept;
-        self.dropped_timeline = settled.timeline;
         self.live = FlowTable::default();
         self.options.tracker.mergeable = false;
     }
@@ -296,62 +280,44 @@ impl Analysis {
         self.options.tracker.keep_connections
     }
 
-    pub fn summary(&self) -> Summary {
-        let mut tally = self.dropped;
+    /// Every connection counted: as each finished, or, when every record is kept, from the
+    /// records (once, when first asked for). The summary, the per-second timeline and the
+    /// per-server statistics all come from here.
+    pub fn census(&self) -> &Census {
         if self.keeps_every_connection() {
-            let end_ns = self.end_ns();
-            for c in &self.connections {
-                tally.count(c, end_ns);
-            }
+            self.census_of_records.get_or_init(|| Census::of_records(&self.connections, self.end_ns()))
+        } else {
+            &self.counted
         }
+    }
+
+    pub fn summary(&self) -> Summary {
         Summary {
             packets: self.files.iter().map(|f| f.packets).sum(),
             tcp_segments: self.files.iter().map(|f| f.tcp_segments).sum(),
             skipped: self.skipped.total(),
-            connections: tally,
+            connections: self.census().tally,
         }
     }
 
-    /// Per-second counts over every connection: kept from the run, plus every kept record when
-    /// all records are kept.
+    /// Per-second counts over every connection.
     pub fn timeline(&self) -> Timeline {
-        let mut timeline = self.dropped_timeline.clone();
-        if self.keeps_every_connection() {
-            let end_ns = self.end_ns();
-            for c in &self.connections {
-                timeline.add_connection(c, detect::classify(c, end_ns).0);
-            }
-        }
-        timeline
-    }
-
-    /// The per-server book: kept from the run, or made from every record.
-    fn server_book(&self) -> std::borrow::Cow<'_, ServerBook> {
-        if let Some(book) = &self.servers {
-            return std::borrow::Cow::Borrowed(book);
-        }
-        let end_ns = self.end_ns();
-        let mut book = ServerBook::default();
-        for c in &self.connections {
-            let (outcome, symptoms) = detect::classify(c, end_ns);
-            book.add(c, outcome, symptoms);
-        }
-        std::borrow::Cow::Owned(book)
+        self.census().timeline.clone()
     }
 
     /// Per server endpoint, in order of address.
     pub fn servers(&self) -> Vec<ServerStats> {
-        self.server_book().into_owned().finish()
+        self.census().servers.clone().finish()
     }
 
     /// Connections that were one client SYN and nothing more (a SYN flood, a port scan).
     pub fn one_syn(&self) -> OneSynTally {
-        self.server_book().one_syn().clone()
+        self.census().servers.one_syn().clone()
     }
 
     /// Per (client address, server endpoint), the most source ports held at once.
     pub fn port_pressure(&self) -> Vec<PortPressure> {
-        self.server_book().port_pressure()
+        self.census().servers.port_pressure()
     }
 
     /// Sentences about anything that makes the result less than complete.
@@ -411,7 +377,7 @@ const RECORD_HEADER_BYTES: u64 = 16;
 /// Serialised analyses (`Analysis::to_bytes`) start with this.
 const PART_MAGIC: &[u8; 8] = b"PCAPQPRT";
 /// The layout of the serialised analysis; bumped whenever a serialised type changes.
-pub const PART_FORMAT: u16 = 2;
+pub const PART_FORMAT: u16 = 3;
 
 impl Analysis {
     /// The analysis as bytes, for another process to merge: `PART_MAGIC`, `PART_FORMAT`
@@ -590,7 +556,7 @@ fn analyze_readers_on(
 ) -> Result<Analysis, ReadError> {
     let mut read_bytes = 0u64;
     let mut next_report = PROGRESS_EVERY_BYTES;
-    let mut tracker = Tracker::new(options.tracker);
+    let mut tracker: Tracker<Census> = Tracker::new(options.tracker);
     if watch.is_some() {
         tracker.note_changes();
     }
@@ -715,7 +681,7 @@ mod tests {
     #[test]
     fn test_to_bytes_round_trip_keeps_counts_and_files() {
         let mut a = Analysis { next_id: 3, evicted: 2, ..Analysis::default() };
-        a.dropped.connections = 3;
+        a.counted.tally.connections = 3;
         a.files.push(FileReport {
             path: "ring.pcap1".into(),
             format: Some(Format::Pcap),
@@ -741,7 +707,7 @@ mod tests {
         let mut bytes = Analysis::default().to_bytes().unwrap();
         bytes[8] = 7;
         let err = Analysis::from_bytes(&bytes).err().unwrap();
-        assert!(err.contains("(format 7)") && err.contains("(format 2)"), "{err}");
+        assert!(err.contains("(format 7)") && err.contains("(format 3)"), "{err}");
         assert_eq!(Analysis::from_bytes(b"PCAPQ").err().unwrap(), "not a serialised pcapq analysis");
     }
 }

@@ -2,15 +2,16 @@
 //!
 //! Layers, each depending only on the ones before it:
 //! `reader` (pcap, pcapng, gzip, stdin) → `decode` (link, IP, TCP) → `flow` (connections and
-//! their events) → `detect` (verdicts, episodes) → `analysis` (one run over the inputs) → `output`
-//! (JSON); `live` and `watch` read standard input as it arrives. Only `bindings`
-//! knows about Python.
+//! their events) → `detect` (verdicts, episodes) → `census` (every finished connection counted
+//! once) → `analysis` (one run over the inputs) → `output` (JSON); `live` and `watch` read
+//! standard input as it arrives. Only `bindings` knows about Python.
 //!
 //! No unsafe code, with one exception: mapping a capture file into memory
 //! (`reader/mapped.rs`, one call, with its reason).
 #![deny(unsafe_code)]
 
 pub mod analysis;
+pub mod census;
 pub mod detect;
 pub mod decode;
 pub mod flow;

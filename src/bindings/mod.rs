@@ -312,27 +312,42 @@ impl Analysis {
     fn worst<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<(usize, Bound<'py, PyList>)> {
         self.settle();
         let end_ns = self.inner.end_ns();
-        let mut ranked: Vec<((bool, bool, i64, i64, u64), usize)> = Vec::new();
-        for (i, c) in self.inner.connections.iter().enumerate() {
-            let (outcome, symptoms) = detect::classify(c, end_ns);
-            if !detect::servers::has_problem(outcome, symptoms) {
-                continue;
-            }
-            let latency = detect::judge(c, end_ns).added_latency_ns;
-            ranked.push(((!outcome.is_failure(), symptoms.is_empty(), -latency, c.first_time_ns, c.id), i));
-        }
-        let count = ranked.len();
-        if n < count {
-            ranked.select_nth_unstable(n);
-            ranked.truncate(n);
-        }
-        ranked.sort_unstable();
+        let (count, ranked) = rank_worst(&self.inner.connections, end_ns, n);
         let shapes = LeanShapes::import(py)?;
         let list = PyList::empty(py);
-        for (_, i) in ranked {
-            if let Some(c) = self.inner.connections.get(i) {
-                list.append(lean_connection(py, &shapes, c, end_ns)?)?;
-            }
+        for i in ranked {
+            list.append(lean_connection(py, &shapes, &self.inner.connections[i], end_ns)?)?;
+        }
+        Ok((count, list))
+    }
+
+    /// `worst`, each connection as the row a report's table shows, a tuple: (index, id, client,
+    /// server, outcome, symptoms, first_time, last_time, added_latency, first_file,
+    /// first_frame), `index` its place in `connections()`. A tuple of ten values instead of a
+    /// lean dict: the HTML report ranks up to 20,000 rows of a large capture.
+    fn worst_rows<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<(usize, Bound<'py, PyList>)> {
+        self.settle();
+        let end_ns = self.inner.end_ns();
+        let (count, ranked) = rank_worst(&self.inner.connections, end_ns, n);
+        let list = PyList::empty(py);
+        for i in ranked {
+            let c = &self.inner.connections[i];
+            let v = detect::judge(c, end_ns);
+            let symptoms = pyo3::types::PyTuple::new(py, v.symptoms.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
+            let row = (
+                i,
+                c.id,
+                c.client.to_string(),
+                c.server.to_string(),
+                v.outcome.slug(),
+                symptoms,
+                epoch(c.first_time_ns),
+                epoch(c.last_time_ns),
+                epoch(v.added_latency_ns),
+                c.first.file,
+                c.first.frame,
+            );
+            list.append(row.into_pyobject(py)?)?;
         }
         Ok((count, list))
     }
@@ -491,6 +506,28 @@ const CHUNK: usize = 1 << 20;
 
 fn epoch(ns: i64) -> f64 {
     ns as f64 / 1e9
+}
+
+/// How many of `connections` have a problem, and the places of the `n` worst, worst first:
+/// failed outcomes, then any symptom, then the most added latency, then the earliest, then the
+/// lowest id (`report.timeline.severity` in Python).
+fn rank_worst(connections: &[Connection], end_ns: i64, n: usize) -> (usize, Vec<usize>) {
+    let mut ranked: Vec<((bool, bool, i64, i64, u64), usize)> = Vec::new();
+    for (i, c) in connections.iter().enumerate() {
+        let (outcome, symptoms) = detect::classify(c, end_ns);
+        if !detect::servers::has_problem(outcome, symptoms) {
+            continue;
+        }
+        let latency = detect::judge(c, end_ns).added_latency_ns;
+        ranked.push(((!outcome.is_failure(), symptoms.is_empty(), -latency, c.first_time_ns, c.id), i));
+    }
+    let count = ranked.len();
+    if n < count {
+        ranked.select_nth_unstable(n);
+        ranked.truncate(n);
+    }
+    ranked.sort_unstable();
+    (count, ranked.into_iter().map(|(_, i)| i).collect())
 }
 
 /// The fields of a connection the findings read, as a flat dict whose series are

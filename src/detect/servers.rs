@@ -146,7 +146,7 @@ impl ServerBook {
                 s.synack_to_ack_ns.push(ack - synack);
             }
         }
-        if let Some((established, until)) = crate::flow::timeline::waiting_span(c) {
+        if let Some((established, until)) = crate::flow::connection::waiting_span(c) {
             s.waiting_from_ns.push(established);
             s.waiting_until_ns.push(until);
         }

@@ -1,9 +1,9 @@
 //! The record of one TCP connection: who, when, what happened. This is what reports read;
-//! the tracker's working state lives in `tracker::Flow` and is dropped when the connection ends.
+//! the tracker's working state lives in `state::Flow` and is dropped when the connection ends.
 
 use super::event::{Event, FrameRef, PacketRole, Side};
 use super::key::Endpoint;
-use super::tally::Marks;
+use super::marks::Marks;
 use crate::decode::{Segment, TcpOptions};
 
 /// Where the handshake and teardown got to, as seen at the capture point.
@@ -325,7 +325,7 @@ impl Connection {
     /// carries what was counted, so counting it again adds only what the late packets show.
     pub fn revived(id: u64, client: Endpoint, server: Endpoint, state: ConnState, tallied: Marks, at: FrameRef, time_ns: i64) -> Connection {
         let mut conn = Connection::new(id, client, server, tallied.is_partial(), at, time_ns);
-        conn.state = state;
+        conn.set_state(state);
         conn.tallied = tallied;
         conn
     }
@@ -366,7 +366,15 @@ impl Connection {
     }
 
     /// Changes the state; every transition goes through here.
+    /// Every change of a connection's state goes through here (the tracker's state machine, a
+    /// revived record, a merge). Built with the `trace-states` feature, each change is printed
+    /// to standard error as `pcapq: connection 7 state=syn_sent=>syn_received` (smoltcp's
+    /// `set_state` trace).
     pub fn set_state(&mut self, state: ConnState) {
+        #[cfg(feature = "trace-states")]
+        if state != self.state {
+            eprintln!("pcapq: connection {} state={}=>{}", self.id, self.state.slug(), state.slug());
+        }
         self.state = state;
     }
 
@@ -374,4 +382,17 @@ impl Connection {
     pub fn handshake_duration_ns(&self) -> Option<i64> {
         Some(self.handshake_ack_time_ns? - self.syn_time_ns?)
     }
+}
+
+/// From the client's handshake ACK until the server's first data, its reset, the client's FIN
+/// or the connection's last packet: the time a connection waits for the server to accept and
+/// answer it. While the server's accept queue is full this is how long a connection sits in
+/// it (Linux v6.6 net/ipv4/inet_connection_sock.c: inet_csk_accept() takes it off the queue).
+pub fn waiting_span(c: &Connection) -> Option<(i64, i64)> {
+    let established = c.handshake_ack_time_ns?;
+    let answered = c.milestones.server_data_ns;
+    let ended = c.milestones.first_rst.map(|r| r.time_ns);
+    let client_fin = c.counts[Side::Client.index()].fin.then_some(c.last_time_ns);
+    let until = answered.or(ended).or(client_fin).unwrap_or(c.last_time_ns);
+    Some((established, until.max(established)))
 }

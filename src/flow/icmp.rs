@@ -14,6 +14,7 @@ use super::connection::Connection;
 use super::event::{FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
+use super::store::Counter;
 use super::tracker::Tracker;
 use crate::decode::icmp::{IcmpClass, IcmpKind, IcmpMessage, Quote};
 
@@ -140,7 +141,7 @@ impl Connection {
     }
 }
 
-impl Tracker {
+impl<C: Counter> Tracker<C> {
     /// Ties one ICMP error to the live connection and packet it answers.
     pub fn on_icmp(&mut self, msg: &IcmpMessage, at: FrameRef, time_ns: i64) -> IcmpMatch {
         let q = match msg.quote {
@@ -188,6 +189,7 @@ mod tests {
     use super::*;
     use crate::decode::icmp::QuotedTcp;
     use crate::decode::{flags, Segment, TcpOptions};
+    use crate::census::Census;
     use crate::flow::TrackerOptions;
 
     fn syn(seq: u32) -> Segment {
@@ -224,7 +226,7 @@ mod tests {
 
     #[test]
     fn test_syn_sent_icmp_quoting_the_syn_is_tied_to_the_client() {
-        let mut t = Tracker::new(TrackerOptions::default());
+        let mut t = Tracker::<Census>::new(TrackerOptions::default());
         t.on_segment(&syn(1000), frame(1), 0);
         assert_eq!(t.on_icmp(&error(IcmpKind::AdminProhibited, 1000, true), frame(2), 1_000), IcmpMatch::Tied(Side::Client));
         let c = &t.connections()[0];
@@ -236,7 +238,7 @@ mod tests {
 
     #[test]
     fn test_syn_sent_icmp_quoting_another_isn_is_out_of_window() {
-        let mut t = Tracker::new(TrackerOptions::default());
+        let mut t = Tracker::<Census>::new(TrackerOptions::default());
         t.on_segment(&syn(1000), frame(1), 0);
         assert_eq!(t.on_icmp(&error(IcmpKind::HostUnreachable, 5000, true), frame(2), 1_000), IcmpMatch::OutOfWindow);
         assert!(t.connections()[0].icmp_answers().is_empty());
@@ -244,7 +246,7 @@ mod tests {
 
     #[test]
     fn test_syn_sent_icmp_for_unknown_tuple_or_truncated_or_udp() {
-        let mut t = Tracker::new(TrackerOptions::default());
+        let mut t = Tracker::<Census>::new(TrackerOptions::default());
         assert_eq!(t.on_icmp(&error(IcmpKind::PortUnreachable, 1000, true), frame(1), 0), IcmpMatch::NoConnection);
         let mut m = error(IcmpKind::PortUnreachable, 1000, true);
         m.quote = Quote::TcpTruncated;
@@ -259,7 +261,7 @@ mod tests {
 
     #[test]
     fn test_syn_sent_icmp_quoting_the_server_side_is_tied_to_the_server() {
-        let mut t = Tracker::new(TrackerOptions::default());
+        let mut t = Tracker::<Census>::new(TrackerOptions::default());
         t.on_segment(&syn(1000), frame(1), 0);
         let mut synack = syn(7000);
         std::mem::swap(&mut synack.src, &mut synack.dst);

@@ -17,7 +17,9 @@ use super::connection::{Connection, Milestones, RetransmitLog, Send};
 use super::event::{Detail, FrameRef, Side};
 use super::key::{Endpoint, FlowKey};
 use super::table::{is_forgotten, FlowTable};
-use super::tracker::{starts_new_connection, Flow, Tracker};
+use super::state::Flow;
+use super::store::Counter;
+use super::tracker::{starts_new_connection, Tracker};
 
 /// Connections and the flow table of an analysis, as `Tracker::finish()` returns them: every
 /// record (index = id), or the open records of an analysis that did not keep every record
@@ -53,7 +55,7 @@ impl IdMap {
 /// before `base`. `file_offset` is the number of input files of the earlier analysis: the
 /// later one's file indices move up by it. Returns the id map and the later table's tombstones
 /// of records it did not keep.
-pub fn join(tracker: &mut Tracker, later: Tracked, file_offset: u32, base: u64) -> (IdMap, FlowTable) {
+pub fn join<C: Counter>(tracker: &mut Tracker<C>, later: Tracked, file_offset: u32, base: u64) -> (IdMap, FlowTable) {
     let (mut flows, dropped) = later.live.into_flows();
     for (_, flow) in &mut flows {
         flow.direction.iter_mut().for_each(|d| d.shift_files(file_offset));
@@ -119,7 +121,7 @@ pub fn renumber(conn: &mut Connection, ids: &IdMap, file_offset: u32) {
 
 /// Replays the later connection's prefix into earlier connection `e`, then adds what the later
 /// analysis saw after its snapshot.
-fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_flow: Option<(FlowKey, Flow)>) {
+fn graft<C: Counter>(tracker: &mut Tracker<C>, e: usize, key: FlowKey, later: Connection, live_flow: Option<(FlowKey, Flow)>) {
     let Some(prefix) = later.prefix else { return };
     for seen in &prefix.segments {
         tracker.track(&seen.segment, seen.at, seen.time_ns);
@@ -146,7 +148,7 @@ fn graft(tracker: &mut Tracker, e: usize, key: FlowKey, later: Connection, live_
     let completed_before = conn.handshake_completed();
     conn.handshake_ack_time_ns = conn.handshake_ack_time_ns.or(later.handshake_ack_time_ns);
     conn.last_time_ns = conn.last_time_ns.max(later.last_time_ns);
-    conn.state = later.state;
+    conn.set_state(later.state);
     let later_events = later.events.into_iter().filter(|ev| ev.at > last_replayed);
     for mut event in later_events {
         event.from = side(event.from);

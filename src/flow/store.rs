@@ -2,27 +2,41 @@
 //! when their connection leaves the hot table.
 //!
 //! Keeping every record (JSON output, timelines, merges) costs memory with every connection in
-//! the capture. Without that, a finished connection is counted into a `Tally` and its slot is
-//! reused, so memory follows the connections that are live at once.
+//! the capture. Without that, a finished connection is handed to a `Counter` (the census,
+//! `crate::census`) and its slot is reused, so memory follows the connections that are live at
+//! once.
 
 use super::connection::{ConnState, Connection};
 use super::key::FlowKey;
-use super::tally::{Marks, Tally};
-use super::timeline::Timeline;
-use crate::detect::{self, servers, servers::ServerBook};
+use super::marks::Marks;
 
-/// What a run leaves: every record (when all are kept), or the tally of all connections, their
-/// servers' statistics and the records of those with a problem.
+/// What counts a record when its connection is finished: the census (`crate::census::Census`),
+/// which judges it with `detect`'s verdicts. A trait, so that `flow` does not depend on them.
+pub trait Counter: Default {
+    /// Counts `conn`, in a capture read up to `end_ns`, beyond what was counted for it before
+    /// (`conn.tallied`).
+    fn count(&mut self, conn: &Connection, end_ns: i64) -> Counted;
+}
+
+/// What the counter says of a record it counted.
+#[derive(Clone, Copy, Debug)]
+pub struct Counted {
+    /// Everything counted for it so far (kept with its tombstone, for a revival).
+    pub marks: Marks,
+    /// It had a problem: its record is kept for the findings.
+    pub problem: bool,
+}
+
+/// What a run leaves: every record (when all are kept), or the counts of all connections and
+/// the records of those with a problem.
 #[derive(Default)]
-pub struct Finished {
+pub struct Finished<C> {
     pub connections: Vec<Connection>,
-    pub tally: Tally,
-    /// `None` when every record is kept: the statistics are made from the records then.
-    pub servers: Option<ServerBook>,
+    /// The connections counted (nothing when every record is kept: they are counted from the
+    /// records then).
+    pub census: C,
     /// Connections with a problem beyond `MAX_KEPT_WITH_PROBLEMS`, counted but not kept.
     pub not_kept: u64,
-    /// Per-second counts of the connections counted (empty when every record is kept).
-    pub timeline: Timeline,
     /// A mergeable run that does not keep every record: the records not counted yet (live
     /// when the input ended, or able to join the capture before), in order of id. The flow
     /// table refers to them by their index here.
@@ -60,7 +74,7 @@ impl Retired {
     }
 }
 
-pub struct ConnectionStore {
+pub struct ConnectionStore<C> {
     slots: Vec<Connection>,
     free: Vec<usize>,
     next_id: u64,
@@ -68,12 +82,8 @@ pub struct ConnectionStore {
     /// Records that a merge may join to the capture before (they have a prefix) are not
     /// counted when they leave the hot table, but kept.
     mergeable: bool,
-    /// Connections counted and dropped.
-    tally: Tally,
-    /// Their servers' statistics.
-    servers: ServerBook,
-    /// Their per-second counts.
-    timeline: Timeline,
+    /// Counts the connections whose records are dropped.
+    census: C,
     /// The dropped ones that had a problem (up to `MAX_KEPT_WITH_PROBLEMS`), kept for findings.
     with_problems: Vec<Connection>,
     with_problems_not_kept: u64,
@@ -82,17 +92,15 @@ pub struct ConnectionStore {
 /// Connections with a problem kept when records are not: a SYN flood can bring millions.
 pub const MAX_KEPT_WITH_PROBLEMS: usize = 100_000;
 
-impl ConnectionStore {
-    pub fn new(keep_all: bool, mergeable: bool) -> ConnectionStore {
+impl<C: Counter> ConnectionStore<C> {
+    pub fn new(keep_all: bool, mergeable: bool) -> ConnectionStore<C> {
         ConnectionStore {
             slots: Vec::new(),
             free: Vec::new(),
             next_id: 0,
             keep_all,
             mergeable,
-            tally: Tally::default(),
-            servers: ServerBook::default(),
-            timeline: Timeline::default(),
+            census: C::default(),
             with_problems: Vec::new(),
             with_problems_not_kept: 0,
         }
@@ -100,33 +108,32 @@ impl ConnectionStore {
 
     /// Continues from records kept by an earlier run. When every record is kept, a record's
     /// slot is its id.
-    pub fn resume(records: Vec<Connection>) -> ConnectionStore {
+    pub fn resume(records: Vec<Connection>) -> ConnectionStore<C> {
         let next_id = records.len() as u64;
         ConnectionStore { slots: records, next_id, ..ConnectionStore::new(true, false) }
     }
 
     /// Continues from what a run that did not keep every record left: its counts, the records
     /// of connections with a problem, and its open records (slot = index in `open`).
-    pub fn resume_folded(finished: Finished, mergeable: bool) -> ConnectionStore {
+    pub fn resume_folded(finished: Finished<C>, mergeable: bool) -> ConnectionStore<C> {
         ConnectionStore {
             slots: finished.open,
             next_id: finished.next_id,
-            tally: finished.tally,
-            servers: finished.servers.unwrap_or_default(),
-            timeline: finished.timeline,
+            census: finished.census,
             with_problems: finished.connections,
             with_problems_not_kept: finished.not_kept,
             ..ConnectionStore::new(false, mergeable)
         }
     }
 
-    /// Adds what another run that did not keep every record counted: its tally, its servers'
-    /// statistics and per-second counts, and its records of connections with a problem
-    /// (already renumbered).
-    pub fn absorb(&mut self, tally: &Tally, servers: ServerBook, timeline: &Timeline, with_problems: Vec<Connection>, not_kept: u64) {
-        self.tally.add(tally);
-        self.servers.merge(servers);
-        self.timeline.add(timeline);
+    /// The counts so far (a merge adds another run's to them).
+    pub fn census_mut(&mut self) -> &mut C {
+        &mut self.census
+    }
+
+    /// Takes over the records of connections with a problem that another run kept (already
+    /// renumbered), and how many it could not keep.
+    pub fn absorb_problems(&mut self, with_problems: Vec<Connection>, not_kept: u64) {
         for conn in with_problems {
             if self.with_problems.len() < MAX_KEPT_WITH_PROBLEMS {
                 self.with_problems.push(conn);
@@ -234,30 +241,20 @@ impl ConnectionStore {
         Retired { id, tallied, slot: Retired::NO_SLOT }
     }
 
-    /// Counts the record in `slot` into the tally and its server's statistics, and keeps it if
-    /// it had a problem. A revived record adds to the tally only what is new, to the server's
-    /// statistics nothing.
+    /// Hands the record in `slot` to the census, and keeps it if it had a problem. The one
+    /// place where a finished connection leaves the tracker.
     fn count(&mut self, slot: usize, end_ns: i64) -> Marks {
         let conn = &self.slots[slot];
-        let (outcome, symptoms) = detect::classify(conn, end_ns);
-        let first_count = conn.tallied.counted_outcome().is_none();
-        let mut tallied = self.tally.count_as(conn, outcome, symptoms);
-        if first_count {
-            self.servers.add(conn, outcome, symptoms);
-            self.timeline.add_connection(conn, outcome);
-        }
-        // A revived record is judged only by its outcome (a late RST can change it).
-        let outcome_now = tallied.counted_outcome().unwrap_or(outcome);
-        let symptoms_now = if first_count { symptoms } else { detect::Symptoms::default() };
-        if servers::has_problem(outcome_now, symptoms_now) && !tallied.is_kept() {
+        let Counted { mut marks, problem } = self.census.count(conn, end_ns);
+        if problem && !marks.is_kept() {
             if self.with_problems.len() < MAX_KEPT_WITH_PROBLEMS {
                 self.with_problems.push(conn.clone());
             } else {
                 self.with_problems_not_kept += 1;
             }
-            tallied = tallied.kept();
+            marks = marks.kept();
         }
-        tallied
+        marks
     }
 
     /// A late packet came for a retired connection: its slot, holding its record again.
@@ -276,7 +273,7 @@ impl ConnectionStore {
     /// What the run leaves, for a capture that ended at `end_ns`.
     /// A mergeable store does not count the records in use: they come back in `open`, in
     /// order of id, and `renumbered` gets each one's slot and its index there.
-    pub fn finish(mut self, end_ns: i64, renumbered: &mut Vec<(usize, usize)>) -> Finished {
+    pub fn finish(mut self, end_ns: i64, renumbered: &mut Vec<(usize, usize)>) -> Finished<C> {
         let next_id = self.next_id;
         if self.keep_all {
             return Finished { connections: self.slots, next_id, ..Finished::default() };
@@ -297,15 +294,7 @@ impl ConnectionStore {
         }
         let mut kept = self.with_problems;
         kept.sort_by_key(|c| c.id);
-        Finished {
-            connections: kept,
-            tally: self.tally,
-            servers: Some(self.servers),
-            not_kept: self.with_problems_not_kept,
-            timeline: self.timeline,
-            open,
-            next_id,
-        }
+        Finished { connections: kept, census: self.census, not_kept: self.with_problems_not_kept, open, next_id }
     }
 
     /// The records, by slot (by id when every record is kept).

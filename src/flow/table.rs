@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use super::connection::ConnState;
 use super::key::FlowKey;
 use super::seq::SeqNumber;
-use super::store::{ConnectionStore, Retired};
-use super::tracker::{DirectionState, Flow};
+use super::store::{ConnectionStore, Counter, Retired};
+use super::state::{DirectionState, Flow};
 
 /// A finished connection stays in the hot table this long after its last packet: a lost last
 /// ACK brings a FIN retransmission after the RTO (at least 200 ms, Linux TCP_RTO_MIN), an
@@ -276,7 +276,7 @@ fn is_half_open(state: ConnState) -> bool {
 impl FlowTable {
     /// The flow of `key`, brought back from its tombstone (and its record from the store) if
     /// it had one.
-    pub fn get_mut(&mut self, key: &FlowKey, store: &mut ConnectionStore) -> Option<&mut Flow> {
+    pub fn get_mut<C: Counter>(&mut self, key: &FlowKey, store: &mut ConnectionStore<C>) -> Option<&mut Flow> {
         if let Some(&at) = self.live.index.get(key) {
             return self.live.flows.get_mut(at as usize);
         }
@@ -334,7 +334,7 @@ impl FlowTable {
 
     /// Moves finished flows idle for `CLOSED_GRACE_NS` to tombstones; the store retires their
     /// records. Looks only at flows noted finished, so it costs what finished since the last sweep.
-    pub fn sweep_finished_flows(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+    pub fn sweep_finished_flows<C: Counter>(&mut self, store: &mut ConnectionStore<C>, now_ns: i64) {
         while let Some(&(key, since)) = self.closing.front() {
             if now_ns - since <= CLOSED_GRACE_NS {
                 break;
@@ -359,7 +359,7 @@ impl FlowTable {
 
     /// Forgets the flows that `is_forgotten` says are done (never answered, idle for minutes);
     /// looks at every flow, so it runs seldom.
-    pub fn sweep_forgotten_flows(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+    pub fn sweep_forgotten_flows<C: Counter>(&mut self, store: &mut ConnectionStore<C>, now_ns: i64) {
         self.live.retain(|_, flow| {
             let forgotten = is_forgotten(flow.last_time_ns, flow.state, now_ns) && !flow.state.is_over();
             if forgotten {
@@ -375,7 +375,7 @@ impl FlowTable {
     /// all, until half the limit is free; over `MAX_TOMBSTONES` tombstones, half-open ones are
     /// forgotten. Each check scans the table, so the next one waits until it has grown by half
     /// a limit again: the cost stays in proportion to the connections.
-    pub fn relieve_pressure(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+    pub fn relieve_pressure<C: Counter>(&mut self, store: &mut ConnectionStore<C>, now_ns: i64) {
         if self.live.len() > self.live_limit {
             let finished = &mut self.finished;
             let mut retired = 0u64;
@@ -409,7 +409,7 @@ impl FlowTable {
 
     /// Finalises the `n` flows idle longest: their records are retired, the flows forgotten
     /// (no tombstone: that would be memory again). Returns how many.
-    pub fn evict_idlest(&mut self, store: &mut ConnectionStore, n: usize, now_ns: i64) -> usize {
+    pub fn evict_idlest<C: Counter>(&mut self, store: &mut ConnectionStore<C>, n: usize, now_ns: i64) -> usize {
         let mut idle: Vec<(i64, FlowKey)> = self.live.iter().map(|(k, f)| (f.last_time_ns, *k)).collect();
         let n = n.min(idle.len());
         if n == 0 {
@@ -481,7 +481,7 @@ impl FlowTable {
 
     /// At the end of a merge: counts the records tombstones still keep (no merge can join them
     /// any more), retires finished flows past their grace and forgets what is done.
-    pub fn settle(&mut self, store: &mut ConnectionStore, now_ns: i64) {
+    pub fn settle<C: Counter>(&mut self, store: &mut ConnectionStore<C>, now_ns: i64) {
         for t in self.finished.values_mut() {
             if let Some(slot) = t.record.slot() {
                 let tallied = store.fold(slot, now_ns);

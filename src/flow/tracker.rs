@@ -13,7 +13,8 @@ use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
 use super::stage::{Change, Stage};
-use super::store::{ConnectionStore, Finished};
+use super::state::{DirectionState, Flow, Sent, SentSegment};
+use super::store::{ConnectionStore, Counter, Finished};
 use super::table::FlowTable;
 use crate::decode::{flags, Segment};
 
@@ -26,8 +27,6 @@ const SWEEP_EVERY: u32 = 4 * 1024;
 const FULL_SWEEP_INTERVAL_NS: i64 = 15 * 1_000_000_000;
 /// A SYN-ACK this soon after a client SYN retransmission answers it.
 const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
-/// Segments remembered per direction to number retransmission attempts.
-const MAX_IN_FLIGHT: usize = 4;
 /// A copy of a frame with the same non-zero IPv4 ID comes at most this long after it (span and
 /// bridge copies: 0 to 33 ms in public captures). Linux gives every segment of a connected
 /// socket a new ID (Linux v6.6 include/net/ip.h: ip_select_ident_segs()); Windows keeps the ID
@@ -69,35 +68,6 @@ impl Default for TrackerOptions {
 /// retries end after 131 s with tcp_syn_linear_timeouts=4 (127 s classic).
 const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
 
-/// What tells a copy of a frame from a re-send of its segment: every header field a re-send
-/// could change, and the TCP checksum, which covers the options (a re-send carries a new
-/// timestamp) and the payload.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Sent {
-    seq: u32,
-    ack: u32,
-    payload_len: u32,
-    window: u16,
-    checksum: u16,
-    ip_id: u16,
-    flags: u8,
-    at: FrameRef,
-    time_ns: i64,
-}
-
-impl Sent {
-    fn of(seg: &Segment, at: FrameRef, time_ns: i64) -> Sent {
-        let (seq, ack, payload_len, window, checksum, ip_id, flags) =
-            (seg.seq, seg.ack, seg.payload_len, seg.window, seg.checksum, seg.ip_id, seg.flags);
-        Sent { seq, ack, payload_len, window, checksum, ip_id, flags, at, time_ns }
-    }
-
-    fn same_segment(&self, other: &Sent) -> bool {
-        (self.seq, self.ack, self.payload_len, self.window, self.checksum, self.ip_id, self.flags)
-            == (other.seq, other.ack, other.payload_len, other.window, other.checksum, other.ip_id, other.flags)
-    }
-}
-
 /// Is `this` a copy of `last`, the frame sent before it the same way, rather than a re-send?
 /// `peer_last` is the last frame the other side sent. See COPY_SAME_ID_NS and COPY_NO_ID_NS.
 fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>) -> bool {
@@ -112,125 +82,6 @@ fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>) -> bool {
         (_, false) => COPY_SAME_ID_NS,
     };
     gap <= limit && peer_last.is_none_or(|p| p.at < last.at)
-}
-
-/// One segment sent and not yet acknowledged, remembered to number its retransmissions.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub(crate) struct SentSegment {
-    seq: SeqNumber,
-    end: SeqNumber,
-    first: FrameRef,
-    first_send_ns: i64,
-    last_send_ns: i64,
-    sends: u32,
-}
-
-/// The last `MAX_IN_FLIGHT` segments sent and not yet acknowledged, oldest first, kept inline
-/// (no allocation per connection).
-#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub(crate) struct InFlight {
-    segments: [SentSegment; MAX_IN_FLIGHT],
-    len: u8,
-}
-
-impl InFlight {
-    fn live(&mut self) -> &mut [SentSegment] {
-        let len = usize::from(self.len).min(MAX_IN_FLIGHT);
-        &mut self.segments[..len]
-    }
-
-    fn find_mut(&mut self, seq: SeqNumber) -> Option<&mut SentSegment> {
-        self.live().iter_mut().find(|s| s.seq == seq)
-    }
-
-    /// Adds a segment. When all places are taken the newest is replaced: a retransmission
-    /// timeout re-sends the oldest unacknowledged segment (RFC 6298 §5.4), so those stay.
-    fn push(&mut self, segment: SentSegment) {
-        if usize::from(self.len) == MAX_IN_FLIGHT {
-            self.len -= 1;
-        }
-        let at = usize::from(self.len);
-        if let Some(slot) = self.segments.get_mut(at) {
-            *slot = segment;
-            self.len += 1;
-        }
-    }
-
-    /// Forgets the segments `ack` covers entirely.
-    fn acknowledge(&mut self, ack: SeqNumber) {
-        let covered = self.live().iter().take_while(|s| !ack.before(s.end)).count();
-        if covered > 0 {
-            // The rest move to the front, in order (a loop of at most three copies: this runs
-            // for most ACKs, and `rotate_left` calls memmove three times).
-            let len = usize::from(self.len).min(MAX_IN_FLIGHT);
-            for from in covered..len {
-                self.segments[from - covered] = self.segments[from];
-            }
-            self.len -= covered as u8;
-        }
-    }
-}
-
-/// What the tracker knows about one direction of a live connection.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct DirectionState {
-    /// Highest sequence number sent plus one (SYN and FIN count one), Wireshark's nextseq.
-    pub(crate) next_seq: Option<SeqNumber>,
-    pub(crate) last_ack: Option<u32>,
-    pub(crate) last_window: u16,
-    pub(crate) dup_acks: u32,
-    /// The last ACK that was not a duplicate.
-    pub(crate) last_ack_at: FrameRef,
-    pub(crate) zero_window: bool,
-    /// The last segment sent this way was a keep-alive (Wireshark's lastsegmentflags).
-    pub(crate) keep_alive: bool,
-    pub(crate) data_seen: bool,
-    pub(crate) fin_seen: bool,
-    /// The last packet sent this way, what it was and when: what an RST from the other side answers.
-    pub(crate) last_packet: Option<(PacketRole, FrameRef, i64)>,
-    /// First SYN (client) or SYN-ACK (server), and the latest one.
-    pub(crate) first_handshake: Option<FrameRef>,
-    pub(crate) last_handshake_ns: i64,
-    pub(crate) in_flight: InFlight,
-    /// The last frame sent this way that was no copy.
-    pub(crate) last_sent: Option<Sent>,
-}
-
-impl DirectionState {
-    /// Moves every frame reference `offset` files on (a merge puts a later capture's files
-    /// after the earlier one's).
-    pub(crate) fn shift_files(&mut self, offset: u32) {
-        let shift = |f: &mut FrameRef| f.file += offset;
-        shift(&mut self.last_ack_at);
-        if let Some((_, f, _)) = self.last_packet.as_mut() {
-            shift(f);
-        }
-        if let Some(f) = self.first_handshake.as_mut() {
-            shift(f);
-        }
-        if let Some(sent) = self.last_sent.as_mut() {
-            shift(&mut sent.at);
-        }
-        let len = usize::from(self.in_flight.len);
-        for sent in self.in_flight.segments.iter_mut().take(len) {
-            shift(&mut sent.first);
-        }
-    }
-}
-
-/// The tracker's working state for a connection that may still see packets.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Flow {
-    /// Index of the connection's record in `Tracker::connections`.
-    pub conn: usize,
-    /// The client is the low endpoint of the flow's key: a segment's side follows from the
-    /// key's orientation, without comparing addresses.
-    pub client_is_low: bool,
-    /// The record's state, copied after every segment so the table can sweep without
-    /// reading the records.
-    pub state: ConnState,
-    pub direction: [DirectionState; 2],
-    pub last_time_ns: i64,
 }
 
 /// The segment being labelled, with where and when it was captured and who sent it.
@@ -259,10 +110,10 @@ impl Packet<'_> {
     }
 }
 
-pub struct Tracker {
+pub struct Tracker<C> {
     options: TrackerOptions,
     pub(crate) table: FlowTable,
-    pub(crate) store: ConnectionStore,
+    pub(crate) store: ConnectionStore<C>,
     segments_since_sweep: u32,
     last_full_sweep_ns: Option<i64>,
     first_time_ns: Option<i64>,
@@ -274,8 +125,8 @@ pub struct Tracker {
     noting: Option<Vec<Change>>,
 }
 
-impl Tracker {
-    pub fn new(options: TrackerOptions) -> Tracker {
+impl<C: Counter> Tracker<C> {
+    pub fn new(options: TrackerOptions) -> Tracker<C> {
         Tracker {
             options,
             table: FlowTable::default(),
@@ -300,7 +151,7 @@ impl Tracker {
     }
 
     /// A tracker that continues where an earlier one, which kept every record, stopped.
-    pub fn resume(options: TrackerOptions, connections: Vec<Connection>, table: FlowTable) -> Tracker {
+    pub fn resume(options: TrackerOptions, connections: Vec<Connection>, table: FlowTable) -> Tracker<C> {
         let mut tracker = Tracker::new(options);
         tracker.store = ConnectionStore::resume(connections);
         tracker.table = table;
@@ -309,7 +160,7 @@ impl Tracker {
 
     /// A tracker that continues from a store and table made elsewhere (a merge of analyses
     /// that did not keep every record).
-    pub fn resume_with(options: TrackerOptions, store: ConnectionStore, table: FlowTable) -> Tracker {
+    pub fn resume_with(options: TrackerOptions, store: ConnectionStore<C>, table: FlowTable) -> Tracker<C> {
         let mut tracker = Tracker::new(options);
         tracker.store = store;
         tracker.table = table;
@@ -456,7 +307,7 @@ impl Tracker {
     /// What the run leaves (every record when `keep_connections` is on; otherwise the tally,
     /// the servers' statistics and the connections with a problem), and the table of flows
     /// still remembered.
-    pub fn finish(self) -> (Finished, FlowTable) {
+    pub fn finish(self) -> (Finished<C>, FlowTable) {
         let mut renumbered = Vec::new();
         let finished = self.store.finish(self.last_time_ns, &mut renumbered);
         let mut table = self.table;
@@ -526,6 +377,8 @@ fn guess_client(src: Endpoint, dst: Endpoint) -> (Endpoint, Endpoint) {
 /// Phases run in order: reset, handshake, sequence, acknowledgement, window.
 fn observe(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: FrameRef, time_ns: i64, keep_events: bool) {
     label(flow, conn, seg, side, at, time_ns, keep_events);
+    // The flow mirrors the record's state (changed only by `Connection::set_state`), so that
+    // the table sweeps without reading records.
     flow.state = conn.state;
 }
 
@@ -2016,7 +1869,7 @@ mod tests {
         w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 9_000 * MS);
         assert_eq!(w.tracker.live_connections(), 0, "and it is retired again");
         let (finished, _) = w.tracker.finish();
-        let tally = finished.tally;
+        let tally = finished.census.tally;
         assert_eq!(finished.connections.len(), 1, "kept: reset by the client is a problem");
         assert_eq!((tally.connections, tally.handshakes_completed, tally.reset), (1, 1, 1));
     }
@@ -2059,10 +1912,10 @@ mod tests {
         w.client = Endpoint { ip: IpAddr::from([10, 0, 0, 1]), port: 1024 };
         w.send(10_001, C, ACK | PSH, CISN + 1, SISN + 1, 10);
         let (finished, table) = w.tracker.finish();
-        assert_eq!(finished.tally.connections, u64::from(flood) + 1, "the re-sent SYN is no new connection");
-        assert_eq!(finished.tally.with_syn_retransmits, 1);
+        assert_eq!(finished.census.tally.connections, u64::from(flood) + 1, "the re-sent SYN is no new connection");
+        assert_eq!(finished.census.tally.with_syn_retransmits, 1);
         assert!(finished.connections.len() <= crate::flow::store::MAX_KEPT_WITH_PROBLEMS);
-        let book = finished.servers.expect("counted, not kept");
+        let book = finished.census.servers;
         // Counted once, when set aside (the re-sent SYN came after).
         assert_eq!(book.one_syn().connections, u64::from(flood));
         drop(table);

@@ -4,6 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::{Connection, Endpoint, FrameRef, Side, Tracker, TrackerOptions};
+use crate::census::Census;
 use crate::decode::{flags, Segment, TcpOptions};
 
 pub const C: Side = Side::Client;
@@ -21,7 +22,7 @@ pub const SISN: u32 = 5000;
 
 /// Feeds segments between one client and one server to a tracker, numbering frames from 1.
 pub struct Wire {
-    pub tracker: Tracker,
+    pub tracker: Tracker<Census>,
     pub client: Endpoint,
     pub server: Endpoint,
     pub frames: u64,

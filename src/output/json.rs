@@ -10,7 +10,7 @@ use crate::decode::{flags, link};
 use crate::detect::{self, Series};
 use crate::flow::connection::HandshakeOptions;
 use crate::flow::icmp::{IcmpAnswer, IcmpSummary};
-use crate::flow::tally::Tally;
+use crate::census::Tally;
 use crate::flow::{Connection, Detail, Event, FrameRef, Side};
 use crate::reader::{CaptureNotes, CaptureReader};
 

@@ -179,6 +179,13 @@ class Analysis:
         """How many kept connections have a problem, and the `n` worst as lean dicts, worst first:
         failed outcomes, then any symptom, then the most added latency, then the earliest."""
 
+    def worst_rows(
+        self, n: int
+    ) -> tuple[int, list[tuple[int, int, str, str, Outcome, tuple[Symptom, ...], float, float, float, int, int]]]:
+        """`worst`, each connection as a table row: (index, id, client, server, outcome, symptoms,
+        first_time, last_time, added_latency, first_file, first_frame); `index` is its place in
+        `connections()`."""
+
     def problems(self) -> Problems:
         """The problem connections per listener, in episodes, each reduced to its marks: what
         the diagnosis's rules count and select over (docs/diagnosis.md)."""

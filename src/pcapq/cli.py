@@ -304,13 +304,16 @@ def _analyze_and_report(
     except InputError as e:
         _fail(str(e), ExitCode.UNREADABLE)
     _refuse_overwriting_inputs(tuple(paths), output)
-    from pcapq.evidence import EvidenceError
-    from pcapq.evidence import read as read_evidence
+    evidence = None
+    if logs or nstat or ss:
+        # Imported only when asked for: a few ms of every other run.
+        from pcapq.evidence import EvidenceError
+        from pcapq.evidence import read as read_evidence
 
-    try:
-        evidence = read_evidence(logs, nstat, ss)
-    except EvidenceError as e:
-        _fail(str(e), ExitCode.USAGE)
+        try:
+            evidence = read_evidence(logs, nstat, ss)
+        except EvidenceError as e:
+            _fail(str(e), ExitCode.USAGE)
     if scheduler and "-" in paths:
         _fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
     # JSON has every connection and its events. HTML draws ladders from the events of the
@@ -909,9 +912,10 @@ def _write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_
         out.write(render_analyze(report))
         return
     if fmt == "html":
-        from pcapq.report.html import render_analyze as render_html
+        from pcapq.report.html import render_analyze_parts
 
-        out.write(render_html(report))
+        # Piece by piece: the page joined would be one more copy of its embedded table.
+        out.writelines(render_analyze_parts(report))
         return
     _print_text_report(result, diagnosis, _console(out, no_color), report)
 

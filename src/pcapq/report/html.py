@@ -550,6 +550,12 @@ def _table(report: AnalyzeReport) -> list[str]:
 
 
 def render_analyze(report: AnalyzeReport) -> str:
+    return "".join(render_analyze_parts(report))
+
+
+def render_analyze_parts(report: AnalyzeReport) -> list[str]:
+    """`render_analyze` in pieces, to be written one after the other: a large capture's table
+    is megabytes of embedded JSON, and joining the page copies it again."""
     names = ", ".join("standard input" if c["path"] == "-" else c["path"] for c in report.captures)
     when = ""
     if report.start is not None:
@@ -575,21 +581,31 @@ def render_analyze(report: AnalyzeReport) -> str:
     ]
     body += _table(report)
     body += _ladders(report)
-    return page(f"pcapq: {names}", "\n".join(body), SCRIPT)
+    return page_parts(f"pcapq: {names}", body, SCRIPT)
 
 
 def page(title: str, body: str, script: Optional[str] = None) -> str:
     """A whole document: inline CSS and script, a Content-Security-Policy that forbids any fetch."""
+    return "".join(page_parts(title, [body], script))
+
+
+def page_parts(title: str, body: list[str], script: Optional[str] = None) -> list[str]:
+    """`page` in pieces: the body's parts are joined by newlines."""
     csp = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
     script_tag = f"<script>{script}</script>" if script else ""
-    return (
+    head = (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{h(title)}</title><style>{CSS}</style></head>\n"
-        f"<body><main>\n{body}\n</main>{script_tag}</body></html>\n"
+        "<body><main>\n"
     )
+    parts = [head]
+    for i, part in enumerate(body):
+        parts += [part, "\n"] if i < len(body) - 1 else [part]
+    parts.append(f"\n</main>{script_tag}</body></html>\n")
+    return parts
 
 
 def render_timelines(

@@ -22,6 +22,8 @@ LADDERS_MAX = 200
 
 @dataclass(frozen=True)
 class ConnectionRow:
+    # Slots: the HTML report holds up to TABLE_MAX rows (no dict per row).
+    __slots__ = ("id", "client", "server", "outcome", "symptoms", "first_time", "last_time", "added_latency", "file", "frame")
     id: int
     client: str
     server: str
@@ -86,15 +88,15 @@ def build(
     starts = [c["first_time"] for c in captures if c["first_time"] is not None]
     summary = analysis.summary()
     keeps_all = len(analysis) == summary["connections"]
-    # Every record kept: a connection's index is its id. Else the records kept are those with a
-    # problem, in order of id, and a connection's index is its place among them.
     if with_table or with_ladders:
-        kept = analysis.connections(problems_only=keeps_all, lean=True)
-        index = {} if keeps_all else {c["id"]: i for i, c in enumerate(kept)}
-        problems = sorted((c for c in kept if tl.has_problem(c)), key=tl.severity)
-        count, worst = len(problems), problems[:worst_rows]
+        # Ranked in the core, as rows (tuples, not dicts): a large capture keeps tens of
+        # thousands of connections with a problem, and the table embeds up to `table_max`.
+        count, ranked = analysis.worst_rows(max(worst_rows, table_max if with_table else 0, ladders_max if with_ladders else 0))
+        problems = [(row[0], ConnectionRow(*row[1:])) for row in ranked]
+        worst_shown = [r for _, r in problems[:worst_rows]]
     else:
         count, worst = _worst(analysis, worst_rows)
+        worst_shown = [ConnectionRow.of(c) for c in worst]
     episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
     report = AnalyzeReport(
         captures=captures,
@@ -104,29 +106,28 @@ def build(
         diagnosis=diagnosis,
         start=min(starts) if starts else None,
         problems=count,
-        worst=[ConnectionRow.of(c) for c in worst],
+        worst=worst_shown,
         aggregate=tl.capture_aggregate(analysis, episodes, max_buckets=max_buckets),
     )
     if with_table:
         if keeps_all and summary["connections"] <= table_max:
             report.table = [ConnectionRow.of(c) for c in analysis.connections(lean=True)]
         else:
-            report.table = [ConnectionRow.of(c) for c in problems[:table_max]]
+            report.table = [r for _, r in problems[:table_max]]
             shown = len(report.table)
             report.table_note = (
                 f"{summary['connections']:,} connections: the table lists the {shown:,} with a problem"
-                + (f" (the worst {shown:,} of {len(problems):,}; at most {table_max:,} rows are embedded)" if len(problems) > shown else "")
+                + (f" (the worst {shown:,} of {count:,}; at most {table_max:,} rows are embedded)" if count > shown else "")
                 + ". `pcapq analyze --format json` has every connection."
             )
     if with_ladders:
-        failed = problems[:ladders_max]
-        report.ladders = [tl.connection_timeline(analysis, c["id"] if keeps_all else index[c["id"]]) for c in failed]
+        report.ladders = [tl.connection_timeline(analysis, index) for index, _ in problems[:ladders_max]]
         # Most telling first: the most kinds of packets (a SYN sent again and again says little
         # that the first such ladder did not), then the most symptoms, then the most packets.
         report.ladders.sort(key=lambda t: (-len({r.kind for r in t.rows}), -len(t.symptoms), -len(t.rows), t.id))
-        if len(problems) > ladders_max:
+        if count > ladders_max:
             report.ladders_note = (
-                f"Ladders for the {ladders_max} worst of {len(problems):,} connections with a problem; "
+                f"Ladders for the {ladders_max} worst of {count:,} connections with a problem; "
                 "`pcapq timeline --failed` shows any of them."
             )
     return report

@@ -1,92 +1,18 @@
-//! Counting connections for the summary. A connection can be counted when it finishes, and its
-//! record then dropped: memory follows the live connections, not the length of the capture.
+//! Counting connections for the summary. A connection is counted when it finishes, and its
+//! record may then be dropped: memory follows the live connections, not the length of the capture.
 
 use serde::ser::{SerializeMap, Serializer};
 
-use super::connection::Connection;
 use crate::detect::{self, Outcome, Symptom};
+use crate::flow::marks::Marks;
+use crate::flow::Connection;
 
-/// What a connection showed, as bits, so that counting it again (after a late packet revived it)
-/// adds only what is new.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Marks(u32);
+const _: () = assert!(Symptom::COUNT <= Marks::SYMPTOM_BITS, "symptom marks fit in a u32");
 
-impl Marks {
-    const COUNTED: u32 = 1 << 0;
-    const HANDSHAKE_COMPLETED: u32 = 1 << 1;
-    const SYN_RETRANSMITS: u32 = 1 << 2;
-    const SYNACK_RETRANSMITS: u32 = 1 << 3;
-    const DATA_RETRANSMITS: u32 = 1 << 4;
-    const DUP_ACKS: u32 = 1 << 5;
-    const ZERO_WINDOW: u32 = 1 << 6;
-    const RESET: u32 = 1 << 7;
-    const PARTIAL: u32 = 1 << 8;
-    const PORT_REUSE: u32 = 1 << 9;
-    /// The store kept the record for the findings (not counted by the tally).
-    const KEPT: u32 = 1 << 14;
-    /// The outcome counted, as its index plus one, in these four bits.
-    const OUTCOME_SHIFT: u32 = 10;
-    const OUTCOME_MASK: u32 = 0b1111 << Marks::OUTCOME_SHIFT;
-    /// Symptoms take the bits from here up, in `Symptom::ALL` order.
-    const FIRST_SYMPTOM: u32 = 16;
-
-    fn outcome(self) -> Option<Outcome> {
-        let n = ((self.0 & Marks::OUTCOME_MASK) >> Marks::OUTCOME_SHIFT) as usize;
-        n.checked_sub(1).and_then(|i| Outcome::ALL.get(i).copied())
-    }
-
-    fn with_outcome(self, o: Outcome) -> Marks {
-        Marks((self.0 & !Marks::OUTCOME_MASK) | ((o.index() as u32 + 1) << Marks::OUTCOME_SHIFT))
-    }
-
-    fn symptom(s: Symptom) -> u32 {
-        1 << (Marks::FIRST_SYMPTOM + s.index() as u32)
-    }
-
-    pub fn of(c: &Connection) -> Marks {
-        let any = |f: &dyn Fn(&super::connection::DirectionCounts) -> bool| c.counts.iter().any(f);
-        let bits = [
-            (true, Marks::COUNTED),
-            (c.handshake_completed(), Marks::HANDSHAKE_COMPLETED),
-            (c.syn_count > 1, Marks::SYN_RETRANSMITS),
-            (c.synack_count > 1, Marks::SYNACK_RETRANSMITS),
-            (any(&|d| d.data_retransmits > 0), Marks::DATA_RETRANSMITS),
-            (any(&|d| d.dup_acks > 0), Marks::DUP_ACKS),
-            (any(&|d| d.zero_windows > 0), Marks::ZERO_WINDOW),
-            (any(&|d| d.rst), Marks::RESET),
-            (c.partial, Marks::PARTIAL),
-            (c.follows.is_some(), Marks::PORT_REUSE),
-        ];
-        Marks(bits.iter().filter(|(on, _)| *on).fold(0, |m, (_, bit)| m | bit))
-    }
-
-    pub fn union(self, other: Marks) -> Marks {
-        Marks(self.0 | other.0)
-    }
-
-    pub fn is_partial(self) -> bool {
-        self.0 & Marks::PARTIAL != 0
-    }
-
-    /// The outcome counted for the connection, if it was counted.
-    pub fn counted_outcome(self) -> Option<Outcome> {
-        self.outcome()
-    }
-
-    pub fn is_kept(self) -> bool {
-        self.0 & Marks::KEPT != 0
-    }
-
-    pub fn kept(self) -> Marks {
-        Marks(self.0 | Marks::KEPT)
-    }
-
-    fn has(self, bit: u32) -> u64 {
-        u64::from(self.0 & bit != 0)
-    }
+/// The outcome counted for a connection, if it was counted.
+pub fn counted_outcome(marks: Marks) -> Option<Outcome> {
+    marks.outcome_index().and_then(|i| Outcome::ALL.get(i).copied())
 }
-
-const _: () = assert!(Marks::FIRST_SYMPTOM as usize + Symptom::COUNT <= 32, "symptom marks fit in a u32");
 
 /// Counts over connections (docs/json.md, `summary`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -124,10 +50,10 @@ impl Tally {
 
     /// `count`, with the connection's outcome and symptoms already known.
     pub fn count_as(&mut self, c: &Connection, outcome: Outcome, symptoms: detect::Symptoms) -> Marks {
-        let symptom_bits = symptoms.iter().fold(0, |bits, s| bits | Marks::symptom(s));
-        let now = Marks(Marks::of(c).0 | symptom_bits).union(c.tallied);
-        let new = Marks(now.0 & !c.tallied.0 & !Marks::OUTCOME_MASK);
-        let outcome = match c.tallied.outcome() {
+        let symptom_bits = symptoms.iter().fold(0, |bits, s| bits | Marks::symptom_bit(s.index()));
+        let now = Marks::of(c).with_bits(symptom_bits).union(c.tallied);
+        let new = now.new_since(c.tallied);
+        let outcome = match counted_outcome(c.tallied) {
             // Counted before; a revived record knows too little to be judged again, but a late
             // RST turns the outcome into a reset.
             Some(before) => {
@@ -148,9 +74,9 @@ impl Tally {
                 outcome
             }
         };
-        let now = now.with_outcome(outcome);
+        let now = now.with_outcome_index(outcome.index());
         for s in Symptom::ALL {
-            self.symptoms[s.index()] += new.has(Marks::symptom(s));
+            self.symptoms[s.index()] += new.has(Marks::symptom_bit(s.index()));
         }
         self.connections += new.has(Marks::COUNTED);
         self.handshakes_completed += new.has(Marks::HANDSHAKE_COMPLETED);

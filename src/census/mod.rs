@@ -1,0 +1,66 @@
+//! The census: every connection counted once, when it is finished, for the summary, the
+//! per-server statistics and the per-second timeline.
+//!
+//! It is the one consumer of finished connections. The tracker's store hands it each record as
+//! the connection leaves the hot table (`flow::store::ConnectionStore::retire`, through the
+//! `flow::store::Counter` trait, so that `flow` does not depend on the verdicts in `detect`);
+//! an analysis that kept every record has them counted here at the end, by the same
+//! `count`. Either way the summary is computed in this one place.
+
+pub mod tally;
+pub mod timeline;
+
+pub use tally::Tally;
+pub use timeline::Timeline;
+
+use crate::detect::{self, servers, servers::ServerBook};
+use crate::flow::store::{Counted, Counter};
+use crate::flow::Connection;
+
+/// The counts of the connections finished so far.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Census {
+    pub tally: Tally,
+    /// Their servers' statistics (handshake and answer times, port spans, one-SYN probes).
+    pub servers: ServerBook,
+    /// Their per-second counts, per server.
+    pub timeline: Timeline,
+}
+
+impl Census {
+    /// Every record of an analysis that kept them all, counted as each would have been when it
+    /// finished, for a capture that ended at `end_ns`.
+    pub fn of_records(records: &[Connection], end_ns: i64) -> Census {
+        let mut census = Census::default();
+        for c in records {
+            census.count(c, end_ns);
+        }
+        census
+    }
+
+    /// Adds the counts of another run (a merge of two analyses).
+    pub fn add(&mut self, other: Census) {
+        self.tally.add(&other.tally);
+        self.servers.merge(other.servers);
+        self.timeline.add(&other.timeline);
+    }
+}
+
+impl Counter for Census {
+    /// Counts what `conn` shows beyond what was counted for it before (a record revived by a
+    /// late packet adds to the tally only what is new, to its server's statistics and the
+    /// timeline nothing).
+    fn count(&mut self, conn: &Connection, end_ns: i64) -> Counted {
+        let (outcome, symptoms) = detect::classify(conn, end_ns);
+        let first_count = tally::counted_outcome(conn.tallied).is_none();
+        let marks = self.tally.count_as(conn, outcome, symptoms);
+        if first_count {
+            self.servers.add(conn, outcome, symptoms);
+            self.timeline.add_connection(conn, outcome);
+        }
+        // A revived record is judged only by its outcome (a late RST can change it).
+        let outcome_now = tally::counted_outcome(marks).unwrap_or(outcome);
+        let symptoms_now = if first_count { symptoms } else { detect::Symptoms::default() };
+        Counted { marks, problem: servers::has_problem(outcome_now, symptoms_now) }
+    }
+}

@@ -1,0 +1,160 @@
+//! The tracker's working state for a live flow: per direction, the sequence space seen, the
+//! last ACK and window, and the segments in flight. The hot table (`table.rs`) keeps it; the
+//! state machine (`tracker.rs`) changes it.
+
+use super::connection::ConnState;
+use super::event::{FrameRef, PacketRole};
+use super::seq::SeqNumber;
+use crate::decode::Segment;
+
+/// Segments remembered per direction to number retransmission attempts.
+pub(crate) const MAX_IN_FLIGHT: usize = 4;
+
+/// What tells a copy of a frame from a re-send of its segment: every header field a re-send
+/// could change, and the TCP checksum, which covers the options (a re-send carries a new
+/// timestamp) and the payload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Sent {
+    pub(crate) seq: u32,
+    pub(crate) ack: u32,
+    pub(crate) payload_len: u32,
+    pub(crate) window: u16,
+    pub(crate) checksum: u16,
+    pub(crate) ip_id: u16,
+    pub(crate) flags: u8,
+    pub(crate) at: FrameRef,
+    pub(crate) time_ns: i64,
+}
+
+impl Sent {
+    pub(crate) fn of(seg: &Segment, at: FrameRef, time_ns: i64) -> Sent {
+        let (seq, ack, payload_len, window, checksum, ip_id, flags) =
+            (seg.seq, seg.ack, seg.payload_len, seg.window, seg.checksum, seg.ip_id, seg.flags);
+        Sent { seq, ack, payload_len, window, checksum, ip_id, flags, at, time_ns }
+    }
+
+    pub(crate) fn same_segment(&self, other: &Sent) -> bool {
+        (self.seq, self.ack, self.payload_len, self.window, self.checksum, self.ip_id, self.flags)
+            == (other.seq, other.ack, other.payload_len, other.window, other.checksum, other.ip_id, other.flags)
+    }
+}
+
+
+/// One segment sent and not yet acknowledged, remembered to number its retransmissions.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SentSegment {
+    pub(crate) seq: SeqNumber,
+    pub(crate) end: SeqNumber,
+    pub(crate) first: FrameRef,
+    pub(crate) first_send_ns: i64,
+    pub(crate) last_send_ns: i64,
+    pub(crate) sends: u32,
+}
+
+/// The last `MAX_IN_FLIGHT` segments sent and not yet acknowledged, oldest first, kept inline
+/// (no allocation per connection).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct InFlight {
+    pub(crate) segments: [SentSegment; MAX_IN_FLIGHT],
+    pub(crate) len: u8,
+}
+
+impl InFlight {
+    pub(crate) fn live(&mut self) -> &mut [SentSegment] {
+        let len = usize::from(self.len).min(MAX_IN_FLIGHT);
+        &mut self.segments[..len]
+    }
+
+    pub(crate) fn find_mut(&mut self, seq: SeqNumber) -> Option<&mut SentSegment> {
+        self.live().iter_mut().find(|s| s.seq == seq)
+    }
+
+    /// Adds a segment. When all places are taken the newest is replaced: a retransmission
+    /// timeout re-sends the oldest unacknowledged segment (RFC 6298 §5.4), so those stay.
+    pub(crate) fn push(&mut self, segment: SentSegment) {
+        if usize::from(self.len) == MAX_IN_FLIGHT {
+            self.len -= 1;
+        }
+        let at = usize::from(self.len);
+        if let Some(slot) = self.segments.get_mut(at) {
+            *slot = segment;
+            self.len += 1;
+        }
+    }
+
+    /// Forgets the segments `ack` covers entirely.
+    pub(crate) fn acknowledge(&mut self, ack: SeqNumber) {
+        let covered = self.live().iter().take_while(|s| !ack.before(s.end)).count();
+        if covered > 0 {
+            // The rest move to the front, in order (a loop of at most three copies: this runs
+            // for most ACKs, and `rotate_left` calls memmove three times).
+            let len = usize::from(self.len).min(MAX_IN_FLIGHT);
+            for from in covered..len {
+                self.segments[from - covered] = self.segments[from];
+            }
+            self.len -= covered as u8;
+        }
+    }
+}
+
+/// What the tracker knows about one direction of a live connection.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct DirectionState {
+    /// Highest sequence number sent plus one (SYN and FIN count one), Wireshark's nextseq.
+    pub(crate) next_seq: Option<SeqNumber>,
+    pub(crate) last_ack: Option<u32>,
+    pub(crate) last_window: u16,
+    pub(crate) dup_acks: u32,
+    /// The last ACK that was not a duplicate.
+    pub(crate) last_ack_at: FrameRef,
+    pub(crate) zero_window: bool,
+    /// The last segment sent this way was a keep-alive (Wireshark's lastsegmentflags).
+    pub(crate) keep_alive: bool,
+    pub(crate) data_seen: bool,
+    pub(crate) fin_seen: bool,
+    /// The last packet sent this way, what it was and when: what an RST from the other side answers.
+    pub(crate) last_packet: Option<(PacketRole, FrameRef, i64)>,
+    /// First SYN (client) or SYN-ACK (server), and the latest one.
+    pub(crate) first_handshake: Option<FrameRef>,
+    pub(crate) last_handshake_ns: i64,
+    pub(crate) in_flight: InFlight,
+    /// The last frame sent this way that was no copy.
+    pub(crate) last_sent: Option<Sent>,
+}
+
+impl DirectionState {
+    /// Moves every frame reference `offset` files on (a merge puts a later capture's files
+    /// after the earlier one's).
+    pub(crate) fn shift_files(&mut self, offset: u32) {
+        let shift = |f: &mut FrameRef| f.file += offset;
+        shift(&mut self.last_ack_at);
+        if let Some((_, f, _)) = self.last_packet.as_mut() {
+            shift(f);
+        }
+        if let Some(f) = self.first_handshake.as_mut() {
+            shift(f);
+        }
+        if let Some(sent) = self.last_sent.as_mut() {
+            shift(&mut sent.at);
+        }
+        let len = usize::from(self.in_flight.len);
+        for sent in self.in_flight.segments.iter_mut().take(len) {
+            shift(&mut sent.first);
+        }
+    }
+}
+
+/// The tracker's working state for a connection that may still see packets.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Flow {
+    /// Index of the connection's record in `Tracker::connections`.
+    pub conn: usize,
+    /// The client is the low endpoint of the flow's key: a segment's side follows from the
+    /// key's orientation, without comparing addresses.
+    pub client_is_low: bool,
+    /// The record's state, copied after every segment so the table can sweep without
+    /// reading the records.
+    pub state: ConnState,
+    pub direction: [DirectionState; 2],
+    pub last_time_ns: i64,
+}
