@@ -7,6 +7,7 @@ use crate::decode::{self, Segment, Skip};
 use crate::flow::table::FlowTable;
 use crate::detect::{self, probes::OneSynTally, servers::{PortPressure, ServerBook, ServerStats}};
 use crate::flow::tally::Tally;
+use crate::flow::spill::Spill;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::flow::timeline::Timeline;
 use crate::decode::icmp::IcmpMessage;
@@ -114,6 +115,10 @@ pub struct Analysis {
     pub options: AnalyzeOptions,
     /// ICMP errors: by kind, and how many were tied to a connection.
     pub icmp: IcmpSummary,
+    /// Every connection's record, from the sink the run handed them to when they were counted
+    /// (`analyze_captures_spilled`); not kept when the analysis is merged or serialised.
+    #[serde(skip)]
+    pub spill: Option<Spill>,
 }
 
 /// Counts over the whole capture, for the summary.
@@ -200,6 +205,7 @@ impl Analysis {
             timeline: self.dropped_timeline,
             open: self.open,
             next_id: self.next_id,
+            spill: None,
         };
         let base = earlier.next_id;
         let store = ConnectionStore::resume_folded(earlier, true);
@@ -254,6 +260,7 @@ impl Analysis {
             skipped,
             options,
             icmp: IcmpSummary::default(),
+            spill: finished.spill,
         }
     }
 
@@ -272,6 +279,7 @@ impl Analysis {
             timeline: std::mem::take(&mut self.dropped_timeline),
             open: std::mem::take(&mut self.open),
             next_id: self.next_id,
+            spill: self.spill.take(),
         };
         let mut store = ConnectionStore::resume_folded(finished, false);
         store.forget_prefixes();
@@ -281,6 +289,7 @@ impl Analysis {
         self.servers = settled.servers;
         self.not_kept = settled.not_kept;
         self.dropped_timeline = settled.timeline;
+        self.spill = settled.spill;
         self.live = FlowTable::default();
         self.options.tracker.mergeable = false;
     }
@@ -293,6 +302,22 @@ impl Analysis {
     /// Whether `connections` holds every connection (else only those with a problem).
     pub fn keeps_every_connection(&self) -> bool {
         self.options.tracker.keep_connections
+    }
+
+    /// Whether `for_each_connection` sees every connection: the run kept every record, or
+    /// handed them all to a sink.
+    pub fn has_every_connection(&self) -> bool {
+        self.keeps_every_connection() || self.spill.is_some()
+    }
+
+    /// Calls `each` with every connection in order of id: from the sink the run handed them to,
+    /// or the records kept (only those with a problem unless `keeps_every_connection`). What the
+    /// writers of every connection (JSON, Parquet) read.
+    pub fn for_each_connection(&mut self, mut each: impl FnMut(&Connection) -> std::io::Result<()>) -> std::io::Result<()> {
+        match &mut self.spill {
+            Some(spill) => spill.for_each(each),
+            None => self.connections.iter().try_for_each(&mut each),
+        }
     }
 
     pub fn summary(&self) -> Summary {
@@ -479,7 +504,7 @@ pub fn analyze_readers(
     options: AnalyzeOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Analysis, ReadError> {
-    analyze_readers_on(readers, options, progress, two_threads())
+    analyze_readers_on(readers, options, progress, two_threads(), None)
 }
 
 /// Whether one capture is read on two threads: reading and decoding on one, tracking on the
@@ -575,10 +600,14 @@ fn analyze_readers_on(
     options: AnalyzeOptions,
     progress: &mut dyn FnMut(u64),
     two_threads: bool,
+    spill_dir: Option<&std::path::Path>,
 ) -> Result<Analysis, ReadError> {
     let mut read_bytes = 0u64;
     let mut next_report = PROGRESS_EVERY_BYTES;
     let mut tracker = Tracker::new(options.tracker);
+    if let Some(dir) = spill_dir {
+        tracker.store.spill_to(Spill::create(dir));
+    }
     let mut files = Vec::new();
     let mut skipped = SkipCounts::default();
     let mut icmp = IcmpSummary::default();
@@ -648,12 +677,37 @@ pub fn analyze_captures_with_progress(
     jobs: usize,
     progress: &(dyn Fn(usize, u64) + Sync),
 ) -> Vec<Result<Analysis, ReadError>> {
+    analyze_captures_on(captures, options, jobs, progress, None)
+}
+
+/// `analyze_captures_with_progress` without keeping every record in memory: each capture hands
+/// its connections, as they are counted, to a sink in a temporary file in `spill_dir`
+/// (`Analysis::spill`), from which the writers of every connection read them in order.
+/// `options` must keep records of problem connections only, and not be mergeable.
+pub fn analyze_captures_spilled(
+    captures: &[Vec<String>],
+    options: AnalyzeOptions,
+    jobs: usize,
+    progress: &(dyn Fn(usize, u64) + Sync),
+    spill_dir: &std::path::Path,
+) -> Vec<Result<Analysis, ReadError>> {
+    let options = AnalyzeOptions { tracker: TrackerOptions { keep_connections: false, mergeable: false, ..options.tracker } };
+    analyze_captures_on(captures, options, jobs, progress, Some(spill_dir))
+}
+
+fn analyze_captures_on(
+    captures: &[Vec<String>],
+    options: AnalyzeOptions,
+    jobs: usize,
+    progress: &(dyn Fn(usize, u64) + Sync),
+    spill_dir: Option<&std::path::Path>,
+) -> Vec<Result<Analysis, ReadError>> {
     use rayon::prelude::*;
     // Several captures at once keep the cores busy already: each is read on one thread.
     let beside = captures.len() == 1 && two_threads();
     let one = |(index, paths): (usize, &Vec<String>)| {
         let readers = paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader)));
-        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside)
+        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside, spill_dir)
     };
     let run = || captures.par_iter().enumerate().map(one).collect();
     match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {

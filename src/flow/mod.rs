@@ -7,6 +7,7 @@ pub mod icmp;
 pub mod key;
 pub mod merge;
 pub mod seq;
+pub mod spill;
 pub mod store;
 pub mod table;
 pub mod tally;

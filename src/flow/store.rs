@@ -7,6 +7,7 @@
 
 use super::connection::{ConnState, Connection};
 use super::key::FlowKey;
+use super::spill::Spill;
 use super::tally::{Marks, Tally};
 use super::timeline::Timeline;
 use crate::detect::{self, servers, servers::ServerBook};
@@ -29,6 +30,8 @@ pub struct Finished {
     pub open: Vec<Connection>,
     /// The id the next connection gets.
     pub next_id: u64,
+    /// Every record counted, when the run handed them to a sink.
+    pub spill: Option<Spill>,
 }
 
 /// What is left of a record when its connection leaves the hot table: its id, its slot when
@@ -77,6 +80,8 @@ pub struct ConnectionStore {
     /// The dropped ones that had a problem (up to `MAX_KEPT_WITH_PROBLEMS`), kept for findings.
     with_problems: Vec<Connection>,
     with_problems_not_kept: u64,
+    /// Where each record goes when it is counted, for the writers of every connection.
+    spill: Option<Spill>,
 }
 
 /// Connections with a problem kept when records are not: a SYN flood can bring millions.
@@ -95,6 +100,7 @@ impl ConnectionStore {
             timeline: Timeline::default(),
             with_problems: Vec::new(),
             with_problems_not_kept: 0,
+            spill: None,
         }
     }
 
@@ -168,6 +174,13 @@ impl ConnectionStore {
         self.free.push(slot);
         tallied
     }
+
+    /// Hands every record to `spill` when it is counted (only when records are not all kept,
+    /// and the run is not mergeable: those records are counted later, or never).
+    pub fn spill_to(&mut self, spill: Spill) {
+        self.spill = Some(spill);
+    }
+
     pub fn keeps_all(&self) -> bool {
         self.keep_all
     }
@@ -239,6 +252,10 @@ impl ConnectionStore {
     /// statistics nothing.
     fn count(&mut self, slot: usize, end_ns: i64) -> Marks {
         let conn = &self.slots[slot];
+        // The one place finished connections are handed to the writers of every connection.
+        if let Some(spill) = &mut self.spill {
+            spill.put(conn);
+        }
         let (outcome, symptoms) = detect::classify(conn, end_ns);
         let first_count = conn.tallied.counted_outcome().is_none();
         let mut tallied = self.tally.count_as(conn, outcome, symptoms);
@@ -265,6 +282,11 @@ impl ConnectionStore {
         if let Some(slot) = retired.slot() {
             // The record was kept (every record is, or a merge may join it).
             return slot;
+        }
+        if let Some(mut conn) = self.spill.as_mut().and_then(|spill| spill.get(retired.id)) {
+            // The whole record, as if it had been kept, counting only what is new.
+            conn.tallied = retired.tallied;
+            return self.place(conn);
         }
         let (low, high) = key.endpoints();
         let (client, server) = if client_is_low { (low, high) } else { (high, low) };
@@ -305,6 +327,7 @@ impl ConnectionStore {
             timeline: self.timeline,
             open,
             next_id,
+            spill: self.spill,
         }
     }
 
