@@ -435,7 +435,7 @@ const RECORD_HEADER_BYTES: u64 = 16;
 /// Serialised analyses (`Analysis::to_bytes`) start with this.
 const PART_MAGIC: &[u8; 8] = b"PCAPQPRT";
 /// The layout of the serialised analysis; bumped whenever a serialised type changes.
-pub const PART_FORMAT: u16 = 2;
+pub const PART_FORMAT: u16 = 3;
 
 impl Analysis {
     /// The analysis as bytes, for another process to merge: `PART_MAGIC`, `PART_FORMAT`
@@ -770,7 +770,7 @@ mod tests {
         let mut bytes = Analysis::default().to_bytes().unwrap();
         bytes[8] = 7;
         let err = Analysis::from_bytes(&bytes).err().unwrap();
-        assert!(err.contains("(format 7)") && err.contains("(format 2)"), "{err}");
+        assert!(err.contains("(format 7)") && err.contains("(format 3)"), "{err}");
         assert_eq!(Analysis::from_bytes(b"PCAPQ").err().unwrap(), "not a serialised pcapq analysis");
     }
 }
