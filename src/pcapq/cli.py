@@ -322,7 +322,8 @@ def _spill_dir(output: str, directory: bool) -> str:
     temporary directory for standard output."""
     import tempfile
 
-    if output == "-":
+    if output == "-" or (os.path.exists(output) and not os.path.isfile(output) and not directory):
+        # Standard output, or a device such as /dev/null: nothing to write beside.
         return tempfile.gettempdir()
     if directory:
         try:
