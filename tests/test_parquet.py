@@ -239,3 +239,35 @@ def test_spilled_analysis_revives_a_whole_record_for_a_late_packet(tmp_path: Pat
     kept.write_json(str(b))
     assert json.loads(a.read_text())["connections"] == json.loads(b.read_text())["connections"]
     assert spilled.summary() == kept.summary()
+
+
+def test_parquet_of_two_capture_points_in_one_file(tmp_path: Path) -> None:
+    out = tmp_path / "two.parquet"
+    proc = pcapq("analyze", "--format", "parquet", "-o", str(out), "captures/healthy.pcap", "captures/packet_loss.pcap")
+    assert proc.returncode == 1, proc.stderr
+    rows = pq.read_table(out).to_pylist()
+    per_point: dict[str, list[dict]] = {}
+    for r in rows:
+        per_point.setdefault(r["capture_point"], []).append(r)
+    assert {p: len(v) for p, v in per_point.items()} == {"healthy.pcap": 20, "packet_loss.pcap": 20}
+    assert {r["cause"] for r in per_point["healthy.pcap"]} == {None}
+    assert sum(r["cause"] == "network_loss" for r in per_point["packet_loss.pcap"]) == 15
+
+
+def test_parquet_from_standard_input_keeps_every_connection(tmp_path: Path) -> None:
+    capture = CAPTURES / "syn_queue_overflow.pcap"
+    proc = subprocess.run(
+        ["pcapq", "analyze", "--format", "parquet", "-o", f"{tmp_path}/", "-"],
+        input=capture.read_bytes(), capture_output=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    rows = pq.read_table(tmp_path / "connections.parquet").to_pylist()
+    assert [r["cause"] for r in rows] == ["syn_queue_overflow"] * 9
+
+
+def test_parquet_into_a_directory_that_cannot_be_made_exits_74(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = pcapq("analyze", "--format", "parquet", "-o", f"{blocker}/sub/", str(CAPTURES / "healthy.pcap"))
+    assert proc.returncode == 74
+    assert proc.stderr.startswith("pcapq: cannot make the directory") and proc.stderr.count("\n") == 1
