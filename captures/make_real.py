@@ -8,7 +8,8 @@ connect_scan):
     sudo python3 captures/make_real.py healthy
 
 Each scenario runs in fresh network namespaces (client 10.231.1.1, server 10.231.1.2:9000,
-tcpdump on the server's veth) and writes NAME.pcap and NAME.nstat.txt (the server namespace's
+tcpdump on the server's veth; the path MTU ones put a router between, server 10.232.1.2:9000,
+tcpdump on the client's veth) and writes NAME.pcap and NAME.nstat.txt (the server namespace's
 counters that moved) next to this script, as `sudo pcapq lab NAME -o captures/NAME.pcap` does;
 this script also refuses a run that did not go as meant or a capture over MAX_BYTES.
 """

@@ -22,13 +22,12 @@ CRAFTED_ONLY = {
     "answered_then_closed", "capture_mid_overflow",
     # Issue 18: another stack's retries, quotes of every length, IPv6 and VLANs (the lab runs IPv4
     # without tags), and an error the capture saw but the sender's kernel did not.
-    "windows_syn_after_icmp", "icmp_quotes", "icmpv6_no_route", "icmp_in_vlan", "pmtu_discovery",
-    "mtu_black_hole_icmp_ignored",
+    "windows_syn_after_icmp", "icmp_quotes", "icmpv6_no_route", "icmp_in_vlan", "mtu_black_hole_icmp_ignored",
 }
 # Issue 12: kernel behaviour that needs no crafted twin (the diagnosis tests read the real ones).
 REAL_ONLY = {"defer_accept", "reuseport_stuck_listener", "firewall_drop", "tfo_fallback", "syn_scan", "connect_scan",
              "app_reset", "icmp_admin_prohibited", "icmp_port_unreachable", "icmp_host_unreachable",
-             "icmp_route_prohibit", "route_blackhole", "icmp_ttl_exceeded", "mtu_black_hole",
+             "icmp_route_prohibit", "route_blackhole", "icmp_ttl_exceeded", "mtu_black_hole", "mtu_black_hole_router",
              # Issue 15: a slow script behind nginx, with its logs (tests/test_evidence.py reads them).
              "nginx_php_fpm_slow"}
 

@@ -80,7 +80,8 @@ impl Problems {
     /// series of three sends or more}), syn_series, first_syn_retry (median wait, seconds, or
     /// None), synack_series, synack_retries (most timer re-sends in one series),
     /// synack_cut_short, first_rto (median wait before a data series' first re-send, or None),
-    /// first_rto_series.
+    /// first_rto_series, pmtu_discovered (connections where path MTU discovery worked),
+    /// pmtu_mtu (the smallest MTU a too-big error gave them, or None).
     fn timings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let t = &self.book.timings;
         let d = PyDict::new(py);
@@ -96,6 +97,8 @@ impl Problems {
         d.set_item("synack_cut_short", t.synack_cut_short)?;
         d.set_item("first_rto", median(&t.first_rto_ns).map(|ns| ns / 1e9))?;
         d.set_item("first_rto_series", t.first_rto_ns.len())?;
+        d.set_item("pmtu_discovered", t.pmtu_discovered)?;
+        d.set_item("pmtu_mtu", t.pmtu_mtu)?;
         Ok(d)
     }
 

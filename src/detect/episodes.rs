@@ -137,8 +137,11 @@ pub struct Timings {
     /// (inet_connection_sock.c: reqsk_timer_handler() lowers the retries when the queue is
     /// more than half full of old requests).
     pub synack_cut_short: u64,
-    /// Waits before each data series' first re-send.
+    /// Waits before each data series' first re-send, when a timer (or duplicate ACKs) made it.
     pub first_rto_ns: Vec<i64>,
+    /// Connections where path MTU discovery worked, and the smallest MTU a too-big error gave.
+    pub pmtu_discovered: u64,
+    pub pmtu_mtu: Option<u32>,
 }
 
 impl Timings {
@@ -168,8 +171,16 @@ impl Timings {
                         self.synack_cut_short += 1;
                     }
                 }
-                SeriesKind::Data => self.first_rto_ns.extend(second),
+                // A re-send a too-big error triggered is no timer's (tcp_v4_mtu_reduced()).
+                SeriesKind::Data => self.first_rto_ns.extend(s.sends.get(1).filter(|t| !t.triggered).and_then(|t| t.interval_ns)),
             }
+        }
+        if let Some(mtu) = super::icmp::pmtu_discovered(c, v.symptoms) {
+            self.pmtu_discovered += 1;
+            self.pmtu_mtu = match (self.pmtu_mtu, mtu) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
     }
 }

@@ -214,8 +214,7 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
         f.insert(Fact::IcmpAnswered);
         f.insert(fact);
     }
-    let too_big = c.icmp_answers().iter().any(|a| a.kind.class() == IcmpClass::TooBig);
-    if too_big && !symptoms.contains(Symptom::MtuBlackHole) {
+    if super::icmp::pmtu_discovered(c, symptoms).is_some() {
         f.insert(Fact::PmtuDiscovered);
     }
     f

@@ -4,6 +4,7 @@
 use crate::decode::icmp::{IcmpClass, IcmpKind};
 use crate::flow::connection::DataSeries;
 use crate::flow::icmp::IcmpAnswer;
+use super::{Symptom, Symptoms};
 use crate::flow::{Connection, Side};
 
 /// A re-sent segment at least this long can be a path MTU victim: below it, the IPv6 minimum
@@ -38,6 +39,16 @@ pub fn classes(c: &Connection) -> impl Iterator<Item = IcmpClass> + '_ {
     c.icmp_answers().iter().map(|a| a.kind.class()).filter(|&k| k != IcmpClass::TooBig)
 }
 
+/// Path MTU discovery working (RFC 1191 §3, RFC 8201 §4): a too-big error answered the
+/// connection's packets and no black hole followed. The smallest MTU such an error gave, if any.
+pub fn pmtu_discovered(c: &Connection, symptoms: Symptoms) -> Option<Option<u32>> {
+    if symptoms.contains(Symptom::MtuBlackHole) {
+        return None;
+    }
+    let too_big: Vec<&IcmpAnswer> = c.icmp_answers().iter().filter(|a| a.kind.class() == IcmpClass::TooBig).collect();
+    (!too_big.is_empty()).then(|| too_big.iter().filter_map(|a| a.mtu).min())
+}
+
 /// A path MTU black hole: a full-size data segment sent again and again and never
 /// acknowledged, while the connection's smaller packets got through (the peer had acknowledged
 /// everything before it), or while a router said the segment was too big and it was not sent
@@ -47,6 +58,9 @@ pub struct BlackHole {
     pub from: Side,
     /// The payload length that never got through.
     pub len: u32,
+    /// The IP packet that carried it: IP and TCP headers, and the timestamp option every segment
+    /// carries once both SYNs offered it (RFC 7323 §3: 10 bytes and two NOPs).
+    pub ip_len: u32,
     /// The MTU a router announced for it, if any error came back.
     pub mtu: Option<u32>,
     pub frag_needed: bool,
@@ -68,7 +82,20 @@ fn stuck_full_size(c: &Connection, d: &DataSeries) -> Option<BlackHole> {
     if !smaller_through && too_big.is_none() {
         return None;
     }
-    Some(BlackHole { from: d.from, len: d.last_len, mtu: too_big.and_then(|a| a.mtu), frag_needed: too_big.is_some() })
+    Some(BlackHole {
+        from: d.from,
+        len: d.last_len,
+        ip_len: d.last_len + headers(c),
+        mtu: too_big.and_then(|a| a.mtu),
+        frag_needed: too_big.is_some(),
+    })
+}
+
+/// IP and TCP header bytes around a segment's payload (IPv4 and IPv6 without extension headers).
+fn headers(c: &Connection) -> u32 {
+    let ip = if c.client.ip.is_ipv6() { 40 } else { 20 };
+    let timestamps = c.options.iter().all(|o| o.is_some_and(|o| o.timestamps));
+    ip + 20 + if timestamps { 12 } else { 0 }
 }
 
 #[cfg(test)]
@@ -126,6 +153,22 @@ mod tests {
     }
 
     #[test]
+    fn test_resend_fitting_the_mtu_after_a_too_big_error_is_path_mtu_discovery() {
+        let c = with_icmp(conn(), answer(IcmpKind::FragNeeded, 101, 10, Side::Client));
+        assert!(c.resent_smaller_after_too_big(Side::Client, 1348, 11));
+        assert!(!c.resent_smaller_after_too_big(Side::Client, 1448, 11), "still larger than the MTU");
+        assert!(!c.resent_smaller_after_too_big(Side::Client, 1348, 9), "before the error");
+        assert!(!c.resent_smaller_after_too_big(Side::Server, 1348, 11), "the other side's");
+        assert_eq!(pmtu_discovered(&c, Symptoms::default()), Some(Some(1400)));
+        let mut hole = Symptoms::default();
+        hole.insert(Symptom::MtuBlackHole);
+        assert_eq!(pmtu_discovered(&c, hole), None);
+        let c = with_icmp(conn(), answer(IcmpKind::HostUnreachable, 101, 10, Side::Client));
+        assert!(!c.resent_smaller_after_too_big(Side::Client, 1348, 11));
+        assert_eq!(pmtu_discovered(&c, Symptoms::default()), None);
+    }
+
+    #[test]
     fn test_established_full_size_segment_never_acked_after_smaller_ones_is_a_black_hole() {
         let mut c = conn();
         let send = |t| Send { at: FrameRef::default(), time_ns: t, triggered: false };
@@ -135,7 +178,7 @@ mod tests {
         log.sized(Side::Server, 5101, 1448, Some(5101));
         c.handshake_ack_time_ns = Some(1);
         let hole = black_hole(&c).unwrap();
-        assert_eq!((hole.from, hole.len, hole.mtu), (Side::Server, 1448, None));
+        assert_eq!((hole.from, hole.len, hole.ip_len, hole.mtu), (Side::Server, 1448, 1488, None));
         c.retransmits_mut().acknowledged(Side::Server, 5101 + 1448);
         assert_eq!(black_hole(&c), None);
     }

@@ -9,7 +9,10 @@
 //! - **read**: the handshake completed, the client sent data, the server sent none, and the
 //!   client closed (FIN or RST). The delay runs from the client's first data to its last
 //!   packet (its FIN, or RST, and the answer to it). Delays are put in `BUCKET_NS` buckets; the
-//!   fullest bucket and its two neighbours are the cluster, and its median the timeout.
+//!   fullest bucket and its two neighbours are the cluster. A timer fires at its deadline or
+//!   later (a loaded proxy runs it tens of milliseconds late), never early, so the timeout is
+//!   the cluster's earliest delay rounded down to a tenth of a second, after `EARLY_SLACK_NS`
+//!   for the capture seeing the request a little after the proxy started its timer.
 //! - **connect**: connect() giving up leaves no packet: the client stops re-sending its SYN
 //!   before its schedule ran out (outcome abandoned, never a SYN-ACK answered), after re-sending
 //!   it at least once (a lone SYN is a scan or a flood as often as a connect()). Each such
@@ -28,6 +31,8 @@ const BUCKET_NS: i64 = 50_000_000;
 const DUE_SLACK_NS: i64 = 50_000_000;
 /// Fewer give-ups than this say nothing about a timeout.
 const MIN_CONNECTIONS: usize = 2;
+/// A read give-up seen this much before a tenth of a second still counts as on it.
+const EARLY_SLACK_NS: i64 = 5_000_000;
 
 /// What the give-ups of one kind say about the proxy's timeout.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -118,8 +123,8 @@ fn read_timeout(delays: &mut [i64]) -> Option<Inferred> {
     if cluster.len() < MIN_CONNECTIONS {
         return None;
     }
-    let median = cluster[cluster.len() / 2];
-    Some(Inferred { seconds: (median as f64 / 1e8).round() / 10.0, connections: cluster.len(), gave_up: delays.len(), measured: true })
+    let tenths = (cluster[0] + EARLY_SLACK_NS) / (SECOND / 10);
+    Some(Inferred { seconds: tenths as f64 / 10.0, connections: cluster.len(), gave_up: delays.len(), measured: true })
 }
 
 fn connect_timeout(bounds: &[(i64, i64)]) -> Option<Inferred> {
@@ -153,6 +158,14 @@ mod tests {
         let mut delays = vec![3_002 * MS, 3_004 * MS, 3_001 * MS, 2_998 * MS, 7_500 * MS];
         let t = read_timeout(&mut delays).unwrap();
         assert_eq!((t.seconds, t.connections, t.gave_up), (3.0, 4, 5));
+    }
+
+    #[test]
+    fn test_read_timer_fired_late_by_a_loaded_proxy_is_the_earlier_tenth() {
+        let mut delays = vec![2_054 * MS, 2_061 * MS, 2_064 * MS, 2_058 * MS];
+        assert_eq!(read_timeout(&mut delays).unwrap().seconds, 2.0);
+        let mut delays = vec![2_497 * MS, 2_503 * MS];
+        assert_eq!(read_timeout(&mut delays).unwrap().seconds, 2.5);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::event::{FrameRef, PacketRole, Side};
 use super::key::{Endpoint, FlowKey};
 use super::seq::SeqNumber;
 use super::tracker::Tracker;
-use crate::decode::icmp::{IcmpKind, IcmpMessage, Quote};
+use crate::decode::icmp::{IcmpClass, IcmpKind, IcmpMessage, Quote};
 
 /// ICMP answers kept per connection; more are counted in `IcmpLog::more`.
 pub const MAX_ICMP: usize = 16;
@@ -118,6 +118,16 @@ impl IcmpSummary {
 impl Connection {
     pub fn icmp_answers(&self) -> &[IcmpAnswer] {
         self.icmp.as_ref().map_or(&[], |log| log.answers.as_slice())
+    }
+
+    /// A re-send of `len` payload bytes by `side` that a too-big error answering `side` came
+    /// before, and that fits the MTU it gave: the sender's kernel lowered its segment size and
+    /// re-sent at once (Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_err() -> tcp_v4_mtu_reduced() ->
+    /// tcp_simple_retransmit(); net/ipv6/tcp_ipv6.c: tcp_v6_mtu_reduced()), not on a timer.
+    pub fn resent_smaller_after_too_big(&self, side: Side, len: u32, time_ns: i64) -> bool {
+        self.icmp_answers().iter().any(|a| {
+            a.answers == side && a.kind.class() == IcmpClass::TooBig && a.time_ns <= time_ns && a.mtu.is_none_or(|mtu| len < mtu)
+        })
     }
 
     fn add_icmp(&mut self, answer: IcmpAnswer) {

@@ -759,9 +759,12 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
         let kind = if seg.payload_len > 0 { EventKind::DataRetransmit } else { EventKind::FinRetransmit };
         if seg.payload_len > 0 {
             conn.counts[me].data_retransmits += 1;
+            // Re-sent smaller after a router said the segment was too big: path MTU discovery,
+            // not a timer, and no sign of a half-open connection.
+            let after_too_big = conn.resent_smaller_after_too_big(side, seg.payload_len, time_ns);
             // Client data re-sent before the server acknowledged any: into a half-open connection.
-            let into_half_open = side == Side::Client && conn.milestones.client_data_acked_ns.is_none();
-            let this = Send { at: pkt.at, time_ns, triggered: false };
+            let into_half_open = side == Side::Client && conn.milestones.client_data_acked_ns.is_none() && !after_too_big;
+            let this = Send { at: pkt.at, time_ns, triggered: after_too_big };
             conn.retransmits_mut().data(side, seg.seq, original, this, into_half_open);
             conn.retransmits_mut().sized(side, seg.seq, seg.payload_len, peer_ack);
         }

@@ -322,6 +322,8 @@ class _Timings(TypedDict):
     synack_cut_short: int
     first_rto: float | None
     first_rto_series: int
+    pmtu_discovered: int
+    pmtu_mtu: int | None
 
 @final
 class Problems:

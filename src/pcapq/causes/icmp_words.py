@@ -65,7 +65,9 @@ def icmp_rule(ctx: EpisodeContext, cause: str, fact: str, what: str, confidence:
         reason += f"; {plural(ended, 'connect')} ended by it at once (no SYN-ACK, no SYN after the error)"
     retried = ctx.count(all_of=[fact, "syn_retransmitted"])
     if retried:
-        reason += f"; {plural(retried, 'client')} sent the SYN again after an error (Windows does; Linux gives up)"
+        reason += (f"; {plural(retried, 'client')} sent the SYN again after an error (Windows does; Linux too when the "
+                   "error came back while connect() still held the socket: it is then only recorded, and the next "
+                   "SYN's error ends the connect)")
     evidence = []
     for c in examples:
         a = next(iter(answers(c, fact)), None)

@@ -10,25 +10,21 @@ from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
-# An IP and TCP header around the payload (no options; timestamps add 12).
-HEADERS = {4: 40, 6: 60}
-
-
 def rule(ctx: EpisodeContext) -> Finding | None:
     hit = ctx.select(all_of=["mtu_black_hole"], none_of=["scan_probe"])
     if not hit:
         return None
     examples = ctx.examples(hit)
-    holes = [c["black_hole"] for c in examples if c.get("black_hole")]
-    smallest = min((h["len"] for h in holes), default=0)
+    holes = sorted((c["black_hole"] for c in examples if c.get("black_hole")), key=lambda h: h["len"])
+    smallest = holes[0]["len"] if holes else 0
     mtus = Counter(h["mtu"] for h in holes if h["mtu"])
     with_icmp = sum(1 for h in holes if h["frag_needed"])
     sides = Counter(h["from"] for h in holes)
     v6 = ctx.server.startswith("[")
-    packet = smallest + HEADERS[6 if v6 else 4]
+    packet = holes[0]["ip_len"] if holes else 0
     reason = (
         f"{plural(len(hit), 'connection')} re-sent full-size segments ({smallest:,} bytes of payload, IP packets of "
-        f"about {packet:,} bytes or more) again and again, never acknowledged, while their smaller packets got through: "
+        f"{packet:,} bytes) again and again, never acknowledged, while their smaller packets got through: "
         "a link on the way has a smaller MTU"
     )
     if mtus:

@@ -42,7 +42,22 @@ def sentences(t: dict) -> list[str]:
         )
         shown = f"{first * 1000:.0f} ms" if first >= 0.01 else f"{first * 1000:.2f} ms"
         out.append(f"data re-sent first after {shown} (median of {t['first_rto_series']}): {why}")
+    if t["pmtu_discovered"]:
+        out.append(_pmtu_discovered(t["pmtu_discovered"], t["pmtu_mtu"]))
     return out
+
+
+def _pmtu_discovered(connections: int, mtu: int | None) -> str:
+    """A note, not a failure: senders told their packets were too big re-sent smaller and got
+    through (RFC 1191 §3, RFC 8201 §4)."""
+    announced = f"an MTU of {mtu:,}" if mtu else "a smaller MTU"
+    which = "1 connection" if connections == 1 else f"{connections:,} connections"
+    return (
+        f"path MTU discovery worked on {which}: a router announced {announced} (ICMP fragmentation needed / packet "
+        "too big) and the sender re-sent smaller at once (tcp_v4_mtu_reduced(); tcp_v6_mtu_reduced() for IPv6), which got "
+        "through; "
+        "those re-sends are not loss"
+    )
 
 
 def _first_syn_retry(seconds: float, series: int) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from pcapq.lab import icmp_scenarios, scenarios
-from pcapq.lab.namespaces import NetnsPair
+from pcapq.lab.namespaces import NetnsPair, NetnsRouted
 from pcapq.lab.scenarios import Run
 
 
@@ -24,6 +24,8 @@ class Scenario:
     """The client error the scenario is meant to produce; any other is a failed run."""
     python_modules: tuple[str, ...] = field(default=())
     """Python modules the scenario needs in this interpreter (scapy for raw SYNs)."""
+    network: type[NetnsPair] = NetnsPair
+    """The namespaces it runs in: a client and a server, or NetnsRouted's three (a router between)."""
 
 
 # Issue 18: ICMP answers to the client's SYNs, and a path MTU black hole (src/pcapq/lab/icmp_scenarios.py).
@@ -92,6 +94,28 @@ ICMP_SCENARIOS = (
         lambda net, pcap: icmp_scenarios.mtu_black_hole(net, pcap),
         tools=("ip", "tcpdump", "nstat"),
         client_error="TimeoutError",
+    ),
+    Scenario(
+        "pmtu_discovery",
+        "a router's 1200-byte link answers ICMP fragmentation needed; the client sends smaller: no failure",
+        "Client, router and server in three namespaces; the router's link towards the server takes 1200-byte "
+        "packets. The client's full-size request segments (DF set) are answered with ICMP fragmentation needed "
+        "(MTU 1200); its kernel lowers the segment size at once (tcp_v4_mtu_reduced()) and re-sends smaller, and "
+        "the request gets through. No failure: path MTU discovery at work. tcpdump runs on the client's veth.",
+        lambda net, pcap: icmp_scenarios.pmtu(net, pcap),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsRouted,
+    ),
+    Scenario(
+        "mtu_black_hole_router",
+        "the same router with its ICMP fragmentation needed dropped: a path MTU black hole",
+        "The same path as pmtu_discovery, with nftables in the router's output chain dropping its ICMP "
+        "fragmentation needed. The client never learns the smaller MTU: its full-size segments are sent again on "
+        "the retransmission timer, never acknowledged, until it gives up; the handshake got through.",
+        lambda net, pcap: icmp_scenarios.pmtu(net, pcap, drop_icmp="router"),
+        tools=("ip", "tcpdump", "nstat", "nft"),
+        client_error="TimeoutError",
+        network=NetnsRouted,
     ),
 )
 

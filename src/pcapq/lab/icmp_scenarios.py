@@ -1,5 +1,8 @@
 """Scenarios in which ICMP answers the client's SYNs (issue 18): a reject rule on the server's host,
-a route that says no on a router, a TTL that runs out, and a blackhole route that says nothing.
+a route that says no on a router, a TTL that runs out, and a blackhole route that says nothing;
+and path MTU: a link that drops big frames without a word, and a router with a smaller MTU
+towards the server whose "fragmentation needed" reaches the client (path MTU discovery) or is
+dropped (a black hole), in three namespaces (`pmtu`, NetnsRouted).
 
 For the route scenarios the server namespace is also the router: the client reaches the upstream
 address UPSTREAM (TEST-NET-2, RFC 5737 §3, owned by no one) through it, and tcpdump on the
@@ -13,8 +16,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from pcapq.lab.namespaces import NetnsPair
-from pcapq.lab.scenarios import PEERS, PORT, Run, _run, start_server
+from pcapq.lab.errors import LabError
+from pcapq.lab.namespaces import NetnsPair, NetnsRouted
+from pcapq.lab.scenarios import PEERS, PORT, Run, _client, _nft_counters, _run, start_server
 
 REJECT_TABLE = "pcapq_reject"
 UPSTREAM_NET = "198.51.100.0/24"
@@ -113,3 +117,62 @@ def mtu_black_hole(net: NetnsPair, pcap: Path, mtu: int = 1000) -> Run:
         net.stop(server)
     setup = [f"client veth MTU {mtu}, server veth 1500; one request, a 20,000-byte response"]
     return _run(net, pcap, out, cap, before, started, setup)
+
+
+PMTU_TABLE = "pcapq_pmtu"
+ROUTER_MTU = 1200
+
+
+def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = ROUTER_MTU, request: int = 20000) -> Run:
+    """A `request`-byte request through a router whose link towards the server takes only `mtu`
+    bytes. The client's and the server's veths stay at 1500, so the handshake agrees on an MSS of
+    1460 and the client sends full-size segments, with DF set (Linux sets it on every TCP segment:
+    ip_queue_xmit(), IP_PMTUDISC_WANT). The router cannot forward them: ip_forward() counts
+    IpFragFails and answers ICMP fragmentation needed with the next-hop MTU.
+
+    drop_icmp None: the client's kernel takes the error (tcp_v4_err() -> tcp_v4_mtu_reduced()),
+    lowers its MSS to fit and re-sends what was lost at once, smaller (tcp_simple_retransmit()):
+    path MTU discovery, the request gets through. "router": nftables in the router's output chain
+    drops the error, so the client re-sends full-size segments on its timer until it gives up: a
+    path MTU black hole. "client": the same, dropped on the client's input, after tcpdump on its
+    veth saw it (a packet socket gets it before netfilter's input hook): the capture holds errors
+    its kernel never read.
+
+    Each run has fresh namespaces, so no path MTU learnt before (the route's cached exception,
+    `ip route get` shows it) carries over."""
+    if not isinstance(net, NetnsRouted):
+        raise LabError("the path MTU scenarios need a router: run them in NetnsRouted (the catalog's `network`)")
+    net.run(net.router_ns, ["ip", "link", "set", "dev", net.router_server_if, "mtu", str(mtu)])
+    # One segment per frame: no TSO super-packets in the capture (a veth sends them whole).
+    net.run(net.client_ns, ["ip", "link", "set", "dev", net.client_if, "gso_max_segs", "1"])
+    net.say(f"router's link towards the server: MTU {mtu}; the client's and server's veths: 1500")
+    rule = "icmp type destination-unreachable icmp code frag-needed counter drop"
+    firewall = {"router": (net.router_ns, "output"), "client": (net.client_ns, "input")}.get(drop_icmp or "")
+    if firewall:
+        ns, hook = firewall
+        rules = (f"table inet {PMTU_TABLE} {{\n  chain {hook} {{\n    type filter hook {hook} priority 0; policy accept;\n"
+                 f"    {rule}\n  }}\n}}\n")
+        net.run(ns, ["nft", "-f", "-"], input=rules)
+        net.say(f"nftables in the {drop_icmp}'s {hook} chain: `{rule}`")
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    router_before = net.nstat(net.router_ns)
+    server = start_server(net, "--count", "1", "--response", "1000", "--deadline", "15")
+    try:
+        with net.capture(pcap, bpf=CAPTURE_FILTER, snaplen=128) as cap:
+            out = _client(net, "--count", "1", "--request", str(request), "--timeout", "5", "--deadline", "10")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(1)
+    finally:
+        net.stop(server)
+    frag_fails = net.nstat(net.router_ns).get("IpFragFails", 0) - router_before.get("IpFragFails", 0)
+    setup = [f"client -> router -> server; the router's link towards the server has MTU {mtu}, the client's and "
+             f"server's veths 1500; one {request:,}-byte request, a 1,000-byte response; tcpdump on the client's veth",
+             f"router: IpFragFails +{frag_fails} (segments too big to forward with DF set, each answered with ICMP "
+             "fragmentation needed)" + (f"; the {drop_icmp}'s {firewall[1]} chain: `{rule}`" if firewall else "")]
+    run = _run(net, pcap, out, cap, before, started, setup)
+    run.extra.update(frag_fails=frag_fails)
+    if firewall:
+        (dropped,) = _nft_counters(net, firewall[0], PMTU_TABLE)
+        run.extra.update(icmp_dropped=dropped)
+    return run

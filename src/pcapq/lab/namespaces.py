@@ -8,7 +8,9 @@ and the kernel tests.
             net.run(net.client_ns, [sys.executable, "-c", CLIENT_CODE])
 
 Client namespace: interface `pq-c`, 10.231.N.1/24. Server namespace: `pq-s`, 10.231.N.2/24.
-The veth pair is created inside the namespaces, so the host's own network is never touched.
+NetnsRouted puts a router namespace between them (client 10.231.N.1, server 10.232.N.2), for
+what a router does: answer with ICMP, forward onto a link with a smaller MTU.
+The veth pairs are created inside the namespaces, so the host's own network is never touched.
 Everything (processes, tcpdump, namespaces) goes away on exit, also when the body raises
 (KeyboardInterrupt included). Sysctls are only ever written inside the namespaces, and each
 write is checked not to have reached the host's own value (`sysctl()`).
@@ -33,6 +35,9 @@ from pcapq.lab.errors import LabError, LabUnavailable
 
 CLIENT_IF = "pq-c"
 SERVER_IF = "pq-s"
+# The router's ends of the two veth pairs of NetnsRouted.
+ROUTER_CLIENT_IF = "pq-rc"
+ROUTER_SERVER_IF = "pq-rs"
 
 _serial = itertools.count()
 
@@ -171,6 +176,9 @@ class NetnsPair:
         self.server_ip = f"10.231.{n}.2"
         self.client_if = CLIENT_IF
         self.server_if = SERVER_IF
+        # Where capture() runs tcpdump unless told: the server's veth, in its namespace.
+        self.capture_ns = self.server_ns
+        self.capture_if = SERVER_IF
         self._created: list[str] = []
         self._procs: list[subprocess.Popen] = []
         self._captures: list[Capture] = []
@@ -192,33 +200,41 @@ class NetnsPair:
         return self
 
     def _setup(self) -> None:
-        for ns in (self.client_ns, self.server_ns):
+        self._add_namespaces((self.client_ns, "client"), (self.server_ns, "server"))
+        self._veth((self.client_ns, CLIENT_IF, self.client_ip), (self.server_ns, SERVER_IF, self.server_ip))
+
+    def _add_namespaces(self, *named: tuple[str, str]) -> None:
+        """Creates each (namespace, role), without IPv6 (no router solicitations etc. in the
+        captures) and with its loopback up."""
+        for ns, _role in named:
             proc = _ip("netns", "add", ns, check=False)
             if proc.returncode != 0:
                 raise LabUnavailable(f"`ip netns add` failed: {proc.stderr.strip()}")
             self._created.append(ns)
-        self.say(f"network namespaces {self.client_ns} (client) and {self.server_ns} (server) created")
-        self.say(f"veth pair {CLIENT_IF} ({self.client_ip}) <-> {SERVER_IF} ({self.server_ip}), made inside the namespaces")
-        _ip("-n", self.client_ns, "link", "add", CLIENT_IF, "type", "veth", "peer", "name", SERVER_IF, "netns", self.server_ns)
-        for ns, iface, addr in ((self.client_ns, CLIENT_IF, self.client_ip), (self.server_ns, SERVER_IF, self.server_ip)):
-            # No IPv6: no router solicitations etc. in the captures.
+        self.say("network namespaces " + " and ".join(f"{ns} ({role})" for ns, role in named) + " created")
+        for ns, _role in named:
             self.sysctl(ns, "net.ipv6.conf.all.disable_ipv6", 1)
             self.sysctl(ns, "net.ipv6.conf.default.disable_ipv6", 1)
-            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", iface)
             _ip("-n", ns, "link", "set", "lo", "up")
-            _ip("-n", ns, "link", "set", iface, "up")
-        # Static neighbours: no ARP exchange delays or precedes the first packet.
-        mac = {ns: _ip("-n", ns, "-br", "link", "show", i).stdout.split()[2] for ns, i in self._ends()}
-        _ip("-n", self.client_ns, "neigh", "replace", self.server_ip, "lladdr", mac[self.server_ns], "dev", CLIENT_IF, "nud", "permanent")
-        _ip("-n", self.server_ns, "neigh", "replace", self.client_ip, "lladdr", mac[self.client_ns], "dev", SERVER_IF, "nud", "permanent")
-        deadline = time.monotonic() + 5
-        while not all("LOWER_UP" in _ip("-n", ns, "link", "show", i).stdout for ns, i in self._ends()):
-            if time.monotonic() > deadline:
-                raise LabError("veth pair did not come up")
-            time.sleep(0.02)
 
-    def _ends(self) -> list[tuple[str, str]]:
-        return [(self.client_ns, CLIENT_IF), (self.server_ns, SERVER_IF)]
+    def _veth(self, a: tuple[str, str, str], b: tuple[str, str, str]) -> None:
+        """A veth pair made inside the namespaces, (namespace, interface, address) at each end,
+        on a /24, with static neighbours (no ARP exchange delays or precedes the first packet);
+        returns once both ends are up."""
+        (ns_a, if_a, ip_a), (ns_b, if_b, ip_b) = a, b
+        self.say(f"veth pair {if_a} ({ip_a}) <-> {if_b} ({ip_b}), made inside the namespaces")
+        _ip("-n", ns_a, "link", "add", if_a, "type", "veth", "peer", "name", if_b, "netns", ns_b)
+        for ns, iface, addr in (a, b):
+            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", iface)
+            _ip("-n", ns, "link", "set", iface, "up")
+        mac = {ns: _ip("-n", ns, "-br", "link", "show", iface).stdout.split()[2] for ns, iface, _ in (a, b)}
+        _ip("-n", ns_a, "neigh", "replace", ip_b, "lladdr", mac[ns_b], "dev", if_a, "nud", "permanent")
+        _ip("-n", ns_b, "neigh", "replace", ip_a, "lladdr", mac[ns_a], "dev", if_b, "nud", "permanent")
+        deadline = time.monotonic() + 5
+        while not all("LOWER_UP" in _ip("-n", ns, "link", "show", iface).stdout for ns, iface, _ in (a, b)):
+            if time.monotonic() > deadline:
+                raise LabError(f"veth pair {if_a} <-> {if_b} did not come up")
+            time.sleep(0.02)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -302,9 +318,9 @@ class NetnsPair:
         if host_after != host_before and host_before is not None:
             subprocess.run(["sysctl", "-q", "-w", f"{key}={host_before}"], capture_output=True, timeout=10)
             raise LabError(f"{key} is not per network namespace on this kernel; the host's value was restored")
-        self.say(f"sysctl {key}={value} in the {self._role(ns)} namespace")
+        self.say(f"sysctl {key}={value} in the {self.role(ns)} namespace")
 
-    def _role(self, ns: str) -> str:
+    def role(self, ns: str) -> str:
         return "server" if ns == self.server_ns else "client" if ns == self.client_ns else ns
 
     def shape_egress(self, ns: str, iface: str, rate: str, burst: int = 300, limit: int = 100_000) -> None:
@@ -337,7 +353,7 @@ class NetnsPair:
         extra: Sequence[str] = (),
         stdout: int | IO | None = None,
     ) -> Capture:
-        """tcpdump in the server namespace (default) on the server's veth (default), writing
+        """tcpdump in namespace `ns` on `iface` (default: `capture_ns` and `capture_if`), writing
         `path` ('-' for standard output, then pass `stdout`) packet by packet (-U).
         Use as a context manager, or call start()/stop().
 
@@ -345,7 +361,7 @@ class NetnsPair:
         veth with offloads, 256 KiB on `any`): the default 2 MiB ring holds a handful, and a
         busy machine drops packets. Hence the larger buffer (-B)."""
         argv = ["tcpdump", "-n", "-U", "--immediate-mode", "-B", str(buffer_kib), "-Z", "root",
-                "-i", iface or SERVER_IF, "-w", str(path)]
+                "-i", iface or self.capture_if, "-w", str(path)]
         if snaplen is not None:
             argv += ["-s", str(snaplen)]
         if count is not None:
@@ -353,6 +369,53 @@ class NetnsPair:
         if linktype is not None:
             argv += ["-y", linktype]
         argv += [*extra, *bpf]
-        cap = Capture(["ip", "netns", "exec", ns or self.server_ns, *argv], stdout=stdout)
+        cap = Capture(["ip", "netns", "exec", ns or self.capture_ns, *argv], stdout=stdout)
         self._captures.append(cap)
         return cap
+
+
+class NetnsRouted(NetnsPair):
+    """Client, router and server namespaces: a path with one hop in the middle, for what a
+    router does (answer with ICMP, forward with a smaller MTU). Use as a context manager.
+
+        client pq-c 10.231.N.1 <-> pq-rc 10.231.N.254  router  pq-rs 10.232.N.254 <-> pq-s 10.232.N.2 server
+
+    The router forwards (net.ipv4.ip_forward=1 in its namespace) and answers every error at once
+    (net.ipv4.icmp_ratelimit=0: by default Linux sends one per second per destination,
+    icmp_global_allow() / icmpv4_xrlim_allow()). tcpdump runs on the client's veth by default:
+    the proxy's side of the path, the one that sees the router's answers.
+    """
+
+    def __init__(
+        self,
+        subnet: int | None = None,
+        tools: Sequence[str] = ("ip", "tcpdump"),
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(subnet, tools, say)
+        n = self.client_ip.split(".")[2]
+        self.router_ns = self.client_ns.replace("pcapq-c-", "pcapq-r-")
+        self.router_client_if = ROUTER_CLIENT_IF
+        self.router_server_if = ROUTER_SERVER_IF
+        self.router_client_ip = f"10.231.{n}.254"
+        self.router_server_ip = f"10.232.{n}.254"
+        self.server_ip = f"10.232.{n}.2"
+        self.capture_ns = self.client_ns
+        self.capture_if = CLIENT_IF
+
+    def _setup(self) -> None:
+        self._add_namespaces((self.client_ns, "client"), (self.router_ns, "router"), (self.server_ns, "server"))
+        self._veth((self.client_ns, CLIENT_IF, self.client_ip), (self.router_ns, ROUTER_CLIENT_IF, self.router_client_ip))
+        self._veth((self.router_ns, ROUTER_SERVER_IF, self.router_server_ip), (self.server_ns, SERVER_IF, self.server_ip))
+        self.sysctl(self.router_ns, "net.ipv4.ip_forward", 1)
+        self.sysctl(self.router_ns, "net.ipv4.icmp_ratelimit", 0)
+        _ip("-n", self.client_ns, "route", "add", _subnet(self.server_ip), "via", self.router_client_ip)
+        _ip("-n", self.server_ns, "route", "add", _subnet(self.client_ip), "via", self.router_server_ip)
+        self.say("client and server route each other's /24 through the router, which forwards")
+
+    def role(self, ns: str) -> str:
+        return "router" if ns == self.router_ns else super().role(ns)
+
+
+def _subnet(addr: str) -> str:
+    return addr.rsplit(".", 1)[0] + ".0/24"

@@ -15,11 +15,11 @@ from typing import Callable, Iterator
 from pcapq.lab import counters
 from pcapq.lab.catalog import SCENARIOS, Scenario
 from pcapq.lab.errors import LabError, LabNeedsRoot, LabUnavailable
-from pcapq.lab.namespaces import NetnsPair, unavailable_reason
+from pcapq.lab.namespaces import unavailable_reason
 from pcapq.lab.scenarios import Run
 
-# The catalog's addresses: client 10.231.1.1, server 10.231.1.2 (each run has its own
-# namespaces, so runs side by side do not collide).
+# The catalog's addresses: client 10.231.1.1, server 10.231.1.2, or 10.232.1.2 behind NetnsRouted's
+# router (each run has its own namespaces, so runs side by side do not collide).
 SUBNET = 1
 
 
@@ -56,8 +56,8 @@ def run_scenario(name: str, pcap: Path, say: Callable[[str], None] = lambda _lin
     scenario = SCENARIOS[name]
     check_machine(scenario)
     say(f"scenario {name}: {scenario.lesson}")
-    with _terminate_as_interrupt(), NetnsPair(subnet=SUBNET, tools=scenario.tools, say=say) as net:
-        say(f"tcpdump on {net.server_if} in the server namespace writes {pcap}; running the scenario")
+    with _terminate_as_interrupt(), scenario.network(subnet=SUBNET, tools=scenario.tools, say=say) as net:
+        say(f"tcpdump on {net.capture_if} in the {net.role(net.capture_ns)} namespace writes {pcap}; running the scenario")
         run = scenario.run(net, pcap)
     files = [pcap]
     nstat = companion(pcap, ".nstat.txt")
@@ -101,6 +101,10 @@ def _missing_signs(name: str, run: Run) -> Iterator[str]:
         yield "no SYN carried data that the server refused (TcpExtTCPFastOpenActiveFail 0 on the client)"
     if name in ("syn_scan", "connect_scan") and run.extra.get("open_ports") != ["9000", "9001"]:
         yield f"nmap found open {run.extra.get('open_ports')}, not 9000 and 9001"
+    if name in ("pmtu_discovery", "mtu_black_hole_router") and not run.extra.get("frag_fails"):
+        yield "the router forwarded every segment (IpFragFails 0): nothing was too big for its link"
+    if name == "mtu_black_hole_router" and not run.extra.get("icmp_dropped"):
+        yield "nftables dropped no ICMP fragmentation needed in the router"
 
 
 class _terminate_as_interrupt:

@@ -43,6 +43,15 @@ TERMS: dict[str, str] = {
     "zero window": "the receiver says its buffer is full: the sender must wait",
     "ECONNREFUSED": "the error connect() returns when the server answers the SYN with an RST (no listener)",
     "ECONNRESET": "the error read() or write() returns when the peer reset the connection",
+    "ICMP": (
+        "the error messages a router or host sends back about a packet it could not deliver; each quotes the "
+        "start of that packet, so it names the connection and the segment it answers"
+    ),
+    "MTU": (
+        "maximum transmission unit: the largest IP packet a link carries; a router answers a bigger packet it may "
+        "not fragment with ICMP 'fragmentation needed' (IPv6: 'packet too big') and its link's MTU"
+    ),
+    "DF": "don't fragment: the IPv4 header bit that forbids routers to split a packet; Linux sets it on TCP segments",
     "capture point": "where tcpdump ran: what it saw is what passed that point, not what the other end saw",
 }
 

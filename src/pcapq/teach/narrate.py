@@ -99,9 +99,9 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
     glossary = Glossary()
     intro = _intro(conn, finding, diagnosis)
     steps: list[Step] = []
-    groups = groupby(conn["events"], key=lambda e: (e["kind"], e["from"], e["file"]))
+    groups = groupby(_events_and_icmp(conn), key=lambda e: (e["kind"], e["from"], e["file"], e.get("icmp_kind")))
     told: dict[str, int] = {}  # an explanation -> the step that gave it
-    for (_kind, _side, file), run in groups:
+    for (_kind, _side, file, _icmp_kind), run in groups:
         events = list(run)
         kind = events[0]["kind"]
         narrator = NARRATORS.get(kind, _other)
@@ -123,6 +123,16 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
         steps.append(step)
         ctx.seen.add(kind)
     return Story(conn, reason, finding, intro, steps, _ending(conn, finding, ctx), others or [], matched)
+
+
+def _events_and_icmp(conn: dict) -> list[dict]:
+    """The connection's events with its ICMP answers at their place (by file and frame, as the
+    timeline orders them): each answer as an event of kind "icmp" from its sender, its ICMP kind
+    in "icmp_kind"."""
+    answers = [{**a, "kind": "icmp", "from": a["sender"], "icmp_kind": a["kind"]} for a in conn.get("icmp", ())]
+    if not answers:
+        return conn["events"]
+    return sorted([*conn["events"], *answers], key=lambda e: (e["file"], e["frame"]))
 
 
 def _timing(events: list[dict], conn: dict) -> str:
@@ -270,6 +280,13 @@ def _syn_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]
         why = ("A SYN-ACK was sent but never reached the client (lost after the capture point), so the "
                "client's SYN timer fired.")
         queue = None
+    elif "icmp" in ctx.seen and any(a["answers_role"] == "syn" and a["errno"] is not None for a in ctx.conn["icmp"]):
+        why = ("An ICMP error answered the SYN before, and this client sends it again. Linux does so when the error "
+               "came back while connect() still held the socket: tcp_v4_err() (tcp_v6_err()) then only records it "
+               "(sk_err_soft) and the SYN timer fires; other stacks (Windows) re-send after every error on their own "
+               "schedule. The SYN was answered, not dropped by a listener.")
+        return _step("client kernel", what, why, kernel="tcp_v4_err(): sk_err_soft while sock_owned_by_user(); tcp_retransmit_timer()",
+                     application="connect() is still waiting: the error did not end it."), terms
     elif ctx.cause == "syn_queue_overflow":
         why = ("No SYN-ACK came: the listener dropped the SYN because its SYN queue was full and "
                "net.ipv4.tcp_syncookies is 0 (tcp_conn_request(): inet_csk_reqsk_queue_is_full(), counted in "
@@ -385,6 +402,13 @@ def _data_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]
                "for its timer (tcp_fastretrans_alert()).")
         return _step(f"{side} kernel", what, why, kernel="tcp_fastretrans_alert(); net.ipv4.tcp_reordering",
                      application="Nothing visible: a short delay."), ["fast retransmit", "retransmission"]
+    too_big = _too_big_before(events, ctx)
+    if too_big is not None:
+        why = (f"The router's ICMP {too_big['meaning']} (frame {too_big['frame']}) gave an MTU of "
+               f"{too_big['mtu'] or 'unknown size':,}; each of these fits it: the sender's kernel lowered its segment size to fit and re-sends "
+               "what was lost at once, smaller, without waiting for its timer. Path MTU discovery working.")
+        return _step(f"{side} kernel", what, why, kernel=f"{_mtu_reduced(ctx)} -> tcp_simple_retransmit()",
+                     application="Nothing visible: a short delay."), ["retransmission", "MTU"]
     acked = ctx.conn["request"]["acked"]
     if side == "client" and acked is not None and 0 <= acked - events[-1]["time"] < 0.5:
         why = ("No ACK came for the request, so the client's RTO fired again. This copy arrives when the "
@@ -406,6 +430,126 @@ def _data_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]
     return _step(f"{side} kernel", what, why, queue=queue,
                  kernel="tcp_retransmit_timer(); net.ipv4.tcp_retries2 caps the tries",
                  application="The application waits: its read() has no answer yet."), ["retransmission", "RTO"]
+
+
+def _too_big_before(events: list[dict], ctx: _Context) -> dict | None:
+    """The too-big error these re-sends follow, when each fits the MTU it gave: the sender's
+    kernel re-sent them at once, smaller (tcp_v4_mtu_reduced(), not a timer; the core's rule,
+    src/flow/icmp.rs: resent_smaller_after_too_big())."""
+    side, first = events[0]["from"], events[0]
+    earlier = [a for a in ctx.conn.get("icmp", ()) if a["answers"] == side and a["kind"] in TOO_BIG
+               and (a["file"], a["frame"]) < (first["file"], first["frame"])]
+    if not earlier or not all(a["mtu"] is None or e["len"] < a["mtu"] for e in events for a in earlier[-1:]):
+        return None
+    return earlier[-1]
+
+
+def _mtu_reduced(ctx: _Context) -> str:
+    return "tcp_v6_err() -> tcp_v6_mtu_reduced()" if ctx.conn["ip_version"] == 6 else "tcp_v4_err() -> tcp_v4_mtu_reduced()"
+
+
+# ICMP kinds that carry an MTU (src/decode/icmp.rs: IcmpClass::TooBig).
+TOO_BIG = ("frag_needed", "packet_too_big")
+# Errors answering a SYN-ACK that make the listener drop its request socket (Linux v6.6
+# net/ipv4/tcp_ipv4.c: tcp_v4_err() passes abort to tcp_req_err() for time exceeded, net and host
+# unreachable; net/ipv6/tcp_ipv6.c: tcp_v6_err() passes icmpv6_err_convert()'s `fatal`).
+DROP_REQUEST = {4: {"ttl_exceeded", "reassembly_time_exceeded", "net_unreachable", "host_unreachable"},
+                6: {"admin_prohibited", "port_unreachable", "source_policy_failed", "reject_route"}}
+
+
+def _icmp(answers: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+    """An ICMP error at its place: who sent it, what it quotes, what the kernel of the side it
+    answers does with it (tcp_v4_err() / tcp_v6_err())."""
+    a = answers[0]
+    kind = a["icmp_kind"]
+    conn = ctx.conn
+    v6 = conn["ip_version"] == 6
+    client_ip, server_ip = (_address(conn[k]) for k in ("client", "server"))
+    actor = (f"server's host ({a['sender']})" if a["sender"] == server_ip
+             else f"client's own host ({a['sender']})" if a["sender"] == client_ip
+             else f"router or firewall {a['sender']}")
+    # Several errors on one SYN or SYN-ACK (the segments' are counted by _quoted()).
+    many = f" ({len(answers)} times)" if len(answers) > 1 and a["answers_role"] in ("syn", "synack") else ""
+    what = f"answers {_quoted(answers)} with ICMP {a['meaning']}{many}."
+    err = "tcp_v6_err()" if v6 else "tcp_v4_err()"
+    if kind in TOO_BIG:
+        mtu = f"{a['mtu']:,}" if a["mtu"] else "unknown (an old router's error carries none)"
+        size = (f"The packet was {a['quoted_len']:,} bytes" + (" with DF set" if a["dont_fragment"] else "")
+                + f"; the next hop takes {mtu}. ")
+        if ctx.has("mtu_black_hole"):
+            why = (size + "Given this error, the sender's kernel lowers its segment size and re-sends smaller at once "
+                   f"({_mtu_reduced(ctx)}). This sender kept sending full-size segments: its kernel never got the "
+                   "error (dropped between here and the sender, by a firewall on its input) or ignores it: a path "
+                   "MTU black hole.")
+            app = "The writer's data never arrives: the reader waits until its timeout."
+        else:
+            why = (size + "The sender's kernel records the MTU (tp->mtu_info), lowers the path MTU and its segment size "
+                   "to fit and re-sends what was lost at once, smaller. While the application is inside send() the "
+                   "socket is busy, so this waits until the call returns (TCP_MTU_REDUCED_DEFERRED, "
+                   "tcp_release_cb()), and a few more full-size segments may leave meanwhile. Path MTU discovery "
+                   "(RFC 1191, RFC 8201): not a failure.")
+            app = "Nothing visible: a short delay."
+        return _step(actor, what, why, kernel=f"{_mtu_reduced(ctx)} -> tcp_sync_mss(), tcp_simple_retransmit()",
+                     application=app), ["ICMP", "MTU", "DF"]
+    errno = f"errno {a['errno']} ({a['errno_text']})" if a["errno"] is not None else "an error"
+    convert = "icmpv6_err_convert()" if v6 else "icmp_err_convert[]"
+    if a["answers"] == "client" and a["answers_role"] == "syn" and a["errno"] is not None:
+        why = (f"The client is in SYN-SENT: {err} hands the error to connect() at once and closes the socket "
+               f"(tcp_done()); no SYN is sent again. {convert} maps this type and code to {errno}.")
+        if ctx.has("syn_retransmitted"):
+            why += (" This client sent its SYN again after an error all the same: Windows does; Linux does when an "
+                    "error comes back while connect() still holds the socket (a fast local path), as it then only "
+                    "records it (sk_err_soft) and the next SYN's error ends the connect. Each SYN was answered, none "
+                    "dropped by a listener.")
+        if a["sender"] == client_ip:
+            why += (" The client's own host answered: a local routing failure (its route to the server is "
+                    "unreachable or prohibit: `ip route get` on the proxy's host).")
+        app = (f"connect() fails at once with {errno}: nginx logs \"connect() failed ({a['errno']}: {a['errno_text']}) "
+               "while connecting to upstream\" and answers 502.")
+        return _step(actor, what, why, kernel=f"{err} -> tcp_done(); {convert}", application=app), ["ICMP"]
+    if a["answers"] == "server" and a["answers_role"] == "synack":
+        if kind in DROP_REQUEST[6 if v6 else 4]:
+            why = ("The server holds only a request socket for this connection (SYN-RECEIVED). For this kind "
+                   "tcp_req_err() drops it from the SYN queue (inet_csk_reqsk_queue_drop()): the server forgets the "
+                   "half-open connection.")
+        else:
+            why = ("The server holds only a request socket for this connection (SYN-RECEIVED). For this kind "
+                   "tcp_req_err() keeps it: the SYN-ACK timer goes on (accept() never reports network errors).")
+        return _step(actor, what, why, queue="SYN queue: the request socket this error answers.",
+                     kernel=f"{err} -> tcp_req_err()",
+                     application="Nothing on the server: the application never sees a half-open connection."), ["ICMP", "request socket"]
+    why = (f"Past the handshake this is a soft error (RFC 1122 §4.2.3.9): {err} records it (sk_err_soft) and the "
+           "kernel keeps re-sending on its timer; only if the retries run out does the read or write fail, with "
+           f"{errno} instead of ETIMEDOUT (tcp_write_err()).")
+    if kind in ("net_unreachable", "host_unreachable"):
+        why += (" It also undoes the timer's backoff for the segment it quotes (RFC 6069: tcp_ld_RTO_revert()), so "
+                "the next re-send comes sooner.")
+    return _step(actor, what, why, kernel=f"{err}: sk_err_soft; tcp_write_err() at the timeout",
+                 application="The application waits; if the kernel gives up, its call fails with the errno above."), ["ICMP"]
+
+
+def _address(endpoint: str) -> str:
+    """'10.0.0.2:9000' -> '10.0.0.2'; '[fd00::2]:9000' -> 'fd00::2'."""
+    return endpoint.rsplit(":", 1)[0].strip("[]")
+
+
+def _quoted(answers: list[dict]) -> str:
+    """What the errors quote: "the client's SYN (frame 1)", "the client's data at seq 1 (frame 4)",
+    "10 of the client's data segments (seq 1 to 13,033)"."""
+    a = answers[0]
+    side = a["answers"]
+    seqs = [x["seq"] for x in answers]  # relative, as in the events
+    role = a["answers_role"]
+    if role == "syn":
+        return f"the {side}'s SYN" + (f" (frame {a['answers_frame']['frame']})" if a["answers_frame"] else "")
+    if role == "synack":
+        return f"the {side}'s SYN-ACK"
+    if len(answers) > 1:
+        return f"{len(answers)} of the {side}'s segments (seq {min(seqs):,} to {max(seqs):,})"
+    kind = {"data": "data segment", "retransmit": "re-sent segment", "fin": "FIN", "ack": "ACK", "rst": "RST",
+            "handshake_ack": "handshake ACK"}.get(role or "", "segment")
+    where = f" (frame {a['answers_frame']['frame']})" if a["answers_frame"] else ""
+    return f"the {side}'s {kind} at seq {seqs[0]:,}{where}"
 
 
 def _synack_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
@@ -541,4 +685,5 @@ NARRATORS: dict[str, Narrator] = {
     "fin_retransmit": _fin_retransmit,
     "rst": _rst,
     "zero_window": _zero_window,
+    "icmp": _icmp,
 }
