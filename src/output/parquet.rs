@@ -282,8 +282,7 @@ fn connection_row(capture_point: &Arc<str>, c: &Connection, end_ns: i64, cause: 
 }
 
 fn connection_columns(rows: &[ConnectionRow]) -> Vec<Column> {
-    let side = |s: Side| s.index();
-    let (client, server) = (side(Side::Client), side(Side::Server));
+    let (client, server) = (Side::Client.index(), Side::Server.index());
     let mut symptoms = ListBuilder::new(StringBuilder::new());
     for r in rows {
         for s in &r.symptoms {
