@@ -7,6 +7,7 @@ use crate::decode::{self, Segment, Skip};
 use crate::flow::table::FlowTable;
 use crate::census::{Census, Tally, Timeline};
 use crate::detect::{probes::OneSynTally, servers::{PortPressure, ServerStats}};
+use crate::flow::spill::Spill;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::decode::icmp::IcmpMessage;
 use crate::flow::icmp::IcmpSummary;
@@ -114,6 +115,10 @@ pub struct Analysis {
     pub options: AnalyzeOptions,
     /// ICMP errors: by kind, and how many were tied to a connection.
     pub icmp: IcmpSummary,
+    /// Every connection's record, from the sink the run handed them to when they were counted
+    /// (`analyze_captures_spilled`); not kept when the analysis is merged or serialised.
+    #[serde(skip)]
+    pub spill: Option<Spill>,
 }
 
 /// Counts over the whole capture, for the summary.
@@ -189,7 +194,7 @@ impl Analysis {
     fn merge_folded(self, later: Analysis) -> Analysis {
         let file_offset = self.files.len() as u32;
         let end_ns = self.end_ns().max(later.end_ns());
-        let earlier = Finished { connections: self.connections, census: self.counted, not_kept: self.not_kept, open: self.open, next_id: self.next_id };
+        let earlier = Finished { connections: self.connections, census: self.counted, not_kept: self.not_kept, open: self.open, next_id: self.next_id, spill: None };
         let base = earlier.next_id;
         let store = ConnectionStore::resume_folded(earlier, true);
         // Replayed segments must not start prefixes of their own.
@@ -243,6 +248,7 @@ impl Analysis {
             skipped,
             options,
             icmp: IcmpSummary::default(),
+            spill: finished.spill,
         }
     }
 
@@ -259,6 +265,7 @@ impl Analysis {
             not_kept: self.not_kept,
             open: std::mem::take(&mut self.open),
             next_id: self.next_id,
+            spill: self.spill.take(),
         };
         let mut store = ConnectionStore::resume_folded(finished, false);
         store.forget_prefixes();
@@ -266,6 +273,7 @@ impl Analysis {
         self.connections = settled.connections;
         self.counted = settled.census;
         self.not_kept = settled.not_kept;
+        self.spill = settled.spill;
         self.live = FlowTable::default();
         self.options.tracker.mergeable = false;
     }
@@ -278,6 +286,22 @@ impl Analysis {
     /// Whether `connections` holds every connection (else only those with a problem).
     pub fn keeps_every_connection(&self) -> bool {
         self.options.tracker.keep_connections
+    }
+
+    /// Whether `for_each_connection` sees every connection: the run kept every record, or
+    /// handed them all to a sink.
+    pub fn has_every_connection(&self) -> bool {
+        self.keeps_every_connection() || self.spill.is_some()
+    }
+
+    /// Calls `each` with every connection in order of id: from the sink the run handed them to,
+    /// or the records kept (only those with a problem unless `keeps_every_connection`). What the
+    /// writers of every connection (JSON, Parquet) read.
+    pub fn for_each_connection(&mut self, mut each: impl FnMut(&Connection) -> std::io::Result<()>) -> std::io::Result<()> {
+        match &mut self.spill {
+            Some(spill) => spill.for_each(each),
+            None => self.connections.iter().try_for_each(&mut each),
+        }
     }
 
     /// Every connection counted: as each finished, or, when every record is kept, from the
@@ -446,7 +470,7 @@ pub fn analyze_readers(
     options: AnalyzeOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Analysis, ReadError> {
-    analyze_readers_on(readers, options, progress, two_threads(), None)
+    analyze_readers_on(readers, options, progress, two_threads(), None, None)
 }
 
 /// `analyze_readers` on one reader watched live (`pcapq watch`): each segment is tracked as
@@ -456,7 +480,7 @@ pub fn analyze_watched(
     options: AnalyzeOptions,
     watch: &std::sync::Mutex<Watch>,
 ) -> Result<Analysis, ReadError> {
-    analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, false, Some(watch))
+    analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, false, Some(watch), None)
 }
 
 /// Whether one capture is read on two threads: reading and decoding on one, tracking on the
@@ -553,6 +577,7 @@ fn analyze_readers_on(
     progress: &mut dyn FnMut(u64),
     two_threads: bool,
     watch: Option<&std::sync::Mutex<Watch>>,
+    spill_dir: Option<&std::path::Path>,
 ) -> Result<Analysis, ReadError> {
     let mut read_bytes = 0u64;
     let mut next_report = PROGRESS_EVERY_BYTES;
@@ -562,6 +587,9 @@ fn analyze_readers_on(
     }
     // Watched, a segment must not wait in a batch for more to arrive.
     let batch_len = if watch.is_some() { 1 } else { ONE_THREAD_BATCH_LEN };
+    if let Some(dir) = spill_dir {
+        tracker.store.spill_to(Spill::create(dir));
+    }
     let mut files = Vec::new();
     let mut skipped = SkipCounts::default();
     let mut icmp = IcmpSummary::default();
@@ -639,12 +667,37 @@ pub fn analyze_captures_with_progress(
     jobs: usize,
     progress: &(dyn Fn(usize, u64) + Sync),
 ) -> Vec<Result<Analysis, ReadError>> {
+    analyze_captures_on(captures, options, jobs, progress, None)
+}
+
+/// `analyze_captures_with_progress` without keeping every record in memory: each capture hands
+/// its connections, as they are counted, to a sink in a temporary file in `spill_dir`
+/// (`Analysis::spill`), from which the writers of every connection read them in order.
+/// `options` must keep records of problem connections only, and not be mergeable.
+pub fn analyze_captures_spilled(
+    captures: &[Vec<String>],
+    options: AnalyzeOptions,
+    jobs: usize,
+    progress: &(dyn Fn(usize, u64) + Sync),
+    spill_dir: &std::path::Path,
+) -> Vec<Result<Analysis, ReadError>> {
+    let options = AnalyzeOptions { tracker: TrackerOptions { keep_connections: false, mergeable: false, ..options.tracker } };
+    analyze_captures_on(captures, options, jobs, progress, Some(spill_dir))
+}
+
+fn analyze_captures_on(
+    captures: &[Vec<String>],
+    options: AnalyzeOptions,
+    jobs: usize,
+    progress: &(dyn Fn(usize, u64) + Sync),
+    spill_dir: Option<&std::path::Path>,
+) -> Vec<Result<Analysis, ReadError>> {
     use rayon::prelude::*;
     // Several captures at once keep the cores busy already: each is read on one thread.
     let beside = captures.len() == 1 && two_threads();
     let one = |(index, paths): (usize, &Vec<String>)| {
         let readers = paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader)));
-        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside, None)
+        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside, None, spill_dir)
     };
     let run = || captures.par_iter().enumerate().map(one).collect();
     match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {

@@ -454,7 +454,7 @@ impl Analysis {
         }
         let extra = extra.as_deref();
         if let Ok(path) = target.extract::<std::path::PathBuf>() {
-            let inner = &self.inner;
+            let inner = &mut self.inner;
             let notes = &self.notes;
             let written = py.allow_threads(|| {
                 catch(|| {
@@ -469,7 +469,7 @@ impl Analysis {
         let mut writer = PyTextWriter { file: target, buffer: Vec::with_capacity(CHUNK), error: None };
         let written = catch(|| {
             let mut out = io::BufWriter::with_capacity(64 * 1024, &mut writer);
-            json::write_document_noted(&self.inner, &mut out, pretty, extra, &self.notes)?;
+            json::write_document_noted(&mut self.inner, &mut out, pretty, extra, &self.notes)?;
             out.flush()?;
             drop(out);
             writer.flush()
@@ -800,10 +800,14 @@ impl ProgressReporter {
 /// Analyses several captures, each a list of files read in order as one capture (as
 /// `analyze` does), on `jobs` threads (0: one per core) with the GIL released;
 /// `progress(index, bytes)` as `analyze`'s, for `captures[index]`. Returns the
-/// analyses in order. Raises CaptureError for the first capture (in order) with a file that
-/// cannot be opened or is not a capture.
+/// analyses in order. With `spill_dir`, every connection is counted as it finishes and its
+/// record handed to a temporary file in that directory (unlinked at once), instead of being
+/// kept in memory: `write_json` and `write_parquet` read them from there (`keep_connections`
+/// is then off). Raises CaptureError for the first capture (in order) with a file that cannot
+/// be opened or is not a capture.
 #[pyfunction]
-#[pyo3(signature = (captures, *, jobs = 0, keep_connections = true, keep_events = true, max_connections = 0, progress = None))]
+#[pyo3(signature = (captures, *, jobs = 0, keep_connections = true, keep_events = true, max_connections = 0, progress = None, spill_dir = None))]
+#[allow(clippy::too_many_arguments)]
 fn analyze_many(
     py: Python<'_>,
     captures: Vec<Vec<String>>,
@@ -812,9 +816,44 @@ fn analyze_many(
     keep_events: bool,
     max_connections: usize,
     progress: Option<PyObject>,
+    spill_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Vec<Analysis>> {
     let options = analyze_options(keep_connections, keep_events, false, max_connections);
-    run_reporting(py, progress, |report| analysis::analyze_captures_with_progress(&captures, options, jobs, report))
+    run_reporting(py, progress, |report| match &spill_dir {
+        Some(dir) => analysis::analyze_captures_spilled(&captures, options, jobs, report, dir),
+        None => analysis::analyze_captures_with_progress(&captures, options, jobs, report),
+    })
+}
+
+/// Writes the Parquet tables (docs/parquet.md) of `points`, each `(analysis, capture point name,
+/// findings)` with its findings as the JSON document's `findings` array in precedence order
+/// (a connection that several findings list gets the cause of the first). `target` is the
+/// connections file, or with `directory` the directory that gets `connections.parquet`,
+/// `events.parquet` and `findings.parquet`. Each analysis must hold every connection (kept,
+/// or handed to a sink with `spill_dir`).
+///
+/// Raises:
+///     ValueError: an analysis kept only the connections with a problem, or the findings are not
+///         a JSON array of findings.
+///     OSError: a file could not be written.
+#[pyfunction]
+#[pyo3(signature = (target, points, *, directory = false))]
+fn write_parquet(py: Python<'_>, target: std::path::PathBuf, points: Vec<(Py<Analysis>, String, String)>, directory: bool) -> PyResult<()> {
+    use crate::output::parquet;
+    let mut analyses: Vec<PyRefMut<'_, Analysis>> = points.iter().map(|(a, _, _)| a.try_borrow_mut(py)).collect::<Result<_, _>>()?;
+    let mut tables = Vec::with_capacity(points.len());
+    for (analysis, (_, name, findings)) in analyses.iter_mut().zip(&points) {
+        analysis.settle();
+        if !analysis.inner.has_every_connection() {
+            return Err(pyo3::exceptions::PyValueError::new_err("this analysis kept only the connections with a problem"));
+        }
+        let findings: Vec<parquet::Finding> =
+            serde_json::from_str(findings).map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("findings: {e}")))?;
+        tables.push(parquet::Point { analysis: &mut analysis.inner, name: name.clone(), findings });
+    }
+    let where_to = if directory { parquet::Target::Directory(&target) } else { parquet::Target::File(&target) };
+    let written = catch(|| parquet::write(&mut tables, where_to))?;
+    written.map_err(|e| pyo3::exceptions::PyOSError::new_err((e.raw_os_error().unwrap_or(0), e.to_string(), target.clone())))
 }
 
 /// The core's words, for the Python side and its stub (tests/test_vocabulary.py checks both).
@@ -850,6 +889,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_parts, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_many, m)?)?;
+    m.add_function(wrap_pyfunction!(write_parquet, m)?)?;
+    m.add("PARQUET_SCHEMA_VERSION", crate::output::parquet::SCHEMA_VERSION)?;
     m.add_class::<live::LiveInput>()?;
     m.add_function(wrap_pyfunction!(live::analyze_stdin, m)?)?;
     m.add("PcapqError", m.py().get_type::<PcapqError>())?;

@@ -25,8 +25,7 @@ pub struct ServerStats {
     /// Handshakes without retransmission: SYN to SYN-ACK, and SYN-ACK to the client's ACK, as
     /// seen at the capture point (the first is the round trip on the client's side, the second
     /// on the server's side).
-    pub syn_to_synack_ns: Vec<i64>,
-    pub synack_to_ack_ns: Vec<i64>,
+    pub gaps: GapSample,
     /// When each connection the client considered established (its handshake ACK) began to
     /// wait for the server, and when the wait ended (the server's first data, or the
     /// connection's end). Both sorted by `finish`.
@@ -50,8 +49,7 @@ impl ServerStats {
             symptoms: [0; Symptom::ALL.len()],
             first_ns: i64::MAX,
             last_ns: i64::MIN,
-            syn_to_synack_ns: Vec::new(),
-            synack_to_ack_ns: Vec::new(),
+            gaps: GapSample::default(),
             waiting_from_ns: Vec::new(),
             waiting_until_ns: Vec::new(),
             answered_ns: Vec::new(),
@@ -76,11 +74,46 @@ fn median(values: &[i64]) -> Option<i64> {
 
 impl ServerStats {
     pub fn median_syn_to_synack_ns(&self) -> Option<i64> {
-        median(&self.syn_to_synack_ns)
+        median(&self.gaps.heap.iter().map(|g| g.syn_to_synack_ns).collect::<Vec<_>>())
     }
 
     pub fn median_synack_to_ack_ns(&self) -> Option<i64> {
-        median(&self.synack_to_ack_ns)
+        median(&self.gaps.heap.iter().map(|g| g.synack_to_ack_ns).collect::<Vec<_>>())
+    }
+}
+
+/// The handshake gaps of the `MAX_GAP_SAMPLES` connections with the lowest ids: the same
+/// sample whether connections are added in order of id (every record kept) or as they finish.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct GapSample {
+    /// Greatest id on top, the one to drop when a lower one comes.
+    heap: std::collections::BinaryHeap<Gaps>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+struct Gaps {
+    id: u64,
+    syn_to_synack_ns: i64,
+    synack_to_ack_ns: i64,
+}
+
+impl GapSample {
+    fn add(&mut self, gaps: Gaps) {
+        if self.heap.len() < MAX_GAP_SAMPLES {
+            self.heap.push(gaps);
+        } else if self.heap.peek().is_some_and(|top| gaps.id < top.id) {
+            self.heap.pop();
+            self.heap.push(gaps);
+        }
+    }
+
+    /// Adds the sample of a later capture (its ids count from 0 again): its connections come
+    /// after these, as if added one at a time.
+    fn merge(&mut self, other: GapSample) {
+        let base = self.heap.peek().map_or(0, |top| top.id + 1);
+        for gaps in other.heap {
+            self.add(Gaps { id: base + gaps.id, ..gaps });
+        }
     }
 }
 
@@ -141,10 +174,7 @@ impl ServerBook {
         s.last_ns = s.last_ns.max(c.last_time_ns);
         let clean = c.syn_count == 1 && c.synack_count == 1;
         if let (true, Some(syn), Some(synack), Some(ack)) = (clean, c.syn_time_ns, c.synack_time_ns, c.handshake_ack_time_ns) {
-            if s.syn_to_synack_ns.len() < MAX_GAP_SAMPLES {
-                s.syn_to_synack_ns.push(synack - syn);
-                s.synack_to_ack_ns.push(ack - synack);
-            }
+            s.gaps.add(Gaps { id: c.id, syn_to_synack_ns: synack - syn, synack_to_ack_ns: ack - synack });
         }
         if let Some((established, until)) = crate::flow::connection::waiting_span(c) {
             s.waiting_from_ns.push(established);
@@ -215,10 +245,7 @@ impl ServerBook {
             }
             s.first_ns = s.first_ns.min(theirs.first_ns);
             s.last_ns = s.last_ns.max(theirs.last_ns);
-            // As if added one at a time: the first MAX_GAP_SAMPLES handshakes count.
-            let room = MAX_GAP_SAMPLES.saturating_sub(s.syn_to_synack_ns.len());
-            s.syn_to_synack_ns.extend(theirs.syn_to_synack_ns.into_iter().take(room));
-            s.synack_to_ack_ns.extend(theirs.synack_to_ack_ns.into_iter().take(room));
+            s.gaps.merge(theirs.gaps);
             s.waiting_from_ns.extend(theirs.waiting_from_ns);
             s.waiting_until_ns.extend(theirs.waiting_until_ns);
             s.answered_ns.extend(theirs.answered_ns);

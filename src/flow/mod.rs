@@ -8,6 +8,7 @@ pub mod key;
 pub mod marks;
 pub mod merge;
 pub mod seq;
+pub mod spill;
 pub mod stage;
 pub mod state;
 pub mod store;

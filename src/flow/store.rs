@@ -9,6 +9,7 @@
 use super::connection::{ConnState, Connection};
 use super::key::FlowKey;
 use super::marks::Marks;
+use super::spill::Spill;
 
 /// What counts a record when its connection is finished: the census (`crate::census::Census`),
 /// which judges it with `detect`'s verdicts. A trait, so that `flow` does not depend on them.
@@ -43,6 +44,8 @@ pub struct Finished<C> {
     pub open: Vec<Connection>,
     /// The id the next connection gets.
     pub next_id: u64,
+    /// Every record counted, when the run handed them to a sink.
+    pub spill: Option<Spill>,
 }
 
 /// What is left of a record when its connection leaves the hot table: its id, its slot when
@@ -87,6 +90,8 @@ pub struct ConnectionStore<C> {
     /// The dropped ones that had a problem (up to `MAX_KEPT_WITH_PROBLEMS`), kept for findings.
     with_problems: Vec<Connection>,
     with_problems_not_kept: u64,
+    /// Where each record goes when it is counted, for the writers of every connection.
+    spill: Option<Spill>,
 }
 
 /// Connections with a problem kept when records are not: a SYN flood can bring millions.
@@ -103,6 +108,7 @@ impl<C: Counter> ConnectionStore<C> {
             census: C::default(),
             with_problems: Vec::new(),
             with_problems_not_kept: 0,
+            spill: None,
         }
     }
 
@@ -175,6 +181,13 @@ impl<C: Counter> ConnectionStore<C> {
         self.free.push(slot);
         tallied
     }
+
+    /// Hands every record to `spill` when it is counted (only when records are not all kept,
+    /// and the run is not mergeable: those records are counted later, or never).
+    pub fn spill_to(&mut self, spill: Spill) {
+        self.spill = Some(spill);
+    }
+
     pub fn keeps_all(&self) -> bool {
         self.keep_all
     }
@@ -245,6 +258,10 @@ impl<C: Counter> ConnectionStore<C> {
     /// place where a finished connection leaves the tracker.
     fn count(&mut self, slot: usize, end_ns: i64) -> Marks {
         let conn = &self.slots[slot];
+        // The writers of every connection (JSON, Parquet) read it back from the spill.
+        if let Some(spill) = &mut self.spill {
+            spill.put(conn);
+        }
         let Counted { mut marks, problem } = self.census.count(conn, end_ns);
         if problem && !marks.is_kept() {
             if self.with_problems.len() < MAX_KEPT_WITH_PROBLEMS {
@@ -262,6 +279,11 @@ impl<C: Counter> ConnectionStore<C> {
         if let Some(slot) = retired.slot() {
             // The record was kept (every record is, or a merge may join it).
             return slot;
+        }
+        if let Some(mut conn) = self.spill.as_mut().and_then(|spill| spill.get(retired.id)) {
+            // The whole record, as if it had been kept, counting only what is new.
+            conn.tallied = retired.tallied;
+            return self.place(conn);
         }
         let (low, high) = key.endpoints();
         let (client, server) = if client_is_low { (low, high) } else { (high, low) };
@@ -294,7 +316,7 @@ impl<C: Counter> ConnectionStore<C> {
         }
         let mut kept = self.with_problems;
         kept.sort_by_key(|c| c.id);
-        Finished { connections: kept, census: self.census, not_kept: self.with_problems_not_kept, open, next_id }
+        Finished { connections: kept, census: self.census, not_kept: self.with_problems_not_kept, open, next_id, spill: self.spill }
     }
 
     /// The records, by slot (by id when every record is kept).

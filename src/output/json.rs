@@ -596,14 +596,14 @@ pub fn summary_view(a: &Analysis) -> SummaryView {
 /// Writes the whole document. Connections are written one at a time, so memory does not grow
 /// with the output. `extra` is a JSON object whose fields go in before `connections` (the
 /// findings, which Python adds).
-pub fn write_document<W: Write>(a: &Analysis, out: &mut W, pretty: bool, extra: Option<&str>) -> io::Result<()> {
+pub fn write_document<W: Write>(a: &mut Analysis, out: &mut W, pretty: bool, extra: Option<&str>) -> io::Result<()> {
     write_document_noted(a, out, pretty, extra, &Default::default())
 }
 
 /// As `write_document`, adding to each connection the fields `notes` holds for its id (what a
 /// proxy's log said about it: `proxy_log`).
 pub fn write_document_noted<W: Write>(
-    a: &Analysis,
+    a: &mut Analysis,
     out: &mut W,
     pretty: bool,
     extra: Option<&str>,
@@ -632,8 +632,9 @@ pub fn write_document_noted<W: Write>(
     }
     out.write_all(if pretty { b",\n  \"connections\": [" } else { b",\"connections\":[" })?;
     let end_ns = a.end_ns();
-    for (i, c) in a.connections.iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    a.for_each_connection(|c| {
+        if !std::mem::take(&mut first) {
             out.write_all(b",")?;
         }
         if let Some(fields) = notes.get(&c.id) {
@@ -655,7 +656,8 @@ pub fn write_document_noted<W: Write>(
         } else {
             serde_json::to_writer(&mut *out, &connection_view(c, end_ns)).map_err(io::Error::other)?;
         }
-    }
+        Ok(())
+    })?;
     out.write_all(if pretty { b"\n  ]\n}\n" } else { b"]}\n" })?;
     Ok(())
 }

@@ -7,11 +7,12 @@ from typing import Any, Callable, Final, Literal, Protocol, TypedDict, final
 __all__ = [
     "__version__", "JSON_SCHEMA_VERSION", "VOCABULARY", "Analysis", "Problems", "Episode", "Selection",
     "analyze", "analyze_many", "analyze_parts", "PcapqError", "CaptureError", "InternalError",
-    "LiveInput", "analyze_stdin",
+    "LiveInput", "analyze_stdin", "PARQUET_SCHEMA_VERSION", "write_parquet",
 ]
 
 __version__: Final[str]
 JSON_SCHEMA_VERSION: Final[int]
+PARQUET_SCHEMA_VERSION: Final[int]
 
 # The core's words (src/detect, src/flow); tests/test_vocabulary.py fails when these drift from
 # VOCABULARY.
@@ -443,11 +444,15 @@ def analyze_many(
     keep_events: bool = True,
     max_connections: int = 0,
     progress: Callable[[int, int], object] | None = None,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> list[Analysis]:
     """Analyses several captures, each a list of files read in order as one capture (as
     `analyze` does), on `jobs` threads (0: one per core), with the GIL released. The analyses
     come back in the order of `captures`. `progress(index, bytes)`: as `analyze`'s, for
-    `captures[index]`.
+    `captures[index]`. With `spill_dir`, every connection is counted as it finishes and its
+    record handed to a temporary file in that directory (unlinked at once) instead of being
+    kept in memory: `write_json` and `write_parquet` read them from there (`keep_connections`
+    is then off).
 
     Raises:
         CaptureError: the first capture (in order) with a file that cannot be opened or is
@@ -551,4 +556,20 @@ def analyze_stdin(
     Raises:
         CaptureError: standard input is not a capture.
         InternalError: a bug in pcapq's core.
+    """
+
+def write_parquet(
+    target: str | os.PathLike[str], points: list[tuple[Analysis, str, str]], *, directory: bool = False
+) -> None:
+    """Writes the Parquet tables (docs/parquet.md) of `points`, each `(analysis, capture point
+    name, findings)` with its findings as the JSON document's `findings` array in precedence
+    order (a connection that several findings list gets the cause of the first). `target` is the
+    connections file, or with `directory` the directory that gets `connections.parquet`,
+    `events.parquet` and `findings.parquet`. Each analysis must hold every connection (kept, or
+    handed to a sink with `spill_dir`).
+
+    Raises:
+        ValueError: an analysis kept only the connections with a problem, or the findings are not
+            a JSON array of findings.
+        OSError: a file could not be written.
     """

@@ -91,6 +91,15 @@ output_option = click.option(
     default="-",
     help="Write the report to this file instead of standard output.",
 )
+# analyze's -o also takes a directory, for the Parquet tables.
+analyze_output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Path(writable=True, allow_dash=True),
+    default="-",
+    help="Write the report to this file instead of standard output; with --format parquet, a file of connections, "
+    "or a directory (DIR/) for connections.parquet, events.parquet and findings.parquet.",
+)
 
 
 def report_options(command: Callable) -> Callable:
@@ -99,10 +108,11 @@ def report_options(command: Callable) -> Callable:
         format_option(
             "text: findings, worst connections and totals for people. json: every connection with its events (schema in "
             "docs/json.md). markdown: the text report for a ticket. html: one self-contained file with charts, ladder "
-            "diagrams and a table of connections (docs/reports.md).",
-            REPORT_FORMATS,
+            "diagrams and a table of connections (docs/reports.md). parquet: one row per connection, for DuckDB, pandas "
+            "or polars (docs/parquet.md); needs -o.",
+            [*REPORT_FORMATS, "parquet"],
         ),
-        output_option,
+        analyze_output_option,
         click.option("--pretty", is_flag=True, help="Indent the JSON for reading."),
         click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same)."),
         click.option(
@@ -201,6 +211,7 @@ def analyze(
       $ pcapq analyze --jobs 4 'hosts/*/dump.pcap*'     four hosts at a time
       $ pcapq analyze --scheduler tcp://10.0.0.5:8786 /shared/cap/   one task per file
       $ pcapq analyze --format json -o report.json dump.pcap.gz
+      $ pcapq analyze --format parquet -o web1/ 'web1/*.pcap'   tables for DuckDB
       $ pcapq analyze --format html -o report.html dump.pcap
       $ tcpdump -i any -s 96 -w - 'tcp port 9000' | pcapq analyze -
       $ pcapq analyze --log error.log --log access.log --nstat before.txt --nstat after.txt dump.pcap
@@ -295,6 +306,8 @@ def _analyze_and_report(
     from pcapq.inputs import InputError, expand
     from pcapq.report.progress import progress_for, record_bytes
 
+    if fmt == "parquet" and output == "-":
+        _fail("parquet is a binary table for programs, not for a terminal: give -o out.parquet, or -o DIR/ for the three tables", ExitCode.USAGE)
     try:
         stated = parse(proxy_timeouts) if proxy_timeouts is not None else None
     except BadTimeouts as e:
@@ -320,11 +333,17 @@ def _analyze_and_report(
     # connections with a problem, and lists every connection in its table when the input is
     # small enough. The other reports need only the counts and the connections with a problem.
     size = record_bytes(tuple(paths))
-    every_connection = fmt == "json" or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
+    every_connection = fmt in ("json", "parquet") or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
+    parquet_dir = fmt == "parquet" and (output.endswith(os.sep) or os.path.isdir(output))
     # The join of log lines needs the FINs and RSTs of the connections with a problem (events).
     keep = dict(
-        keep_connections=every_connection, keep_events=fmt in ("json", "html") or bool(logs), max_connections=max_connections
+        keep_connections=every_connection,
+        keep_events=fmt in ("json", "html") or parquet_dir or bool(logs),
+        max_connections=max_connections,
     )
+    # JSON and Parquet read from files have every connection handed, as it finishes, to a
+    # temporary file beside the output instead of kept in memory (docs/performance.md).
+    spill_dir = _spill_dir(output, parquet_dir) if fmt in ("json", "parquet") else None
     read = None  # how reading standard input ended (pcapq.live.StdinRead)
     try:
         if scheduler:
@@ -349,7 +368,7 @@ def _analyze_and_report(
             from pcapq.points import analyze_points
 
             with progress_for(tuple(paths)) as progress:
-                points = analyze_points(paths, merge=merge, jobs=jobs, progress=progress, **keep)
+                points = analyze_points(paths, merge=merge, jobs=jobs, progress=progress, spill_dir=spill_dir, **keep)
     except _core.CaptureError as e:
         _fail(e.args[0], ExitCode.UNREADABLE)
 
@@ -368,7 +387,9 @@ def _analyze_and_report(
     if fmt == "html" and len(points) > 1:
         names = ", ".join(p.name for p in points)
         _fail(f"an HTML report shows one capture point and these files are {len(points)} ({names}): add --merge, or give one point's files", ExitCode.USAGE)
-    if len(points) == 1:
+    if fmt == "parquet":
+        _write_parquet(points, diagnoses, output, parquet_dir)
+    elif len(points) == 1:
         result, diagnosis = points[0].analysis, diagnoses[0]
 
         def json_file(path: str) -> None:
@@ -389,6 +410,44 @@ def _analyze_and_report(
         )
     findings = [f for d in diagnoses for f in d.findings]
     sys.exit(int(_exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)))
+
+
+def _spill_dir(output: str, directory: bool) -> str:
+    """Where the connections wait for the report: beside the output (the same disk), or in the
+    temporary directory for standard output."""
+    import tempfile
+
+    if output == "-" or (os.path.exists(output) and not os.path.isfile(output) and not directory):
+        # Standard output, or a device such as /dev/null: nothing to write beside.
+        return tempfile.gettempdir()
+    if directory:
+        try:
+            os.makedirs(output, exist_ok=True)
+        except OSError as e:
+            _fail(f"cannot make the directory {output}: {_reason(e)}", ExitCode.CANT_WRITE)
+        return output
+    return os.path.dirname(os.path.abspath(output))
+
+
+def _write_parquet(points, diagnoses, output: str, directory: bool) -> None:
+    """The Parquet tables of every capture point (docs/parquet.md). Each connection's cause is
+    the one of the first finding, in the registry's precedence order, that lists it."""
+    import json
+
+    from pcapq.causes.registry import CAUSES
+
+    def precedence(finding) -> int:
+        cause = CAUSES.get(finding.cause)
+        return cause.precedence if cause is not None else len(CAUSES)
+
+    tables = [
+        (p.analysis, p.name, json.dumps([f.to_json() for f in sorted(d.findings, key=precedence)]))
+        for p, d in zip(points, diagnoses)
+    ]
+    try:
+        _core.write_parquet(output, tables, directory=directory)
+    except OSError as e:
+        _fail(f"cannot write the report to {output}: {_reason(e)}", ExitCode.CANT_WRITE)
 
 
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:

@@ -104,12 +104,19 @@ def analyze_points(
     jobs: int = 0,
     max_connections: int = 0,
     progress: Callable[[int], None] | None = None,
+    spill_dir: str | None = None,
 ) -> list[PointAnalysis]:
     """Every capture point among `paths`, analysed on `jobs` threads (0: one per core).
     `keep_connections` keeps every connection; `keep_events` the events of the connections
     kept; `max_connections` caps the connections live at once in each capture (0: no limit);
-    `progress(bytes)` gets the bytes read over all files. Raises _core.CaptureError."""
+    `progress(bytes)` gets the bytes read over all files. `spill_dir`: every connection of a
+    point read as one capture goes, as it finishes, to a temporary file there instead of memory
+    (`_core.analyze_many`); points read as parts keep every connection in memory then.
+    Raises _core.CaptureError."""
     options = dict(keep_connections=keep_connections, keep_events=keep_events, max_connections=max_connections)
+    whole_options = dict(options, spill_dir=spill_dir) if spill_dir else options
+    if spill_dir:
+        options["keep_connections"] = True
     threads = jobs or os.cpu_count() or 1
     first_times = {p: first_packet_time(p) for p in paths}
     groups = name_groups(list(paths), [first_times[p] for p in paths], merge)
@@ -117,7 +124,7 @@ def analyze_points(
     read_whole: dict[int, _core.Analysis] = {}
     read = _ReadBytes(progress)
     for batch in _batches(whole, threads):
-        found = _core.analyze_many([list(g) for g in batch], jobs=threads, progress=read.batch(), **options)
+        found = _core.analyze_many([list(g) for g in batch], jobs=threads, progress=read.batch(), **whole_options)
         read.batch_done()
         for group, analysis in zip(batch, found):
             files = [FileTimes(c["path"], c["first_time"], c["last_time"]) for c in analysis.captures()]

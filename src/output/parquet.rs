@@ -1,0 +1,460 @@
+//! The Parquet tables (schema in docs/parquet.md): one row per connection, and beside it one per
+//! event and one per finding. Rows are written in row groups of `ROWS_PER_GROUP` as they are
+//! read from the analysis (`Analysis::for_each_connection`), so memory holds one group.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{ListBuilder, StringBuilder, UInt64Builder};
+use arrow_array::{
+    ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, TimestampMicrosecondArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use parquet::format::KeyValue;
+use rustc_hash::FxHashMap;
+
+use crate::analysis::Analysis;
+use crate::decode::flags;
+use crate::detect;
+use crate::flow::{Connection, Detail, Side};
+
+/// The version of the tables' schema, in each file's key-value metadata (`pcapq.schema_version`).
+/// Later versions only add columns.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Rows per row group: a group is held twice while it is written (the rows, then the columns),
+/// about 15 MB of connections.
+const ROWS_PER_GROUP: usize = 16 * 1024;
+
+/// Epoch microseconds, rounded as the JSON's times are (`json::epoch`).
+fn micros(ns: i64) -> i64 {
+    ns.div_euclid(1000) + i64::from(ns.rem_euclid(1000) >= 500)
+}
+
+fn seconds(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// One finding as the diagnosis wrote it (the `findings[]` of docs/json.md), with what the
+/// findings table keeps of it.
+#[derive(serde::Deserialize)]
+pub struct Finding {
+    pub cause: String,
+    pub server: String,
+    pub confidence: f64,
+    #[serde(default)]
+    pub confidence_reason: String,
+    pub first: f64,
+    pub last: f64,
+    pub connections: FindingConnections,
+}
+
+#[derive(serde::Deserialize)]
+pub struct FindingConnections {
+    pub count: u64,
+    pub ids: Vec<u64>,
+}
+
+/// One capture point's analysis, its name, and its findings in precedence order: a connection
+/// claimed by several findings gets the cause of the first.
+pub struct Point<'a> {
+    pub analysis: &'a mut Analysis,
+    pub name: String,
+    pub findings: Vec<Finding>,
+}
+
+/// Which tables to write.
+pub enum Target<'a> {
+    /// The connections, to this file.
+    File(&'a Path),
+    /// `connections.parquet`, `events.parquet` and `findings.parquet` in this directory.
+    Directory(&'a Path),
+}
+
+/// Writes the tables of `points` (rows of each point in turn).
+pub fn write(points: &mut [Point<'_>], target: Target<'_>) -> io::Result<()> {
+    let (connections_path, more) = match target {
+        Target::File(path) => (path.to_path_buf(), None),
+        Target::Directory(dir) => (dir.join("connections.parquet"), Some(dir)),
+    };
+    let mut connections = Table::create(&connections_path, "connections", connection_columns)?;
+    let mut events = more.map(|dir| Table::create(&dir.join("events.parquet"), "events", event_columns)).transpose()?;
+    for point in points.iter_mut() {
+        let claims = claims(&point.findings);
+        let end_ns = point.analysis.end_ns();
+        let name: Arc<str> = Arc::from(point.name.as_str());
+        point.analysis.for_each_connection(|c| {
+            connections.push(connection_row(&name, c, end_ns, claims.get(&c.id).copied()))?;
+            if let Some(events) = &mut events {
+                for e in &c.events {
+                    events.push(event_row(&name, c, e))?;
+                }
+            }
+            Ok(())
+        })?;
+    }
+    connections.close()?;
+    if let (Some(events), Some(dir)) = (events, more) {
+        events.close()?;
+        let mut findings = Table::create(&dir.join("findings.parquet"), "findings", finding_columns)?;
+        for point in points.iter() {
+            for f in &point.findings {
+                findings.push(FindingRow { capture_point: Arc::from(point.name.as_str()), finding: f })?;
+            }
+        }
+        findings.close()?;
+    }
+    Ok(())
+}
+
+/// The cause of each claimed connection: the first finding (in the order given) that lists it.
+fn claims(findings: &[Finding]) -> FxHashMap<u64, &str> {
+    let mut by_id = FxHashMap::default();
+    for f in findings {
+        for &id in &f.connections.ids {
+            by_id.entry(id).or_insert(f.cause.as_str());
+        }
+    }
+    by_id
+}
+
+/// A Parquet file being written: rows gathered into batches of `ROWS_PER_GROUP`, each
+/// written as a row group.
+struct Table<R> {
+    rows: Vec<R>,
+    writer: ArrowWriter<File>,
+    columns: fn(&[R]) -> Vec<Column>,
+}
+
+/// A column: its name, its values, and whether it may hold nulls.
+type Column = (&'static str, ArrayRef, bool);
+
+fn batch(columns: Vec<Column>) -> io::Result<RecordBatch> {
+    RecordBatch::try_from_iter_with_nullable(columns).map_err(io::Error::other)
+}
+
+impl<R> Table<R> {
+    fn create(path: &Path, table: &str, columns: fn(&[R]) -> Vec<Column>) -> io::Result<Table<R>> {
+        let schema = batch(columns(&[]))?.schema();
+        let metadata = vec![
+            KeyValue::new("pcapq.schema".to_string(), format!("pcapq.{table}")),
+            KeyValue::new("pcapq.schema_version".to_string(), SCHEMA_VERSION.to_string()),
+            KeyValue::new("pcapq.version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ];
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_size(ROWS_PER_GROUP)
+            .set_key_value_metadata(Some(metadata))
+            .build();
+        let file = File::create(path)?;
+        let writer = ArrowWriter::try_new(file, schema, Some(properties)).map_err(io::Error::other)?;
+        Ok(Table { rows: Vec::with_capacity(ROWS_PER_GROUP), writer, columns })
+    }
+
+    fn push(&mut self, row: R) -> io::Result<()> {
+        self.rows.push(row);
+        if self.rows.len() >= ROWS_PER_GROUP {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let batch = batch((self.columns)(&self.rows))?;
+        self.rows.clear();
+        self.writer.write(&batch).map_err(io::Error::other)?;
+        self.writer.flush().map_err(io::Error::other)
+    }
+
+    fn close(mut self) -> io::Result<()> {
+        self.flush()?;
+        self.writer.close().map_err(io::Error::other)?;
+        Ok(())
+    }
+}
+
+fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(values))
+}
+
+fn optional_strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
+    Arc::new(values.collect::<StringArray>())
+}
+
+fn times(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
+    Arc::new(values.map(|ns| ns.map(micros)).collect::<TimestampMicrosecondArray>().with_timezone("UTC"))
+}
+
+fn u64s(values: impl Iterator<Item = u64>) -> ArrayRef {
+    Arc::new(UInt64Array::from_iter_values(values))
+}
+
+fn u32s(values: impl Iterator<Item = u32>) -> ArrayRef {
+    Arc::new(UInt32Array::from_iter_values(values))
+}
+
+fn f64s(values: impl Iterator<Item = f64>) -> ArrayRef {
+    Arc::new(Float64Array::from_iter_values(values))
+}
+
+fn bools(values: impl Iterator<Item = bool>) -> ArrayRef {
+    Arc::new(values.map(Some).collect::<BooleanArray>())
+}
+
+// --- connections ---
+
+struct ConnectionRow {
+    capture_point: Arc<str>,
+    id: u64,
+    client_ip: String,
+    client_port: u16,
+    server_ip: String,
+    server_port: u16,
+    server: String,
+    ip_version: u8,
+    partial: bool,
+    follows: Option<u64>,
+    state: &'static str,
+    first_file: u32,
+    first_frame: u64,
+    first_time_ns: i64,
+    last_time_ns: i64,
+    handshake_completed: bool,
+    syn_attempts: u32,
+    synack_attempts: u32,
+    syn_time_ns: Option<i64>,
+    synack_time_ns: Option<i64>,
+    ack_time_ns: Option<i64>,
+    handshake_duration_ns: Option<i64>,
+    request_sent_ns: Option<i64>,
+    request_acked_ns: Option<i64>,
+    response_ns: Option<i64>,
+    reset_from: Option<&'static str>,
+    outcome: &'static str,
+    symptoms: Vec<&'static str>,
+    sides: [crate::flow::connection::DirectionCounts; 2],
+    added_latency_ns: i64,
+    cause: Option<String>,
+}
+
+fn connection_row(capture_point: &Arc<str>, c: &Connection, end_ns: i64, cause: Option<&str>) -> ConnectionRow {
+    let verdict = detect::judge(c, end_ns);
+    ConnectionRow {
+        capture_point: capture_point.clone(),
+        id: c.id,
+        client_ip: c.client.ip.to_string(),
+        client_port: c.client.port,
+        server_ip: c.server.ip.to_string(),
+        server_port: c.server.port,
+        server: c.server.to_string(),
+        ip_version: if c.client.ip.is_ipv4() { 4 } else { 6 },
+        partial: c.partial,
+        follows: c.follows,
+        state: c.state.slug(),
+        first_file: c.first.file,
+        first_frame: c.first.frame,
+        first_time_ns: c.first_time_ns,
+        last_time_ns: c.last_time_ns,
+        handshake_completed: c.handshake_completed(),
+        syn_attempts: c.syn_count,
+        synack_attempts: c.synack_count,
+        syn_time_ns: c.syn_time_ns,
+        synack_time_ns: c.synack_time_ns,
+        ack_time_ns: c.handshake_ack_time_ns,
+        handshake_duration_ns: c.handshake_duration_ns(),
+        request_sent_ns: c.milestones.client_data_ns,
+        request_acked_ns: c.milestones.client_data_acked_ns,
+        response_ns: c.milestones.server_data_ns,
+        reset_from: c.milestones.first_rst.map(|r| r.from.name()),
+        outcome: verdict.outcome.slug(),
+        symptoms: verdict.symptoms.iter().map(|s| s.slug()).collect(),
+        sides: c.counts,
+        added_latency_ns: verdict.added_latency_ns,
+        cause: cause.map(str::to_string),
+    }
+}
+
+fn connection_columns(rows: &[ConnectionRow]) -> Vec<Column> {
+    let (client, server) = (Side::Client.index(), Side::Server.index());
+    let mut symptoms = ListBuilder::new(StringBuilder::new());
+    for r in rows {
+        for s in &r.symptoms {
+            symptoms.values().append_value(s);
+        }
+        symptoms.append(true);
+    }
+    vec![
+        ("capture_point", strings(rows.iter().map(|r| &*r.capture_point)), false),
+        ("id", u64s(rows.iter().map(|r| r.id)), false),
+        ("client_ip", strings(rows.iter().map(|r| r.client_ip.as_str())), false),
+        ("client_port", Arc::new(UInt16Array::from_iter_values(rows.iter().map(|r| r.client_port))), false),
+        ("server_ip", strings(rows.iter().map(|r| r.server_ip.as_str())), false),
+        ("server_port", Arc::new(UInt16Array::from_iter_values(rows.iter().map(|r| r.server_port))), false),
+        ("server", strings(rows.iter().map(|r| r.server.as_str())), false),
+        ("ip_version", Arc::new(UInt8Array::from_iter_values(rows.iter().map(|r| r.ip_version))), false),
+        ("partial", bools(rows.iter().map(|r| r.partial)), false),
+        ("follows", Arc::new(rows.iter().map(|r| r.follows).collect::<UInt64Array>()), true),
+        ("state", strings(rows.iter().map(|r| r.state)), false),
+        ("first_file", u32s(rows.iter().map(|r| r.first_file)), false),
+        ("first_frame", u64s(rows.iter().map(|r| r.first_frame)), false),
+        ("first_time", times(rows.iter().map(|r| Some(r.first_time_ns))), false),
+        ("last_time", times(rows.iter().map(|r| Some(r.last_time_ns))), false),
+        ("duration", f64s(rows.iter().map(|r| seconds(r.last_time_ns - r.first_time_ns))), false),
+        ("handshake_completed", bools(rows.iter().map(|r| r.handshake_completed)), false),
+        ("syn_attempts", u32s(rows.iter().map(|r| r.syn_attempts)), false),
+        ("synack_attempts", u32s(rows.iter().map(|r| r.synack_attempts)), false),
+        ("syn_time", times(rows.iter().map(|r| r.syn_time_ns)), true),
+        ("synack_time", times(rows.iter().map(|r| r.synack_time_ns)), true),
+        ("ack_time", times(rows.iter().map(|r| r.ack_time_ns)), true),
+        ("handshake_duration", Arc::new(rows.iter().map(|r| r.handshake_duration_ns.map(seconds)).collect::<Float64Array>()), true),
+        ("request_sent", times(rows.iter().map(|r| r.request_sent_ns)), true),
+        ("request_acked", times(rows.iter().map(|r| r.request_acked_ns)), true),
+        ("response_first", times(rows.iter().map(|r| r.response_ns)), true),
+        ("reset_from", optional_strings(rows.iter().map(|r| r.reset_from)), true),
+        ("outcome", strings(rows.iter().map(|r| r.outcome)), false),
+        ("symptoms", Arc::new(symptoms.finish()), false),
+        ("client_packets", u64s(rows.iter().map(|r| r.sides[client].packets)), false),
+        ("server_packets", u64s(rows.iter().map(|r| r.sides[server].packets)), false),
+        ("client_bytes", u64s(rows.iter().map(|r| r.sides[client].payload_bytes)), false),
+        ("server_bytes", u64s(rows.iter().map(|r| r.sides[server].payload_bytes)), false),
+        ("client_data_retransmits", u32s(rows.iter().map(|r| r.sides[client].data_retransmits)), false),
+        ("server_data_retransmits", u32s(rows.iter().map(|r| r.sides[server].data_retransmits)), false),
+        ("client_dup_acks", u32s(rows.iter().map(|r| r.sides[client].dup_acks)), false),
+        ("server_dup_acks", u32s(rows.iter().map(|r| r.sides[server].dup_acks)), false),
+        ("client_zero_windows", u32s(rows.iter().map(|r| r.sides[client].zero_windows)), false),
+        ("server_zero_windows", u32s(rows.iter().map(|r| r.sides[server].zero_windows)), false),
+        ("client_fin", bools(rows.iter().map(|r| r.sides[client].fin)), false),
+        ("server_fin", bools(rows.iter().map(|r| r.sides[server].fin)), false),
+        ("client_rst", bools(rows.iter().map(|r| r.sides[client].rst)), false),
+        ("server_rst", bools(rows.iter().map(|r| r.sides[server].rst)), false),
+        ("added_latency", f64s(rows.iter().map(|r| seconds(r.added_latency_ns))), false),
+        ("cause", optional_strings(rows.iter().map(|r| r.cause.as_deref())), true),
+    ]
+}
+
+// --- events ---
+
+struct EventRow {
+    capture_point: Arc<str>,
+    connection: u64,
+    file: u32,
+    frame: u64,
+    time_ns: i64,
+    offset_ns: i64,
+    kind: &'static str,
+    from: &'static str,
+    flags: String,
+    seq: Option<u32>,
+    ack: Option<u32>,
+    len: u32,
+    win: u16,
+    attempt: Option<u32>,
+}
+
+fn event_row(capture_point: &Arc<str>, c: &Connection, e: &crate::flow::Event) -> EventRow {
+    let me = e.from.index();
+    let peer = e.from.other().index();
+    EventRow {
+        capture_point: capture_point.clone(),
+        connection: c.id,
+        file: e.at.file,
+        frame: e.at.frame,
+        time_ns: e.time_ns,
+        offset_ns: e.time_ns - c.first_time_ns,
+        kind: e.kind.slug(),
+        from: e.from.name(),
+        flags: super::json::flags_text(e.flags),
+        seq: c.base_seq[me].map(|base| e.seq.wrapping_sub(base)),
+        ack: if e.flags & flags::ACK != 0 { c.base_seq[peer].map(|base| e.ack.wrapping_sub(base)) } else { None },
+        len: e.len,
+        win: e.window,
+        attempt: match e.detail {
+            Detail::Attempt { attempt, .. } => Some(attempt),
+            _ => None,
+        },
+    }
+}
+
+fn event_columns(rows: &[EventRow]) -> Vec<Column> {
+    vec![
+        ("capture_point", strings(rows.iter().map(|r| &*r.capture_point)), false),
+        ("connection", u64s(rows.iter().map(|r| r.connection)), false),
+        ("file", u32s(rows.iter().map(|r| r.file)), false),
+        ("frame", u64s(rows.iter().map(|r| r.frame)), false),
+        ("time", times(rows.iter().map(|r| Some(r.time_ns))), false),
+        ("offset", f64s(rows.iter().map(|r| seconds(r.offset_ns))), false),
+        ("kind", strings(rows.iter().map(|r| r.kind)), false),
+        ("from", strings(rows.iter().map(|r| r.from)), false),
+        ("flags", strings(rows.iter().map(|r| r.flags.as_str())), false),
+        ("seq", Arc::new(rows.iter().map(|r| r.seq).collect::<UInt32Array>()), true),
+        ("ack", Arc::new(rows.iter().map(|r| r.ack).collect::<UInt32Array>()), true),
+        ("len", u32s(rows.iter().map(|r| r.len)), false),
+        ("win", Arc::new(UInt16Array::from_iter_values(rows.iter().map(|r| r.win))), false),
+        ("attempt", Arc::new(rows.iter().map(|r| r.attempt).collect::<UInt32Array>()), true),
+    ]
+}
+
+// --- findings ---
+
+struct FindingRow<'a> {
+    capture_point: Arc<str>,
+    finding: &'a Finding,
+}
+
+fn finding_columns(rows: &[FindingRow<'_>]) -> Vec<Column> {
+    fn f<'a>(r: &FindingRow<'a>) -> &'a Finding {
+        r.finding
+    }
+    let epoch_ns = |s: f64| (s * 1e9).round() as i64;
+    let mut ids = ListBuilder::new(UInt64Builder::new());
+    for r in rows {
+        ids.values().append_slice(&f(r).connections.ids);
+        ids.append(true);
+    }
+    vec![
+        ("capture_point", strings(rows.iter().map(|r| &*r.capture_point)), false),
+        ("cause", strings(rows.iter().map(|r| f(r).cause.as_str())), false),
+        ("server", strings(rows.iter().map(|r| f(r).server.as_str())), false),
+        ("confidence", f64s(rows.iter().map(|r| f(r).confidence)), false),
+        ("confidence_reason", strings(rows.iter().map(|r| f(r).confidence_reason.as_str())), false),
+        ("first", times(rows.iter().map(|r| Some(epoch_ns(f(r).first)))), false),
+        ("last", times(rows.iter().map(|r| Some(epoch_ns(f(r).last)))), false),
+        ("connections", u64s(rows.iter().map(|r| f(r).connections.count)), false),
+        ("connection_ids", Arc::new(ids.finish()), false),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_micros_round_as_json_epoch() {
+        assert_eq!(micros(1_795_242_024_886_201_100), 1_795_242_024_886_201);
+        assert_eq!(micros(1_795_242_024_886_201_600), 1_795_242_024_886_202);
+    }
+
+    #[test]
+    fn test_claims_first_finding_in_order_wins() {
+        let finding = |cause: &str, ids: Vec<u64>| Finding {
+            cause: cause.into(),
+            server: "10.0.0.2:9000".into(),
+            confidence: 1.0,
+            confidence_reason: String::new(),
+            first: 0.0,
+            last: 0.0,
+            connections: FindingConnections { count: ids.len() as u64, ids },
+        };
+        let findings = vec![finding("syn_flood", vec![1, 2]), finding("network_loss", vec![2, 3])];
+        let by_id = claims(&findings);
+        assert_eq!((by_id[&1], by_id[&2], by_id[&3]), ("syn_flood", "syn_flood", "network_loss"));
+        assert!(!by_id.contains_key(&4));
+    }
+}
