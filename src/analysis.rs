@@ -397,6 +397,15 @@ impl Analysis {
                 crate::flow::table::MAX_TOMBSTONES
             ));
         }
+        if self.live.finished_forgotten_early > 0 {
+            out.push(format!(
+                "{} finished connections were forgotten before 120 s had passed, more than {} being remembered at once \
+                 (over 3,333 new connections a second); a later packet on one of their 4-tuples starts a new connection, \
+                 not linked to the one before",
+                self.live.finished_forgotten_early,
+                crate::flow::table::MAX_TOMBSTONES
+            ));
+        }
         for (linktype, n) in self.skipped.unknown_link_types() {
             out.push(format!("{n} packets of link type {linktype} ({}) were not decoded", CaptureReader::linktype_name(linktype)));
         }
@@ -410,7 +419,7 @@ const RECORD_HEADER_BYTES: u64 = 16;
 /// Serialised analyses (`Analysis::to_bytes`) start with this.
 const PART_MAGIC: &[u8; 8] = b"PCAPQPRT";
 /// The layout of the serialised analysis; bumped whenever a serialised type changes.
-pub const PART_FORMAT: u16 = 2;
+pub const PART_FORMAT: u16 = 3;
 
 impl Analysis {
     /// The analysis as bytes, for another process to merge: `PART_MAGIC`, `PART_FORMAT`
@@ -716,7 +725,7 @@ mod tests {
         let mut bytes = Analysis::default().to_bytes().unwrap();
         bytes[8] = 7;
         let err = Analysis::from_bytes(&bytes).err().unwrap();
-        assert!(err.contains("(format 7)") && err.contains("(format 2)"), "{err}");
+        assert!(err.contains("(format 7)") && err.contains("(format 3)"), "{err}");
         assert_eq!(Analysis::from_bytes(b"PCAPQ").err().unwrap(), "not a serialised pcapq analysis");
     }
 }

@@ -148,7 +148,7 @@ def test_serialised_part_round_trip_and_version_check(tmp_path):
         also = pickle.loads(pickle.dumps(part))
         assert again.summary() == also.summary() == part.summary()
     future = data[:8] + (99).to_bytes(2, "little") + data[10:]
-    with pytest.raises(ValueError, match=r"format 99\); this is pcapq .* \(format 2\)"):
+    with pytest.raises(ValueError, match=r"format 99\); this is pcapq .* \(format 3\)"):
         _core.Analysis.from_bytes(future)
     with pytest.raises(ValueError, match="not a serialised pcapq analysis"):
         _core.Analysis.from_bytes(b"PCAP")

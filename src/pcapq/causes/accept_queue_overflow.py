@@ -93,6 +93,15 @@ def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
     start, end = signs.first, signs.last
     answered = analysis.answered_between(ctx.server, start, end)
     out: dict = {"first_drop": first_drop, "waiting_at_first_drop": waiting}
+    stats = ctx.capture.server(ctx.server) or {}
+    binned = stats.get("binned_through")
+    if binned is not None and min(first_drop, start) < binned + 1:
+        # A capture with more waits and answers than the core keeps exactly (docs/performance.md).
+        out["counts_note"] = (
+            f"estimates: this server's waits and answers up to {binned + 1} (epoch seconds) are counted per second, "
+            "so a count at an instant is off by at most the connections that began or ended waiting, or were "
+            "answered, in that second"
+        )
     if waiting >= 1:
         out["estimated_backlog"] = waiting - 1
         out["estimate_note"] = (
