@@ -10,6 +10,7 @@ packet is then the generator's, about 6 us, so only the peak RSS means anything)
     python bench/curve.py                                   # 1M, 5M, 50M; text and JSON to 5M
     python bench/curve.py --packets 1000000,5000000 --data /work/benchdata
     python bench/curve.py --packets 50000000 --stream
+    python bench/curve.py --packets 20000000 --prefix-of bench/out/nginx-php-50000000.pcap
     python bench/curve.py --pcapq "python -c 'from pcapq.cli import main; main()'"   # another build
 
 Results go to bench/out/results-memory-curve.json; docs/performance.md ("Memory as the capture
@@ -63,9 +64,11 @@ def capture(data: Path, packets: int) -> tuple[Path, bool]:
     return path, True
 
 
-def run(pcapq: list[str], packets: int, fmt: str, data: Path, stream: bool) -> dict:
-    if stream:
-        gen = subprocess.Popen([*GENERATE, "--packets", str(packets), "--out", "-"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def run(pcapq: list[str], packets: int, fmt: str, data: Path, stream: bool, prefix_of: Path | None) -> dict:
+    if stream or prefix_of:
+        # The generator is deterministic: the first N packets of a longer capture are the N-packet one.
+        source = ["tcpdump", "-r", str(prefix_of), "-c", str(packets), "-w", "-"] if prefix_of else [*GENERATE, "--packets", str(packets), "--out", "-"]
+        gen = subprocess.Popen(source, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         result = timed([*pcapq, "analyze", *FORMATS[fmt], "-"], stdin=gen.stdout)
         gen.stdout.close()
         gen.wait()
@@ -73,7 +76,7 @@ def run(pcapq: list[str], packets: int, fmt: str, data: Path, stream: bool) -> d
         path, _ = capture(data, packets)
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
         result = timed([*pcapq, "analyze", *FORMATS[fmt], str(path)])
-    result.update(packets=packets, format=fmt, stream=stream)
+    result.update(packets=packets, format=fmt, stream=stream or bool(prefix_of))
     result["ns_per_packet"] = round(result["wall_s"] * 1e9 / packets)
     result["cpu_ns_per_packet"] = round(result["cpu_s"] * 1e9 / packets)
     return result
@@ -85,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=HERE / "out", help="where captures are found or generated")
     ap.add_argument("--json-up-to", type=int, default=5_000_000, help="largest size to run JSON on (0: none)")
     ap.add_argument("--stream", action="store_true", help="pipe the generator into pcapq analyze -, store nothing")
+    ap.add_argument("--prefix-of", type=Path, help="pipe the first N packets of this longer generated capture (tcpdump -c N) instead")
     ap.add_argument("--pcapq", default="pcapq", help="the command to run (default: pcapq on PATH)")
     ap.add_argument("--out", type=Path, default=HERE / "out" / "results-memory-curve.json")
     args = ap.parse_args(argv)
@@ -94,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| packets | format | wall s | ns/packet | CPU ns/packet | peak RSS MiB |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for packets in [int(n) for n in args.packets.split(",")]:
-        made = not args.stream and not (args.data / f"nginx-php-{packets}.pcap").exists()
+        made = not args.stream and not args.prefix_of and not (args.data / f"nginx-php-{packets}.pcap").exists()
         for fmt in ["text"] + (["json"] if packets <= args.json_up_to else []):
-            r = run(pcapq, packets, fmt, args.data, args.stream)
+            r = run(pcapq, packets, fmt, args.data, args.stream, args.prefix_of)
             rows.append(r)
             note = "" if r["exit"] in (0, 1) else f" (exit {r['exit']}: {r['stderr'].strip()})"
             print(f"| {packets:,} | {fmt} | {r['wall_s']:.2f} | {r['ns_per_packet']:,} | {r['cpu_ns_per_packet']:,} | {r['peak_rss_mib']:,.1f} |{note}", flush=True)

@@ -116,10 +116,12 @@ pub struct PortPressure {
 }
 
 /// Moments kept exactly over a book's series (waits, answers, ports taken and freed): 8 bytes
-/// each, 8 MiB in all. Past it the largest series are folded into counts per second
-/// (`ServerBook::fold_largest`), so the book's memory follows servers, pairs and seconds, not
+/// each, 32 MiB in all, five a connection (about 840,000 connections). Past it series are
+/// folded into counts per second (`ServerBook::spend`), port spans first: a port is held at
+/// least 60 s (TIME-WAIT), so a second's resolution changes its peak little, while a wait for
+/// an answer lasts milliseconds. So the book's memory follows servers, pairs and seconds, not
 /// connections.
-pub const EXACT_MOMENTS: usize = 1 << 20;
+pub const EXACT_MOMENTS: usize = 4 << 20;
 
 /// Every server's stats, filled one connection at a time.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -195,29 +197,18 @@ impl ServerBook {
         self.spend(exact);
     }
 
-    /// Notes `exact` more exact moments; past `EXACT_MOMENTS`, folds the largest series (each
-    /// fold moves at least half of one into counts per second) until half the budget is free.
+    /// Notes `exact` more exact moments; past `EXACT_MOMENTS`, folds the largest series, port
+    /// spans first (each fold moves at least half of one into counts per second), until half
+    /// the budget is free.
     fn spend(&mut self, exact: usize) {
         self.exact_moments += exact;
         if self.exact_moments <= EXACT_MOMENTS {
             return;
         }
-        let mut series: Vec<&mut Moments> = self
-            .servers
-            .values_mut()
-            .flat_map(|s| [&mut s.waiting, &mut s.answered])
-            .chain(self.ports.values_mut())
-            .collect();
-        // The largest first, again while it stays the largest.
-        let mut largest: std::collections::BinaryHeap<(usize, usize)> =
-            series.iter().enumerate().map(|(i, m)| (m.exact_len(), i)).filter(|&(n, _)| n > 0).collect();
-        while self.exact_moments > EXACT_MOMENTS / 2 {
-            let Some((_, i)) = largest.pop() else { break };
-            self.exact_moments -= series[i].fold();
-            if series[i].exact_len() > 0 {
-                largest.push((series[i].exact_len(), i));
-            }
-        }
+        let ports: Vec<&mut Moments> = self.ports.values_mut().collect();
+        self.exact_moments = fold_largest(ports, self.exact_moments);
+        let waits: Vec<&mut Moments> = self.servers.values_mut().flat_map(|s| [&mut s.waiting, &mut s.answered]).collect();
+        self.exact_moments = fold_largest(waits, self.exact_moments);
     }
 
     /// The connections that were one client SYN and nothing more.
@@ -289,6 +280,21 @@ impl ServerBook {
         out.sort_by_key(|s| s.server);
         out
     }
+}
+
+/// Folds the largest of `series` (again while it stays the largest) until `exact`, the moments
+/// kept exactly, is down to half of `EXACT_MOMENTS`; returns what is left of `exact`.
+fn fold_largest(mut series: Vec<&mut Moments>, mut exact: usize) -> usize {
+    let mut largest: std::collections::BinaryHeap<(usize, usize)> =
+        series.iter().enumerate().map(|(i, m)| (m.exact_len(), i)).filter(|&(n, _)| n > 0).collect();
+    while exact > EXACT_MOMENTS / 2 {
+        let Some((_, i)) = largest.pop() else { break };
+        exact -= series[i].fold();
+        if series[i].exact_len() > 0 {
+            largest.push((series[i].exact_len(), i));
+        }
+    }
+    exact
 }
 
 /// Is this connection worth keeping for the findings when records are not kept?
