@@ -255,7 +255,26 @@ def connection(cap: Capture, rng: random.Random, t0: int, client: Side, server: 
     push(t, frame(server, t, ACK, fin_seq + 1, c_next + 1))
 
 
-def generate(packets: int, out: Path, seed: int) -> dict:
+class _Counted:
+    """A binary file that counts what is written to it (a pipe cannot `tell()`)."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+        self.sizes: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        self.f.write(data)
+        self.sizes.append(len(data))
+
+    def __enter__(self) -> "_Counted":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.f.close()
+
+
+def generate(packets: int, out: Path | None, seed: int) -> dict:
+    """Writes the capture to `out`, or to standard output for None."""
     rng = random.Random(seed)
     cap = Capture()
     eth = {}
@@ -275,8 +294,9 @@ def generate(packets: int, out: Path, seed: int) -> dict:
     t = START_US
     rate = rng.uniform(5000, 20000)
     next_rate_change = t + 1_000_000
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "wb") as f:
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    with _Counted(open(out, "wb") if out is not None else open(sys.stdout.fileno(), "wb", closefd=False)) as f:
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
         while written < packets:
             t += max(1, int(rng.expovariate(rate) * 1e6))
@@ -319,9 +339,9 @@ def generate(packets: int, out: Path, seed: int) -> dict:
             connections += 1
             connection(cap, rng, t, client, server, kind, syn_tries)
         f.write(b"".join(chunk))
-        size = f.tell()
+        size = sum(f.sizes)
     return {
-        "file": str(out),
+        "file": str(out) if out is not None else "-",
         "bytes": size,
         "packets": written,
         "seed": seed,
@@ -340,16 +360,20 @@ def generate(packets: int, out: Path, seed: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--packets", type=int, default=1_000_000, help="packets to write (default 1,000,000)")
-    ap.add_argument("--out", type=Path, help="capture to write (default bench/out/nginx-php-N.pcap)")
+    ap.add_argument("--out", help="capture to write, - for standard output (default bench/out/nginx-php-N.pcap)")
     ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     args = ap.parse_args(argv)
     if args.packets < 1:
         ap.error("--packets must be at least 1")
     name = f"nginx-php-{args.packets}.pcap" if args.seed == 1 else f"nginx-php-{args.packets}-seed{args.seed}.pcap"
-    out = args.out or Path(__file__).resolve().parent / "out" / name
+    out = None if args.out == "-" else Path(args.out) if args.out else Path(__file__).resolve().parent / "out" / name
     started = time.perf_counter()
     info = generate(args.packets, out, args.seed)
     info["generate_seconds"] = round(time.perf_counter() - started, 2)
+    if out is None:
+        # The capture went to standard output: the summary goes to standard error.
+        print(json.dumps(info, indent=2), file=sys.stderr)
+        return 0
     Path(str(out) + ".json").write_text(json.dumps(info, indent=2) + "\n")
     print(json.dumps(info, indent=2))
     return 0

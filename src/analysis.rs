@@ -388,6 +388,15 @@ impl Analysis {
                 crate::flow::table::MAX_TOMBSTONES
             ));
         }
+        if self.live.finished_forgotten_early > 0 {
+            out.push(format!(
+                "{} finished connections were forgotten before 120 s had passed, more than {} being remembered at once \
+                 (over 3,333 new connections a second); a later packet on one of their 4-tuples starts a new connection, \
+                 not linked to the one before",
+                self.live.finished_forgotten_early,
+                crate::flow::table::MAX_TOMBSTONES
+            ));
+        }
         for (linktype, n) in self.skipped.unknown_link_types() {
             out.push(format!("{n} packets of link type {linktype} ({}) were not decoded", CaptureReader::linktype_name(linktype)));
         }

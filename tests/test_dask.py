@@ -1,8 +1,10 @@
-"""Scale-out on a real dask.distributed cluster: worker processes analyse one file each, the
-client merges the serialised parts; the result equals one process's."""
+"""Scale-out on a real dask.distributed cluster: worker processes analyse one capture point
+(a ring buffer's files) each, the client puts the serialised points side by side; the result
+equals one process's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import subprocess
@@ -21,9 +23,9 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two worker processes with one thread each."""
+    """Three worker processes with one thread each."""
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+        n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
     ) as c:
         yield c
 
@@ -59,17 +61,50 @@ def test_cluster_text_report_equals_one_process(tmp_path, cluster):
     assert b"Connections" in remote.stdout
 
 
-def test_cluster_two_capture_points_side_by_side(tmp_path, cluster):
-    packets = spanning_conversations()
-    for host in ("web1", "web2"):
+def _hosts(tmp_path, names) -> None:
+    """A ring buffer of three files per host, each host with its own traffic."""
+    packets = _busy_spanning_conversations()
+    n = len(packets)
+    for k, host in enumerate(names):
         (tmp_path / host).mkdir()
-        write_pcap(tmp_path / host / "dump.pcap", packets[:30])
-        write_pcap(tmp_path / host / "dump.pcap1", packets[30:])
+        mine = packets[k * n // (2 * len(names)):]  # a different start per host
+        cut = [0, len(mine) // 3, 2 * len(mine) // 3, len(mine)]
+        for i, (a, b) in enumerate(zip(cut, cut[1:])):
+            write_pcap(tmp_path / host / ("dump.pcap" + (str(i) if i else "")), mine[a:b])
+
+
+def test_cluster_one_task_per_capture_point_equals_one_process(tmp_path, cluster):
+    hosts = ("web1", "web2", "web3", "web4")
+    _hosts(tmp_path, hosts)
+    local = run_pcapq("analyze", "--format", "json", "--jobs", "1", str(tmp_path))
+    with distributed.Client(cluster, set_as_default=False) as client:
+        with distributed.get_task_stream(client) as tasks:
+            remote = run_pcapq("analyze", "--format", "json", "--scheduler", cluster.scheduler_address, str(tmp_path))
+    expected = json.loads(local.stdout)
+    assert remote.returncode == local.returncode == exit_for(expected), remote.stderr.decode()
+    assert json.loads(remote.stdout) == expected
+    assert [p["name"] for p in expected["capture_points"]] == [f"{h}/dump.pcap" for h in hosts]
+    # One task per capture point (12 files), spread over the workers.
+    ran = [t for t in tasks.data if str(t["key"]).startswith("analyze_group")]
+    assert len(ran) == len(hosts)
+    assert len({t["worker"] for t in ran}) >= 2
+    # The text report too.
+    text = run_pcapq("analyze", "--scheduler", cluster.scheduler_address, str(tmp_path))
+    assert text.stdout == run_pcapq("analyze", str(tmp_path)).stdout and not text.stderr
+
+
+def test_cluster_two_hosts_sharing_a_name_pattern_are_two_points(tmp_path, cluster):
+    """One directory, one name pattern, two hosts' rings at different times: one task finds
+    both points, the client names them as one process does."""
+    packets = spanning_conversations()
+    later = [dataclasses.replace(p, time=p.time + 3600) for p in packets]
+    for name, part in (("dump.pcap", packets[:30]), ("dump.pcap1", packets[30:]), ("dump.pcap2", later[:30]), ("dump.pcap3", later[30:])):
+        write_pcap(tmp_path / name, part)
     local = json.loads(run_pcapq("analyze", "--format", "json", str(tmp_path)).stdout)
     remote = run_pcapq("analyze", "--format", "json", "--scheduler", cluster.scheduler_address, str(tmp_path))
     assert remote.returncode == exit_for(local), remote.stderr.decode()
     assert json.loads(remote.stdout) == local
-    assert [p["name"] for p in local["capture_points"]] == ["web1/dump.pcap", "web2/dump.pcap"]
+    assert [p["name"] for p in local["capture_points"]] == ["dump.pcap", "dump.pcap #2"]
 
 
 def test_worker_capture_error_reaches_the_client(tmp_path, cluster):

@@ -173,7 +173,11 @@ impl Analysis {
     /// One dict per server endpoint: connections, outcomes, symptoms, first_time, last_time,
     /// answered (connections the server sent data on), one_syn (connections that were one
     /// client SYN and nothing more), and the median handshake gaps at the
-    /// capture point (syn_to_synack, synack_to_ack, seconds; None without clean handshakes).
+    /// capture point (syn_to_synack, synack_to_ack, seconds; None without clean handshakes);
+    /// binned_through: None, or the epoch second up to which its waits and answers are counted
+    /// per second (a capture with more than `servers::EXACT_MOMENTS` of them), so `waiting_at`
+    /// and `answered_between` there are estimates, off by at most the connections of the second
+    /// a time falls in.
     fn servers<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         self.settle();
         let list = PyList::empty(py);
@@ -193,7 +197,8 @@ impl Analysis {
             d.set_item("symptoms", symptoms)?;
             d.set_item("first_time", s.first_ns as f64 / 1e9)?;
             d.set_item("last_time", s.last_ns as f64 / 1e9)?;
-            d.set_item("answered", s.answered_ns.len())?;
+            d.set_item("answered", s.answered.total(detect::moments::Kind::Begins))?;
+            d.set_item("binned_through", s.binned_through())?;
             d.set_item("one_syn", s.one_syn)?;
             d.set_item("syn_to_synack", s.median_syn_to_synack_ns().map(|n| n as f64 / 1e9))?;
             d.set_item("synack_to_ack", s.median_synack_to_ack_ns().map(|n| n as f64 / 1e9))?;
@@ -207,12 +212,13 @@ impl Analysis {
     fn waiting_at(&mut self, server: &str, times: Vec<f64>) -> PyResult<Vec<usize>> {
         self.settle();
         let stats = self.server(server)?;
-        Ok(times.iter().map(|t| stats.waiting_at((t * 1e9).round() as i64)).collect())
+        Ok(times.iter().map(|t| stats.waiting_at((t * 1e9).round() as i64).value as usize).collect())
     }
 
     /// Per (client address, server endpoint), the most source ports it held at once (in use, or
     /// in TIME-WAIT for 60 s after the connection), highest first: client, server, peak, at
-    /// (epoch seconds), and `range`, the size of Linux's default ephemeral port range.
+    /// (epoch seconds), `range`, the size of Linux's default ephemeral port range, and `error`,
+    /// how much too high `peak` can be (0 unless the pair's spans were counted per second).
     fn port_pressure<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         self.settle();
         let list = PyList::empty(py);
@@ -223,6 +229,7 @@ impl Analysis {
             d.set_item("peak", p.peak)?;
             d.set_item("at", p.at_ns as f64 / 1e9)?;
             d.set_item("range", detect::servers::EPHEMERAL_PORTS)?;
+            d.set_item("error", p.error)?;
             list.append(d)?;
         }
         Ok(list)
@@ -268,7 +275,7 @@ impl Analysis {
         self.settle();
         let stats = self.server(server)?;
         let (from, to) = ((start * 1e9).round() as i64, (end * 1e9).round() as i64);
-        Ok(stats.answered_ns.partition_point(|&t| t <= to) - stats.answered_ns.partition_point(|&t| t < from))
+        Ok(stats.answered_between(from, to).value as usize)
     }
 
     /// Per-second counts over every connection (also those not kept), as columns of equal

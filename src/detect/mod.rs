@@ -5,6 +5,7 @@
 pub mod episodes;
 pub mod facts;
 pub mod join;
+pub mod moments;
 pub mod icmp;
 pub mod probes;
 pub mod scans;

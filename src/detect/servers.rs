@@ -3,6 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::moments::{Count, Kind, Moments};
 use super::probes::{self, OneSynTally};
 
 use super::{Outcome, Symptom, Symptoms};
@@ -27,12 +28,11 @@ pub struct ServerStats {
     /// on the server's side).
     pub gaps: GapSample,
     /// When each connection the client considered established (its handshake ACK) began to
-    /// wait for the server, and when the wait ended (the server's first data, or the
-    /// connection's end). Both sorted by `finish`.
-    pub waiting_from_ns: Vec<i64>,
-    pub waiting_until_ns: Vec<i64>,
-    /// First server data of each connection: the service rate.
-    pub answered_ns: Vec<i64>,
+    /// wait for the server (`Begins`), and when the wait ended (`Ends`: the server's first
+    /// data, or the connection's end). Sorted by `finish`.
+    pub waiting: Moments,
+    /// First server data of each connection (`Begins`): the service rate.
+    pub answered: Moments,
     /// Connections that were one client SYN and nothing more (see `probes`).
     pub one_syn: u64,
     /// Connections in which the server sent at least one packet.
@@ -50,19 +50,32 @@ impl ServerStats {
             first_ns: i64::MAX,
             last_ns: i64::MIN,
             gaps: GapSample::default(),
-            waiting_from_ns: Vec::new(),
-            waiting_until_ns: Vec::new(),
-            answered_ns: Vec::new(),
+            waiting: Moments::default(),
+            answered: Moments::default(),
             one_syn: 0,
             spoke: 0,
         }
     }
 
-    /// Connections the client considered established and the server had not answered at `t`.
-    pub fn waiting_at(&self, t_ns: i64) -> usize {
-        let began = self.waiting_from_ns.partition_point(|&x| x <= t_ns);
-        let ended = self.waiting_until_ns.partition_point(|&x| x <= t_ns);
-        began.saturating_sub(ended)
+    /// Connections the client considered established and the server had not answered at `t`
+    /// (an estimate when `binned_through` covers `t`, off by at most `error`).
+    pub fn waiting_at(&self, t_ns: i64) -> Count {
+        let began = self.waiting.count_until(Kind::Begins, t_ns);
+        let ended = self.waiting.count_until(Kind::Ends, t_ns);
+        Count { value: began.value.saturating_sub(ended.value), error: began.error + ended.error }
+    }
+
+    /// Connections the server answered (first data) from `from_ns` to `to_ns`, both included.
+    pub fn answered_between(&self, from_ns: i64, to_ns: i64) -> Count {
+        let until = self.answered.count_until(Kind::Begins, to_ns);
+        let before = self.answered.count_before(Kind::Begins, from_ns);
+        Count { value: until.value.saturating_sub(before.value), error: until.error + before.error }
+    }
+
+    /// The last second (epoch) up to which this server's waits and answers are counted per
+    /// second, not kept exactly; `None` when every one is exact.
+    pub fn binned_through(&self) -> Option<i64> {
+        self.waiting.binned_through().max(self.answered.binned_through())
     }
 }
 
@@ -124,22 +137,34 @@ pub const EPHEMERAL_PORTS: usize = 60999 - 32768 + 1;
 const TIME_WAIT_NS: i64 = 60 * 1_000_000_000;
 
 /// How many source ports one client address had in use (or in TIME-WAIT) towards one server
-/// endpoint at once, at most, and when.
+/// endpoint at once, at most, and when; `error`: how much too high `peak` can be (0 unless the
+/// pair's spans were counted per second, see `moments`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortPressure {
     pub client: IpAddr,
     pub server: Endpoint,
     pub peak: usize,
     pub at_ns: i64,
+    pub error: u64,
 }
+
+/// Moments kept exactly over a book's series (waits, answers, ports taken and freed): 8 bytes
+/// each, 32 MiB in all, five a connection (about 840,000 connections). Past it series are
+/// folded into counts per second (`ServerBook::spend`), port spans first: a port is held at
+/// least 60 s (TIME-WAIT), so a second's resolution changes its peak little, while a wait for
+/// an answer lasts milliseconds. So the book's memory follows servers, pairs and seconds, not
+/// connections.
+pub const EXACT_MOMENTS: usize = 4 << 20;
 
 /// Every server's stats, filled one connection at a time.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ServerBook {
     servers: FxHashMap<Endpoint, ServerStats>,
-    /// Per (client address, server endpoint): when each connection began, and when its port
-    /// became free again (its end plus TIME-WAIT).
-    ports: FxHashMap<(IpAddr, Endpoint), Vec<(i64, i64)>>,
+    /// Per (client address, server endpoint): when each connection began (`Begins`), and when
+    /// its port became free again (`Ends`: its end plus TIME-WAIT).
+    ports: FxHashMap<(IpAddr, Endpoint), Moments>,
+    /// Moments kept exactly, over every series (at most `EXACT_MOMENTS`).
+    exact_moments: usize,
     /// Connections that were one client SYN and nothing more (a flood or a scan), in aggregate.
     one_syn: OneSynTally,
     /// Connections of (client, server) pairs beyond `MAX_PORT_PAIRS`, not in `ports`.
@@ -176,12 +201,12 @@ impl ServerBook {
         if let (true, Some(syn), Some(synack), Some(ack)) = (clean, c.syn_time_ns, c.synack_time_ns, c.handshake_ack_time_ns) {
             s.gaps.add(Gaps { id: c.id, syn_to_synack_ns: synack - syn, synack_to_ack_ns: ack - synack });
         }
+        let mut exact = 0;
         if let Some((established, until)) = crate::flow::connection::waiting_span(c) {
-            s.waiting_from_ns.push(established);
-            s.waiting_until_ns.push(until);
+            exact += usize::from(s.waiting.push(established, Kind::Begins)) + usize::from(s.waiting.push(until, Kind::Ends));
         }
         if let Some(answered) = c.milestones.server_data_ns {
-            s.answered_ns.push(answered);
+            exact += usize::from(s.answered.push(answered, Kind::Begins));
         }
         if c.counts[crate::flow::Side::Server.index()].packets > 0 {
             s.spoke += 1;
@@ -190,19 +215,30 @@ impl ServerBook {
             s.one_syn += 1;
             self.one_syn.add(c);
         }
-        self.add_spans((c.client.ip, c.server), vec![(c.first_time_ns, c.last_time_ns + TIME_WAIT_NS)]);
+        let pair = (c.client.ip, c.server);
+        if self.ports.len() < MAX_PORT_PAIRS || self.ports.contains_key(&pair) {
+            let mine = self.ports.entry(pair).or_default();
+            exact += usize::from(mine.push(c.first_time_ns, Kind::Begins));
+            exact += usize::from(mine.push(c.last_time_ns + TIME_WAIT_NS, Kind::Ends));
+        } else {
+            // A flood from spoofed addresses brings a new pair with every SYN; no proxy has this many.
+            self.untracked_port_pairs += 1;
+        }
+        self.spend(exact);
     }
 
-    /// Adds port spans to a pair's; a new pair beyond `MAX_PORT_PAIRS` is only counted (a flood
-    /// from spoofed addresses brings a new pair with every SYN; no proxy has this many).
-    fn add_spans(&mut self, pair: (IpAddr, Endpoint), spans: Vec<(i64, i64)>) {
-        if let Some(mine) = self.ports.get_mut(&pair) {
-            mine.extend(spans);
-        } else if self.ports.len() >= MAX_PORT_PAIRS {
-            self.untracked_port_pairs += spans.len() as u64;
-        } else {
-            self.ports.insert(pair, spans);
+    /// Notes `exact` more exact moments; past `EXACT_MOMENTS`, folds the largest series, port
+    /// spans first (each fold moves at least half of one into counts per second), until half
+    /// the budget is free.
+    fn spend(&mut self, exact: usize) {
+        self.exact_moments += exact;
+        if self.exact_moments <= EXACT_MOMENTS {
+            return;
         }
+        let ports: Vec<&mut Moments> = self.ports.values_mut().collect();
+        self.exact_moments = fold_largest(ports, self.exact_moments);
+        let waits: Vec<&mut Moments> = self.servers.values_mut().flat_map(|s| [&mut s.waiting, &mut s.answered]).collect();
+        self.exact_moments = fold_largest(waits, self.exact_moments);
     }
 
     /// The connections that were one client SYN and nothing more.
@@ -216,17 +252,8 @@ impl ServerBook {
             .ports
             .iter()
             .map(|(&(client, server), spans)| {
-                // +1 where a connection begins, -1 where its port is free again; ends first on ties.
-                let mut moments: Vec<(i64, i32)> = spans.iter().flat_map(|&(from, until)| [(from, 1), (until, -1)]).collect();
-                moments.sort_unstable();
-                let (mut held, mut peak, mut at_ns) = (0i64, 0i64, 0i64);
-                for (t, change) in moments {
-                    held += i64::from(change);
-                    if held > peak {
-                        (peak, at_ns) = (held, t);
-                    }
-                }
-                PortPressure { client, server, peak: peak as usize, at_ns }
+                let (peak, at_ns, error) = spans.peak();
+                PortPressure { client, server, peak: peak as usize, at_ns, error }
             })
             .collect();
         out.sort_by_key(|p| (std::cmp::Reverse(p.peak), p.client, p.server));
@@ -246,9 +273,8 @@ impl ServerBook {
             s.first_ns = s.first_ns.min(theirs.first_ns);
             s.last_ns = s.last_ns.max(theirs.last_ns);
             s.gaps.merge(theirs.gaps);
-            s.waiting_from_ns.extend(theirs.waiting_from_ns);
-            s.waiting_until_ns.extend(theirs.waiting_until_ns);
-            s.answered_ns.extend(theirs.answered_ns);
+            s.waiting.merge(theirs.waiting);
+            s.answered.merge(theirs.answered);
             s.one_syn += theirs.one_syn;
             s.spoke += theirs.spoke;
         }
@@ -256,8 +282,18 @@ impl ServerBook {
         self.untracked_port_pairs += other.untracked_port_pairs;
         self.one_syn_without_server += other.one_syn_without_server;
         for (pair, spans) in other.ports {
-            self.add_spans(pair, spans);
+            if let Some(mine) = self.ports.get_mut(&pair) {
+                mine.merge(spans);
+            } else if self.ports.len() >= MAX_PORT_PAIRS {
+                self.untracked_port_pairs += spans.total(Kind::Begins);
+            } else {
+                self.ports.insert(pair, spans);
+            }
         }
+        self.exact_moments = 0;
+        let exact = self.servers.values().map(|s| s.waiting.exact_len() + s.answered.exact_len()).sum::<usize>()
+            + self.ports.values().map(Moments::exact_len).sum::<usize>();
+        self.spend(exact);
     }
 
     /// Sorts the time lists; servers in order of their address.
@@ -265,13 +301,27 @@ impl ServerBook {
         let mut out: Vec<ServerStats> = self.servers.into_values().collect();
 
         for s in &mut out {
-            s.waiting_from_ns.sort_unstable();
-            s.waiting_until_ns.sort_unstable();
-            s.answered_ns.sort_unstable();
+            s.waiting.sort();
+            s.answered.sort();
         }
         out.sort_by_key(|s| s.server);
         out
     }
+}
+
+/// Folds the largest of `series` (again while it stays the largest) until `exact`, the moments
+/// kept exactly, is down to half of `EXACT_MOMENTS`; returns what is left of `exact`.
+fn fold_largest(mut series: Vec<&mut Moments>, mut exact: usize) -> usize {
+    let mut largest: std::collections::BinaryHeap<(usize, usize)> =
+        series.iter().enumerate().map(|(i, m)| (m.exact_len(), i)).filter(|&(n, _)| n > 0).collect();
+    while exact > EXACT_MOMENTS / 2 {
+        let Some((_, i)) = largest.pop() else { break };
+        exact -= series[i].fold();
+        if series[i].exact_len() > 0 {
+            largest.push((series[i].exact_len(), i));
+        }
+    }
+    exact
 }
 
 /// Is this connection worth keeping for the findings when records are not kept?
@@ -286,18 +336,45 @@ mod tests {
     const S: i64 = 1_000_000_000;
 
     #[test]
+    fn test_spent_budget_folds_the_largest_series_first() {
+        let server = Endpoint { ip: "10.0.0.2".parse().unwrap(), port: 9000 };
+        let (busy, quiet): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.3".parse().unwrap());
+        let mut book = ServerBook::default();
+        let n_busy = EXACT_MOMENTS as i64 / 2 + 1000;
+        for (client, n) in [(busy, n_busy), (quiet, 2)] {
+            let pair = book.ports.entry((client, server)).or_default();
+            for i in 0..n {
+                pair.push(i * S / 100, Kind::Begins);
+                pair.push(i * S / 100 + TIME_WAIT_NS, Kind::Ends);
+            }
+        }
+        book.spend(2 * n_busy as usize + 4);
+        assert!(book.ports[&(busy, server)].binned_through().is_some());
+        assert_eq!(book.ports[&(quiet, server)].binned_through(), None);
+        let busy_pressure = book.port_pressure().into_iter().find(|p| p.client == busy).unwrap();
+        // 100 new ports a second, each held 60 s: 6,000 at once, counted per second at most a
+        // second's frees too high.
+        assert!(busy_pressure.peak >= 6000 && busy_pressure.peak as u64 - 6000 <= busy_pressure.error.max(1));
+    }
+
+    #[test]
     fn test_port_pressure_counts_time_wait_and_finds_the_peak() {
         let client: IpAddr = "10.0.0.1".parse().unwrap();
         let server = Endpoint { ip: "10.0.0.2".parse().unwrap(), port: 9000 };
         let mut book = ServerBook::default();
         // Three short connections 10 s apart: each port stays held 60 s after its end.
+        let mut span = |from: i64, until: i64| {
+            let pair = book.ports.entry((client, server)).or_default();
+            pair.push(from, Kind::Begins);
+            pair.push(until, Kind::Ends);
+        };
         for start in [0, 10, 20] {
-            book.ports.entry((client, server)).or_default().push((start * S, start * S + S + TIME_WAIT_NS));
+            span(start * S, start * S + S + TIME_WAIT_NS);
         }
         // One more, 100 s later, when the first three are free again.
-        book.ports.entry((client, server)).or_default().push((100 * S, 101 * S + TIME_WAIT_NS));
+        span(100 * S, 101 * S + TIME_WAIT_NS);
         let p = book.port_pressure();
         assert_eq!(p.len(), 1);
-        assert_eq!((p[0].peak, p[0].at_ns), (3, 20 * S));
+        assert_eq!((p[0].peak, p[0].at_ns, p[0].error), (3, 20 * S, 0));
     }
 }

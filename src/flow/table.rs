@@ -226,13 +226,19 @@ pub struct FlowTable {
     /// forgotten early, to keep memory bounded.
     pub retired_early: u64,
     pub forgotten_early: u64,
+    /// Tombstones of connections that had finished, forgotten before `LINGER_NS` because more
+    /// than `MAX_TOMBSTONES` were remembered at once (`relieve_pressure`).
+    pub finished_forgotten_early: u64,
 }
 
 /// More flows than this in the hot table at once, and half-open ones (a SYN, perhaps a SYN-ACK,
 /// never completed) leave it early as tombstones, idle ones first: a SYN flood or a port scan
 /// brings millions of them; real traffic keeps a few thousand connections live at once.
 pub const MAX_LIVE_FLOWS: usize = 100_000;
-/// More tombstones than this, and those of half-open connections are forgotten early.
+/// More tombstones than this, and those of half-open connections are forgotten early; if that is
+/// not enough, the oldest, down to three quarters of it. Tombstones live `LINGER_NS`, so they
+/// number the connections of the last 120 s: this bounds them (about 40 MiB) past 3,333 new
+/// connections a second.
 pub const MAX_TOMBSTONES: usize = 400_000;
 /// A half-open flow idle this long goes first: a client's kernel sends its SYN again after
 /// 1 s (Linux TCP_TIMEOUT_INIT), the server its SYN-ACK too.
@@ -253,6 +259,7 @@ impl Default for FlowTable {
             finished_limit: MAX_TOMBSTONES,
             retired_early: 0,
             forgotten_early: 0,
+            finished_forgotten_early: 0,
         }
     }
 }
@@ -373,8 +380,9 @@ impl FlowTable {
     /// connections: over `MAX_LIVE_FLOWS` flows, half-open ones become tombstones (their records
     /// retired as if `LINGER_NS` had passed without another packet), those idle for `HALF_OPEN_IDLE_NS` first, then
     /// all, until half the limit is free; over `MAX_TOMBSTONES` tombstones, half-open ones are
-    /// forgotten. Each check scans the table, so the next one waits until it has grown by half
-    /// a limit again: the cost stays in proportion to the connections.
+    /// forgotten, then the oldest down to three quarters of the limit. Each check scans the
+    /// table, so the next one waits until it has grown by half a limit (flows) or a quarter
+    /// (tombstones) again: the cost stays in proportion to the connections.
     pub fn relieve_pressure<C: Counter>(&mut self, store: &mut ConnectionStore<C>, now_ns: i64) {
         if self.live.len() > self.live_limit {
             let finished = &mut self.finished;
@@ -403,8 +411,24 @@ impl FlowTable {
             let before = self.finished.len();
             self.finished.retain(|_, t| !is_half_open(t.state));
             self.forgotten_early += (before - self.finished.len()) as u64;
-            self.finished_limit = (self.finished.len() + MAX_TOMBSTONES / 2).max(MAX_TOMBSTONES);
+            self.forget_oldest_tombstones(MAX_TOMBSTONES * 3 / 4);
+            // Now at most three quarters of the limit: the next scan waits for a quarter more.
+            self.finished_limit = MAX_TOMBSTONES;
         }
+    }
+
+    /// Forgets the oldest tombstones (by last packet) beyond `keep`, at most one scan.
+    pub fn forget_oldest_tombstones(&mut self, keep: usize) {
+        let Some(over) = self.finished.len().checked_sub(keep).filter(|&n| n > 0) else { return };
+        let mut times: Vec<i64> = self.finished.values().map(|t| t.last_time_ns).collect();
+        let (_, &mut cutoff, _) = times.select_nth_unstable(over - 1);
+        let mut left = over;
+        self.finished.retain(|_, t| {
+            let goes = left > 0 && t.last_time_ns <= cutoff;
+            left -= usize::from(goes);
+            !goes
+        });
+        self.finished_forgotten_early += (over - left) as u64;
     }
 
     /// Finalises the `n` flows idle longest: their records are retired, the flows forgotten
@@ -433,7 +457,12 @@ impl FlowTable {
     /// as a flow on its record's slot), and the table of the tombstones of dropped records
     /// (with the counts of flows set aside or forgotten early).
     pub fn into_flows(self) -> (Vec<(FlowKey, Flow)>, FlowTable) {
-        let mut dropped = FlowTable { retired_early: self.retired_early, forgotten_early: self.forgotten_early, ..FlowTable::default() };
+        let mut dropped = FlowTable {
+            retired_early: self.retired_early,
+            forgotten_early: self.forgotten_early,
+            finished_forgotten_early: self.finished_forgotten_early,
+            ..FlowTable::default()
+        };
         let mut flows: Vec<(FlowKey, Flow)> = self.live.into_pairs();
         for (key, t) in self.finished {
             match t.record.slot() {
@@ -472,6 +501,7 @@ impl FlowTable {
     pub fn adopt_tombstones(&mut self, later: FlowTable, id_of: impl Fn(u64) -> u64) {
         self.retired_early += later.retired_early;
         self.forgotten_early += later.forgotten_early;
+        self.finished_forgotten_early += later.finished_forgotten_early;
         for (key, mut t) in later.finished {
             t.record.id = id_of(t.record.id);
             self.live.remove(&key);

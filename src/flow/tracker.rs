@@ -1875,6 +1875,30 @@ mod tests {
     }
 
     #[test]
+    fn test_tombstones_over_the_limit_forget_the_oldest_first() {
+        let mut w = Wire::new();
+        // Ten connections, reset 100 ms apart, all past their grace.
+        for i in 0..10u16 {
+            w.client.port = 40000 + i;
+            let t = i64::from(i) * 100;
+            w.send(t, C, SYN, CISN, 0, 0);
+            w.send(t + 1, S, SYN | ACK, SISN, CISN + 1, 0);
+            w.send(t + 2, C, RST, CISN + 1, 0, 0);
+        }
+        w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 5_000 * MS);
+        assert_eq!(w.tracker.live_connections(), 0);
+        w.tracker.table.forget_oldest_tombstones(4);
+        assert_eq!(w.tracker.table.finished_forgotten_early, 6);
+        // The newest is still remembered: its late RST is its own; the oldest's starts a new one.
+        w.client.port = 40009;
+        w.send(6_000, C, RST, CISN + 1, 0, 0);
+        assert_eq!(w.conns().len(), 10);
+        w.client.port = 40000;
+        w.send(6_001, C, RST, CISN + 1, 0, 0);
+        assert_eq!(w.conns().len(), 11);
+    }
+
+    #[test]
     fn test_closed_retired_with_records_kept_late_fin_finds_its_record() {
         let mut w = closed_connection(TrackerOptions::default());
         w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 2_000 * MS);

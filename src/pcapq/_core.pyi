@@ -174,7 +174,10 @@ class Analysis:
     def servers(self) -> list[dict[str, Any]]:
         """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,
         answered, one_syn (connections that were one client SYN and nothing more), syn_to_synack
-        and synack_to_ack (median handshake gaps, seconds, or None)."""
+        and synack_to_ack (median handshake gaps, seconds, or None), binned_through (None, or the
+        epoch second up to which its waits and answers are counted per second: `waiting_at` and
+        `answered_between` there are estimates, off by at most the connections of the second a
+        time falls in; docs/performance.md)."""
 
     def worst(self, n: int) -> tuple[int, list[dict[str, Any]]]:
         """How many kept connections have a problem, and the `n` worst as lean dicts, worst first:
@@ -202,7 +205,8 @@ class Analysis:
     def port_pressure(self) -> list[dict[str, Any]]:
         """Per (client address, server endpoint), highest first: client, server, peak (source
         ports held at once, in use or in TIME-WAIT), at (when), range (28232, Linux's default
-        ephemeral port range)."""
+        ephemeral port range), error (how much too high peak can be: 0 unless the pair's
+        spans were counted per second, docs/performance.md)."""
 
     def one_syn(self) -> dict[str, Any]:
         """Connections that were one client SYN and nothing more (a SYN flood, a port scan), in

@@ -119,13 +119,17 @@ class Grouper:
         return chain, new
 
     def points(self) -> list[CapturePoint]:
-        points = [p for chains in self.groups.values() for p in chains]
-        if self.merge or len(points) == 1:
-            for p in points:
-                p.name = _common_name(p.files)
-        else:
-            _name(points)
-        return points
+        return named([p for chains in self.groups.values() for p in chains], self.merge)
+
+
+def named(points: list[CapturePoint], merge: bool = False) -> list[CapturePoint]:
+    """`points` (every point of a run, in `Grouper.points` order) with their names."""
+    if merge or len(points) == 1:
+        for p in points:
+            p.name = _common_name(p.files)
+    else:
+        _name(points)
+    return points
 
 
 def _chain_for(chains: list[CapturePoint], f: FileTimes) -> Optional[CapturePoint]:

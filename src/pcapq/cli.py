@@ -176,7 +176,7 @@ def report_options(command: Callable) -> Callable:
 @click.option(
     "--scheduler",
     metavar="ADDRESS",
-    help="Analyse one file per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
+    help="Analyse one capture point (a ring buffer's files) per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
 )
 def analyze(
     files: tuple[str, ...],
@@ -209,7 +209,7 @@ def analyze(
       $ pcapq analyze 'web1/*.pcap' 'web2/*.pcap'        two hosts, side by side
       $ pcapq analyze --merge captures/                 everything as one capture
       $ pcapq analyze --jobs 4 'hosts/*/dump.pcap*'     four hosts at a time
-      $ pcapq analyze --scheduler tcp://10.0.0.5:8786 /shared/cap/   one task per file
+      $ pcapq analyze --scheduler tcp://10.0.0.5:8786 /shared/cap/   one task per capture point
       $ pcapq analyze --format json -o report.json dump.pcap.gz
       $ pcapq analyze --format parquet -o web1/ 'web1/*.pcap'   tables for DuckDB
       $ pcapq analyze --format html -o report.html dump.pcap

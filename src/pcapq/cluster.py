@@ -1,9 +1,11 @@
 """Analysis on a Dask cluster (``pcapq analyze --scheduler tcp://HOST:8786``).
 
-One task per file: a worker analyses the file as a mergeable part and returns it serialised
-(``Analysis.to_bytes``: compact, versioned). The client groups the parts into capture points
-and merges them in time order, exactly as the local path does (pcapq.points). Workers must see
-the files at the same paths as the client (shared storage), and run the same pcapq version.
+One task per name group of files (a tcpdump ring buffer: one capture point, or a few when
+hosts share a name pattern, pcapq.capture_points): a worker analyses the group's files in time
+order exactly as the local path does (pcapq.points, on one thread) and returns each capture
+point's analysis serialised (``Analysis.to_bytes``: compact, versioned). The client puts the
+points side by side and names them; nothing is merged on the client. Workers must see the
+files at the same paths as the client (shared storage), and run the same pcapq version.
 
 Nothing here is imported without ``--scheduler``; dask.distributed is an optional dependency
 (``pip install 'pcapq[dask]'``).
@@ -18,7 +20,9 @@ import os
 from typing import Sequence
 
 from pcapq import _core
-from pcapq.points import PointAnalysis, join_parts, planned
+from pcapq.capture_points import CapturePoint, FileTimes, name_groups, named
+from pcapq.inputs import first_packet_time
+from pcapq.points import PointAnalysis, analyze_points
 
 # How long to wait for the scheduler to answer before giving up.
 CONNECT_TIMEOUT_S = 30
@@ -30,21 +34,22 @@ class ClusterUnavailable(Exception):
     """dask.distributed is not installed, or the scheduler cannot be reached."""
 
 
-def analyze_part(path: str, keep_connections: bool, keep_events: bool, max_connections: int) -> bytes | tuple:
-    """The task a worker runs: one file as a mergeable part, serialised; or, for a file that
-    cannot be read, the CaptureError's arguments (the client raises it again: the exception
-    class itself does not survive the trip)."""
+def analyze_group(
+    paths: list[str], merge: bool, keep_connections: bool, keep_events: bool, max_connections: int
+) -> list[tuple[list[tuple], bytes]] | tuple:
+    """The task a worker runs: one name group's files (one group with `merge`), analysed as
+    the local path does; per capture point found, its files (path, first and last packet time)
+    in join order and its analysis serialised. For a file that cannot be read, the
+    CaptureError's arguments instead (the client raises it again: the exception class itself
+    does not survive the trip)."""
     try:
-        part = _core.analyze(
-            [path],
-            keep_connections=keep_connections,
-            keep_events=keep_events,
-            mergeable=True,
+        points = analyze_points(
+            paths, merge=merge, keep_connections=keep_connections, keep_events=keep_events, jobs=1,
             max_connections=max_connections,
         )
     except _core.CaptureError as e:
         return tuple(e.args)
-    return part.to_bytes()
+    return [([(f.path, f.first_time, f.last_time) for f in p.point.files], p.analysis.to_bytes()) for p in points]
 
 
 def analyze_on_cluster(
@@ -56,13 +61,12 @@ def analyze_on_cluster(
     keep_events: bool = False,
     max_connections: int = 0,
 ) -> list[PointAnalysis]:
-    """Every capture point among `paths`, analysed one task per file on the cluster behind
-    `scheduler`. Raises ClusterUnavailable, or the _core.CaptureError a worker raised."""
+    """Every capture point among `paths`, analysed one task per name group on the cluster
+    behind `scheduler`. Raises ClusterUnavailable, or the _core.CaptureError a worker raised."""
     try:
         from distributed import Client
     except ImportError as e:
         raise ClusterUnavailable("--scheduler needs dask.distributed: pip install 'pcapq[dask]'") from e
-    order = planned(paths, merge)
     try:
         # Connecting is silent until it succeeds or the timeout runs out: past a second, say
         # what pcapq is waiting for.
@@ -77,24 +81,26 @@ def analyze_on_cluster(
             waiting.cancel()
     except (OSError, TimeoutError, ValueError) as e:
         raise ClusterUnavailable(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
+    groups = name_groups(list(paths), [first_packet_time(p) for p in paths], merge)
+    given = {os.path.abspath(p): p for p in paths}
     with client:
         futures = client.map(
-            analyze_part,
-            [os.path.abspath(p) for p in order],
+            analyze_group,
+            [[os.path.abspath(p) for p in group] for group in groups],
+            merge=merge,
             keep_connections=keep_connections,
             keep_events=keep_events,
             max_connections=max_connections,
             pure=False,
         )
-
-        def parts():
-            # In join order, one at a time: the client holds one serialised part at once,
-            # the others wait on their workers.
-            for path, future in zip(order, futures):
-                result = future.result()
-                future.release()
-                if isinstance(result, tuple):
-                    raise _core.CaptureError(*result)
-                yield path, _core.Analysis.from_bytes(result)
-
-        return join_parts(parts(), merge)
+        found: list[PointAnalysis] = []
+        for future in futures:
+            result = future.result()
+            future.release()
+            if isinstance(result, tuple):
+                raise _core.CaptureError(*result)
+            for files, data in result:
+                point = CapturePoint("", [FileTimes(given[path], first, last) for path, first, last in files])
+                found.append(PointAnalysis(point, _core.Analysis.from_bytes(data)))
+        named([p.point for p in found], merge)
+        return found

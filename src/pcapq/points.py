@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from pcapq import _core
-from pcapq.capture_points import CapturePoint, FileTimes, Grouper, continuous, name_groups, processing_order
+from pcapq.capture_points import CapturePoint, FileTimes, Grouper, continuous, name_groups
 from pcapq.inputs import first_packet_time
 
 
@@ -60,19 +60,6 @@ class Joiner:
 
     def points(self) -> list[PointAnalysis]:
         return [PointAnalysis(p, self.analyses[id(p)]) for p in self.grouper.points()]
-
-
-def planned(paths: Sequence[str], merge: bool) -> list[str]:
-    """The files in the order their parts must be joined."""
-    return processing_order(list(paths), [first_packet_time(p) for p in paths], merge)
-
-
-def join_parts(parts: Iterable[tuple[str, _core.Analysis]], merge: bool) -> list[PointAnalysis]:
-    """Joins (path, part) pairs, given in `planned` order, into capture points."""
-    joiner = Joiner(merge)
-    for path, part in parts:
-        joiner.add(path, part)
-    return joiner.points()
 
 
 def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:

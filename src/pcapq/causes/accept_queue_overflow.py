@@ -93,6 +93,9 @@ def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
     start, end = signs.first, signs.last
     answered = analysis.answered_between(ctx.server, start, end)
     out: dict = {"first_drop": first_drop, "waiting_at_first_drop": waiting}
+    stats = ctx.capture.server(ctx.server) or {}
+    binned = stats.get("binned_through")
+    estimated = binned is not None and min(first_drop, start) < binned + 1
     if waiting >= 1:
         out["estimated_backlog"] = waiting - 1
         out["estimate_note"] = (
@@ -105,6 +108,13 @@ def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
             "no backlog estimate: no connection the capture shows was waiting for an answer when the first ACK was "
             "dropped, so those filling the queue began before the capture did; a capture started before the "
             "overflow shows them"
+        )
+    if estimated:
+        # A capture with more waits and answers than the core keeps exactly (docs/performance.md).
+        out["estimate_note"] += (
+            f"; an estimate: this server's waits and answers up to {binned + 1:.0f} (epoch seconds) are counted per "
+            "second, so a count at an instant spreads that second's evenly, off by up to the waits that began or "
+            "ended in it"
         )
     if answered < MIN_ANSWERS_FOR_RATE:
         out["suggestion_note"] = (

@@ -21,6 +21,8 @@ def rule(ctx: CaptureContext) -> list[Finding]:
             f"{p['client']} held {p['peak']:,} of its {p['range']:,} ephemeral ports towards {p['server']} at once "
             f"(in use, or in TIME-WAIT for {TIME_WAIT_S} s after closing)"
         )
+        if p["error"]:
+            reason += f"; counted per second, so at most {p['error']:,} too high"
         out.append(Finding(
             cause="port_exhaustion", server=p["server"], confidence=0.8, confidence_reason=reason,
             first=p["at"], last=p["at"], connections=[], evidence=[], advice=CAUSE.advice,

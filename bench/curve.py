@@ -1,0 +1,117 @@
+"""Time per packet and peak RSS of `pcapq analyze` as the capture grows (1M, 5M, 50M packets).
+
+For each size, the generated capture (bench/generate.py, seed 1) is analysed once per format
+under /usr/bin/time: text, and JSON where it is feasible (JSON keeps every connection's record,
+so its memory grows with the capture: by default it runs up to 5M packets). A capture missing
+from --data is generated there and deleted after its runs (50M packets is about 18 GB);
+--stream instead pipes the generator into `pcapq analyze -` and stores nothing (the time per
+packet is then the generator's, about 6 us, so only the peak RSS means anything).
+
+    python bench/curve.py                                   # 1M, 5M, 50M; text and JSON to 5M
+    python bench/curve.py --packets 1000000,5000000 --data /work/benchdata
+    python bench/curve.py --packets 50000000 --stream
+    python bench/curve.py --packets 20000000 --prefix-of bench/out/nginx-php-50000000.pcap
+    python bench/curve.py --pcapq "python -c 'from pcapq.cli import main; main()'"   # another build
+
+Results go to bench/out/results-memory-curve.json; docs/performance.md ("Memory as the capture
+grows") has the measured table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GENERATE = [sys.executable, str(HERE / "generate.py")]
+FORMATS = {"text": [], "json": ["--format", "json", "-o", os.devnull]}
+
+
+def timed(command: list[str], stdin=None) -> dict:
+    """Runs `command` under GNU time: wall and CPU seconds, peak RSS, exit status."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        started = time.perf_counter()
+        proc = subprocess.run(
+            ["/usr/bin/time", "-o", report.name, "-f", "%U %S %M", *command],
+            stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        wall = time.perf_counter() - started
+        user, system, rss_kib = report.read().split()[-3:]
+    return {
+        "wall_s": round(wall, 3),
+        "cpu_s": round(float(user) + float(system), 3),
+        "peak_rss_mib": round(int(rss_kib) / 1024, 1),
+        "exit": proc.returncode,
+        "stderr": proc.stderr.decode(errors="replace")[-500:],
+    }
+
+
+def capture(data: Path, packets: int) -> tuple[Path, bool]:
+    """The generated capture of `packets` packets in `data`, and whether it was made now."""
+    path = data / f"nginx-php-{packets}.pcap"
+    if path.exists():
+        return path, False
+    print(f"generating {path} ...", file=sys.stderr, flush=True)
+    subprocess.run([*GENERATE, "--packets", str(packets), "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
+    return path, True
+
+
+def run(pcapq: list[str], packets: int, fmt: str, data: Path, stream: bool, prefix_of: Path | None) -> dict:
+    if stream or prefix_of:
+        # The generator is deterministic: the first N packets of a longer capture are the N-packet one.
+        source = ["tcpdump", "-r", str(prefix_of), "-c", str(packets), "-w", "-"] if prefix_of else [*GENERATE, "--packets", str(packets), "--out", "-"]
+        gen = subprocess.Popen(source, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        result = timed([*pcapq, "analyze", *FORMATS[fmt], "-"], stdin=gen.stdout)
+        gen.stdout.close()
+        gen.wait()
+    else:
+        path, _ = capture(data, packets)
+        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+        result = timed([*pcapq, "analyze", *FORMATS[fmt], str(path)])
+    result.update(packets=packets, format=fmt, stream=stream or bool(prefix_of))
+    result["ns_per_packet"] = round(result["wall_s"] * 1e9 / packets)
+    result["cpu_ns_per_packet"] = round(result["cpu_s"] * 1e9 / packets)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--packets", default="1000000,5000000,50000000", help="sizes, comma-separated")
+    ap.add_argument("--data", type=Path, default=HERE / "out", help="where captures are found or generated")
+    ap.add_argument("--json-up-to", type=int, default=5_000_000, help="largest size to run JSON on (0: none)")
+    ap.add_argument("--stream", action="store_true", help="pipe the generator into pcapq analyze -, store nothing")
+    ap.add_argument("--prefix-of", type=Path, help="pipe the first N packets of this longer generated capture (tcpdump -c N) instead")
+    ap.add_argument("--pcapq", default="pcapq", help="the command to run (default: pcapq on PATH)")
+    ap.add_argument("--out", type=Path, default=HERE / "out" / "results-memory-curve.json")
+    args = ap.parse_args(argv)
+    pcapq = shlex.split(args.pcapq)
+    args.data.mkdir(parents=True, exist_ok=True)
+    rows = []
+    print("| packets | format | wall s | ns/packet | CPU ns/packet | peak RSS MiB |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: |")
+    for packets in [int(n) for n in args.packets.split(",")]:
+        made = not args.stream and not args.prefix_of and not (args.data / f"nginx-php-{packets}.pcap").exists()
+        for fmt in ["text"] + (["json"] if packets <= args.json_up_to else []):
+            r = run(pcapq, packets, fmt, args.data, args.stream, args.prefix_of)
+            rows.append(r)
+            note = "" if r["exit"] in (0, 1) else f" (exit {r['exit']}: {r['stderr'].strip()})"
+            print(f"| {packets:,} | {fmt} | {r['wall_s']:.2f} | {r['ns_per_packet']:,} | {r['cpu_ns_per_packet']:,} | {r['peak_rss_mib']:,.1f} |{note}", flush=True)
+        if made:
+            (args.data / f"nginx-php-{packets}.pcap").unlink()
+            (args.data / f"nginx-php-{packets}.pcap.json").unlink(missing_ok=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "load": os.getloadavg()}
+    args.out.write_text(json.dumps({"machine": machine, "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
