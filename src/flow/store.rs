@@ -293,8 +293,7 @@ impl<C: Counter> ConnectionStore<C> {
             }
         }
         let mut kept = self.with_problems;
-        // Sorted by a permutation of indices (records are large: moving them is the cost).
-        kept.sort_by_cached_key(|c| c.id);
+        kept.sort_by_key(|c| c.id);
         Finished { connections: kept, census: self.census, not_kept: self.with_problems_not_kept, open, next_id }
     }
 
