@@ -1,16 +1,16 @@
-"""Annotated per-connection timelines and the aggregate timeline of a capture, as plain data
-that the text, Markdown, HTML and JSON renderers share.
+"""Annotated per-connection timelines, as plain data that the text, Markdown, HTML and JSON
+renderers share (the aggregate timeline of a capture is in `pcapq.report.aggregate`).
 
 A connection's timeline is one row per event the core recorded (docs/json.md, `events[]`):
 frame, time since the connection's first packet, direction, flags, relative seq/ack/len, and
 what the packet means in plain words, with the retransmission timings set against the kernel's
-schedule (docs/diagnosis.md). The aggregate timeline re-buckets the core's per-second counts.
+schedule (docs/diagnosis.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Optional
 
 from pcapq._core import Analysis
 # The aggregate timeline has a module of its own (the text report needs only it); its names
@@ -27,7 +27,6 @@ from pcapq.report.aggregate import (  # noqa: F401
     capture_aggregate,
     choose_width,
 )
-
 
 SCHEDULE_NAMES = {
     "syn_linear": "the linear SYN schedule",
