@@ -11,7 +11,7 @@ use crate::flow::spill::Spill;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::decode::icmp::IcmpMessage;
 use crate::flow::icmp::IcmpSummary;
-use crate::flow::{merge, Connection, FrameRef, Tracker, TrackerOptions};
+use crate::flow::{merge, Connection, FlowKey, FrameRef, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 use crate::watch::Watch;
 
@@ -508,10 +508,19 @@ const ONE_THREAD_BATCH_LEN: usize = 64;
 /// Batches on their way at once.
 const BATCHES_IN_FLIGHT: usize = 4;
 
+/// A decoded segment with its flow key (`FlowKey::of`, worked out on the reading thread), its
+/// frame number and time.
+struct Decoded {
+    segment: Segment,
+    keyed: (FlowKey, bool),
+    frame: u64,
+    time_ns: i64,
+}
+
 /// Decoded segments of one file, in file order, and the record bytes they came from.
 #[derive(Default)]
 struct Batch {
-    segments: Vec<(Segment, u64, i64)>,
+    segments: Vec<Decoded>,
     /// ICMP errors, each with the number of segments before it in this batch.
     icmp: Vec<(usize, IcmpMessage, u64, i64)>,
     bytes: u64,
@@ -539,7 +548,8 @@ fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, batch_len: us
         match decode::decode(packet.linktype, packet.data) {
             Ok(segment) => {
                 tcp_segments += 1;
-                batch.segments.push((segment, packet.frame, packet.time_ns));
+                let keyed = FlowKey::of(&segment);
+                batch.segments.push(Decoded { segment, keyed, frame: packet.frame, time_ns: packet.time_ns });
                 if batch.segments.len() >= batch_len {
                     on_batch(&mut batch);
                 }
@@ -608,12 +618,12 @@ fn analyze_readers_on(
         let track = |batch: &mut Batch| {
             // ICMP errors go in at their place among the segments (before the one at `at`).
             let mut errors = batch.icmp.iter().peekable();
-            for (at, (segment, frame, time_ns)) in batch.segments.iter().enumerate() {
+            for (at, Decoded { segment, keyed, frame, time_ns }) in batch.segments.iter().enumerate() {
                 while let Some((_, message, frame, time_ns)) = errors.next_if(|e| e.0 <= at) {
                     let tied = tracker.on_icmp(message, FrameRef { file, frame: *frame }, *time_ns);
                     icmp.count(message.kind, tied);
                 }
-                tracker.on_segment(segment, FrameRef { file, frame: *frame }, *time_ns);
+                tracker.on_keyed_segment(segment, *keyed, FrameRef { file, frame: *frame }, *time_ns);
                 if let Some(watch) = watch {
                     // Poisoned only by a panic while counting on this thread, which ends the run anyway.
                     let mut watch = watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -44,6 +44,8 @@ class FileTimes:
 
 @dataclass
 class CapturePoint:
+    """The files of one tcpdump on one host, in time order."""
+
     name: str
     files: list[FileTimes] = field(default_factory=list)
 

@@ -22,6 +22,8 @@ EpisodeRule = Callable[["EpisodeContext"], Optional["Finding"]]
 
 @dataclass(frozen=True)
 class Cause:
+    """A cause pcapq can name: its words, scope, precedence and rule."""
+
     slug: str
     """Stable name, in JSON and on the command line."""
     title: str

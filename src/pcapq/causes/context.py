@@ -17,6 +17,8 @@ MAX_EVIDENCE = 6
 
 @dataclass
 class CaptureContext:
+    """What every cause's rule reads of one capture."""
+
     analysis: Analysis
     problems: Problems
     servers: list[dict]
@@ -38,6 +40,8 @@ class CaptureContext:
 
 @dataclass
 class EpisodeContext:
+    """One episode of a capture, as a rule weighs it."""
+
     capture: CaptureContext
     episode: Episode
 

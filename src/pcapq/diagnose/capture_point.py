@@ -17,6 +17,8 @@ RATIO = 4.0
 
 @dataclass(frozen=True)
 class CapturePoint:
+    """Where the capture was taken, as the packets tell it, and why."""
+
     side: str  # "client", "server", "between" or "unknown"
     reason: str
 

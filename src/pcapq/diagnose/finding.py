@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Finding:
+    """One cause found at one server, with its evidence and counts."""
+
     cause: str
     server: str
     confidence: float

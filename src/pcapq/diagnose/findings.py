@@ -24,6 +24,8 @@ MAX_EVIDENCE = 6
 
 @dataclass
 class Diagnosis:
+    """What the diagnosis found in one capture."""
+
     capture_point: CapturePoint
     findings: list[Finding]
     settings: list[str] = field(default_factory=list)

@@ -17,6 +17,8 @@ NGINX_DEFAULT_S = 60.0
 
 @dataclass(frozen=True)
 class ProxyTimeout:
+    """One of the proxy's timeouts: stated, measured or bounded."""
+
     kind: str  # "connect" or "read"
     seconds: float
     # "stated" (--proxy-timeouts), "measured" (read give-ups clustered at it), "bounded" (connect

@@ -16,6 +16,8 @@ IDS_SHOWN = 12
 
 @dataclass(frozen=True)
 class Row:
+    """One labelled line of a finding in a report."""
+
     label: str  # lower case: "when", "open in Wireshark", "proxy log", ...
     text: str
     # "text"; "code" (a line as a program writes it: the proxy log); "frames" (`frames` holds

@@ -5,11 +5,14 @@ renderer (terminal, Markdown, HTML). Bounded: at most `table_max` connection row
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from pcapq._core import Analysis
 from pcapq.diagnose import Diagnosis
-from pcapq.report import timeline as tl
+from pcapq.report.aggregate import Aggregate, Episode, capture_aggregate
+
+if TYPE_CHECKING:
+    from pcapq.report.timeline import ConnectionTimeline
 
 # Rows of the worst-connections table in the terminal and Markdown.
 WORST_ROWS = 10
@@ -22,6 +25,8 @@ LADDERS_MAX = 200
 
 @dataclass(frozen=True)
 class ConnectionRow:
+    """One connection as a row of the reports' tables."""
+
     # Slots: the HTML report holds up to TABLE_MAX rows (no dict per row).
     __slots__ = ("id", "client", "server", "outcome", "symptoms", "first_time", "last_time", "added_latency", "file", "frame")
     id: int
@@ -49,6 +54,8 @@ class ConnectionRow:
 
 @dataclass
 class AnalyzeReport:
+    """What every renderer of `pcapq analyze` draws from."""
+
     captures: Sequence[Mapping[str, Any]]
     summary: Mapping[str, Any]
     skipped: dict[str, tuple[int, str]]
@@ -57,10 +64,10 @@ class AnalyzeReport:
     start: Optional[float]  # the capture's first packet, epoch seconds
     problems: int  # connections with a problem (outcome or symptom) that were kept
     worst: list[ConnectionRow]
-    aggregate: tl.Aggregate
+    aggregate: Aggregate
     table: list[ConnectionRow] = field(default_factory=list)
     table_note: Optional[str] = None
-    ladders: list[tl.ConnectionTimeline] = field(default_factory=list)
+    ladders: list[ConnectionTimeline] = field(default_factory=list)
     ladders_note: Optional[str] = None
 
 
@@ -97,7 +104,7 @@ def build(
     else:
         count, worst = _worst(analysis, worst_rows)
         worst_shown = [ConnectionRow.of(c) for c in worst]
-    episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
+    episodes = [Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
     report = AnalyzeReport(
         captures=captures,
         summary=summary,
@@ -107,7 +114,7 @@ def build(
         start=min(starts) if starts else None,
         problems=count,
         worst=worst_shown,
-        aggregate=tl.capture_aggregate(analysis, episodes, max_buckets=max_buckets),
+        aggregate=capture_aggregate(analysis, episodes, max_buckets=max_buckets),
     )
     if with_table:
         if keeps_all and summary["connections"] <= table_max:
@@ -121,7 +128,9 @@ def build(
                 + ". `pcapq analyze --format json` has every connection."
             )
     if with_ladders:
-        report.ladders = [tl.connection_timeline(analysis, index) for index, _ in problems[:ladders_max]]
+        from pcapq.report.timeline import connection_timeline  # the text report draws no ladders
+
+        report.ladders = [connection_timeline(analysis, index) for index, _ in problems[:ladders_max]]
         # Most telling first: the most kinds of packets (a SYN sent again and again says little
         # that the first such ladder did not), then the most symptoms, then the most packets.
         report.ladders.sort(key=lambda t: (-len({r.kind for r in t.rows}), -len(t.symptoms), -len(t.rows), t.id))

@@ -3,15 +3,18 @@ per-connection timelines."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from pcapq.report import timeline as tl
+from pcapq.report.aggregate import OUTCOMES, Aggregate
 from pcapq.report.model import ConnectionRow
 from pcapq.report.clock import utc_clock
+
+if TYPE_CHECKING:
+    from pcapq.report.timeline import ConnectionTimeline
 
 OUTCOME_STYLES = {
     "completed": "green",
@@ -75,10 +78,10 @@ def symptom_legend(rows: list[ConnectionRow]) -> Optional[Table]:
     return t
 
 
-def aggregate_table(agg: tl.Aggregate) -> Group:
+def aggregate_table(agg: Aggregate) -> Group:
     if not agg.buckets:
         return Group(Text("No connections to show (none in the capture, or none in the time asked for).", style="dim"))
-    outcomes = [o for o in tl.OUTCOMES if any(b.new[o] for b in agg.buckets)]
+    outcomes = [o for o in OUTCOMES if any(b.new[o] for b in agg.buckets)]
     t = Table(title=f"Across the capture, buckets of {agg.width} s", title_justify="left", show_edge=False, pad_edge=False)
     t.add_column("start (UTC)")
     t.add_column("new", justify="right")
@@ -103,7 +106,7 @@ def aggregate_table(agg: tl.Aggregate) -> Group:
     return Group(t, note)
 
 
-def connection_table(t: tl.ConnectionTimeline) -> Group:
+def connection_table(t: ConnectionTimeline) -> Group:
     symptoms = ", ".join(s.replace("_", " ") for s in t.symptoms) or "no symptom"
     latency = f", {t.added_latency:.3f} s added by retransmissions" if t.added_latency else ""
     head = Text.assemble(
@@ -133,7 +136,7 @@ def connection_table(t: tl.ConnectionTimeline) -> Group:
     return Group(*parts)
 
 
-def render_timelines(timelines: list[tl.ConnectionTimeline], aggregate: Optional[tl.Aggregate], matched: int) -> Group:
+def render_timelines(timelines: list[ConnectionTimeline], aggregate: Optional[Aggregate], matched: int) -> Group:
     parts: list[Any] = []
     if aggregate is not None:
         parts += [aggregate_table(aggregate), Text("")]
