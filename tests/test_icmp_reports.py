@@ -94,6 +94,19 @@ def test_text_timeline_has_the_icmp_row_between_the_segment_and_the_next() -> No
     assert "next-hop MTU 1,200, the packet was 1,500 bytes" in " ".join(out.split())
 
 
+
+def test_ladder_notes_resends_after_frag_needed_as_at_once_never_an_empty_timing() -> None:
+    from pcapq import analyze
+    from pcapq.report.timeline import _Annotator
+
+    (conn,) = analyze([str(CAPTURES / "pmtu_discovery.pcap")]).connections()
+    annotator = _Annotator(conn)
+    notes = {e["frame"]: annotator.note(e) for e in conn["events"] if e["kind"] == "data_retransmit"}
+    assert notes and not [n for n in notes.values() if n.rstrip().endswith(":")]
+    triggered = {t["frame"] for s in conn["series"] for t in s["sends"] if t["triggered"]}
+    assert triggered and all(("at once and smaller, after the too-big ICMP error" in n) == (f in triggered)
+                             for f, n in notes.items())
+
 def test_html_ladders_show_the_icmp_answer_at_its_place() -> None:
     svg = run_pcapq("explain", "--format", "svg", str(CAPTURES / "icmp_host_unreachable.pcap")).stdout.decode()
     root = ET.fromstring(svg.split("\n", 1)[1])

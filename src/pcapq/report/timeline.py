@@ -149,7 +149,7 @@ class _Annotator:
             self.request_taken = copies[-1] if copies else None
         # Duplicate ACKs each side received since it last sent data again (fast retransmit).
         self.dup_acks_seen = {"client": 0, "server": 0}
-        # (file, frame) -> (expected interval, schedule, triggered) of every timed re-send.
+        # (file, frame) -> (expected interval, schedule, triggered) of every re-send in a series.
         self.expected: dict[tuple[int, int], tuple[Optional[float], str, bool]] = {}
         for series in conn["series"]:
             for send in series["sends"]:
@@ -211,7 +211,12 @@ class _Annotator:
                     f"{what}, attempt {attempt}: a fast retransmit after {dup_acks} duplicate ACKs, "
                     f"{_s(waited)} after the previous send (no timeout)"
                 )
-            text = f"{what}, attempt {attempt}: {self._timing(e)}"
+            if self.expected.get((e["file"], e["frame"]), (None, "", False))[2]:
+                # tcp_v4_mtu_reduced() -> tcp_simple_retransmit(): smaller, at once, no timer.
+                text = f"{what}, attempt {attempt}: at once and smaller, after the too-big ICMP error (no timeout)"
+            else:
+                timing = self._timing(e)
+                text = f"{what}, attempt {attempt}" + (f": {timing}" if timing else "")
             if e is self.request_taken and self.answer is not None:
                 text += f"; this copy got through: the server answered it in frame {self.answer['frame']}"
             elif side == "client" and "request_unacked" in self.symptoms and e.get("after_handshake_ack"):
