@@ -26,42 +26,16 @@ import platform
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from measure import generated, timed  # noqa: E402
+
 GENERATE = [sys.executable, str(HERE / "generate.py")]
 FORMATS = {"text": [], "json": ["--format", "json", "-o", os.devnull]}
-
-
-def timed(command: list[str], stdin=None) -> dict:
-    """Runs `command` under GNU time: wall and CPU seconds, peak RSS, exit status."""
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
-        started = time.perf_counter()
-        proc = subprocess.run(
-            ["/usr/bin/time", "-o", report.name, "-f", "%U %S %M", *command],
-            stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        wall = time.perf_counter() - started
-        user, system, rss_kib = report.read().split()[-3:]
-    return {
-        "wall_s": round(wall, 3),
-        "cpu_s": round(float(user) + float(system), 3),
-        "peak_rss_mib": round(int(rss_kib) / 1024, 1),
-        "exit": proc.returncode,
-        "stderr": proc.stderr.decode(errors="replace")[-500:],
-    }
-
-
-def capture(data: Path, packets: int) -> tuple[Path, bool]:
-    """The generated capture of `packets` packets in `data`, and whether it was made now."""
-    path = data / f"nginx-php-{packets}.pcap"
-    if path.exists():
-        return path, False
-    print(f"generating {path} ...", file=sys.stderr, flush=True)
-    subprocess.run([*GENERATE, "--packets", str(packets), "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
-    return path, True
 
 
 def run(pcapq: list[str], packets: int, fmt: str, data: Path, stream: bool, prefix_of: Path | None) -> dict:
@@ -73,7 +47,7 @@ def run(pcapq: list[str], packets: int, fmt: str, data: Path, stream: bool, pref
         gen.stdout.close()
         gen.wait()
     else:
-        path, _ = capture(data, packets)
+        path = generated(packets, data)
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
         result = timed([*pcapq, "analyze", *FORMATS[fmt], str(path)])
     result.update(packets=packets, format=fmt, stream=stream or bool(prefix_of))

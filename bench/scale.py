@@ -24,27 +24,19 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import measure  # noqa: E402
+
 OUT = HERE / "out"
 GIB = 1024**3
-TIME = "/usr/bin/time"
 
 
 def timed(argv: list[str]) -> dict:
     """Runs `argv` (stdout discarded) under GNU time: wall seconds, CPU seconds, peak RSS."""
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [TIME, "-f", "%e %U %S %M", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
-    )
-    wall = time.perf_counter() - start
-    last = proc.stderr.strip().splitlines()[-1].split()
-    _, user, system, rss_kib = last
-    return {
-        "argv": argv,
-        "exit": proc.returncode,
-        "wall_s": round(wall, 3),
-        "cpu_s": round(float(user) + float(system), 3),
-        "peak_rss_mib": round(int(rss_kib) / 1024, 1),
-    }
+    result = measure.timed(argv)
+    del result["stderr"]
+    return {"argv": argv, **result}
 
 
 def best(argv: list[str], runs: int) -> dict:
