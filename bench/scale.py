@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Scale benchmark: one big capture, the same capture as a ring buffer on one core and on all
-cores, on a local Dask cluster, the measured cost of one file as a Dask task, and a projection
-of a 1 TB fleet capture on N Dask workers from those measurements.
+cores, on a local Dask cluster, the measured cost of one file as a mergeable part, and a
+projection of a 1 TB fleet capture on N Dask workers with one task per file (the first Dask
+design; one task per capture point replaced it: bench/dask_overhead.py, docs/dask.md).
 
     python bench/generate.py --packets 28000000 --out bench/out/big-28M.pcap    # ~10 GB
     tcpdump -r bench/out/big-28M.pcap -w bench/out/ring/dump.pcap -C 1000       # ~1 GB files
