@@ -1,8 +1,8 @@
 """Time per packet and peak RSS of `pcapq analyze` as the capture grows (1M, 5M, 50M packets).
 
 For each size, the generated capture (bench/generate.py, seed 1) is analysed once per format
-under /usr/bin/time: text, and JSON where it is feasible (JSON keeps every connection's record,
-so its memory grows with the capture: by default it runs up to 5M packets). A capture missing
+under /usr/bin/time: text, and JSON up to --json-up-to packets (default 5M: the document has
+every connection, about 190 MiB of it per million packets). A capture missing
 from --data is generated there and deleted after its runs (50M packets is about 18 GB);
 --stream instead pipes the generator into `pcapq analyze -` and stores nothing (the time per
 packet is then the generator's, about 6 us, so only the peak RSS means anything).
@@ -26,42 +26,16 @@ import platform
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from measure import generated, timed  # noqa: E402
+
 GENERATE = [sys.executable, str(HERE / "generate.py")]
 FORMATS = {"text": [], "json": ["--format", "json", "-o", os.devnull]}
-
-
-def timed(command: list[str], stdin=None) -> dict:
-    """Runs `command` under GNU time: wall and CPU seconds, peak RSS, exit status."""
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
-        started = time.perf_counter()
-        proc = subprocess.run(
-            ["/usr/bin/time", "-o", report.name, "-f", "%U %S %M", *command],
-            stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        wall = time.perf_counter() - started
-        user, system, rss_kib = report.read().split()[-3:]
-    return {
-        "wall_s": round(wall, 3),
-        "cpu_s": round(float(user) + float(system), 3),
-        "peak_rss_mib": round(int(rss_kib) / 1024, 1),
-        "exit": proc.returncode,
-        "stderr": proc.stderr.decode(errors="replace")[-500:],
-    }
-
-
-def capture(data: Path, packets: int) -> tuple[Path, bool]:
-    """The generated capture of `packets` packets in `data`, and whether it was made now."""
-    path = data / f"nginx-php-{packets}.pcap"
-    if path.exists():
-        return path, False
-    print(f"generating {path} ...", file=sys.stderr, flush=True)
-    subprocess.run([*GENERATE, "--packets", str(packets), "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
-    return path, True
 
 
 def run(pcapq: list[str], packets: int, fmt: str, data: Path, stream: bool, prefix_of: Path | None) -> dict:
@@ -73,7 +47,7 @@ def run(pcapq: list[str], packets: int, fmt: str, data: Path, stream: bool, pref
         gen.stdout.close()
         gen.wait()
     else:
-        path, _ = capture(data, packets)
+        path = generated(packets, data)
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
         result = timed([*pcapq, "analyze", *FORMATS[fmt], str(path)])
     result.update(packets=packets, format=fmt, stream=stream or bool(prefix_of))

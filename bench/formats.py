@@ -7,7 +7,7 @@
 JSON and Parquet hand every connection, as it finishes, to a temporary file beside the output
 and write the report from it (docs/performance.md), so their peak RSS should stay near the text
 report's and flat as the capture grows. Each (capture, format) runs --runs times; the table
-shows the best wall time and the largest peak RSS (the child's ru_maxrss, as GNU time's %M).
+shows the best wall time and the largest peak RSS (GNU time's %M).
 Results also go to bench/out/results-formats.json. Captures missing from bench/out are made
 with bench/generate.py first.
 """
@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"
 sys.path.insert(0, str(BENCH))
+
+from measure import generated, timed  # noqa: E402
 
 TARGET_JSON_RSS_MIB = 200  # issue 13: JSON streamed to its file
 TARGET_PARQUET_RSS_MIB = 250  # issue 16: a 5M-packet export
@@ -39,25 +38,11 @@ def measure(capture: Path, fmt: str, scratch: Path) -> tuple[float, float, int]:
     # A name ending in "/" asks for the three tables in that directory.
     target = f"{out}/" if fmt == "parquet-dir" else str(out)
     args = ["pcapq", "analyze", "--format", fmt.split("-")[0], "-o", target, str(capture)]
-    start = time.perf_counter()
-    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1):
-        sys.exit(f"formats.py: {' '.join(args)} exited {code}: {child.stderr.read().decode() if child.stderr else ''}")
+    run = timed(args)
+    if run["exit"] not in (0, 1):
+        sys.exit(f"formats.py: {' '.join(args)} exited {run['exit']}: {run['stderr']}")
     size = sum(p.stat().st_size for p in out.iterdir()) if out.is_dir() else out.stat().st_size
-    return wall, usage.ru_maxrss / 1024, size
-
-
-def capture_of(packets: int) -> Path:
-    path = OUT / f"nginx-php-{packets}.pcap"
-    if not path.exists():
-        import generate
-
-        OUT.mkdir(exist_ok=True)
-        generate.main(["--packets", str(packets), "--out", str(path)])
-    return path
+    return run["wall_s"], run["peak_rss_mib"], size
 
 
 def main() -> None:
@@ -66,7 +51,7 @@ def main() -> None:
     parser.add_argument("--formats", default="text,json,parquet,parquet-dir")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
-    captures = args.captures or [capture_of(1_000_000), capture_of(5_000_000)]
+    captures = args.captures or [generated(1_000_000, OUT), generated(5_000_000, OUT)]
     formats = args.formats.split(",")
     results = []
     with tempfile.TemporaryDirectory(prefix="pcapq-formats-") as scratch:

@@ -31,7 +31,7 @@ BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"
 sys.path.insert(0, str(BENCH))
 
-import generate  # noqa: E402
+from measure import generated  # noqa: E402
 
 TARGET_PPS = 5_000_000
 TARGET_CORE_PPS = 8_000_000
@@ -233,19 +233,6 @@ def tshark_retransmissions() -> int | None:
     return None
 
 
-def generated(packets: int, seed: int, data: Path) -> Path:
-    """The generated capture of `packets` packets in `data`, made first if missing."""
-    data.mkdir(parents=True, exist_ok=True)
-    capture = data / (f"nginx-php-{packets}.pcap" if seed == 1 else f"nginx-php-{packets}-seed{seed}.pcap")
-    if not capture.exists():
-        print(f"generating {capture} ({packets:,} packets, seed {seed}) ...", file=sys.stderr)
-        began = time.perf_counter()
-        info = generate.generate(packets, capture, seed)
-        Path(str(capture) + ".json").write_text(json.dumps(info, indent=2) + "\n")
-        print(f"  done in {time.perf_counter() - began:.1f} s", file=sys.stderr)
-    return capture
-
-
 def curve(args: argparse.Namespace) -> int:
     """The cost per packet of the core alone and of `pcapq analyze` on generated captures of
     growing size: flat if nothing grows with the capture's length."""
@@ -253,7 +240,7 @@ def curve(args: argparse.Namespace) -> int:
     sizes = [int(n) for n in args.curve.split(",") if n.strip()]
     rows = []
     for n in sizes:
-        capture = generated(n, args.seed, args.data)
+        capture = generated(n, args.data, args.seed)
         warm(capture)
         cmds = commands(str(capture))
         core_argv, core_out = cmds["pcapq-core"]
@@ -287,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
         if not capture.exists():
             sys.exit(f"run.py: {capture}: no such file")
     else:
-        capture = generated(packets_wanted, args.seed, args.data)
+        capture = generated(packets_wanted, args.data, args.seed)
 
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     unknown = skip - set(TOOLS) - {"pcapq", "tshark", "tcptrace"}

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Scale benchmark: one big capture, the same capture as a ring buffer on one core and on all
-cores, on a local Dask cluster, the measured cost of one file as a Dask task, and a projection
-of a 1 TB fleet capture on N Dask workers from those measurements.
+cores, on a local Dask cluster, the measured cost of one file as a mergeable part, and a
+projection of a 1 TB fleet capture on N Dask workers with one task per file (the first Dask
+design; one task per capture point replaced it: bench/dask_overhead.py, docs/dask.md).
 
     python bench/generate.py --packets 28000000 --out bench/out/big-28M.pcap    # ~10 GB
     tcpdump -r bench/out/big-28M.pcap -w bench/out/ring/dump.pcap -C 1000       # ~1 GB files
@@ -24,27 +25,19 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import measure  # noqa: E402
+
 OUT = HERE / "out"
 GIB = 1024**3
-TIME = "/usr/bin/time"
 
 
 def timed(argv: list[str]) -> dict:
     """Runs `argv` (stdout discarded) under GNU time: wall seconds, CPU seconds, peak RSS."""
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [TIME, "-f", "%e %U %S %M", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
-    )
-    wall = time.perf_counter() - start
-    last = proc.stderr.strip().splitlines()[-1].split()
-    _, user, system, rss_kib = last
-    return {
-        "argv": argv,
-        "exit": proc.returncode,
-        "wall_s": round(wall, 3),
-        "cpu_s": round(float(user) + float(system), 3),
-        "peak_rss_mib": round(int(rss_kib) / 1024, 1),
-    }
+    result = measure.timed(argv)
+    del result["stderr"]
+    return {"argv": argv, **result}
 
 
 def best(argv: list[str], runs: int) -> dict:
