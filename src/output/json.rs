@@ -440,9 +440,16 @@ impl From<FrameRef> for FrameView {
     }
 }
 
+/// The event's sequence and acknowledgment numbers relative to each side's ISN, as Wireshark
+/// shows them (the ACK number only when the ACK flag is set).
+pub(super) fn relative_seq_ack(c: &Connection, e: &Event) -> (Option<u32>, Option<u32>) {
+    let seq = c.base_seq[e.from.index()].map(|base| e.seq.wrapping_sub(base));
+    let ack = if e.flags & flags::ACK != 0 { c.base_seq[e.from.other().index()].map(|base| e.ack.wrapping_sub(base)) } else { None };
+    (seq, ack)
+}
+
 fn event_view(c: &Connection, e: &Event) -> EventView {
-    let me = e.from.index();
-    let peer = e.from.other().index();
+    let (seq, ack) = relative_seq_ack(c, e);
     let mut v = EventView {
         file: e.at.file,
         frame: e.at.frame,
@@ -451,8 +458,8 @@ fn event_view(c: &Connection, e: &Event) -> EventView {
         kind: e.kind.slug(),
         from: e.from.name(),
         flags: flags_text(e.flags),
-        seq: c.base_seq[me].map(|base| e.seq.wrapping_sub(base)),
-        ack: if e.flags & flags::ACK != 0 { c.base_seq[peer].map(|base| e.ack.wrapping_sub(base)) } else { None },
+        seq,
+        ack,
         len: e.len,
         win: e.window,
         attempt: None,

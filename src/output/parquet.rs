@@ -18,7 +18,6 @@ use parquet::format::KeyValue;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::Analysis;
-use crate::decode::flags;
 use crate::detect;
 use crate::flow::{Connection, Detail, Side};
 
@@ -359,8 +358,7 @@ struct EventRow {
 }
 
 fn event_row(capture_point: &Arc<str>, c: &Connection, e: &crate::flow::Event) -> EventRow {
-    let me = e.from.index();
-    let peer = e.from.other().index();
+    let (seq, ack) = super::json::relative_seq_ack(c, e);
     EventRow {
         capture_point: capture_point.clone(),
         connection: c.id,
@@ -371,8 +369,8 @@ fn event_row(capture_point: &Arc<str>, c: &Connection, e: &crate::flow::Event) -
         kind: e.kind.slug(),
         from: e.from.name(),
         flags: super::json::flags_text(e.flags),
-        seq: c.base_seq[me].map(|base| e.seq.wrapping_sub(base)),
-        ack: if e.flags & flags::ACK != 0 { c.base_seq[peer].map(|base| e.ack.wrapping_sub(base)) } else { None },
+        seq,
+        ack,
         len: e.len,
         win: e.window,
         attempt: match e.detail {
