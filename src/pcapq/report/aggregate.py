@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
-from pcapq._core import Analysis
+from pcapq._core import VOCABULARY, Analysis
 
 # Outcomes in which the connection did not do its job (docs/diagnosis.md, "Outcome").
 FAILED_OUTCOMES = ("refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "unreachable")
-OUTCOMES = ("completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
-            "unreachable")
+# Every outcome, in the core's order (its vocabulary, which tests/test_vocabulary.py holds to the stub).
+OUTCOMES: tuple[str, ...] = tuple(VOCABULARY["outcomes"])
 
 # Bucket widths to choose from, seconds.
 BUCKET_WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
