@@ -145,6 +145,9 @@ def capture_aggregate(
         last = min(seconds[-1], int(until if until is not None else seconds[-1]))
         width = choose_width(max(1, last - first + 1), max_buckets)
     agg = aggregate(per_second, width=width, max_buckets=max_buckets, episodes=episodes)
+    # Every bucket of the capture (first bucket's start, count), before `since`/`until` cut
+    # them: the servers' own aggregates line up on it.
+    grid = (int(agg.buckets[0].start), len(agg.buckets)) if agg.buckets else (0, 0)
     keep = [
         i
         for i, b in enumerate(agg.buckets)
@@ -158,8 +161,6 @@ def capture_aggregate(
     agg.servers = len(servers)
     if len(servers) < 2:
         return agg
-    whole = aggregate(per_second, width=agg.width)
-    grid = (int(whole.buckets[0].start), len(whole.buckets))
     lines = {}
     for s in servers:
         mine = aggregate(analysis.timeline(s["server"]), width=agg.width, grid=grid)
