@@ -10,6 +10,7 @@ import pickle
 import subprocess
 import sys
 
+import distributed  # in the test extra: imported, not skipped without it
 import pytest
 
 import pcapq
@@ -17,8 +18,6 @@ from conftest import exit_for, run_pcapq
 from craft import write_pcap
 from pcapq import _core
 from test_merge import _busy_spanning_conversations, _document, spanning_conversations
-
-distributed = pytest.importorskip("distributed")
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,17 @@ import re
 import subprocess
 from pathlib import Path
 
+# pyarrow, duckdb, pandas and polars are in the test extra: imported, not skipped without them.
+import duckdb
+import pandas as pd
+import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO
-
-pq = pytest.importorskip("pyarrow.parquet")
-
-from pcapq import _core  # noqa: E402
-from pcapq.causes.registry import CAUSES  # noqa: E402
-from pcapq.diagnose import diagnose  # noqa: E402
+from pcapq import _core
+from pcapq.causes.registry import CAUSES
+from pcapq.diagnose import diagnose
 
 CAPTURES = REPO / "captures"
 # Several outcomes and causes: an accept-queue overflow, nothing wrong, a SYN-queue overflow,
@@ -119,10 +121,8 @@ def test_parquet_without_output_is_a_one_line_usage_error() -> None:
 def test_parquet_opens_in_pandas_and_polars(tmp_path: Path) -> None:
     out = tmp_path / "c.parquet"
     assert pcapq("analyze", "--format", "parquet", "-o", str(out), str(CAPTURES / "syn_queue_overflow.pcap")).returncode == 1
-    pd = pytest.importorskip("pandas")
     frame = pd.read_parquet(out)
     assert len(frame) == 9 and set(frame["outcome"]) == {"completed", "abandoned"}
-    pl = pytest.importorskip("polars")
     assert pl.read_parquet(out).filter(pl.col("cause") == "syn_queue_overflow").height == 9
 
 
@@ -147,7 +147,6 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dic
 
 
 def run(root: Path, sql: str) -> list[tuple]:
-    duckdb = pytest.importorskip("duckdb")
     con = duckdb.connect()
     con.execute(f"SET file_search_path = '{root}'")
     return con.execute(sql).fetchall()

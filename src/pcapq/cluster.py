@@ -13,10 +13,9 @@ Nothing here is imported without ``--scheduler``; dask.distributed is an optiona
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
-
-import os
 from typing import Sequence
 
 from pcapq import _core

@@ -14,6 +14,7 @@ import time
 from typing import Callable, Sequence
 
 from pcapq import _core
+from pcapq.causes.context import plural
 from pcapq.causes.registry import CAUSES
 from pcapq.report.clock import utc_clock
 
@@ -32,10 +33,6 @@ SIGN_WORDS: dict[str, tuple[str, str]] = {
 }
 
 
-def counted(n: int, one: str, several: str) -> str:
-    return f"{n:,} {one if n == 1 else several}"
-
-
 def _clock(epoch: float | None) -> str:
     """"12:00:05" (UTC, the capture's clock), or the wall clock before any packet."""
     return utc_clock(epoch if epoch is not None else time.time())[:-4]
@@ -49,8 +46,8 @@ def signs_of_causes(signs: Sequence[str]) -> str:
 
 def interval_line(clock: str, i: "_core._WatchInterval") -> str:
     """'12:00:05  10.0.0.2:9000  40 connections, 31 answered, 9 failed; 12 SYNs re-sent'."""
-    parts = [counted(i["connections"], "connection", "connections"), f"{i['answered']:,} answered", f"{i['failed']:,} failed"]
-    signs = [counted(n, *SIGN_WORDS[s]) for s, n in i["signs"].items()]
+    parts = [plural(i["connections"], "connection"), f"{i['answered']:,} answered", f"{i['failed']:,} failed"]
+    signs = [plural(n, *SIGN_WORDS[s]) for s, n in i["signs"].items()]
     return f"{clock}  {i['server']}  " + ", ".join(parts) + ("; " + ", ".join(signs) if signs else "")
 
 
@@ -60,7 +57,7 @@ def _lasted(seconds: float) -> str:
 
 def event_line(e: "_core._WatchEvent") -> str:
     signs = ", ".join(SIGN_WORDS[s][1] for s in e["signs"]) + signs_of_causes(e["signs"])
-    affected = counted(e["connections"], "connection", "connections")
+    affected = plural(e["connections"], "connection")
     clock = _clock(e["time"])
     if e["kind"] == "opened":
         return f"{clock}  {e['server']}  episode opened: {signs}"
@@ -80,12 +77,12 @@ def look_lines(look: "_core._WatchLook", every: float) -> list[str]:
     clock = _clock(look["latest_time"])
     lines = [event_line(e) for e in look["events"]]
     if look["events_dropped"]:
-        lines.append(f"{clock}  and {counted(look['events_dropped'], 'more episode event', 'more episode events')} (too many listeners to list)")
+        lines.append(f"{clock}  and {plural(look['events_dropped'], 'more episode event')} (too many listeners to list)")
     lines += [interval_line(clock, i) for i in look["servers"]]
     if look["more_servers"]:
-        lines.append(f"{clock}  and {counted(look['more_servers'], 'more listener', 'more listeners')} with connections")
+        lines.append(f"{clock}  and {plural(look['more_servers'], 'more listener')} with connections")
     if not look["servers"]:
-        open_now = f"; {counted(look['open'], 'episode', 'episodes')} open" if look["open"] else ""
+        open_now = f"; {plural(look['open'], 'episode')} open" if look["open"] else ""
         lines.append(f"{clock}  nothing new in the last {_lasted(every)} ({look['segments']:,} TCP segments so far{open_now})")
     return lines
 

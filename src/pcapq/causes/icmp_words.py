@@ -25,6 +25,7 @@ ERRNO_LINES = {111: "refused", 113: "no_route_to_host", 101: "net_unreachable", 
                112: "host_down", 92: "protocol_not_available", 95: "not_supported", 64: "not_on_network",
                71: "protocol_error"}
 
+# The packet an error quotes, by its role (the core's packet_roles); the timeline's ICMP rows say it too.
 ROLES = {"syn": "SYN", "synack": "SYN-ACK", "handshake_ack": "handshake ACK", "ack": "ACK", "data": "data",
          "retransmit": "re-sent segment", "fin": "FIN", "rst": "RST"}
 

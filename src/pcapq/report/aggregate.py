@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
-from pcapq._core import Analysis
+from pcapq._core import VOCABULARY, Analysis
 
 # Outcomes in which the connection did not do its job (docs/diagnosis.md, "Outcome").
 FAILED_OUTCOMES = ("refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "unreachable")
-OUTCOMES = ("completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
-            "unreachable")
+# Every outcome, in the core's order (its vocabulary, which tests/test_vocabulary.py holds to the stub).
+OUTCOMES: tuple[str, ...] = tuple(VOCABULARY["outcomes"])
 
 # Bucket widths to choose from, seconds.
 BUCKET_WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
@@ -145,6 +145,9 @@ def capture_aggregate(
         last = min(seconds[-1], int(until if until is not None else seconds[-1]))
         width = choose_width(max(1, last - first + 1), max_buckets)
     agg = aggregate(per_second, width=width, max_buckets=max_buckets, episodes=episodes)
+    # Every bucket of the capture (first bucket's start, count), before `since`/`until` cut
+    # them: the servers' own aggregates line up on it.
+    grid = (int(agg.buckets[0].start), len(agg.buckets)) if agg.buckets else (0, 0)
     keep = [
         i
         for i, b in enumerate(agg.buckets)
@@ -158,8 +161,6 @@ def capture_aggregate(
     agg.servers = len(servers)
     if len(servers) < 2:
         return agg
-    whole = aggregate(per_second, width=agg.width)
-    grid = (int(whole.buckets[0].start), len(whole.buckets))
     lines = {}
     for s in servers:
         mine = aggregate(analysis.timeline(s["server"]), width=agg.width, grid=grid)

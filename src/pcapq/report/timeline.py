@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from pcapq._core import Analysis
+from pcapq.causes.icmp_words import ROLES
 # The aggregate timeline has a module of its own (the text report needs only it); its names
 # are this module's too, as the renderers and tests use them.
 from pcapq.report.aggregate import (  # noqa: F401
@@ -300,9 +301,7 @@ def _slots(conn: dict[str, Any]) -> list[Slot]:
 def icmp_note(a: dict[str, Any]) -> str:
     """An ICMP error answering one of the connection's packets, in plain words (docs/json.md
     `connections[].icmp`)."""
-    roles = {"syn": "SYN", "synack": "SYN-ACK", "handshake_ack": "handshake ACK", "ack": "ACK", "data": "data",
-             "retransmit": "re-sent segment", "fin": "FIN", "rst": "RST"}
-    answered = roles.get(a["answers_role"] or "", "packet")
+    answered = ROLES.get(a["answers_role"] or "", "packet")
     where = f" (frame {a['answers_frame']['frame']})" if a["answers_frame"] else ""
     note = f"ICMP {a['meaning']} from {a['sender']}, answering the {a['answers']}'s {answered}{where}"
     if a["mtu"]:
