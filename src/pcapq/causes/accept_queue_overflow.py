@@ -40,7 +40,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         confidence = 0.8 if at_once > 1 else 0.6
         reason = (
             f"in {plural(dropped, 'connection')} the server sent its SYN-ACK again after the client's ACK; "
-            f"seen from {cp.side}, a lost ACK would look the same"
+            f"{cp.phrase}, a lost ACK would look the same"
             + (f", but {at_once} at once point to the queue" if at_once > 1 else "")
         )
     else:

@@ -27,6 +27,15 @@ class CapturePoint:
         """At the server, an ACK seen and a SYN-ACK sent again proves the kernel dropped it."""
         return self.side == "server"
 
+    @property
+    def phrase(self) -> str:
+        """Where the capture was taken, as words for a sentence."""
+        return {
+            "client": "captured at the client",
+            "server": "captured at the server",
+            "between": "captured between the hosts",
+        }.get(self.side, "from an unknown capture point")
+
     def to_json(self) -> dict:
         return {"side": self.side, "reason": self.reason}
 
