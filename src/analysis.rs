@@ -482,14 +482,22 @@ pub fn analyze_readers(
     analyze_readers_on(readers, options, progress, two_threads(), None, None)
 }
 
-/// `analyze_readers` on one reader watched live (`pcapq watch`): each segment is tracked as
-/// soon as it is read, on this thread, and what it changed goes to `watch` at once.
-pub fn analyze_watched(
+/// `analyze_readers` on one live stream (standard input). Watched (`pcapq watch`), each segment
+/// is tracked as soon as it is read, on this thread, and what it changed goes to `watch` at
+/// once. With `spill_dir`, as `analyze_captures_spilled`: every connection goes to a sink there
+/// as it is counted, not kept in memory.
+pub fn analyze_live(
     reader: Result<(String, CaptureReader), ReadError>,
     options: AnalyzeOptions,
-    watch: &std::sync::Mutex<Watch>,
+    watch: Option<&std::sync::Mutex<Watch>>,
+    spill_dir: Option<&std::path::Path>,
 ) -> Result<Analysis, ReadError> {
-    analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, false, Some(watch), None)
+    let options = match spill_dir {
+        Some(_) => AnalyzeOptions { tracker: TrackerOptions { keep_connections: false, mergeable: false, ..options.tracker } },
+        None => options,
+    };
+    let two_threads = watch.is_none() && two_threads();
+    analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, two_threads, watch, spill_dir)
 }
 
 /// Whether one capture is read on two threads: reading and decoding on one, tracking on the

@@ -110,9 +110,11 @@ fn event_dict<'py>(py: Python<'py>, e: &EpisodeEvent) -> PyResult<Bound<'py, PyD
 
 /// Reads standard input live as one capture (`analyze(["-"], ...)`), until its end or
 /// `live.stop()`, with the GIL released; with `watch`, each segment is tracked as it arrives and
-/// `live.look()` tells what happened. Raises CaptureError if it is not a capture.
+/// `live.look()` tells what happened. With `spill_dir`, every connection goes, as it finishes, to
+/// a temporary file there instead of memory (as `analyze_many`'s). Raises CaptureError if it is
+/// not a capture.
 #[pyfunction]
-#[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0, watch = false))]
+#[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0, watch = false, spill_dir = None))]
 pub fn analyze_stdin(
     py: Python<'_>,
     live: &LiveInput,
@@ -120,6 +122,7 @@ pub fn analyze_stdin(
     keep_events: bool,
     max_connections: usize,
     watch: bool,
+    spill_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Analysis> {
     let options = analyze_options(keep_connections, keep_events, false, max_connections);
     let counters = live.counters.clone();
@@ -128,11 +131,7 @@ pub fn analyze_stdin(
         catch(|| {
             let stream = LiveStream::stdin(counters);
             let reader = CaptureReader::from_stream("-", Box::new(stream)).map(|r| ("-".to_string(), r));
-            if watch {
-                analysis::analyze_watched(reader, options, &watched)
-            } else {
-                analysis::analyze_readers(std::iter::once(reader), options, &mut |_| {})
-            }
+            analysis::analyze_live(reader, options, watch.then_some(&*watched), spill_dir.as_deref())
         })
     })?;
     result.map(Analysis::of).map_err(|e| errors::capture_error(&e))

@@ -552,10 +552,12 @@ def analyze_stdin(
     keep_events: bool = True,
     max_connections: int = 0,
     watch: bool = False,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> Analysis:
     """Reads standard input live as one capture (as ``analyze(["-"])``), until its end or
     ``live.stop()``, with the GIL released; with `watch`, each segment is tracked as it
-    arrives and ``live.look()`` tells what happened.
+    arrives and ``live.look()`` tells what happened. With `spill_dir`, every connection goes,
+    as it finishes, to a temporary file there instead of memory (as ``analyze_many``'s).
 
     Raises:
         CaptureError: standard input is not a capture.

@@ -341,7 +341,7 @@ def _analyze_and_report(
         keep_events=fmt in ("json", "html") or parquet_dir or bool(logs),
         max_connections=max_connections,
     )
-    # JSON and Parquet read from files have every connection handed, as it finishes, to a
+    # JSON and Parquet (from files or standard input) have every connection handed, as it finishes, to a
     # temporary file beside the output instead of kept in memory (docs/performance.md).
     spill_dir = _spill_dir(output, parquet_dir) if fmt in ("json", "parquet") else None
     read = None  # how reading standard input ended (pcapq.live.StdinRead)
@@ -360,7 +360,8 @@ def _analyze_and_report(
 
             from pcapq.watch import Watcher
 
-            analysis, read = analyze_stdin(**keep, watch=Watcher(watch_every) if watch_every is not None else None)
+            watcher = Watcher(watch_every) if watch_every is not None else None
+            analysis, read = analyze_stdin(**keep, watch=watcher, spill_dir=spill_dir)
             joiner = Joiner(merge)
             joiner.add_capture(analysis)
             points = joiner.points()

@@ -118,10 +118,12 @@ def analyze_stdin(
     keep_events: bool,
     max_connections: int = 0,
     watch: Optional[Watching] = None,
+    spill_dir: Optional[str] = None,
 ) -> tuple[_core.Analysis, StdinRead]:
     """Analyses standard input until its end or Ctrl-C (SIGINT). With `watch`, each segment
     is tracked as it arrives (the core's watch), `watch.tick` is called every tick and
-    `watch.end` once the input ended. Raises _core.CaptureError (also when Ctrl-C came
+    `watch.end` once the input ended. With `spill_dir`, every connection goes, as it finishes, to
+    a temporary file there instead of memory (`_core.analyze_stdin`). Raises _core.CaptureError (also when Ctrl-C came
     before a capture header arrived)."""
     live = _core.LiveInput()
     outcome: dict[str, object] = {}
@@ -135,6 +137,7 @@ def analyze_stdin(
                 keep_events=keep_events,
                 max_connections=max_connections,
                 watch=watch is not None,
+                spill_dir=spill_dir,
             )
         except BaseException as e:  # handed to the waiting thread, raised there
             outcome["error"] = e
