@@ -5,7 +5,7 @@
     python bench/run.py dump.pcap --runs 5   # your own capture
     python bench/run.py --skip tshark,tcptrace
     python bench/run.py --memory             # pcapq's peak RSS on a 5M-packet capture
-    python bench/run.py --curve 1000000,5000000   # cost per packet as the capture grows
+    python bench/curve.py --core                  # cost per packet and peak RSS as the capture grows
 
 Each tool runs --runs times (rounds interleave the tools); the table shows the best and the
 median wall time, the least CPU time and the peak RSS (GNU time's %M). Results also go to
@@ -233,38 +233,6 @@ def tshark_retransmissions() -> int | None:
     return None
 
 
-def curve(args: argparse.Namespace) -> int:
-    """The cost per packet of the core alone and of `pcapq analyze` on generated captures of
-    growing size: flat if nothing grows with the capture's length."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    sizes = [int(n) for n in args.curve.split(",") if n.strip()]
-    rows = []
-    for n in sizes:
-        capture = generated(n, args.data, args.seed)
-        warm(capture)
-        cmds = commands(str(capture))
-        core_argv, core_out = cmds["pcapq-core"]
-        measure(core_argv + [str(args.runs)], core_out)
-        core = json.loads((OUT / "pcapq-core.json").read_text())
-        text = [measure(*cmds["pcapq-text"]) for _ in range(args.runs)]
-        best_text = min(t[0] for t in text)
-        text_cpu = min(t[1] for t in text)
-        rss = max(t[2] for t in text) / 1024
-        core_cpu = min(core.get("cpu_s") or [float("nan")])
-        rows.append({"packets": n, "core_s": min(core["times"]), "core_cpu_s": core_cpu, "text_s": best_text, "text_cpu_s": text_cpu, "text_peak_rss_mib": rss})
-        print(f"  {n:>12,} packets: core {min(core['times']):.3f} s, pcapq analyze {best_text:.3f} s, {rss:.1f} MiB", file=sys.stderr)
-    # CPU time (both threads, user + system) is less disturbed by other load than wall time.
-    print(f"\ncost per packet, best of {args.runs} (load average {load():.2f} after); wall and CPU time\n")
-    print(f"{'packets':>12}  {'core s':>7}  {'core ns/pkt':>11}  {'core cpu ns/pkt':>15}  {'analyze s':>9}  {'analyze ns/pkt':>14}  {'analyze cpu ns/pkt':>18}  {'peak RSS MiB':>12}")
-    for r in rows:
-        per = lambda x: 1e9 * x / r["packets"]  # noqa: E731
-        print(f"{r['packets']:>12,}  {r['core_s']:>7.3f}  {per(r['core_s']):>11.0f}  {per(r['core_cpu_s']):>15.0f}  {r['text_s']:>9.3f}  {per(r['text_s']):>14.0f}  {per(r['text_cpu_s']):>18.0f}  {r['text_peak_rss_mib']:>12.1f}")
-    name = args.json or OUT / "results-curve.json"
-    Path(name).write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": machine(), "rows": rows}, indent=2) + "\n")
-    print(f"\nwritten to {name}")
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "stderr.txt").write_bytes(b"")
@@ -448,12 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory", action="store_true", help="pcapq only, on a 5M-packet capture: peak RSS against the 200 MiB target")
     ap.add_argument("--json", type=Path, help="where to write the results (default bench/out/results.json)")
     ap.add_argument("--data", type=Path, default=OUT, help="where generated captures (and the gzip copy) live (default bench/out)")
-    ap.add_argument("--curve", metavar="N,N,...", help="instead of the table: cost per packet of the core and of pcapq analyze on generated captures of N packets")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
-    if args.curve:
-        return curve(args)
     return run(args)
 
 
