@@ -247,7 +247,7 @@ const HALF_OPEN_IDLE_NS: i64 = 1_000_000_000;
 
 /// Room made at the start for flows and tombstones: growing a large table means copying it
 /// into memory touched for the first time, twice over. Untouched room costs address space only
-/// (the tombstones': an index of 4-byte places, and a slab filled from its start).
+/// (the tombstones' slab is filled from its start).
 const LIVE_CAPACITY: usize = 16 * 1024;
 const FINISHED_CAPACITY: usize = MAX_TOMBSTONES + MAX_TOMBSTONES / 8;
 

@@ -7,7 +7,7 @@
 //! while it grows. Here the index holds 4-byte places, the slab's room is reserved once at the
 //! start (address space only: a page counts in the resident set when an entry is first written
 //! to it), and an IPv4 key takes 16 bytes instead of 40, so memory follows the tombstones kept,
-//! 56 bytes each, plus 5 bytes a bucket of the index.
+//! 56 bytes each, plus 5 bytes a bucket of the index (which grows by copying its places).
 
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
@@ -51,12 +51,15 @@ fn unpack(stored: &Packed, wide: &[FlowKey]) -> FlowKey {
     }
 }
 
+/// Places the index has room for at the start: growing it copies 4 bytes a tombstone, and a
+/// table that holds few (a part of a merge, a small capture) touches no more than this.
+const INDEX_START: usize = 64 * 1024;
+
 impl<T: Copy> Tombstones<T> {
-    /// Room for `capacity` tombstones before the index grows; the slab's room is untouched
-    /// until used.
+    /// Room for `capacity` tombstones in the slab, untouched until used.
     pub fn with_capacity(capacity: usize) -> Tombstones<T> {
         Tombstones {
-            index: HashTable::with_capacity(capacity),
+            index: HashTable::with_capacity(capacity.min(INDEX_START)),
             entries: Vec::with_capacity(capacity),
             free: Vec::new(),
             wide: Vec::new(),
