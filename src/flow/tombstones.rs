@@ -172,7 +172,7 @@ impl<T: Copy> Tombstones<T> {
     }
 }
 
-/// Serialised as the map of key to tombstone it replaced (the same bytes).
+/// Serialised as a map of key to tombstone, as the map it replaced was (in the index's order).
 impl<T: Copy + serde::Serialize> serde::Serialize for Tombstones<T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.iter())
@@ -211,6 +211,22 @@ mod tests {
         let a = Endpoint { ip: ip.parse().unwrap(), port };
         let b = Endpoint { ip: peer.parse().unwrap(), port: 80 };
         FlowKey::oriented(a, b).0.with_vlan(u32::from(port % 2) * 42)
+    }
+
+    #[test]
+    fn a_round_trip_through_postcard_keeps_every_key_and_tombstone() {
+        let mut t = Tombstones::with_capacity(4);
+        for port in [1, 2, 1000, 1001] {
+            t.insert(key(port), port);
+        }
+        let bytes = postcard::to_stdvec(&t).unwrap();
+        let back: Tombstones<u16> = postcard::from_bytes(&bytes).unwrap();
+        let sorted = |t: Tombstones<u16>| {
+            let mut pairs: Vec<(FlowKey, u16)> = t.into_pairs().collect();
+            pairs.sort_by_key(|(_, v)| *v);
+            pairs
+        };
+        assert_eq!(sorted(back), sorted(t));
     }
 
     #[test]
