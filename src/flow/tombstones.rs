@@ -71,6 +71,10 @@ impl<T: Copy> Tombstones<T> {
         self.index.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
     /// The place of `key`'s entry, if it has one.
     fn find(&self, key: &FlowKey) -> Option<u32> {
         let packed = key.packed_v4();
