@@ -112,6 +112,29 @@ impl FlowKey {
         let (key, low) = FlowKey::oriented(Endpoint::source(seg), Endpoint::destination(seg));
         (key.with_vlan(seg.vlan), low)
     }
+
+    /// An IPv4 key in 16 bytes: the addresses, the ports, and the VLAN IDs in the low 24 bits
+    /// of the last word (its top byte is 0). None for IPv6.
+    pub fn packed_v4(&self) -> Option<[u32; 4]> {
+        (!self.v6).then(|| {
+            let ports = u32::from(self.low_port) | u32::from(self.high_port) << 16;
+            [self.low_ip[0] as u32, self.high_ip[0] as u32, ports, self.vlan()]
+        })
+    }
+
+    /// The key `packed_v4` packed.
+    pub fn from_packed_v4(packed: [u32; 4]) -> FlowKey {
+        let [low, high, ports, vlan] = packed;
+        let key = FlowKey {
+            low_ip: [u64::from(low), 0],
+            high_ip: [u64::from(high), 0],
+            low_port: ports as u16,
+            high_port: (ports >> 16) as u16,
+            vlan: [0; 3],
+            v6: false,
+        };
+        key.with_vlan(vlan)
+    }
 }
 
 #[cfg(test)]
@@ -143,6 +166,18 @@ mod tests {
         assert_eq!(qinq, FlowKey::new(a, b).with_vlan(10 << 12 | 20));
         assert_eq!((qinq.vlan(), untagged.vlan()), (10 << 12 | 20, 0));
         assert_eq!(std::mem::size_of::<FlowKey>(), 40);
+    }
+
+    #[test]
+    fn test_packed_v4_round_trips_and_leaves_ipv6_alone() {
+        let a = Endpoint { ip: "10.0.0.1".parse().unwrap(), port: 40000 };
+        let b = Endpoint { ip: "192.168.255.2".parse().unwrap(), port: 9000 };
+        let key = FlowKey::new(a, b).with_vlan(10 << 12 | 20);
+        let packed = key.packed_v4().unwrap();
+        assert_eq!(packed[3] >> 24, 0);
+        assert_eq!(FlowKey::from_packed_v4(packed), key);
+        let v6 = Endpoint { ip: "2001:db8::1".parse().unwrap(), port: 1 };
+        assert_eq!(FlowKey::new(v6, v6).packed_v4(), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod stage;
 pub mod state;
 pub mod store;
 pub mod table;
+pub mod tombstones;
 pub mod tracker;
 #[cfg(test)]
 pub(crate) mod wire;

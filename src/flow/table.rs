@@ -13,6 +13,7 @@ use super::connection::ConnState;
 use super::key::FlowKey;
 use super::seq::SeqNumber;
 use super::store::{ConnectionStore, Counter, Retired};
+use super::tombstones::Tombstones;
 use super::state::{DirectionState, Flow};
 
 /// A finished connection stays in the hot table this long after its last packet: a lost last
@@ -216,7 +217,7 @@ impl<'de> serde::Deserialize<'de> for LiveFlows {
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct FlowTable {
     live: LiveFlows,
-    finished: FxHashMap<FlowKey, Tombstone>,
+    finished: Tombstones<Tombstone>,
     /// Flows that reached CLOSED or RESET, oldest first: what the next sweep looks at.
     closing: VecDeque<(FlowKey, i64)>,
     /// Sizes at which the next pressure check runs (see `relieve_pressure`).
@@ -237,23 +238,24 @@ pub struct FlowTable {
 pub const MAX_LIVE_FLOWS: usize = 100_000;
 /// More tombstones than this, and those of half-open connections are forgotten early; if that is
 /// not enough, the oldest, down to three quarters of it. Tombstones live `LINGER_NS`, so they
-/// number the connections of the last 120 s: this bounds them (about 40 MiB) past 3,333 new
-/// connections a second.
+/// number the connections of the last 120 s: this bounds them (about 24 MiB, src/flow/tombstones.rs)
+/// past 3,333 new connections a second.
 pub const MAX_TOMBSTONES: usize = 400_000;
 /// A half-open flow idle this long goes first: a client's kernel sends its SYN again after
 /// 1 s (Linux TCP_TIMEOUT_INIT), the server its SYN-ACK too.
 const HALF_OPEN_IDLE_NS: i64 = 1_000_000_000;
 
 /// Room made at the start for flows and tombstones: growing a large table means copying it
-/// into memory touched for the first time, twice over. Untouched room costs address space only.
+/// into memory touched for the first time, twice over. Untouched room costs address space only
+/// (the tombstones' slab is filled from its start).
 const LIVE_CAPACITY: usize = 16 * 1024;
-const FINISHED_CAPACITY: usize = 64 * 1024;
+const FINISHED_CAPACITY: usize = MAX_TOMBSTONES + MAX_TOMBSTONES / 8;
 
 impl Default for FlowTable {
     fn default() -> Self {
         FlowTable {
             live: LiveFlows::with_capacity(LIVE_CAPACITY),
-            finished: FxHashMap::with_capacity_and_hasher(FINISHED_CAPACITY, Default::default()),
+            finished: Tombstones::with_capacity(FINISHED_CAPACITY),
             closing: VecDeque::new(),
             live_limit: MAX_LIVE_FLOWS,
             finished_limit: MAX_TOMBSTONES,
@@ -464,7 +466,7 @@ impl FlowTable {
             ..FlowTable::default()
         };
         let mut flows: Vec<(FlowKey, Flow)> = self.live.into_pairs();
-        for (key, t) in self.finished {
+        for (key, t) in self.finished.into_pairs() {
             match t.record.slot() {
                 Some(slot) => flows.push((key, t.into_flow(slot))),
                 None => {
@@ -487,13 +489,13 @@ impl FlowTable {
                 flow.conn = slot;
             }
         });
-        for t in self.finished.values_mut() {
+        self.finished.for_each_mut(|t| {
             if let Some(slot) = t.record.slot() {
                 if let Some(&to) = map.get(&slot) {
                     t.record.renumber(to);
                 }
             }
-        }
+        });
     }
 
     /// Takes over the tombstones of dropped records of the capture that came next (their ids
@@ -502,7 +504,7 @@ impl FlowTable {
         self.retired_early += later.retired_early;
         self.forgotten_early += later.forgotten_early;
         self.finished_forgotten_early += later.finished_forgotten_early;
-        for (key, mut t) in later.finished {
+        for (key, mut t) in later.finished.into_pairs() {
             t.record.id = id_of(t.record.id);
             self.live.remove(&key);
             self.finished.insert(key, t);
@@ -512,12 +514,12 @@ impl FlowTable {
     /// At the end of a merge: counts the records tombstones still keep (no merge can join them
     /// any more), retires finished flows past their grace and forgets what is done.
     pub fn settle<C: Counter>(&mut self, store: &mut ConnectionStore<C>, now_ns: i64) {
-        for t in self.finished.values_mut() {
+        self.finished.for_each_mut(|t| {
             if let Some(slot) = t.record.slot() {
                 let tallied = store.fold(slot, now_ns);
                 t.record.fold(tallied);
             }
-        }
+        });
         let done: Vec<FlowKey> = self
             .live
             .iter()
