@@ -11,7 +11,7 @@ use crate::flow::spill::Spill;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::decode::icmp::IcmpMessage;
 use crate::flow::icmp::IcmpSummary;
-use crate::flow::{merge, Connection, FlowKey, FrameRef, Tracker, TrackerOptions};
+use crate::flow::{merge, Connection, FrameRef, SegmentKey, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 use crate::watch::Watch;
 
@@ -508,11 +508,11 @@ const ONE_THREAD_BATCH_LEN: usize = 64;
 /// Batches on their way at once.
 const BATCHES_IN_FLIGHT: usize = 4;
 
-/// A decoded segment with its flow key (`FlowKey::of`, worked out on the reading thread), its
+/// A decoded segment with its flow key (`SegmentKey::of`, worked out on the reading thread), its
 /// frame number and time.
 struct Decoded {
     segment: Segment,
-    keyed: (FlowKey, bool),
+    keyed: SegmentKey,
     frame: u64,
     time_ns: i64,
 }
@@ -548,7 +548,7 @@ fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, batch_len: us
         match decode::decode(packet.linktype, packet.data) {
             Ok(segment) => {
                 tcp_segments += 1;
-                let keyed = FlowKey::of(&segment);
+                let keyed = SegmentKey::of(&segment);
                 batch.segments.push(Decoded { segment, keyed, frame: packet.frame, time_ns: packet.time_ns });
                 if batch.segments.len() >= batch_len {
                     on_batch(&mut batch);
