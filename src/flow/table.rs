@@ -331,9 +331,10 @@ impl FlowTable {
         self.insert_hashed(key, key.hash64(), flow);
     }
 
-    /// `insert` with the key's hash (`FlowKey::hash64`) worked out by the caller.
-    pub fn insert_hashed(&mut self, key: FlowKey, hash: u64, flow: Flow) {
-        self.live.insert(key, hash, flow);
+    /// `insert` with the key's hash (`FlowKey::hash64`) worked out by the caller; returns the
+    /// flow in its place.
+    pub fn insert_hashed(&mut self, key: FlowKey, hash: u64, flow: Flow) -> &mut Flow {
+        self.live.insert(key, hash, flow)
     }
 
     pub fn remove(&mut self, key: &FlowKey) {

@@ -233,9 +233,11 @@ impl<C: Counter> Tracker<C> {
         }
         let (conn_index, side) = self.open_connection(seg, at, time_ns, follows);
         let client_is_low = source_is_low == (side == Side::Client);
-        let mut flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
+        // Observed in its place in the table: a flow is large, and moving it costs a copy.
+        let flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
+        let flow = self.table.insert_hashed(key, hash, flow);
         let conn = self.store.get_mut(conn_index);
-        observe(&mut flow, conn, seg, side, at, time_ns, self.options.keep_events);
+        observe(flow, conn, seg, side, at, time_ns, self.options.keep_events);
         if let Some(notes) = self.noting.as_mut() {
             note(notes, conn, Stage::default(), true, time_ns);
         }
@@ -245,7 +247,6 @@ impl<C: Counter> Tracker<C> {
         if flow.state.is_over() {
             self.table.note_finished(key, time_ns);
         }
-        self.table.insert_hashed(key, hash, flow);
         self.table.relieve_pressure(&mut self.store, time_ns);
     }
 
@@ -265,16 +266,15 @@ impl<C: Counter> Tracker<C> {
         };
         let first_time_ns = *self.first_time_ns.get_or_insert(time_ns);
         let with_prefix = self.options.mergeable && follows.is_none() && (partial || time_ns - first_time_ns <= JOIN_WINDOW_NS);
-        let slot = self.store.add(|id| {
-            let mut conn = Connection::new(id, client, server, partial, at, time_ns);
-            conn.vlan = seg.vlan;
-            conn.follows = follows.map(|(id, _)| id);
-            conn.follows_after_ns = follows.map(|(_, gap)| gap);
-            if with_prefix {
-                conn.prefix = Some(Box::default());
-            }
-            conn
-        });
+        // Filled in its slot: a record is large, and moving it costs a copy.
+        let slot = self.store.add(|id| Connection::new(id, client, server, partial, at, time_ns));
+        let conn = self.store.get_mut(slot);
+        conn.vlan = seg.vlan;
+        conn.follows = follows.map(|(id, _)| id);
+        conn.follows_after_ns = follows.map(|(_, gap)| gap);
+        if with_prefix {
+            conn.prefix = Some(Box::default());
+        }
         let side = if client == src { Side::Client } else { Side::Server };
         (slot, side)
     }
