@@ -184,13 +184,13 @@ impl<C: Counter> Tracker<C> {
 
     /// Feeds one segment. `at` says where it is in the input, `time_ns` when it was captured.
     pub fn on_segment(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
-        self.on_keyed_segment(seg, SegmentKey::of(seg), at, time_ns);
+        self.on_keyed_segment(seg, &SegmentKey::of(seg), at, time_ns);
     }
 
     /// `on_segment` with the segment's key, its hash and whether its source is the key's low
     /// endpoint (`SegmentKey::of(seg)`) worked out by the caller: the reading thread does it, so
     /// that the tracking thread, the one that bounds a run, does not.
-    pub fn on_keyed_segment(&mut self, seg: &Segment, keyed: SegmentKey, at: FrameRef, time_ns: i64) {
+    pub fn on_keyed_segment(&mut self, seg: &Segment, keyed: &SegmentKey, at: FrameRef, time_ns: i64) {
         self.last_time_ns = self.last_time_ns.max(time_ns);
         self.track_keyed(seg, keyed, at, time_ns);
         self.maybe_sweep(time_ns);
@@ -199,10 +199,10 @@ impl<C: Counter> Tracker<C> {
     /// `on_segment` without forgetting idle connections (a merge replays segments out of
     /// global time order).
     pub(crate) fn track(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
-        self.track_keyed(seg, SegmentKey::of(seg), at, time_ns);
+        self.track_keyed(seg, &SegmentKey::of(seg), at, time_ns);
     }
 
-    fn track_keyed(&mut self, seg: &Segment, SegmentKey { key, hash, source_is_low }: SegmentKey, at: FrameRef, time_ns: i64) {
+    fn track_keyed(&mut self, seg: &Segment, &SegmentKey { key, hash, source_is_low }: &SegmentKey, at: FrameRef, time_ns: i64) {
         let follows = match self.table.get_mut_hashed(&key, hash, &mut self.store) {
             Some(flow) => {
                 let conn = self.store.get_mut(flow.conn);
