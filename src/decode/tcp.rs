@@ -87,8 +87,15 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
     })
 }
 
+/// The options of nearly every segment after the handshake when timestamps are on: two NOPs
+/// and a timestamp (the layout of RFC 7323 Appendix A, which Linux sends), no SACK block.
+const NOP_NOP_TIMESTAMP: [u8; 4] = [OPT_NOP, OPT_NOP, OPT_TIMESTAMP, 10];
+
 /// The first SACK block's edges, if the options hold one.
 fn first_sack(mut opts: &[u8]) -> Option<(u32, u32)> {
+    if opts.len() == 12 && opts[..4] == NOP_NOP_TIMESTAMP {
+        return None;
+    }
     while let Some((&kind, rest)) = opts.split_first() {
         match kind {
             OPT_END => return None,
