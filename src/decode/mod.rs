@@ -127,7 +127,7 @@ pub fn decode(linktype: u32, frame: &[u8]) -> Result<Segment, Skip> {
         snaplen_cut: (captured_payload as u64) < u64::from(payload_len),
         ip_id: ip.id,
         checksum: tcp.checksum,
-        vlan: link::vlan_ids(linktype, frame),
+        vlan: link::vlan_ids_before(linktype, frame, at),
     })
 }
 
