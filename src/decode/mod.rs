@@ -97,6 +97,9 @@ impl Skip {
 }
 
 /// Decodes one frame of the given LINKTYPE into a TCP segment.
+/// Inlined into the reading loop (`analysis::read_file`, its one hot caller): the segment is
+/// then built where it is kept instead of being copied there.
+#[inline(always)]
 pub fn decode(linktype: u32, frame: &[u8]) -> Result<Segment, Skip> {
     let (at, network) = link::ip_offset(linktype, frame)?;
     let packet = frame.get(at..).ok_or(Skip::LinkHeaderCut)?;

@@ -58,6 +58,8 @@ pub struct TcpHeader {
 /// header, and nothing else reads them).
 /// A header cut by the snaplen before its 20 fixed bytes is `TcpHeaderCut`; cut options are
 /// parsed as far as they go.
+/// Inlined into `decode`, so that the header is not built and copied into the segment.
+#[inline(always)]
 pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
     let h: &[u8; 20] = header(segment).ok_or(Skip::TcpHeaderCut)?;
     let header_len = u32::from(h[12] >> 4) * 4;
