@@ -11,7 +11,7 @@ use crate::flow::spill::Spill;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::decode::icmp::IcmpMessage;
 use crate::flow::icmp::IcmpSummary;
-use crate::flow::{merge, Connection, FlowKey, FrameRef, Tracker, TrackerOptions};
+use crate::flow::{merge, Connection, FrameRef, SegmentKey, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 use crate::watch::Watch;
 
@@ -516,11 +516,11 @@ const ONE_THREAD_BATCH_LEN: usize = 64;
 /// Batches on their way at once.
 const BATCHES_IN_FLIGHT: usize = 4;
 
-/// A decoded segment with its flow key (`FlowKey::of`, worked out on the reading thread), its
+/// A decoded segment with its flow key (`SegmentKey::of`, worked out on the reading thread), its
 /// frame number and time.
 struct Decoded {
     segment: Segment,
-    keyed: (FlowKey, bool),
+    keyed: SegmentKey,
     frame: u64,
     time_ns: i64,
 }
@@ -556,7 +556,7 @@ fn read_file(reader: &mut CaptureReader, skipped: &mut SkipCounts, batch_len: us
         match decode::decode(packet.linktype, packet.data) {
             Ok(segment) => {
                 tcp_segments += 1;
-                let keyed = FlowKey::of(&segment);
+                let keyed = SegmentKey::of(&segment);
                 batch.segments.push(Decoded { segment, keyed, frame: packet.frame, time_ns: packet.time_ns });
                 if batch.segments.len() >= batch_len {
                     on_batch(&mut batch);
@@ -598,6 +598,22 @@ fn read_file_beside(reader: &mut CaptureReader, skipped: &mut SkipCounts, mut on
     })
 }
 
+/// Feeds decoded segments of file `file` to the tracker; when watched, hands what each changed
+/// to `watch` at once.
+fn track_segments(tracker: &mut Tracker<Census>, segments: &[Decoded], file: u32, watch: Option<&std::sync::Mutex<Watch>>) {
+    for Decoded { segment, keyed, frame, time_ns } in segments {
+        tracker.on_keyed_segment(segment, keyed, FrameRef { file, frame: *frame }, *time_ns);
+        if let Some(watch) = watch {
+            // Poisoned only by a panic while counting on this thread, which ends the run anyway.
+            let mut watch = watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            watch.seen(*time_ns);
+            for change in tracker.take_changes() {
+                watch.note(&change);
+            }
+        }
+    }
+}
+
 fn analyze_readers_on(
     readers: impl IntoIterator<Item = Result<(String, CaptureReader), ReadError>>,
     options: AnalyzeOptions,
@@ -624,27 +640,16 @@ fn analyze_readers_on(
         let (path, mut reader) = opened?;
         let file = index as u32;
         let track = |batch: &mut Batch| {
-            // ICMP errors go in at their place among the segments (before the one at `at`).
-            let mut errors = batch.icmp.iter().peekable();
-            for (at, Decoded { segment, keyed, frame, time_ns }) in batch.segments.iter().enumerate() {
-                while let Some((_, message, frame, time_ns)) = errors.next_if(|e| e.0 <= at) {
-                    let tied = tracker.on_icmp(message, FrameRef { file, frame: *frame }, *time_ns);
-                    icmp.count(message.kind, tied);
-                }
-                tracker.on_keyed_segment(segment, *keyed, FrameRef { file, frame: *frame }, *time_ns);
-                if let Some(watch) = watch {
-                    // Poisoned only by a panic while counting on this thread, which ends the run anyway.
-                    let mut watch = watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                    watch.seen(*time_ns);
-                    for change in tracker.take_changes() {
-                        watch.note(&change);
-                    }
-                }
-            }
-            for (_, message, frame, time_ns) in errors {
+            // ICMP errors go in at their place among the segments (before the one at `before`).
+            let mut from = 0;
+            for (before, message, frame, time_ns) in &batch.icmp {
+                let upto = (*before).clamp(from, batch.segments.len());
+                track_segments(&mut tracker, &batch.segments[from..upto], file, watch);
+                from = upto;
                 let tied = tracker.on_icmp(message, FrameRef { file, frame: *frame }, *time_ns);
                 icmp.count(message.kind, tied);
             }
+            track_segments(&mut tracker, &batch.segments[from..], file, watch);
             batch.icmp.clear();
             read_bytes += batch.bytes;
             if read_bytes >= next_report {

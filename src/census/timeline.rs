@@ -59,13 +59,27 @@ impl Timeline {
         self.seconds.entry((server, second_of(ns))).or_default()
     }
 
+    /// Where a moment at `ns` of a connection to `server` is counted: in `first` (the
+    /// connection's first second and its counts, gathered) if it falls in that second, else in
+    /// its own second.
+    fn second_for<'a>(&'a mut self, first: &'a mut (i64, Second), server: Endpoint, ns: i64) -> &'a mut Second {
+        if second_of(ns) == first.0 {
+            &mut first.1
+        } else {
+            self.at(server, ns)
+        }
+    }
+
     /// Counts one finished connection whose outcome is `outcome`.
     pub fn add_connection(&mut self, c: &Connection, outcome: Outcome) {
         let server = c.server;
-        self.at(server, c.first_time_ns).new[outcome.index()] += 1;
+        // Most of a connection's moments fall in its first second: their counts are gathered
+        // and that second looked up once, not once a moment.
+        let mut first = (second_of(c.first_time_ns), Second::default());
+        first.1.new[outcome.index()] += 1;
         if let Some((from, until)) = waiting_span(c) {
-            self.at(server, from).waiting_in += 1;
-            self.at(server, until).waiting_out += 1;
+            self.second_for(&mut first, server, from).waiting_in += 1;
+            self.second_for(&mut first, server, until).waiting_out += 1;
         }
         // Retransmissions at the time of each logged send; the log keeps a bounded number of
         // sends per series, so those beyond it are put at the connection's last packet.
@@ -74,7 +88,7 @@ impl Timeline {
             let series = [&log.syn, &log.synack].into_iter().chain(log.data.iter().map(|d| &d.sends));
             for sends in series {
                 for send in sends.iter().skip(1) {
-                    self.at(server, send.time_ns).retransmissions += 1;
+                    self.second_for(&mut first, server, send.time_ns).retransmissions += 1;
                     logged += 1;
                 }
             }
@@ -82,8 +96,9 @@ impl Timeline {
         let data: u64 = c.counts.iter().map(|d| u64::from(d.data_retransmits)).sum();
         let total = u64::from(c.syn_count.saturating_sub(1)) + u64::from(c.synack_count.saturating_sub(1)) + data;
         if total > logged {
-            self.at(server, c.last_time_ns).retransmissions += total - logged;
+            self.second_for(&mut first, server, c.last_time_ns).retransmissions += total - logged;
         }
+        self.seconds.entry((server, first.0)).or_default().add(&first.1);
     }
 
     /// Adds another timeline's counts, second by second.

@@ -124,6 +124,22 @@ pub fn vlan_ids(linktype: u32, frame: &[u8]) -> u32 {
     u32::from(outer) << VID_BITS | u32::from(inner)
 }
 
+/// `vlan_ids` of a frame whose IP header `ip_offset` found at `ip_at`: 0 without reading the
+/// frame again when the IP header follows the link header at once (no tag between them).
+pub fn vlan_ids_before(linktype: u32, frame: &[u8], ip_at: usize) -> u32 {
+    let untagged_at = match linktype {
+        LINKTYPE_ETHERNET => 14,
+        LINKTYPE_LINUX_SLL => 16,
+        LINKTYPE_LINUX_SLL2 => 20,
+        _ => return 0,
+    };
+    if ip_at <= untagged_at {
+        0
+    } else {
+        vlan_ids(linktype, frame)
+    }
+}
+
 /// The VLAN IDs packed by `vlan_ids`, outer first, without the absent ones.
 pub fn vlan_list(vlan: u32) -> Vec<u16> {
     let outer = (vlan >> VID_BITS) as u16 & VID_MASK;
@@ -173,6 +189,27 @@ mod tests {
         assert_eq!(vlan_ids(LINKTYPE_ETHERNET, &qinq), 10 << 12 | 20);
         assert_eq!(vlan_list(vlan_ids(LINKTYPE_ETHERNET, &qinq)), [10, 20]);
         assert_ne!(vlan_ids(LINKTYPE_ETHERNET, &qinq), vlan_ids(LINKTYPE_ETHERNET, &eth(0x8100, &[0, 20, 0x81, 0x00, 0, 10, 0x08, 0x00])));
+    }
+
+    #[test]
+    fn test_vlan_ids_before_the_ip_header_are_vlan_ids() {
+        let mut sll2 = vec![0u8; 25];
+        sll2[0] = 0x81;
+        sll2[21] = 9;
+        sll2[22] = 0x08;
+        sll2[24] = 0x45;
+        let frames = [
+            (LINKTYPE_ETHERNET, eth(0x0800, &[0x45])),
+            (LINKTYPE_ETHERNET, eth(0x8100, &[0x20, 42, 0x08, 0x00, 0x45])),
+            (LINKTYPE_ETHERNET, eth(0x88a8, &[0, 10, 0x81, 0x00, 0, 20, 0x86, 0xdd, 0x60])),
+            (LINKTYPE_ETHERNET, eth(0x8100, &[0xa0, 0, 0x08, 0x00, 0x45])),
+            (LINKTYPE_LINUX_SLL2, sll2),
+            (LINKTYPE_RAW, vec![0x45; 40]),
+        ];
+        for (linktype, frame) in frames {
+            let (at, _) = ip_offset(linktype, &frame).unwrap();
+            assert_eq!(vlan_ids_before(linktype, &frame, at), vlan_ids(linktype, &frame), "{frame:?}");
+        }
     }
 
     #[test]

@@ -97,6 +97,9 @@ impl Skip {
 }
 
 /// Decodes one frame of the given LINKTYPE into a TCP segment.
+/// Inlined into the reading loop (`analysis::read_file`, its one hot caller): the segment is
+/// then built where it is kept instead of being copied there.
+#[inline(always)]
 pub fn decode(linktype: u32, frame: &[u8]) -> Result<Segment, Skip> {
     let (at, network) = link::ip_offset(linktype, frame)?;
     let packet = frame.get(at..).ok_or(Skip::LinkHeaderCut)?;
@@ -127,7 +130,7 @@ pub fn decode(linktype: u32, frame: &[u8]) -> Result<Segment, Skip> {
         snaplen_cut: (captured_payload as u64) < u64::from(payload_len),
         ip_id: ip.id,
         checksum: tcp.checksum,
-        vlan: link::vlan_ids(linktype, frame),
+        vlan: link::vlan_ids_before(linktype, frame, at),
     })
 }
 

@@ -135,6 +135,28 @@ impl FlowKey {
         };
         key.with_vlan(vlan)
     }
+
+    /// The key's hash, as an `FxHashMap` would take it: what the hot table is probed with.
+    pub fn hash64(&self) -> u64 {
+        std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, self)
+    }
+}
+
+/// What the tracker needs to find a segment's flow, worked out from the segment alone (on the
+/// reading thread, so that the tracking thread does not): its key, the key's hash, and whether
+/// the segment's sender is the key's low endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentKey {
+    pub key: FlowKey,
+    pub hash: u64,
+    pub source_is_low: bool,
+}
+
+impl SegmentKey {
+    pub fn of(seg: &Segment) -> SegmentKey {
+        let (key, source_is_low) = FlowKey::of(seg);
+        SegmentKey { key, hash: key.hash64(), source_is_low }
+    }
 }
 
 #[cfg(test)]

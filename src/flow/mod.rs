@@ -20,6 +20,6 @@ pub(crate) mod wire;
 
 pub use connection::{ConnState, Connection};
 pub use event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
-pub use key::{Endpoint, FlowKey};
+pub use key::{Endpoint, FlowKey, SegmentKey};
 pub use state::Flow;
 pub use tracker::{Tracker, TrackerOptions};

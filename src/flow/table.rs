@@ -5,8 +5,8 @@
 //! after the close) and to tell a new connection on the same 4-tuple from a retransmission,
 //! for `LINGER_NS`. A packet on a tombstoned 4-tuple brings the flow back.
 
+use hashbrown::hash_table::{self, HashTable};
 use rustc_hash::FxHashMap;
-use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 
 use super::connection::ConnState;
@@ -93,44 +93,58 @@ impl Tombstone {
 }
 
 /// The hot table's flows: kept in a slab and found through an index from key to place. A flow
-/// is large (two directions of sequence state), so the index map moves a key and a number when
+/// is large (two directions of sequence state), so the index moves a key and a number when
 /// it inserts, removes or grows, never a flow, and the place a finished flow frees is taken by
-/// the next new one while it is still in the cache. Iteration follows the index map, as it
-/// followed the map of flows before.
+/// the next new one while it is still in the cache. The index is probed with the key's hash
+/// (`FlowKey::hash64`, the hash an `FxHashMap` would take), which the reading thread works out
+/// with the key; iteration follows the index, as it followed the map of flows before.
 struct LiveFlows {
-    index: FxHashMap<FlowKey, u32>,
+    index: HashTable<(FlowKey, u32)>,
     flows: Vec<Flow>,
     /// Places in `flows` no key refers to.
     free: Vec<u32>,
 }
 
+fn hash_of(entry: &(FlowKey, u32)) -> u64 {
+    entry.0.hash64()
+}
+
 impl LiveFlows {
     fn with_capacity(capacity: usize) -> LiveFlows {
-        LiveFlows { index: FxHashMap::with_capacity_and_hasher(capacity, Default::default()), flows: Vec::new(), free: Vec::new() }
+        LiveFlows { index: HashTable::with_capacity(capacity), flows: Vec::new(), free: Vec::new() }
     }
 
     fn len(&self) -> usize {
         self.index.len()
     }
 
+    /// Where the flow of `key` (of hash `hash`) is.
+    fn place(&self, key: &FlowKey, hash: u64) -> Option<usize> {
+        self.index.find(hash, |(k, _)| k == key).map(|&(_, at)| at as usize)
+    }
+
     fn get(&self, key: &FlowKey) -> Option<&Flow> {
-        self.flows.get(*self.index.get(key)? as usize)
+        self.flows.get(self.place(key, key.hash64())?)
     }
 
     fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
-        self.flows.get_mut(*self.index.get(key)? as usize)
+        let at = self.place(key, key.hash64())?;
+        self.flows.get_mut(at)
     }
 
-    /// Puts `flow` under `key`, replacing the flow there; returns it in its place.
-    fn insert(&mut self, key: FlowKey, flow: Flow) -> &mut Flow {
-        let at = match self.index.entry(key) {
-            Entry::Occupied(entry) => *entry.get() as usize,
-            Entry::Vacant(entry) => match self.free.pop() {
-                Some(at) => *entry.insert(at) as usize,
+    /// Puts `flow` under `key` (of hash `hash`), replacing the flow there; returns it in its place.
+    fn insert(&mut self, key: FlowKey, hash: u64, flow: Flow) -> &mut Flow {
+        let at = match self.index.entry(hash, |(k, _)| *k == key, hash_of) {
+            hash_table::Entry::Occupied(entry) => entry.get().1 as usize,
+            hash_table::Entry::Vacant(entry) => match self.free.pop() {
+                Some(at) => {
+                    entry.insert((key, at));
+                    at as usize
+                }
                 None => {
                     self.flows.push(flow);
                     let at = self.flows.len() - 1;
-                    entry.insert(at as u32);
+                    entry.insert((key, at as u32));
                     return &mut self.flows[at];
                 }
             },
@@ -143,7 +157,7 @@ impl LiveFlows {
     /// Forgets the flow of `key`; its place is reused. Returns where it was (still readable
     /// until the next insert).
     fn remove(&mut self, key: &FlowKey) -> Option<usize> {
-        let at = self.index.remove(key)?;
+        let (_, at) = self.index.find_entry(key.hash64(), |(k, _)| k == key).ok()?.remove().0;
         self.free.push(at);
         Some(at as usize)
     }
@@ -153,23 +167,23 @@ impl LiveFlows {
     }
 
     fn iter(&self) -> impl Iterator<Item = (&FlowKey, &Flow)> + '_ {
-        self.index.iter().map(|(key, &at)| (key, &self.flows[at as usize]))
+        self.index.iter().map(|(key, at)| (key, &self.flows[*at as usize]))
     }
 
     fn values(&self) -> impl Iterator<Item = &Flow> + '_ {
-        self.index.values().map(|&at| &self.flows[at as usize])
+        self.index.iter().map(|&(_, at)| &self.flows[at as usize])
     }
 
     fn for_each_mut(&mut self, mut f: impl FnMut(&mut Flow)) {
-        for &at in self.index.values() {
+        for &(_, at) in self.index.iter() {
             f(&mut self.flows[at as usize]);
         }
     }
 
-    /// Keeps the flows for which `keep` is true, in the index map's order.
+    /// Keeps the flows for which `keep` is true, in the index's order.
     fn retain(&mut self, mut keep: impl FnMut(&FlowKey, &mut Flow) -> bool) {
         let (flows, free) = (&mut self.flows, &mut self.free);
-        self.index.retain(|key, at| {
+        self.index.retain(|(key, at)| {
             let kept = keep(key, &mut flows[*at as usize]);
             if !kept {
                 free.push(*at);
@@ -205,7 +219,8 @@ impl<'de> serde::Deserialize<'de> for LiveFlows {
                 let cautious = (1024 * 1024 / std::mem::size_of::<(FlowKey, Flow)>()).max(1);
                 let mut live = LiveFlows::with_capacity(map.size_hint().unwrap_or(0).min(cautious));
                 while let Some((key, flow)) = map.next_entry::<FlowKey, Flow>()? {
-                    live.insert(key, flow);
+                    let hash = key.hash64();
+                    live.insert(key, hash, flow);
                 }
                 Ok(live)
             }
@@ -286,8 +301,13 @@ impl FlowTable {
     /// The flow of `key`, brought back from its tombstone (and its record from the store) if
     /// it had one.
     pub fn get_mut<C: Counter>(&mut self, key: &FlowKey, store: &mut ConnectionStore<C>) -> Option<&mut Flow> {
-        if let Some(&at) = self.live.index.get(key) {
-            return self.live.flows.get_mut(at as usize);
+        self.get_mut_hashed(key, key.hash64(), store)
+    }
+
+    /// `get_mut` with the key's hash (`FlowKey::hash64`) worked out by the caller.
+    pub fn get_mut_hashed<C: Counter>(&mut self, key: &FlowKey, hash: u64, store: &mut ConnectionStore<C>) -> Option<&mut Flow> {
+        if let Some(at) = self.live.place(key, hash) {
+            return self.live.flows.get_mut(at);
         }
         let tombstone = self.finished.remove(key)?;
         let slot = store.revive(&tombstone.record, key, tombstone.client_is_low(), tombstone.state, tombstone.last_time_ns);
@@ -298,7 +318,7 @@ impl FlowTable {
         }
         // Back in the hot table, finished: the next sweeps retire it again.
         self.closing.push_back((*key, tombstone.last_time_ns));
-        Some(self.live.insert(*key, tombstone.into_flow(slot)))
+        Some(self.live.insert(*key, hash, tombstone.into_flow(slot)))
     }
 
     /// The flow of `key` if it is in the hot table, without bringing back a tombstone (what an
@@ -310,7 +330,13 @@ impl FlowTable {
     /// Puts a new connection's flow in the hot table. `get_mut` has already brought back
     /// any tombstone of `key`, so there is none to remove.
     pub fn insert(&mut self, key: FlowKey, flow: Flow) {
-        self.live.insert(key, flow);
+        self.insert_hashed(key, key.hash64(), flow);
+    }
+
+    /// `insert` with the key's hash (`FlowKey::hash64`) worked out by the caller; returns the
+    /// flow in its place.
+    pub fn insert_hashed(&mut self, key: FlowKey, hash: u64, flow: Flow) -> &mut Flow {
+        self.live.insert(key, hash, flow)
     }
 
     pub fn remove(&mut self, key: &FlowKey) {

@@ -10,8 +10,6 @@
 //! 56 bytes each, plus 5 bytes a bucket of the index (which grows by copying its places).
 
 use hashbrown::HashTable;
-use rustc_hash::FxBuildHasher;
-use std::hash::BuildHasher;
 
 use super::key::FlowKey;
 
@@ -32,7 +30,7 @@ pub struct Tombstones<T> {
 }
 
 fn hash(key: &FlowKey) -> u64 {
-    FxBuildHasher.hash_one(key)
+    key.hash64()
 }
 
 /// Whether `stored` is `key` (`packed`: `key.packed_v4()`).

@@ -10,7 +10,7 @@
 
 use super::connection::{ConnState, Connection, RetransmitLog, RstFacts, SeenSegment, Send, PREFIX_LEN};
 use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
-use super::key::{Endpoint, FlowKey};
+use super::key::{Endpoint, SegmentKey};
 use super::seq::SeqNumber;
 use super::stage::{Change, Stage};
 use super::state::{DirectionState, Flow, Sent, SentSegment};
@@ -184,13 +184,13 @@ impl<C: Counter> Tracker<C> {
 
     /// Feeds one segment. `at` says where it is in the input, `time_ns` when it was captured.
     pub fn on_segment(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
-        self.on_keyed_segment(seg, FlowKey::of(seg), at, time_ns);
+        self.on_keyed_segment(seg, &SegmentKey::of(seg), at, time_ns);
     }
 
-    /// `on_segment` with the segment's key and whether its source is the key's low endpoint
-    /// (`FlowKey::of(seg)`) worked out by the caller: the reading thread does it, so that the
-    /// tracking thread, the one that bounds a run, does not.
-    pub fn on_keyed_segment(&mut self, seg: &Segment, keyed: (FlowKey, bool), at: FrameRef, time_ns: i64) {
+    /// `on_segment` with the segment's key, its hash and whether its source is the key's low
+    /// endpoint (`SegmentKey::of(seg)`) worked out by the caller: the reading thread does it, so
+    /// that the tracking thread, the one that bounds a run, does not.
+    pub fn on_keyed_segment(&mut self, seg: &Segment, keyed: &SegmentKey, at: FrameRef, time_ns: i64) {
         self.last_time_ns = self.last_time_ns.max(time_ns);
         self.track_keyed(seg, keyed, at, time_ns);
         self.maybe_sweep(time_ns);
@@ -199,11 +199,11 @@ impl<C: Counter> Tracker<C> {
     /// `on_segment` without forgetting idle connections (a merge replays segments out of
     /// global time order).
     pub(crate) fn track(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
-        self.track_keyed(seg, FlowKey::of(seg), at, time_ns);
+        self.track_keyed(seg, &SegmentKey::of(seg), at, time_ns);
     }
 
-    fn track_keyed(&mut self, seg: &Segment, (key, source_is_low): (FlowKey, bool), at: FrameRef, time_ns: i64) {
-        let follows = match self.table.get_mut(&key, &mut self.store) {
+    fn track_keyed(&mut self, seg: &Segment, &SegmentKey { key, hash, source_is_low }: &SegmentKey, at: FrameRef, time_ns: i64) {
+        let follows = match self.table.get_mut_hashed(&key, hash, &mut self.store) {
             Some(flow) => {
                 let conn = self.store.get_mut(flow.conn);
                 let side = if source_is_low == flow.client_is_low { Side::Client } else { Side::Server };
@@ -233,9 +233,11 @@ impl<C: Counter> Tracker<C> {
         }
         let (conn_index, side) = self.open_connection(seg, at, time_ns, follows);
         let client_is_low = source_is_low == (side == Side::Client);
-        let mut flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
+        // Observed in its place in the table: a flow is large, and moving it costs a copy.
+        let flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
+        let flow = self.table.insert_hashed(key, hash, flow);
         let conn = self.store.get_mut(conn_index);
-        observe(&mut flow, conn, seg, side, at, time_ns, self.options.keep_events);
+        observe(flow, conn, seg, side, at, time_ns, self.options.keep_events);
         if let Some(notes) = self.noting.as_mut() {
             note(notes, conn, Stage::default(), true, time_ns);
         }
@@ -245,7 +247,6 @@ impl<C: Counter> Tracker<C> {
         if flow.state.is_over() {
             self.table.note_finished(key, time_ns);
         }
-        self.table.insert(key, flow);
         self.table.relieve_pressure(&mut self.store, time_ns);
     }
 
@@ -265,16 +266,15 @@ impl<C: Counter> Tracker<C> {
         };
         let first_time_ns = *self.first_time_ns.get_or_insert(time_ns);
         let with_prefix = self.options.mergeable && follows.is_none() && (partial || time_ns - first_time_ns <= JOIN_WINDOW_NS);
-        let slot = self.store.add(|id| {
-            let mut conn = Connection::new(id, client, server, partial, at, time_ns);
-            conn.vlan = seg.vlan;
-            conn.follows = follows.map(|(id, _)| id);
-            conn.follows_after_ns = follows.map(|(_, gap)| gap);
-            if with_prefix {
-                conn.prefix = Some(Box::default());
-            }
-            conn
-        });
+        // Filled in its slot: a record is large, and moving it costs a copy.
+        let slot = self.store.add(|id| Connection::new(id, client, server, partial, at, time_ns));
+        let conn = self.store.get_mut(slot);
+        conn.vlan = seg.vlan;
+        conn.follows = follows.map(|(id, _)| id);
+        conn.follows_after_ns = follows.map(|(_, gap)| gap);
+        if with_prefix {
+            conn.prefix = Some(Box::default());
+        }
         let side = if client == src { Side::Client } else { Side::Server };
         (slot, side)
     }
