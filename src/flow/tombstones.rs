@@ -49,6 +49,20 @@ fn unpack(stored: &Packed, wide: &[FlowKey]) -> FlowKey {
     }
 }
 
+/// Puts `value` in a place of `slab` that `free` lists, or at its end; returns the place.
+fn place_in<V>(slab: &mut Vec<V>, free: &mut Vec<u32>, value: V) -> u32 {
+    match free.pop() {
+        Some(at) => {
+            slab[at as usize] = value;
+            at
+        }
+        None => {
+            slab.push(value);
+            (slab.len() - 1) as u32
+        }
+    }
+}
+
 /// Places the index has room for at the start: growing it copies 4 bytes a tombstone, and a
 /// table that holds few (a part of a merge, a small capture) touches no more than this.
 const INDEX_START: usize = 64 * 1024;
@@ -83,17 +97,7 @@ impl<T: Copy> Tombstones<T> {
         if let Some(packed) = key.packed_v4() {
             return packed;
         }
-        let at = match self.wide_free.pop() {
-            Some(at) => {
-                self.wide[at as usize] = key;
-                at
-            }
-            None => {
-                self.wide.push(key);
-                (self.wide.len() - 1) as u32
-            }
-        };
-        [at, 0, 0, WIDE]
+        [place_in(&mut self.wide, &mut self.wide_free, key), 0, 0, WIDE]
     }
 
     /// Frees the entry at `at` (the index no longer refers to it).
@@ -111,16 +115,7 @@ impl<T: Copy> Tombstones<T> {
             return;
         }
         let entry = (self.pack(key), tombstone);
-        let at = match self.free.pop() {
-            Some(at) => {
-                self.entries[at as usize] = entry;
-                at
-            }
-            None => {
-                self.entries.push(entry);
-                (self.entries.len() - 1) as u32
-            }
-        };
+        let at = place_in(&mut self.entries, &mut self.free, entry);
         let (entries, wide) = (&self.entries, &self.wide);
         self.index.insert_unique(hash(&key), at, |&at| hash(&unpack(&entries[at as usize].0, wide)));
     }
