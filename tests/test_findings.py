@@ -68,6 +68,16 @@ def test_capture_point_server_side_proves_the_drop():
     assert "captured at the server" in f.confidence_reason
 
 
+@pytest.mark.parametrize(
+    "side, phrase",
+    [("client", "captured at the client"), ("server", "captured at the server"), ("between", "captured between the hosts"), ("unknown", "from an unknown capture point")],
+)
+def test_capture_point_reads_as_words_in_a_sentence(side, phrase):
+    from pcapq.diagnose.capture_point import CapturePoint
+
+    assert CapturePoint(side, "why").phrase == phrase
+
+
 def test_json_report_carries_findings_and_capture_point(tmp_path):
     import json
     import subprocess
