@@ -6,8 +6,10 @@ connection in memory."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 # pyarrow, duckdb, pandas and polars are in the test extra: imported, not skipped without them.
@@ -23,6 +25,7 @@ from pcapq.causes.registry import CAUSES
 from pcapq.diagnose import diagnose
 
 CAPTURES = REPO / "captures"
+GNU_TIME = "/usr/bin/time"
 # Several outcomes and causes: an accept-queue overflow, nothing wrong, a SYN-queue overflow,
 # a slow server (resets and abandons), an overflow answered with RSTs, loss, ICMP, port reuse.
 COMPARED = [
@@ -233,12 +236,14 @@ def test_standard_input_streams_as_a_file_does(fmt: str, tmp_path: Path) -> None
     the same document (but the capture's name), and no more memory than the file's run. 300,000
     packets of bench/generate.py hold about 26,000 connections: kept in memory with their
     events, the piped run peaked 16 MiB above the file's."""
+    if not os.access(GNU_TIME, os.X_OK):
+        pytest.skip(f"needs GNU time ({GNU_TIME}) for the peak RSS of each run")
     capture = tmp_path / "gen.pcap"
-    subprocess.run(["python", str(REPO / "bench" / "generate.py"), "--packets", "300000", "--out", str(capture)], check=True, capture_output=True, timeout=120)
+    subprocess.run([sys.executable, str(REPO / "bench" / "generate.py"), "--packets", "300000", "--out", str(capture)], check=True, capture_output=True, timeout=120)
     peaks, outputs = {}, {}
     for source in ("file", "stdin"):
         out = tmp_path / f"{source}.{fmt}"
-        command = ["/usr/bin/time", "-f", "%M", "pcapq", "analyze", "--format", fmt, "-o", str(out)]
+        command = [GNU_TIME, "-f", "%M", "pcapq", "analyze", "--format", fmt, "-o", str(out)]
         with open(capture, "rb") as stdin:
             proc = subprocess.run([*command, str(capture) if source == "file" else "-"], stdin=stdin if source == "stdin" else None, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 1, proc.stderr
