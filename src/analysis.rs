@@ -492,10 +492,7 @@ pub fn analyze_live(
     watch: Option<&std::sync::Mutex<Watch>>,
     spill_dir: Option<&std::path::Path>,
 ) -> Result<Analysis, ReadError> {
-    let options = match spill_dir {
-        Some(_) => AnalyzeOptions { tracker: TrackerOptions { keep_connections: false, mergeable: false, ..options.tracker } },
-        None => options,
-    };
+    let options = if spill_dir.is_some() { spilling(options) } else { options };
     let two_threads = watch.is_none() && two_threads();
     analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, two_threads, watch, spill_dir)
 }
@@ -705,7 +702,8 @@ pub fn analyze_captures_with_progress(
 /// `analyze_captures_with_progress` without keeping every record in memory: each capture hands
 /// its connections, as they are counted, to a sink in a temporary file in `spill_dir`
 /// (`Analysis::spill`), from which the writers of every connection read them in order.
-/// `options` must keep records of problem connections only, and not be mergeable.
+/// Only the records of problem connections are kept in memory, and the run is not mergeable
+/// (`spilling`).
 pub fn analyze_captures_spilled(
     captures: &[Vec<String>],
     options: AnalyzeOptions,
@@ -713,8 +711,14 @@ pub fn analyze_captures_spilled(
     progress: &(dyn Fn(usize, u64) + Sync),
     spill_dir: &std::path::Path,
 ) -> Vec<Result<Analysis, ReadError>> {
-    let options = AnalyzeOptions { tracker: TrackerOptions { keep_connections: false, mergeable: false, ..options.tracker } };
-    analyze_captures_on(captures, options, jobs, progress, Some(spill_dir))
+    analyze_captures_on(captures, spilling(options), jobs, progress, Some(spill_dir))
+}
+
+/// `options` for a run whose records go to a spill: none kept in memory but those with a
+/// problem, and not mergeable (the spill takes a record when it is counted, which a mergeable
+/// run does later, or never: `ConnectionStore::spill_to`).
+fn spilling(options: AnalyzeOptions) -> AnalyzeOptions {
+    AnalyzeOptions { tracker: TrackerOptions { keep_connections: false, mergeable: false, ..options.tracker } }
 }
 
 fn analyze_captures_on(
