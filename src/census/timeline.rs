@@ -98,7 +98,7 @@ impl Timeline {
         if total > logged {
             self.second_for(&mut first, server, c.last_time_ns).retransmissions += total - logged;
         }
-        self.seconds.entry((server, first.0)).or_default().add(&first.1);
+        self.at(server, c.first_time_ns).add(&first.1);
     }
 
     /// Adds another timeline's counts, second by second.
