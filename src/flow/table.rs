@@ -13,7 +13,7 @@ use super::connection::ConnState;
 use super::key::FlowKey;
 use super::seq::SeqNumber;
 use super::store::{ConnectionStore, Counter, Retired};
-use super::tombstones::Tombstones;
+use super::tombstones::{place_in, Tombstones};
 use super::state::{DirectionState, Flow};
 
 /// A finished connection stays in the hot table this long after its last packet: a lost last
@@ -135,23 +135,18 @@ impl LiveFlows {
     /// Puts `flow` under `key` (of hash `hash`), replacing the flow there; returns it in its place.
     fn insert(&mut self, key: FlowKey, hash: u64, flow: Flow) -> &mut Flow {
         let at = match self.index.entry(hash, |(k, _)| *k == key, hash_of) {
-            hash_table::Entry::Occupied(entry) => entry.get().1 as usize,
-            hash_table::Entry::Vacant(entry) => match self.free.pop() {
-                Some(at) => {
-                    entry.insert((key, at));
-                    at as usize
-                }
-                None => {
-                    self.flows.push(flow);
-                    let at = self.flows.len() - 1;
-                    entry.insert((key, at as u32));
-                    return &mut self.flows[at];
-                }
-            },
+            hash_table::Entry::Occupied(entry) => {
+                let at = entry.get().1;
+                self.flows[at as usize] = flow;
+                at
+            }
+            hash_table::Entry::Vacant(entry) => {
+                let at = place_in(&mut self.flows, &mut self.free, flow);
+                entry.insert((key, at));
+                at
+            }
         };
-        let place = &mut self.flows[at];
-        *place = flow;
-        place
+        &mut self.flows[at as usize]
     }
 
     /// Forgets the flow of `key`; its place is reused. Returns where it was (still readable
@@ -309,7 +304,7 @@ impl FlowTable {
         if let Some(at) = self.live.place(key, hash) {
             return self.live.flows.get_mut(at);
         }
-        let tombstone = self.finished.remove(key)?;
+        let tombstone = self.finished.remove_hashed(key, hash)?;
         let slot = store.revive(&tombstone.record, key, tombstone.client_is_low(), tombstone.state, tombstone.last_time_ns);
         if is_half_open(tombstone.state) {
             // Set aside during a flood (`relieve_pressure`): the record must still know

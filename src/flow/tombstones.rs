@@ -50,7 +50,7 @@ fn unpack(stored: &Packed, wide: &[FlowKey]) -> FlowKey {
 }
 
 /// Puts `value` in a place of `slab` that `free` lists, or at its end; returns the place.
-fn place_in<V>(slab: &mut Vec<V>, free: &mut Vec<u32>, value: V) -> u32 {
+pub(super) fn place_in<V>(slab: &mut Vec<V>, free: &mut Vec<u32>, value: V) -> u32 {
     match free.pop() {
         Some(at) => {
             slab[at as usize] = value;
@@ -122,9 +122,14 @@ impl<T: Copy> Tombstones<T> {
 
     /// Takes the tombstone of `key` out, if there is one.
     pub fn remove(&mut self, key: &FlowKey) -> Option<T> {
+        self.remove_hashed(key, hash(key))
+    }
+
+    /// `remove` with the key's hash (`FlowKey::hash64`) worked out by the caller.
+    pub fn remove_hashed(&mut self, key: &FlowKey, hash: u64) -> Option<T> {
         let packed = key.packed_v4();
         let (entries, wide) = (&self.entries, &self.wide);
-        let (at, _) = self.index.find_entry(hash(key), |&at| is(&entries[at as usize].0, key, packed, wide)).ok()?.remove();
+        let (at, _) = self.index.find_entry(hash, |&at| is(&entries[at as usize].0, key, packed, wide)).ok()?.remove();
         let (stored, tombstone) = self.entries[at as usize];
         Self::release(&mut self.free, &mut self.wide_free, at, &stored);
         Some(tombstone)
