@@ -1,7 +1,7 @@
 """Time per packet and peak RSS of `pcapq analyze` as the capture grows (1M, 5M, 50M packets).
 
 For each size, the generated capture (bench/generate.py, seed 1) is analysed once per format
-under /usr/bin/time: text, and JSON up to --json-up-to packets (default 5M: the document has
+under /usr/bin/time: the core alone with --core, text, and JSON up to --json-up-to packets (default 5M: the document has
 every connection, about 190 MiB of it per million packets). A capture missing
 from --data is generated there and deleted after its runs (50M packets is about 18 GB);
 --stream instead pipes the generator into `pcapq analyze -` and stores nothing (the time per

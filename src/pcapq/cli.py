@@ -341,8 +341,9 @@ def _analyze_and_report(
         keep_events=fmt in ("json", "html") or parquet_dir or bool(logs),
         max_connections=max_connections,
     )
-    # JSON and Parquet (from files or standard input) have every connection handed, as it finishes, to a
-    # temporary file beside the output instead of kept in memory (docs/performance.md).
+    # JSON and Parquet (from files or standard input) have every connection handed, as it
+    # finishes, to a temporary file beside the output instead of kept in memory
+    # (docs/performance.md).
     spill_dir = _spill_dir(output, parquet_dir) if fmt in ("json", "parquet") else None
     read = None  # how reading standard input ended (pcapq.live.StdinRead)
     try:

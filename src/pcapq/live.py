@@ -123,8 +123,8 @@ def analyze_stdin(
     """Analyses standard input until its end or Ctrl-C (SIGINT). With `watch`, each segment
     is tracked as it arrives (the core's watch), `watch.tick` is called every tick and
     `watch.end` once the input ended. With `spill_dir`, every connection goes, as it finishes, to
-    a temporary file there instead of memory (`_core.analyze_stdin`). Raises _core.CaptureError (also when Ctrl-C came
-    before a capture header arrived)."""
+    a temporary file there instead of memory (`_core.analyze_stdin`). Raises _core.CaptureError
+    (also when Ctrl-C came before a capture header arrived)."""
     live = _core.LiveInput()
     outcome: dict[str, object] = {}
     done = threading.Event()
