@@ -29,7 +29,9 @@ REAL_ONLY = {"defer_accept", "reuseport_stuck_listener", "firewall_drop", "tfo_f
              "app_reset", "icmp_admin_prohibited", "icmp_port_unreachable", "icmp_host_unreachable",
              "icmp_route_prohibit", "route_blackhole", "icmp_ttl_exceeded", "mtu_black_hole", "mtu_black_hole_router",
              # Issue 15: a slow script behind nginx, with its logs (tests/test_evidence.py reads them).
-             "nginx_php_fpm_slow"}
+             "nginx_php_fpm_slow",
+             # An upstream that closes before answering (tests/test_verdicts.py crafts the outcomes).
+             "nginx_php_fpm_killed", "keepalive_race"}
 
 
 def crafted_names() -> list[str]:

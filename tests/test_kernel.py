@@ -23,6 +23,7 @@ from pcapq.lab.scenarios import (
     client_timeout_rst,
     closed_port,
     healthy,
+    keepalive_race,
     packet_loss,
     parse_clients,
     start_server,
@@ -446,6 +447,25 @@ def test_client_timeout_rst(net, tmp_path):
         assert c["sides"]["server"]["payload_bytes"] == 0 and not c["sides"]["server"]["rst"], c
     assert run.delta("TcpEstabResets") == connections, run.nstat_report()
     assert run.delta("TcpOutRsts") == 0, run.nstat_report()
+
+
+def test_keepalive_race(net, tmp_path):
+    connections = 3
+    run = keepalive_race(net, tmp_path / "race.pcap", connections=connections, keep_alive=0.5, idle=1.0)
+    doc = analyze_json(run.pcap)
+    # The server closed each idle connection, then its kernel answered the next request with RST.
+    assert causes(doc) == {"server_closed"}, doc["findings"]
+    [finding] = doc["findings"]
+    assert finding["details"] == {"closed": 0, "reset": 0, "request_after_close": connections}, finding
+    assert run.tcpdump_dropped == 0, run.tcpdump
+    assert all(c["error"] for c in run.clients), run.clients
+    for c in by_client(doc).values():
+        assert c["outcome"] == "reset_by_server", c
+        fin = next(e for e in c["events"] if e["kind"] == "fin")
+        rst = next(e for e in c["events"] if e["kind"] == "rst")
+        assert (fin["from"], rst["from"], rst["answers"]) == ("server", "server", "data"), c
+        assert fin["time"] < rst["time"], c
+    assert run.delta("TcpOutRsts") == connections, run.nstat_report()
 
 
 def test_packet_loss(net, tmp_path):

@@ -24,7 +24,7 @@ from conftest import analyze_json
 from craft import Captured, Conversation, write_pcap
 
 OUTCOMES = ["completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
-            "unreachable"]
+            "unreachable", "closed_by_server"]
 SYMPTOMS = [
     "syn_retransmitted",
     "synack_retransmitted",
@@ -219,6 +219,20 @@ def closed_before_the_answer(port: int) -> list[Conversation]:
     request(c, 0.001)
     c.ack("server", 0.0012)
     c.close(5.0)
+    return [c]
+
+
+@scenario("closed_by_server")
+def server_closed_before_the_answer(port: int) -> list[Conversation]:
+    """The server took the request and closed first without answering (its worker died); the
+    client's FIN answers the server's."""
+    c = conversation(port)
+    c.handshake()
+    request(c, 0.001)
+    c.ack("server", 0.0012)
+    c.fin("server", 1.5)
+    c.fin("client", 1.5001)
+    c.ack("server", 1.5002)
     return [c]
 
 

@@ -564,6 +564,16 @@ pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c:
     d.set_item("server_first_data", c.milestones.server_data_ns.map(epoch))?;
     d.set_item("server_last_data", c.milestones.server_last_data_ns.map(epoch))?;
     d.set_item("client_closed", c.milestones.client_closed_ns.map(epoch))?;
+    match c.milestones.server_closed {
+        Some(close) => {
+            let closed = PyDict::new(py);
+            closed.set_item("file", close.at.file)?;
+            closed.set_item("frame", close.at.frame)?;
+            closed.set_item("time", epoch(close.time_ns))?;
+            d.set_item("server_closed", closed)?;
+        }
+        None => d.set_item("server_closed", py.None())?,
+    }
     d.set_item("duplicates", c.duplicates)?;
     d.set_item("vlan", pyo3::types::PyTuple::new(py, link::vlan_list(c.vlan))?)?;
     d.set_item("added_latency", epoch(v.added_latency_ns))?;
@@ -869,6 +879,7 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     use crate::flow::{EventKind, PacketRole};
     let d = PyDict::new(py);
     d.set_item("outcomes", Outcome::ALL.iter().map(|o| o.slug()).collect::<Vec<_>>())?;
+    d.set_item("failed_outcomes", Outcome::ALL.iter().filter(|o| o.is_failure()).map(|o| o.slug()).collect::<Vec<_>>())?;
     d.set_item("symptoms", Symptom::ALL.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
     d.set_item("facts", Fact::ALL.iter().map(|f| f.slug()).collect::<Vec<_>>())?;
     d.set_item("marks", detect::episodes::mark_names())?;

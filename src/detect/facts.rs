@@ -71,10 +71,13 @@ pub enum Fact {
     /// A "fragmentation needed" / "packet too big" error answered its data and no black hole
     /// followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss.
     PmtuDiscovered,
+    /// The client sent data after the server's FIN (or RST): a request on a connection the
+    /// server had already closed, an idle keep-alive connection reused as it was being closed.
+    RequestAfterServerClose,
 }
 
 impl Fact {
-    pub const ALL: [Fact; 23] = [
+    pub const ALL: [Fact; 24] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -98,6 +101,7 @@ impl Fact {
         Fact::IcmpPortUnreachable,
         Fact::IcmpTtlExceeded,
         Fact::PmtuDiscovered,
+        Fact::RequestAfterServerClose,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -125,6 +129,7 @@ impl Fact {
             Fact::IcmpPortUnreachable => "icmp_port_unreachable",
             Fact::IcmpTtlExceeded => "icmp_ttl_exceeded",
             Fact::PmtuDiscovered => "pmtu_discovered",
+            Fact::RequestAfterServerClose => "request_after_close",
         }
     }
 
@@ -192,6 +197,9 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
         }
         if m.client_closed_ns.is_some_and(|closed| closed - last_request >= WAITED_MIN_NS) {
             f.insert(Fact::ClientWaited);
+        }
+        if m.server_closed_ns().is_some_and(|closed| closed < last_request) {
+            f.insert(Fact::RequestAfterServerClose);
         }
     }
     if c.synack_count == 0 && matches!(outcome, Outcome::TimedOut | Outcome::Abandoned) {

@@ -34,10 +34,13 @@ pub enum Outcome {
     Partial,
     /// An ICMP error answered the client's SYN and ended its connect() (detect::icmp).
     Unreachable,
+    /// The server closed (FIN) with the client's request taken and not a byte of answer, before
+    /// the client closed: its application closed the socket or died (`closed_by_server`).
+    ClosedByServer,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 9] = [
+    pub const ALL: [Outcome; 10] = [
         Outcome::Completed,
         Outcome::Open,
         Outcome::Refused,
@@ -47,6 +50,7 @@ impl Outcome {
         Outcome::ResetByClient,
         Outcome::Partial,
         Outcome::Unreachable,
+        Outcome::ClosedByServer,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -60,6 +64,7 @@ impl Outcome {
             Outcome::ResetByClient => "reset_by_client",
             Outcome::Partial => "partial",
             Outcome::Unreachable => "unreachable",
+            Outcome::ClosedByServer => "closed_by_server",
         }
     }
 
@@ -67,9 +72,19 @@ impl Outcome {
         self as usize
     }
 
-    /// The connection failed: it was refused, timed out, abandoned or reset.
+    /// The connection failed: it was refused, timed out, abandoned, reset, closed unanswered, or
+    /// an ICMP error ended its connect().
     pub fn is_failure(self) -> bool {
-        matches!(self, Outcome::Refused | Outcome::TimedOut | Outcome::Abandoned | Outcome::ResetByServer | Outcome::ResetByClient)
+        matches!(
+            self,
+            Outcome::Refused
+                | Outcome::TimedOut
+                | Outcome::Abandoned
+                | Outcome::ResetByServer
+                | Outcome::ResetByClient
+                | Outcome::Unreachable
+                | Outcome::ClosedByServer
+        )
     }
 }
 
@@ -254,6 +269,7 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
         let server_sent = c.milestones.server_data_ns.is_some();
         return match (client_sent, server_sent, fin) {
             (true, true, _) => Outcome::Completed,
+            (true, false, true) if closed_by_server(c) => Outcome::ClosedByServer,
             (true, false, true) => Outcome::Abandoned,
             (_, _, true) => Outcome::Completed,
             (true, false, false) if request_given_up(c, end_ns) => Outcome::Abandoned,
@@ -349,6 +365,19 @@ fn request_given_up(c: &Connection, end_ns: i64) -> bool {
         return false;
     };
     end_ns > last.time_ns + request.schedule.interval_ns(retries + 1) + SLACK_NS
+}
+
+/// The server's FIN came after the client's last request and before the client closed: its
+/// application called close() (or exited) with the request unanswered (Linux v6.6
+/// net/ipv4/tcp.c: tcp_close() sends a FIN when nothing unread is left, an RST otherwise). nginx
+/// logs "upstream prematurely closed connection while reading response header from upstream"
+/// and answers 502. Called for connections that got no data from the server.
+fn closed_by_server(c: &Connection) -> bool {
+    let m = &c.milestones;
+    let (Some(server_closed), Some(request)) = (m.server_closed_ns(), m.client_last_data_ns.or(m.client_data_ns)) else {
+        return false;
+    };
+    request < server_closed && m.client_closed_ns.is_none_or(|client_closed| server_closed < client_closed)
 }
 
 /// An RST answering the SYN, and then the handshake completed all the same: the port was open and
@@ -665,6 +694,65 @@ mod tests {
         let v = w.verdict();
         assert_eq!(v.outcome, Outcome::ResetByServer);
         assert!(v.symptoms.is_empty(), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_server_fin_after_the_request_without_answer_is_closed_by_server() {
+        // The worker took the request and closed (exited) at 500 ms; the client's FIN answers it.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(500, S, FIN | ACK, SISN + 1, CISN + 101, 0);
+        w.send(501, C, FIN | ACK, CISN + 101, SISN + 2, 0);
+        assert_eq!(w.verdict().outcome, Outcome::ClosedByServer);
+    }
+
+    #[test]
+    fn test_client_fin_first_is_abandoned_not_closed_by_server() {
+        // The client's read timeout at 500 ms, the server's FIN after it.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(500, C, FIN | ACK, CISN + 101, SISN + 1, 0);
+        w.send(501, S, FIN | ACK, SISN + 1, CISN + 102, 0);
+        assert_eq!(w.verdict().outcome, Outcome::Abandoned);
+    }
+
+    #[test]
+    fn test_server_fin_before_any_request_then_data_is_not_closed_by_server() {
+        // The server closed first (a half-close) and the client sent data after it: no request
+        // was pending when the server closed.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.send(3, S, FIN | ACK, SISN + 1, CISN + 1, 0);
+        w.request(4, &[]);
+        w.send(5, S, ACK, SISN + 2, CISN + 101, 0);
+        w.send(6, C, FIN | ACK, CISN + 101, SISN + 2, 0);
+        assert_ne!(w.verdict().outcome, Outcome::ClosedByServer);
+    }
+
+    #[test]
+    fn test_request_after_the_server_fin_answered_by_rst_has_the_fact() {
+        // An idle keep-alive connection: answered at 4 ms, closed by the server at 500 ms, a new
+        // request at 1000 ms, answered by the server's RST (Linux: tcp_timewait_state_process()).
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, PA, SISN + 1, CISN + 101, 50);
+        w.send(500, S, FIN | ACK, SISN + 51, CISN + 101, 0);
+        w.send(501, C, ACK, CISN + 101, SISN + 52, 0);
+        w.send(1000, C, PA, CISN + 101, SISN + 52, 100);
+        w.send(1001, S, RST, SISN + 52, 0, 0);
+        let end = w.last_ms * MS;
+        let conns = w.tracker.connections();
+        let c = &conns[0];
+        let (outcome, symptoms) = classify(c, end);
+        assert_eq!(outcome, Outcome::ResetByServer);
+        let f = facts::of(c, outcome, symptoms);
+        assert!(f.contains(facts::Fact::RequestAfterServerClose));
+        assert!(f.contains(facts::Fact::RequestUnanswered));
     }
 
     #[test]

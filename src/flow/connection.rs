@@ -119,6 +119,10 @@ pub struct Milestones {
     pub server_last_data_ns: Option<i64>,
     /// The client's first FIN or RST: when it closed or gave up.
     pub client_closed_ns: Option<i64>,
+    /// The server's first FIN or RST: when its application closed the connection (or its kernel
+    /// reset it), and the frame.
+    #[serde(default)]
+    pub server_closed: Option<Close>,
     /// Bytes of data the client's SYN carried (TCP Fast Open, RFC 7413 §3).
     pub syn_data_len: u32,
     /// Whether the SYN-ACK acknowledged that data (Fast Open accepted) or only the SYN (the
@@ -127,6 +131,31 @@ pub struct Milestones {
     /// Client SYNs re-sent after a server RST had answered the SYN before (Windows retries a
     /// refused connect twice, about 0.5 s apart).
     pub syns_after_rst: u32,
+}
+
+/// A side's first FIN or RST.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Close {
+    pub time_ns: i64,
+    pub at: FrameRef,
+}
+
+impl Milestones {
+    /// `side` sent a FIN or an RST: kept if it is its first.
+    pub fn note_close(&mut self, side: Side, time_ns: i64, at: FrameRef) {
+        match side {
+            Side::Client => {
+                self.client_closed_ns.get_or_insert(time_ns);
+            }
+            Side::Server => {
+                self.server_closed.get_or_insert(Close { time_ns, at });
+            }
+        }
+    }
+
+    pub fn server_closed_ns(&self) -> Option<i64> {
+        self.server_closed.map(|c| c.time_ns)
+    }
 }
 
 /// The first RST and what it answered.

@@ -201,6 +201,7 @@ fn join_milestones(merged: &mut Milestones, later: &Milestones, flipped: bool) {
     if !flipped {
         merged.client_data_acked_ns = merged.client_data_acked_ns.or(later.client_data_acked_ns);
         merged.client_closed_ns = merged.client_closed_ns.or(later.client_closed_ns);
+        merged.server_closed = merged.server_closed.or(later.server_closed);
     }
     if merged.first_rst.is_none() {
         merged.first_rst = later.first_rst.map(|mut r| {
@@ -249,6 +250,9 @@ fn shift_files(conn: &mut Connection, offset: u32) {
         if let Some(f) = rst.answers_frame.as_mut() {
             shift(f);
         }
+    }
+    if let Some(close) = conn.milestones.server_closed.as_mut() {
+        shift(&mut close.at);
     }
     if let Some(log) = conn.retransmits.as_mut() {
         let sends = log.syn.iter_mut().chain(log.synack.iter_mut()).chain(log.data.iter_mut().flat_map(|d| d.sends.iter_mut()));

@@ -434,9 +434,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
             });
         }
         conn.counts[me].rst = true;
-        if side == Side::Client {
-            conn.milestones.client_closed_ns.get_or_insert(time_ns);
-        }
+        conn.milestones.note_close(side, time_ns, at);
         conn.set_state(ConnState::Reset);
         note_base(conn, flow, side, seg);
         flow.direction[me].last_packet = Some((PacketRole::Rst, at, time_ns));
@@ -683,9 +681,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
     if fin && !dir.fin_seen {
         dir.fin_seen = true;
         conn.counts[me].fin = true;
-        if side == Side::Client {
-            conn.milestones.client_closed_ns.get_or_insert(pkt.time_ns);
-        }
+        conn.milestones.note_close(side, pkt.time_ns, pkt.at);
         if role != PacketRole::Retransmit {
             conn.push(pkt.event(EventKind::Fin, Detail::None), keep_events);
         }

@@ -18,7 +18,7 @@ PARQUET_SCHEMA_VERSION: Final[int]
 # VOCABULARY.
 Outcome = Literal[
     "completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
-    "unreachable",
+    "unreachable", "closed_by_server",
 ]
 Symptom = Literal[
     "syn_retransmitted", "synack_retransmitted", "final_ack_dropped", "request_unacked", "data_retransmitted",
@@ -29,7 +29,7 @@ Fact = Literal[
     "syn_unanswered", "half_open", "one_syn", "probe", "scan_probe", "stray_ack_reset", "reused_in_time_wait",
     "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window", "silent_host",
     "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
-    "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered",
+    "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered", "request_after_close",
 ]
 Mark = Outcome | Symptom | Fact
 EventKind = Literal[
@@ -61,6 +61,7 @@ EpisodeEventKind = Literal["opened", "new_signs", "recovered", "still_open"]
 
 class _Vocabulary(TypedDict):
     outcomes: list[Outcome]
+    failed_outcomes: list[Outcome]
     symptoms: list[Symptom]
     facts: list[Fact]
     marks: list[Mark]
@@ -162,7 +163,8 @@ class Analysis:
         and: request_sent, the client's first data (its SYN's when Fast Open data was taken);
         client_last_data, the last segment with new client data; server_first_data and
         server_last_data, likewise; client_closed, the client's first FIN or RST (epoch seconds
-        or None each); duplicates, frames that were copies of the frame before them; vlan, the
+        or None each); server_closed, the server's first FIN or RST ({file, frame, time}, or
+        None); duplicates, frames that were copies of the frame before them; vlan, the
         VLAN IDs outer first, () untagged). Symptoms are the slugs of docs/diagnosis.md,
         including tfo_fallback, defer_accept_suspected and syn_after_rst.
         `server` ("ip:port", "[v6]:port"): only connections to that server.

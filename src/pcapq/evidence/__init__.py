@@ -28,6 +28,7 @@ ACCEPTS = {
     "read_timeout": {"read_timeout", "send_timeout", "gateway_timeout"},
     "refused": {"refused", "bad_gateway"},
     "reset_by_server": {"reset", "bad_gateway", "premature_close"},
+    "premature_close": {"premature_close", "reset", "bad_gateway"},
 }
 
 

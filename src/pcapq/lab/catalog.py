@@ -208,6 +208,16 @@ SCENARIOS: dict[str, Scenario] = {
             tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
         ),
         Scenario(
+            "nginx_php_fpm_killed",
+            "php-fpm kills workers past request_terminate_timeout: the upstream closes mid-request, 502",
+            "php-fpm has request_terminate_timeout 1s and a script that takes 4 s; nginx would wait 10 s. "
+            "php-fpm's master kills each worker after its request has run 1-2 s, the worker's kernel closes "
+            "the connection before any answer, and nginx logs \"upstream prematurely closed connection "
+            "while reading response header from upstream\" (502).",
+            lambda net, pcap: scenarios.nginx_php_fpm_killed(net, pcap, logs=pcap.with_suffix("")),
+            tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
+        ),
+        Scenario(
             "time_wait_reuse",
             "a client reuses its source port while the server still holds TIME-WAIT",
             "Two connections from the same source port. The server closed the first, so it keeps "
@@ -270,6 +280,16 @@ SCENARIOS: dict[str, Scenario] = {
             "the two open ports complete the handshake and nmap resets them.",
             lambda net, pcap: scenarios.port_scan(net, pcap, technique="-sT"),
             tools=("ip", "tcpdump", "tc", "nstat", "nmap"),
+        ),
+        Scenario(
+            "keepalive_race",
+            "a request on a keep-alive connection the server has just closed: answered with RST",
+            "The server closes a connection idle for 0.5 s; the client sends its second request on it 1 s "
+            "after the first answer. The server's FIN came first, so the client reads end of file, and the "
+            "server's kernel answers the request with an RST (nginx: \"upstream prematurely closed "
+            "connection\", 502, or a retry on another connection).",
+            lambda net, pcap: scenarios.keepalive_race(net, pcap),
+            client_error="closed the connection before answering",
         ),
         Scenario(
             "app_reset",

@@ -22,6 +22,8 @@ KEY_COUNTERS = {
     "TcpAttemptFails": "connection attempts that failed",
     "TcpEstabResets": "established connections reset",
     "TcpOutRsts": "RSTs sent",
+    "TcpExtTCPAbortOnClose": "connections reset by close() with data left unread (tcp_close())",
+    "TcpExtTCPAbortOnData": "connections reset for data after close(), or by close() with SO_LINGER 0",
 }
 
 

@@ -68,10 +68,52 @@ def serve(args: argparse.Namespace) -> int:
                     # SO_LINGER on, 0 s: close() sends an RST right after the response.
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 conn.sendall(response)
+                if args.keep_alive:
+                    keep_alive(conn, response, args.keep_alive)
             except OSError as e:
                 print(f"server: {e}", file=sys.stderr, flush=True)
         served += 1
     lsock.close()
+    return 0
+
+
+def keep_alive(conn: socket.socket, response: bytes, idle: float) -> None:
+    """Answers further requests on `conn` until none comes for `idle` s, then returns (the caller
+    closes: a FIN), as an HTTP server's keep-alive timeout does."""
+    conn.settimeout(idle)
+    while True:
+        try:
+            if not conn.recv(1, socket.MSG_PEEK):
+                return
+        except socket.timeout:
+            return
+        read_request(conn)
+        conn.sendall(response)
+
+
+def reuse(args: argparse.Namespace) -> int:
+    """`--count` connections in turn, each used twice as a proxy's keep-alive connection is: a request
+    and its `--response`-byte answer, `--idle` s of nothing, then a second request."""
+    request = request_bytes(args.request)
+    for _ in range(args.count):
+        result: dict[str, object] = {"port": None, "sent": 0, "received": 0, "error": None}
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                connect(s, args.host, args.port, args.timeout, result)
+                for n in range(2):
+                    if n:
+                        time.sleep(args.idle)
+                    s.sendall(request)
+                    result["sent"] = int(result["sent"]) + len(request)
+                    want = int(result["received"]) + args.response
+                    while int(result["received"]) < want:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            raise ConnectionError("the server closed the connection before answering")
+                        result["received"] = int(result["received"]) + len(chunk)
+            except OSError as e:
+                result["error"] = repr(e)
+        print(json.dumps(result), flush=True)
     return 0
 
 
@@ -331,7 +373,7 @@ def listen_only(args: argparse.Namespace) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("role", choices=["server", "client", "half-open", "reuseport", "preconnect", "listen"])
+    p.add_argument("role", choices=["server", "client", "half-open", "reuseport", "preconnect", "listen", "reuse"])
     p.add_argument("host")
     p.add_argument("port", type=int)
     p.add_argument("--backlog", type=int, default=128)
@@ -357,7 +399,10 @@ def main() -> int:
     p.add_argument("--fastopen", action="store_true", help="sequential client: request in the SYN (MSG_FASTOPEN)")
     p.add_argument("--listeners", type=int, default=4, help="reuseport: SO_REUSEPORT listeners on the port")
     p.add_argument("--prefill", action="store_true", help="reuseport: see reuseport()")
-    p.add_argument("--idle", type=float, default=5.0, help="preconnect: seconds before sending the request")
+    p.add_argument("--idle", type=float, default=5.0,
+                   help="preconnect: seconds before sending the request; reuse: between the two requests")
+    p.add_argument("--keep-alive", type=float, default=0.0,
+                   help="server: answer more requests on a connection until it is idle this long, then close")
     p.add_argument("--also", type=int, nargs="*", default=[], help="listen: more ports")
     p.add_argument("--deadline", type=float, default=20.0)
     args = p.parse_args()
@@ -371,6 +416,8 @@ def main() -> int:
         return preconnect(args)
     if args.role == "listen":
         return listen_only(args)
+    if args.role == "reuse":
+        return reuse(args)
     return concurrent(args) if args.concurrent else sequential(args)
 
 

@@ -103,6 +103,8 @@ def _missing_signs(name: str, run: Run) -> Iterator[str]:
         yield f"nmap found open {run.extra.get('open_ports')}, not 9000 and 9001"
     if name in ("pmtu_discovery", "mtu_black_hole_router") and not run.extra.get("frag_fails"):
         yield "the router forwarded every segment (IpFragFails 0): nothing was too big for its link"
+    if name == "keepalive_race" and run.delta("TcpOutRsts") == 0:
+        yield "the server sent no RST: no request came after its FIN (TcpOutRsts 0)"
     if name == "mtu_black_hole_router" and not run.extra.get("icmp_dropped"):
         yield "nftables dropped no ICMP fragmentation needed in the router"
 

@@ -230,15 +230,17 @@ def _burst(
 
 
 def _serve_and_load(
-    net: NetnsPair, pcap: Path, snaplen: int | None, server: tuple[str, ...], client: tuple[str, ...], wait: float = 5
+    net: NetnsPair, pcap: Path, snaplen: int | None, server: tuple[str, ...], client: tuple[str, ...], wait: float = 5,
+    role: str = "client",
 ) -> tuple[str, Capture]:
-    """Starts peers.py's server with `server`, runs the client with `client` while tcpdump writes
-    `pcap`, waits up to `wait` s for the server to finish (a client that failed leaves it
-    waiting; the run's clients say so) and stops it. The client's stdout and the capture."""
+    """Starts peers.py's server with `server`, runs the client (peers.py `role`) with `client`
+    while tcpdump writes `pcap`, waits up to `wait` s for the server to finish (a client that
+    failed leaves it waiting; the run's clients say so) and stops it. The client's stdout and
+    the capture."""
     proc = start_server(net, *server)
     try:
         with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-            out = _client(net, *client)
+            out = _client(net, *client, role=role)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(wait)
     finally:
@@ -246,10 +248,11 @@ def _serve_and_load(
     return out, cap
 
 
-def _client(net: NetnsPair, *options: str, timeout: float = 30) -> str:
-    """peers.py client in the client namespace; its stdout."""
-    net.say(f"client load from {net.client_ip}: {' '.join(options)}")
-    argv = [*PEERS, "client", net.server_ip, str(PORT), *options]
+def _client(net: NetnsPair, *options: str, timeout: float = 30, role: str = "client") -> str:
+    """peers.py client (or another client `role`) in the client namespace; its stdout."""
+    shown = options if role == "client" else (role, *options)
+    net.say(f"client load from {net.client_ip}: {' '.join(shown)}")
+    argv = [*PEERS, role, net.server_ip, str(PORT), *options]
     return net.run(net.client_ns, argv, timeout=timeout).stdout
 
 
@@ -491,7 +494,7 @@ listen = {listen}
 listen.backlog = {backlog}
 pm = static
 pm.max_children = {children}
-"""
+{extra}"""
 
 PHP_SCRIPT = "<?php usleep({usec}); echo \"ok\\n\";\n"
 
@@ -517,6 +520,7 @@ def nginx_php_fpm(
     read_timeout: float = 3.0,
     snaplen: int = 128,
     upstream_log: bool = False,
+    terminate_after: int | None = None,
 ) -> Run:
     """php-fpm (`children` workers, each request taking `service_time` s) listening with
     listen.backlog `backlog` in the server namespace; nginx in the client namespace passing every
@@ -524,7 +528,9 @@ def nginx_php_fpm(
     requests, `concurrency` at a time. php-fpm answers children / service_time requests a second,
     the rest wait in its listen queues or overflow them: nginx logs 504 (timed out) or 502.
     nginx's error.log and access.log are copied to `logs`.error.log / `logs`.access.log; with
-    `upstream_log`, the access log has the upstream's address, status and timings."""
+    `upstream_log`, the access log has the upstream's address, status and timings. With
+    `terminate_after`, php-fpm's request_terminate_timeout: its master kills a worker whose
+    request has run that many seconds."""
     import shutil
     import tempfile
 
@@ -538,8 +544,9 @@ def nginx_php_fpm(
         tmp.chmod(0o755)  # php-fpm's workers (nobody) read the script
         (tmp / "www").mkdir(mode=0o755)
         (tmp / "www" / "slow.php").write_text(PHP_SCRIPT.format(usec=int(service_time * 1e6)))
+        extra = f"request_terminate_timeout = {terminate_after}s\n" if terminate_after else ""
         (tmp / "php-fpm.conf").write_text(PHP_FPM_CONF.format(tmp=tmp, listen=upstream, backlog=backlog,
-                                                              children=children))
+                                                              children=children, extra=extra))
         error_log, access_log = tmp / "error.log", tmp / "access.log"
         (tmp / "nginx.conf").write_text(NGINX_CONF.format(
             tmp=tmp, error_log=error_log, access_log=access_log, port=NGINX_PORT, upstream=upstream,
@@ -575,7 +582,8 @@ def nginx_php_fpm(
         statuses = [line.split('" ', 1)[1].split()[0] for line in access_log.read_text().splitlines() if '" ' in line]
     setup = [
         f"server: php-fpm, listen {upstream}, listen.backlog {backlog}, pm static, {children} workers, "
-        f"{service_time:g} s per request (usleep); namespace defaults otherwise",
+        f"{service_time:g} s per request (usleep)"
+        + (f", request_terminate_timeout {terminate_after}s" if terminate_after else "") + "; namespace defaults otherwise",
         f"client: nginx on 127.0.0.1:{NGINX_PORT}, fastcgi_pass {upstream}, fastcgi_connect_timeout "
         f"{connect_timeout:g}s, fastcgi_read_timeout {read_timeout:g}s",
         f"load: ab -n {requests} -c {concurrency} in the client namespace; tcpdump -s {snaplen} port {PORT}",
@@ -609,6 +617,16 @@ def nginx_php_fpm_slow(net: NetnsPair, pcap: Path, logs: Path) -> Run:
     the upstream's address, status and timings."""
     return nginx_php_fpm(net, pcap, logs, backlog=128, children=8, service_time=3.5, requests=16,
                          concurrency=8, connect_timeout=2.0, read_timeout=2.0, upstream_log=True)
+
+
+def nginx_php_fpm_killed(net: NetnsPair, pcap: Path, logs: Path) -> Run:
+    """nginx in front of php-fpm whose script takes longer than php-fpm's
+    request_terminate_timeout, and nginx waits longer still: php-fpm's master kills each worker
+    mid-request, its kernel closes the worker's connection before any answer, and nginx logs
+    "upstream prematurely closed connection while reading response header from upstream" (502)."""
+    return nginx_php_fpm(net, pcap, logs, backlog=128, children=4, service_time=4.0, requests=8,
+                         concurrency=4, connect_timeout=2.0, read_timeout=10.0, upstream_log=True,
+                         terminate_after=1)
 
 
 def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, name: str,
@@ -885,6 +903,40 @@ def port_scan(net: NetnsPair, pcap: Path, technique: str = "-sS", snaplen: int =
     run = _run(net, pcap, "", cap, before, started, setup)
     run.extra.update(open_ports=open_ports, nmap=nmap.stdout)
     return run
+
+
+def keepalive_race(
+    net: NetnsPair,
+    pcap: Path,
+    connections: int = 3,
+    keep_alive: float = 0.5,
+    idle: float = 1.0,
+    request: int = 100,
+    response: int = 1000,
+    snaplen: int = 128,
+) -> Run:
+    """A server that closes a keep-alive connection after `keep_alive` s without a request, and a
+    client that sends its second request on the connection `idle` s after the first answer, after
+    the server's FIN: the server's application has closed the socket, which waits in FIN-WAIT-2
+    as a timewait socket, so its kernel answers the request with an RST (Linux v6.6
+    net/ipv4/tcp_minisocks.c: tcp_timewait_state_process(), "new data after half-duplex close").
+    The client reads the FIN first: end of file before the answer. What a proxy whose upstream
+    keep-alive timeout is longer than the upstream's own meets."""
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    out, cap = _serve_and_load(
+        net, pcap, snaplen,
+        ("--count", str(connections), "--keep-alive", str(keep_alive), "--response", str(response), "--deadline", "30"),
+        ("--count", str(connections), "--idle", str(idle), "--request", str(request), "--response", str(response),
+         "--timeout", "5"),
+        role="reuse",
+    )
+    setup = [
+        f"server: answers {response} bytes per request, closes a connection idle for {keep_alive:g} s (FIN)",
+        f"client: {connections} sequential connections, a {request}-byte request each, its answer, {idle:g} s "
+        f"idle, a second request on the same connection; tcpdump -s {snaplen}",
+    ]
+    return _run(net, pcap, out, cap, before, started, setup)
 
 
 def app_reset(

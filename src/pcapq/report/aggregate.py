@@ -9,8 +9,9 @@ from typing import Any, Iterable, Mapping, Optional
 
 from pcapq._core import VOCABULARY, Analysis
 
-# Outcomes in which the connection did not do its job (docs/diagnosis.md, "Outcome").
-FAILED_OUTCOMES = ("refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "unreachable")
+# Outcomes in which the connection did not do its job, in the core's order (docs/diagnosis.md,
+# "Outcome"; src/detect/mod.rs: Outcome::is_failure).
+FAILED_OUTCOMES = tuple(VOCABULARY["failed_outcomes"])
 # Every outcome, in the core's order (its vocabulary, which tests/test_vocabulary.py holds to the stub).
 OUTCOMES: tuple[str, ...] = tuple(VOCABULARY["outcomes"])
 

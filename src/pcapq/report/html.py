@@ -39,6 +39,7 @@ OUTCOME_COLOURS = {
     "reset_by_client": "#f1948a",
     "partial": "#c8ccd0",
     "unreachable": "#5b2c6f",
+    "closed_by_server": "#6e2c00",
 }
 SERIES_COLOURS = {"syn": "#d64541", "synack": "#8e44ad", "data": "#e67e22"}
 # The chart's retransmission bars: no outcome's colour (abandoned's orange was mistaken for it).

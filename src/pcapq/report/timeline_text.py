@@ -26,6 +26,7 @@ OUTCOME_STYLES = {
     "reset_by_client": "yellow",
     "partial": "dim",
     "unreachable": "magenta",
+    "closed_by_server": "red",
 }
 
 

@@ -196,6 +196,8 @@ def _counters(ctx: _Context) -> list[str]:
         return ["TcpRetransSegs", "TcpExtTCPFastRetrans", "TcpExtTCPTimeouts"]
     if ctx.cause == "closed_port":
         return ["TcpOutRsts", "TcpAttemptFails"]
+    if ctx.cause == "server_closed":
+        return ["TcpExtTCPAbortOnClose", "TcpExtTCPAbortOnData", "TcpOutRsts"]
     return []
 
 
@@ -208,8 +210,18 @@ def _application_outcome(conn: dict, ctx: _Context) -> str:
     if outcome == "refused":
         return "connect() failed with ECONNREFUSED: nginx logs \"connect() failed (111: Connection refused)\" and answers 502."
     if outcome == "reset_by_server":
+        fin = next((e for e in conn["events"] if e["kind"] == "fin" and e["from"] == "server"), None)
+        if fin and reset.get("from") == "server" and fin["time"] < reset.get("time", fin["time"]):
+            return ("the server had closed (its FIN, frame {}) when the request went out: the next read() returned end "
+                    "of file, nginx logs \"upstream prematurely closed connection while reading response header from "
+                    "upstream\" and answers 502 (or retries an idempotent request on another connection); the "
+                    "server's RST only confirms the socket was gone.").format(fin["frame"])
         return ("connect() had returned, then the next read() failed with ECONNRESET: nginx logs "
                 "\"recv() failed (104: Connection reset by peer)\" and answers 502.")
+    if outcome == "closed_by_server":
+        return ("connect() had returned and the request was sent, then the next read() returned end of file (the "
+                "server's FIN) before any answer: nginx logs \"upstream prematurely closed connection while reading "
+                "response header from upstream\" and answers 502.")
     if outcome == "reset_by_client":
         synacks = [ev["frame"] for ev in conn["events"] if ev["kind"] == "synack"]
         if reset.get("answers") == "ack" and (not synacks or reset.get("frame", 0) < synacks[0]):

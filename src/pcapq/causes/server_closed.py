@@ -1,0 +1,95 @@
+"""The server closed or reset connections with a request unanswered: its application closed the
+socket or died mid-request, or it closed an idle keep-alive connection just as the client sent a
+new request on it."""
+
+from __future__ import annotations
+
+from pcapq.causes.cause import Cause
+from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
+from pcapq.diagnose.finding import Finding
+
+# Not a server closing on its client: a full accept queue's RST (tcp_abort_on_overflow, or an
+# expired request socket), a scanner's probes, an ICMP error, a TIME-WAIT answer.
+NOT_THIS = ["queue_sign", "reset_after_ack", "reset_after_expiry", "scan_probe", "probe", "icmp_answered",
+            "stray_ack_reset", "rst_unprovoked"]
+
+
+def close_evidence(c: dict) -> list[dict]:
+    """The server's FIN, or its RST."""
+    if c["reset"] and c["reset"]["from"] == "server":
+        return reset_frame(c, "the server's RST, the request unanswered")
+    closed = c["server_closed"]
+    if closed:
+        return [frame(closed["file"], closed["frame"], f"the server's FIN, the request unanswered (connection {c['id']})")]
+    return []
+
+
+def rule(ctx: EpisodeContext) -> Finding | None:
+    # Its FIN came after the request and before the client closed, with no byte of answer.
+    closed = ctx.select(all_of=["closed_by_server"], none_of=NOT_THIS)
+    # Its RST came while the client waited for the answer to its last request (its kernel had
+    # acknowledged client data: a socket was established).
+    reset = ctx.select(all_of=["reset_by_server", "request_acked", "request_unanswered"],
+                       none_of=NOT_THIS + ["request_after_close", "client_waited"])
+    # The client's request came after the server's FIN: the server's kernel answers it with RST.
+    reused = ctx.select(all_of=["reset_by_server", "request_after_close", "request_unanswered"], none_of=NOT_THIS)
+    found = ctx.union(ctx.union(closed, reset), reused)
+    if not found:
+        return None
+    parts = []
+    if closed:
+        parts.append(f"it closed {plural(len(closed), 'connection')} (FIN) after their request, with no byte of answer")
+    if reset:
+        parts.append(f"it reset {plural(len(reset), 'connection')} (RST) with their last request unanswered")
+    if reused:
+        parts.append(f"{plural(len(reused), 'request')} came after it had closed the connection (FIN) and got its RST: "
+                     "idle keep-alive connections reused as the server closed them")
+    reason = "; ".join(parts)
+    evidence = [e for c in ctx.examples(found) for e in close_evidence(c)]
+    ctx.claim(found)
+    rests_on = ["the client's request, then the server's FIN or RST before any data from the server after it"]
+    if reused:
+        rests_on.append("client data after the server's FIN, answered by the server's RST")
+    proxy_log = (["premature_close"] if closed or reused else []) + (["reset_by_server"] if reset or reused else [])
+    details = {"closed": len(closed), "reset": len(reset), "request_after_close": len(reused)}
+    confidence = 0.85 if reused and not (closed or reset) else 0.8
+    return ctx.finding("server_closed", found, confidence, reason, evidence, rests_on=rests_on, details=details,
+                       proxy_log=proxy_log)
+
+
+CAUSE = Cause(
+    slug="server_closed",
+    title="Server closed connections with a request unanswered",
+    phrase="a server closing connections before answering",
+    advice=(
+        "The server's application closed the connection without answering. If the request came after the "
+        "server had closed an idle keep-alive connection, make the upstream's idle timeout longer than the "
+        "proxy's (nginx `keepalive_timeout` in the upstream block) or turn upstream keep-alive off. If the "
+        "server took the request and then closed or reset, its worker died or was stopped mid-request "
+        "(php-fpm `request_terminate_timeout`, `pm.max_requests`, a crash or the OOM killer): its own log says which."
+    ),
+    scope="episode",
+    precedence=55,
+    rule=rule,
+    evidence=(
+        "the client sent a request and the server sent no data after it, then the server closed first (FIN, outcome "
+        "`closed_by_server`) or reset (RST) after acknowledging the request, or the request came after the server's "
+        "FIN and the server's RST answered it (fact `request_after_close`)"
+    ),
+    exclusions=(
+        "a server that answered (sent data) after the last request: it closed or reset after answering",
+        "an RST for the handshake ACK or first request before the server acknowledged or sent anything "
+        "(tcp_abort_on_overflow: the accept queue finding), or for a request socket that had expired",
+        "a client that closed first, 0.2 s or more after its request (its own timeout: a slow server)",
+        "a scanner's probes, and connections an ICMP error answered",
+    ),
+    disproved_by=("the proxy's access log showing these requests answered (upstream_status 200)",),
+    proxy_log=("premature_close", "reset_by_server"),
+    confidence="0.8; 0.85 when every connection sent its request after the server's FIN",
+    kernel=(
+        "Linux v6.6 net/ipv4/tcp.c: tcp_close() (FIN; RST when data was left unread or SO_LINGER is 0); "
+        "data after the application closed is answered with RST (RFC 1122 §4.2.2.13): "
+        "net/ipv4/tcp_minisocks.c: tcp_timewait_state_process() in FIN-WAIT-2, net/ipv4/tcp_input.c: "
+        "tcp_rcv_state_process() before"
+    ),
+)
