@@ -1,6 +1,6 @@
 """The server closed or reset connections with a request unanswered: its application closed the
 socket or died mid-request, or it closed an idle keep-alive connection just as the client sent a
-new request on it."""
+new request on it (or answered early and closed while the client was still sending)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         parts.append(f"it reset {plural(len(reset), 'connection')} (RST) with their last request unanswered")
     if reused:
         parts.append(f"{plural(len(reused), 'request')} came after it had closed the connection (FIN) and got its RST: "
-                     "idle keep-alive connections reused as the server closed them")
+                     "an idle keep-alive connection reused as the server closed it, or a request still being sent "
+                     "when the server answered early and closed")
     reason = "; ".join(parts)
     evidence = [e for c in ctx.examples(found) for e in close_evidence(c)]
     ctx.claim(found)
