@@ -67,7 +67,9 @@ CAUSE = Cause(
         "server had closed an idle keep-alive connection, make the upstream's idle timeout longer than the "
         "proxy's (nginx `keepalive_timeout` in the upstream block) or turn upstream keep-alive off. If the "
         "server took the request and then closed or reset, its worker died or was stopped mid-request "
-        "(php-fpm `request_terminate_timeout`, `pm.max_requests`, a crash or the OOM killer): its own log says which."
+        "(php-fpm `request_terminate_timeout`, `pm.max_requests`, a crash or the OOM killer), or it restarted: "
+        "closing a listener resets the connections still waiting to be accepted, and refused SYNs follow. "
+        "Its own log says which."
     ),
     scope="episode",
     precedence=55,
