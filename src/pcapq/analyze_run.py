@@ -83,13 +83,16 @@ def analyze_and_report(
         if scheduler:
             from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
 
+            # A Dask client may run for hours, and its event loop makes cyclic garbage: the
+            # collector back on (pcapq.launch turns it off for the short runs).
+            gc.enable()
+
             try:
                 points = analyze_on_cluster(paths, scheduler, merge=merge, **keep)
             except ClusterUnavailable as e:
                 fail(str(e), ExitCode.UNAVAILABLE)
         elif paths == ["-"]:
-            # Reading standard input may last hours: the cyclic garbage collector back on
-            # (pcapq.launch turns it off for the short runs).
+            # Reading standard input may last hours: the cyclic garbage collector back on.
             gc.enable()
             # Read live: counted as it arrives, and Ctrl-C reports what was read (pcapq.live).
             from pcapq.live import analyze_stdin

@@ -653,6 +653,11 @@ def lab(scenario: str | None, list_: bool, output: str | None) -> None:
 
 
 def _run_lab(name: str, pcap: Path) -> None:
+    import gc
+
+    # A scenario runs servers and clients for up to minutes: the cyclic garbage collector back
+    # on (pcapq.launch turns it off for the short runs).
+    gc.enable()
     from pcapq.lab import counters
     from pcapq.lab.errors import LabError, LabNeedsRoot, LabUnavailable
     from pcapq.lab.runner import run_scenario
