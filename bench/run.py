@@ -72,18 +72,22 @@ for _ in range(runs):
 print(json.dumps({"times": times, "cpu_s": cpu, "import_s": imported, "summary": summary, "diagnose_s": diagnosis}))
 """
 
-# Runs a text `pcapq analyze FILE` in this process, its report to /dev/null, and prints the
-# modules it imported, one a line. It imports nothing itself beyond what start-up has (os, sys).
+# Runs a text `pcapq analyze FILE` in this process as the console script does (argv: FILE, then
+# the console script's entry point, MODULE:FUNCTION), its report to /dev/null, and prints whether
+# it left the cyclic garbage collector on ("gc" or "no-gc"), then the modules it imported, one a
+# line. It imports nothing itself beyond what start-up has (os, sys, gc).
 IMPORTED_SCRIPT = """
-import os, sys
-sys.argv = ["pcapq", "analyze", sys.argv[1]]
+import gc, os, sys
+capture, entry = sys.argv[1:3]
+sys.argv = ["pcapq", "analyze", capture]
 sys.stdout = open(os.devnull, "w")
-from pcapq.cli import main
+module, function = entry.split(":")
 try:
-    main()
+    getattr(__import__(module, fromlist=[function]), function)()
 except SystemExit:
     pass
 sys.stdout = sys.__stdout__
+print("gc" if gc.isenabled() else "no-gc")
 print("\\n".join(m for m in sys.modules if m != "__main__"))
 """
 
@@ -97,16 +101,25 @@ def pcapq_command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "pcapq.cli"]
 
 
-def imported_modules() -> list[str]:
+def imported_modules(entry: str | None = None) -> tuple[list[str], bool]:
     """The modules a text `pcapq analyze` of the small capture imports, in the order it first
-    imported them: found now, by running it, so that the list follows the code."""
-    res = subprocess.run([sys.executable, "-c", IMPORTED_SCRIPT, str(SMALL_CAPTURE)], capture_output=True, text=True, check=True)
-    return res.stdout.split()
+    imported them, and whether it ran with the cyclic garbage collector on: found now, by running
+    it, so that they follow the code. `entry`: the console script's MODULE:FUNCTION (default: the
+    installed pcapq's)."""
+    if entry is None:
+        from importlib.metadata import entry_points
+
+        entry = next(iter(entry_points(group="console_scripts", name="pcapq"))).value
+    res = subprocess.run([sys.executable, "-c", IMPORTED_SCRIPT, str(SMALL_CAPTURE), entry], capture_output=True, text=True, check=True)
+    collector, *modules = res.stdout.split()
+    return modules, collector == "gc"
 
 
-def imports_script(modules: list[str]) -> str:
-    """A program that imports `modules` in order and does nothing else."""
-    return f"# {len(modules)} modules\nfor m in {tuple(modules)!r}:\n    __import__(m)\n"
+def imports_script(modules: list[str], collector: bool = True) -> str:
+    """A program that imports `modules` in order and does nothing else; with the cyclic garbage
+    collector off first unless `collector`, as pcapq's console script turns it off."""
+    off = "" if collector else "import gc\ngc.disable()\n"
+    return f"# {len(modules)} modules\n{off}for m in {tuple(modules)!r}:\n    __import__(m)\n"
 
 
 def gzipped(capture: Path, data: Path) -> Path:
@@ -120,9 +133,9 @@ def gzipped(capture: Path, data: Path) -> Path:
     return gz
 
 
-def commands(capture: str, gz: str | None = None, modules: list[str] | None = None) -> dict[str, tuple[list[str], str | None]]:
+def commands(capture: str, gz: str | None = None, imported: tuple[list[str], bool] | None = None) -> dict[str, tuple[list[str], str | None]]:
     """Tool name -> (argv, where its stdout goes: a file name in bench/out, or None for /dev/null).
-    `modules`: those the imports row imports (`imported_modules()`)."""
+    `imported`: what the imports row imports, and with the collector on or not (`imported_modules()`)."""
     pq = pcapq_command()
     return {
         "pcapq-text": (pq + ["analyze", capture], "pcapq-summary.txt"),
@@ -134,7 +147,7 @@ def commands(capture: str, gz: str | None = None, modules: list[str] | None = No
         "pcapq-core": ([sys.executable, "-c", CORE_SCRIPT, capture], "pcapq-core.json"),
         "pcapq-startup": (pq + ["--version"], None),
         # A fresh interpreter importing what a text `pcapq analyze` imports, and nothing run.
-        "pcapq-imports": ([sys.executable, "-c", imports_script(modules or [])], None),
+        "pcapq-imports": ([sys.executable, "-c", imports_script(*(imported or ([], True)))], None),
         # What every `pcapq analyze` costs besides its capture: start-up, imports, diagnosis, report.
         "pcapq-fixed": (pq + ["analyze", str(SMALL_CAPTURE)], None),
         # The interpreter alone (with whatever .pth files its site-packages run), for comparison.
@@ -150,7 +163,8 @@ def shown(argv: list[str], stdout: str | None) -> str:
         return "python -c pass"
     if argv[:2] == [sys.executable, "-c"] and argv[2].startswith("# "):
         count = argv[2].split()[1]
-        return f"python -c 'for m in MODULES: __import__(m)' (the {count} modules a text pcapq analyze imports)"
+        off = "gc.disable(); " if "gc.disable()" in argv[2] else ""
+        return f"python -c '{off}for m in MODULES: __import__(m)' (the {count} modules a text pcapq analyze imports)"
     if argv[:2] == [sys.executable, "-c"]:
         return "python -c 'import pcapq; pcapq.analyze([FILE], keep_connections=False, keep_events=False)' (--runs times in one process)"
     pq = shutil.which("pcapq")
@@ -302,8 +316,8 @@ def run(args: argparse.Namespace) -> int:
     if load_before > 0.5:
         print(f"warning: load average is {load_before:.2f}: other processes compete for the CPU and the times will be worse", file=sys.stderr)
     gz = gzipped(capture, args.data) if "pcapq-gzip" in tools else None
-    modules = imported_modules() if "pcapq-imports" in tools else None
-    cmds = commands(str(capture), str(gz) if gz else None, modules)
+    imported = imported_modules() if "pcapq-imports" in tools else None
+    cmds = commands(str(capture), str(gz) if gz else None, imported)
     rows: dict[str, dict] = {t: {"tool": t, "command": shown(*cmds[t]), "times": [], "cpu_s": [], "peak_rss_kb": 0, "exit": []} for t in tools}
     for r in range(args.runs):
         for t in tools:
