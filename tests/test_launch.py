@@ -3,6 +3,7 @@ click would have done with the same command line, and must not import click."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 
@@ -79,3 +80,23 @@ def test_plain_analyze_runs_without_click() -> None:
 
 def test_options_go_through_click() -> None:
     assert imports_click("analyze", "--format", "markdown", "captures/healthy.pcap") == ("0", "True")
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, EOFError])
+@pytest.mark.parametrize("args", [["analyze", "dump.pcap"], ["analyze", "--format", "text", "dump.pcap"]])
+def test_interrupted_as_click_does(monkeypatch, capsys, args: list[str], error: type) -> None:
+    """Ctrl-C in the middle of `pcapq analyze`: exit 130 after a blank line, with or without click."""
+    import pcapq.analyze_run
+    from pcapq import launch
+
+    def interrupted(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(pcapq.analyze_run, "analyze_and_report", interrupted)
+    monkeypatch.setattr(cli, "analyze_and_report", interrupted)
+    monkeypatch.setattr(sys, "argv", ["pcapq", *args])
+    monkeypatch.setattr(gc, "disable", lambda: None)  # the collector stays on in this test process
+    with pytest.raises(SystemExit) as e:
+        launch.main()
+    assert e.value.code == 130
+    assert capsys.readouterr().err == "\n"

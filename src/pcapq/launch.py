@@ -6,6 +6,7 @@ capture; every other command line goes through click.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 
 
@@ -21,11 +22,24 @@ def main() -> None:
 
         click_main()
         return
-    from pcapq.analyze_run import analyze_and_report
     from pcapq.output import exit_on_errors
 
-    # The defaults of `pcapq analyze`'s options (tests/test_launch.py holds them to click's).
-    exit_on_errors(lambda: analyze_and_report(files, **ANALYZE_DEFAULTS))
+    exit_on_errors(lambda: _run_plain(files))
+
+
+def _run_plain(files: tuple[str, ...]) -> None:
+    from pcapq.analyze_run import analyze_and_report
+    from pcapq.exitcodes import ExitCode
+    from pcapq.output import say
+
+    try:
+        # The defaults of `pcapq analyze`'s options (tests/test_launch.py holds them to click's).
+        analyze_and_report(files, **ANALYZE_DEFAULTS)
+    except (EOFError, KeyboardInterrupt):
+        # What click does around a command: a blank line closes the terminal's ^C echo, and
+        # pcapq.cli exits 130 without a word.
+        say("")
+        sys.exit(int(ExitCode.INTERRUPTED))
 
 
 ANALYZE_DEFAULTS = dict(
@@ -47,7 +61,8 @@ ANALYZE_DEFAULTS = dict(
 def plain_analyze(args: list[str]) -> tuple[str, ...] | None:
     """The files of `analyze FILE...` with no option ('-', standard input, is a file); None for
     any other command line, which click reads."""
-    if len(args) < 2 or args[0] != "analyze":
+    if len(args) < 2 or args[0] != "analyze" or "_PCAPQ_COMPLETE" in os.environ:
+        # click's shell completion (_PCAPQ_COMPLETE=bash_source pcapq) answers, whatever the arguments.
         return None
     files = args[1:]
     if any(f.startswith("-") and f != "-" for f in files):
