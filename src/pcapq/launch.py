@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from typing import Any
 
 
 def main() -> None:
@@ -42,7 +43,7 @@ def _run_plain(files: tuple[str, ...]) -> None:
         sys.exit(int(ExitCode.INTERRUPTED))
 
 
-ANALYZE_DEFAULTS = dict(
+ANALYZE_DEFAULTS: dict[str, Any] = dict(
     fmt="text",
     output="-",
     pretty=False,
