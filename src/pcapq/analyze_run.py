@@ -227,7 +227,7 @@ def write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_c
         return
     from pcapq.report import model
 
-    report = model.build(result, diagnosis, with_table=fmt == "html", with_ladders=fmt == "html")
+    report = model.build(result, diagnosis, with_table=fmt == "html", with_ladders=fmt == "html", with_aggregate=fmt != "text")
     if fmt == "markdown":
         from pcapq.report.markdown import render_analyze
 
@@ -251,7 +251,7 @@ def print_text_report(result: _core.Analysis, diagnosis, console, report=None) -
     from pcapq.report.timeline_text import symptom_legend, worst_table
 
     if report is None:
-        report = model.build(result, diagnosis, with_table=False, with_ladders=False)
+        report = model.build(result, diagnosis, with_table=False, with_ladders=False, with_aggregate=False)
     console.print(render_findings(diagnosis, report.start))
     console.print()
     if report.worst:
