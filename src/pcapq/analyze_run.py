@@ -153,7 +153,6 @@ def analyze_and_report(
     sys.exit(int(exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)))
 
 
-
 def _spill_dir(output: str, directory: bool) -> str:
     """Where the connections wait for the report: beside the output (the same disk), or in the
     temporary directory for standard output."""
@@ -169,7 +168,6 @@ def _spill_dir(output: str, directory: bool) -> str:
             fail(f"cannot make the directory {output}: {reason(e)}", ExitCode.CANT_WRITE)
         return output
     return os.path.dirname(os.path.abspath(output))
-
 
 
 def _write_parquet(points, diagnoses, output: str, directory: bool) -> None:
@@ -191,7 +189,6 @@ def _write_parquet(points, diagnoses, output: str, directory: bool) -> None:
         _core.write_parquet(output, tables, directory=directory)
     except OSError as e:
         fail(f"cannot write the report to {output}: {reason(e)}", ExitCode.CANT_WRITE)
-
 
 
 def exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list) -> ExitCode:
@@ -219,7 +216,6 @@ def exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list)
     return ExitCode.OK
 
 
-
 def write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
     if fmt == "json":
         result.write_json(out, pretty=pretty, extra=json_extra(diagnosis, pretty))
@@ -242,7 +238,6 @@ def write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_c
     print_text_report(result, diagnosis, console_for(out, no_color), report)
 
 
-
 def print_text_report(result: _core.Analysis, diagnosis, console, report=None) -> None:
     """Findings, the worst connections, then totals, for a terminal."""
     from pcapq.report import model
@@ -261,7 +256,6 @@ def print_text_report(result: _core.Analysis, diagnosis, console, report=None) -
             console.print(legend)
         console.print()
     print_summary(result, console)
-
 
 
 def _write_points_report(points, diagnoses, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
@@ -292,7 +286,6 @@ def _write_points_report(points, diagnoses, fmt: str, pretty: bool, no_color: bo
 
     console = console_for(out, no_color)
     print_points(points, diagnoses, console, lambda p, d, _: print_text_report(p.analysis, d, console))
-
 
 
 def json_extra(diagnosis, pretty: bool) -> str:

@@ -256,9 +256,6 @@ def watch(
     analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss, watch_every=every)
 
 
-
-
-
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:
     """Analyses the captures as one capture, with a progress bar on a terminal for large inputs."""
     from pcapq.report.progress import progress_for
@@ -270,7 +267,6 @@ def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> 
             )
     except _core.CaptureError as e:
         fail(e.args[0], ExitCode.UNREADABLE)
-
 
 
 CAUSES = SLUGS
@@ -710,14 +706,6 @@ def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
         say(f"pcapq finds {phrase(f.cause)} on {f.server} (confidence {f.confidence:.2f}, {n:,} connection{'s' if n != 1 else ''})")
     if not findings:
         say("pcapq finds nothing wrong")
-
-
-
-
-
-
-
-
 
 
 def main() -> None:

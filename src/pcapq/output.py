@@ -28,10 +28,8 @@ def fail(message: str, code: ExitCode) -> NoReturn:
     sys.exit(int(code))
 
 
-
 def warn(message: str) -> None:
     say(f"pcapq: warning: {message}")
-
 
 
 # Width of the text reports in a file or pipe (rich would otherwise take 80 columns); COLUMNS
@@ -80,11 +78,9 @@ def deliver(
         fail(f"cannot write the report to {where}: {reason(e)}", ExitCode.CANT_WRITE)
 
 
-
 def reason(e: OSError) -> str:
     """'No space left on device' rather than '[Errno 28] No space left on device'."""
     return e.strerror or str(e) or type(e).__name__
-
 
 
 def stop_on_broken_pipe() -> NoReturn:
@@ -94,7 +90,6 @@ def stop_on_broken_pipe() -> NoReturn:
     sys.exit(int(ExitCode.OK))
 
 
-
 def refuse_overwriting_inputs(files: tuple[str, ...], output: str) -> None:
     """Nothing the user gave is modified: the report never goes over an input capture."""
     if output == "-" or not os.path.exists(output):
@@ -102,7 +97,6 @@ def refuse_overwriting_inputs(files: tuple[str, ...], output: str) -> None:
     for f in files:
         if f != "-" and os.path.exists(f) and os.path.samefile(f, output):
             fail(f"refusing to write the report over the input capture {f}", ExitCode.USAGE)
-
 
 
 def exit_on_errors(run: Callable[[], None]) -> None:
