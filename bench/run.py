@@ -39,6 +39,8 @@ TARGET_CORE_PPS = 8_000_000
 TARGET_FIXED_S = 0.060
 # The capture for that row, in the repository.
 SMALL_CAPTURE = BENCH.parent / "captures" / "healthy.pcap"
+# The interpreter's start-up and the imports of a text `pcapq analyze` (issue 13).
+TARGET_IMPORTS_S = 0.060
 TARGET_VS_TSHARK = 100
 TARGET_RSS_MIB = 200  # MiB, as GNU time and ps count (KiB)
 TARGET_GZIP_RATIO = 1.5  # pcapq analyze on the gzip copy, over the plain capture
@@ -70,14 +72,54 @@ for _ in range(runs):
 print(json.dumps({"times": times, "cpu_s": cpu, "import_s": imported, "summary": summary, "diagnose_s": diagnosis}))
 """
 
+# Runs a text `pcapq analyze FILE` in this process as the console script does (argv: FILE, then
+# the console script's entry point, MODULE:FUNCTION), its report to /dev/null, and prints whether
+# it left the cyclic garbage collector on ("gc" or "no-gc"), then the modules it imported, one a
+# line. It imports nothing itself beyond what start-up has (os, sys, gc).
+IMPORTED_SCRIPT = """
+import gc, os, sys
+capture, entry = sys.argv[1:3]
+sys.argv = ["pcapq", "analyze", capture]
+sys.stdout = open(os.devnull, "w")
+module, function = entry.split(":")
+try:
+    getattr(__import__(module, fromlist=[function]), function)()
+except SystemExit:
+    pass
+sys.stdout = sys.__stdout__
+print("gc" if gc.isenabled() else "no-gc")
+print("\\n".join(m for m in sys.modules if m != "__main__"))
+"""
+
 GNU_TIME = os.access("/usr/bin/time", os.X_OK)
 
-TOOLS = ["pcapq-text", "pcapq-json", "pcapq-html", "pcapq-core", "pcapq-1thread", "pcapq-gzip", "pcapq-startup", "pcapq-fixed", "python-startup", "cat", "tshark", "tcptrace"]
+TOOLS = ["pcapq-text", "pcapq-json", "pcapq-html", "pcapq-core", "pcapq-1thread", "pcapq-gzip", "pcapq-startup", "pcapq-imports", "pcapq-fixed", "python-startup", "cat", "tshark", "tcptrace"]
 
 
 def pcapq_command() -> list[str]:
     exe = shutil.which("pcapq")
     return [exe] if exe else [sys.executable, "-m", "pcapq.cli"]
+
+
+def imported_modules(entry: str | None = None) -> tuple[list[str], bool]:
+    """The modules a text `pcapq analyze` of the small capture imports, in the order it first
+    imported them, and whether it ran with the cyclic garbage collector on: found now, by running
+    it, so that they follow the code. `entry`: the console script's MODULE:FUNCTION (default: the
+    installed pcapq's)."""
+    if entry is None:
+        from importlib.metadata import entry_points
+
+        entry = next(iter(entry_points(group="console_scripts", name="pcapq"))).value
+    res = subprocess.run([sys.executable, "-c", IMPORTED_SCRIPT, str(SMALL_CAPTURE), entry], capture_output=True, text=True, check=True)
+    collector, *modules = res.stdout.split()
+    return modules, collector == "gc"
+
+
+def imports_script(modules: list[str], collector: bool = True) -> str:
+    """A program that imports `modules` in order and does nothing else; with the cyclic garbage
+    collector off first unless `collector`, as pcapq's console script turns it off."""
+    off = "" if collector else "import gc\ngc.disable()\n"
+    return f"# {len(modules)} modules\n{off}for m in {tuple(modules)!r}:\n    __import__(m)\n"
 
 
 def gzipped(capture: Path, data: Path) -> Path:
@@ -91,8 +133,9 @@ def gzipped(capture: Path, data: Path) -> Path:
     return gz
 
 
-def commands(capture: str, gz: str | None = None) -> dict[str, tuple[list[str], str | None]]:
-    """Tool name -> (argv, where its stdout goes: a file name in bench/out, or None for /dev/null)."""
+def commands(capture: str, gz: str | None = None, imported: tuple[list[str], bool] | None = None) -> dict[str, tuple[list[str], str | None]]:
+    """Tool name -> (argv, where its stdout goes: a file name in bench/out, or None for /dev/null).
+    `imported`: what the imports row imports, and with the collector on or not (`imported_modules()`)."""
     pq = pcapq_command()
     return {
         "pcapq-text": (pq + ["analyze", capture], "pcapq-summary.txt"),
@@ -103,6 +146,8 @@ def commands(capture: str, gz: str | None = None) -> dict[str, tuple[list[str], 
         "pcapq-html": (pq + ["analyze", "--format", "html", "-o", "/dev/null", capture], None),
         "pcapq-core": ([sys.executable, "-c", CORE_SCRIPT, capture], "pcapq-core.json"),
         "pcapq-startup": (pq + ["--version"], None),
+        # A fresh interpreter importing what a text `pcapq analyze` imports, and nothing run.
+        "pcapq-imports": ([sys.executable, "-c", imports_script(*(imported or ([], True)))], None),
         # What every `pcapq analyze` costs besides its capture: start-up, imports, diagnosis, report.
         "pcapq-fixed": (pq + ["analyze", str(SMALL_CAPTURE)], None),
         # The interpreter alone (with whatever .pth files its site-packages run), for comparison.
@@ -116,6 +161,10 @@ def commands(capture: str, gz: str | None = None) -> dict[str, tuple[list[str], 
 def shown(argv: list[str], stdout: str | None) -> str:
     if argv == [sys.executable, "-c", "pass"]:
         return "python -c pass"
+    if argv[:2] == [sys.executable, "-c"] and argv[2].startswith("# "):
+        count = argv[2].split()[1]
+        off = "gc.disable(); " if "gc.disable()" in argv[2] else ""
+        return f"python -c '{off}for m in MODULES: __import__(m)' (the {count} modules a text pcapq analyze imports)"
     if argv[:2] == [sys.executable, "-c"]:
         return "python -c 'import pcapq; pcapq.analyze([FILE], keep_connections=False, keep_events=False)' (--runs times in one process)"
     pq = shutil.which("pcapq")
@@ -267,7 +316,8 @@ def run(args: argparse.Namespace) -> int:
     if load_before > 0.5:
         print(f"warning: load average is {load_before:.2f}: other processes compete for the CPU and the times will be worse", file=sys.stderr)
     gz = gzipped(capture, args.data) if "pcapq-gzip" in tools else None
-    cmds = commands(str(capture), str(gz) if gz else None)
+    imported = imported_modules() if "pcapq-imports" in tools else None
+    cmds = commands(str(capture), str(gz) if gz else None, imported)
     rows: dict[str, dict] = {t: {"tool": t, "command": shown(*cmds[t]), "times": [], "cpu_s": [], "peak_rss_kb": 0, "exit": []} for t in tools}
     for r in range(args.runs):
         for t in tools:
@@ -301,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
         times = row["times"]
         row["best_s"] = min(times) if times else None
         row["median_s"] = statistics.median(times) if times else None
-        row["packets_per_s"] = packets / row["best_s"] if packets and row["best_s"] and row["tool"] not in ("pcapq-startup", "pcapq-fixed", "python-startup") else None
+        row["packets_per_s"] = packets / row["best_s"] if packets and row["best_s"] and row["tool"] not in ("pcapq-startup", "pcapq-imports", "pcapq-fixed", "python-startup") else None
         row["vs_pcapq"] = row["best_s"] / base if base and row["best_s"] else None
         row["peak_rss_mib"] = row["peak_rss_kb"] / 1024
         row["best_cpu_s"] = min(row["cpu_s"]) if row["cpu_s"] and row["tool"] != "pcapq-core" else None
@@ -328,7 +378,7 @@ def run(args: argparse.Namespace) -> int:
     print_table(result)
     print(f"\nwritten to {name}")
     # `pcapq analyze` exits 1 when it analysed the capture and found a problem (a finding).
-    ok = lambda tool, code: code == 0 or (code == 1 and tool.startswith("pcapq-") and tool not in ("pcapq-core", "pcapq-startup"))  # noqa: E731
+    ok = lambda tool, code: code == 0 or (code == 1 and tool.startswith("pcapq-") and tool not in ("pcapq-core", "pcapq-startup", "pcapq-imports"))  # noqa: E731
     failed = [r["tool"] for r in rows.values() if not all(ok(r["tool"], c) for c in r["exit"])]
     if failed:
         print(f"non-zero exit from: {', '.join(failed)} (see {OUT / 'stderr.txt'})")
@@ -349,6 +399,9 @@ def targets(rows: dict[str, dict], memory: bool) -> dict:
     fixed = rows.get("pcapq-fixed")
     if fixed and fixed["best_s"]:
         out["analyze_fixed_cost_s"] = {"target": f"<= {TARGET_FIXED_S}", "measured": round(fixed["best_s"], 3), "met": fixed["best_s"] <= TARGET_FIXED_S}
+    imports = rows.get("pcapq-imports")
+    if imports and imports["best_s"]:
+        out["startup_and_imports_s"] = {"target": f"<= {TARGET_IMPORTS_S}", "measured": round(imports["best_s"], 3), "met": imports["best_s"] <= TARGET_IMPORTS_S}
     if text and text["best_s"] and core and core.get("diagnose_s"):
         share = min(core["diagnose_s"]) / text["best_s"]
         out["diagnose_share_of_analyze"] = {"target": f"<= {TARGET_DIAGNOSE_SHARE}", "measured": round(share, 3), "met": share <= TARGET_DIAGNOSE_SHARE}

@@ -146,3 +146,42 @@ def test_many_findings_of_one_cause_fold_into_one():
     assert folded.details["endpoints"][0] == ["10.0.0.4:80", 5]
     assert folded.confidence_reason.startswith("a closed port on 9 endpoints, the busiest 10.0.0.4:80 (5)")
     assert folded.evidence[0]["frame"] == 4
+
+
+def every_finding() -> list:
+    """The findings of every capture in captures/ that has any."""
+    out = []
+    for path in sorted((REPO / "captures").glob("*.pcap")):
+        out += diagnose(pcapq.analyze([str(path)])).findings
+    return out
+
+
+def test_finding_panels_are_what_rich_measures_at_every_width():
+    """LabelledRows gives the grid the column widths rich would measure: the same panels, in
+    colour, at widths from too narrow to wide; and at a terminal's usual widths it does skip
+    the measuring."""
+    import io
+
+    from rich.console import Console
+    from rich.panel import Panel
+
+    from pcapq.report.findings import LabelledRows, render_finding
+
+    found = every_finding()
+    assert len(found) >= 10
+    skipped = 0
+    for width in (24, 30, 40, 50, 60, 72, 80, 100, 120, 160, 250):
+        for f in found:
+            rows = render_finding(f, 1.0e9).renderable
+            assert isinstance(rows, LabelledRows)
+            measured = Panel(rows.grid(None, None), title=f.cause, expand=True)
+            given = Panel(rows, title=f.cause, expand=True)
+            out = []
+            for renderable in (measured, given):
+                console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system="truecolor", emoji=False)
+                console.print(renderable)
+                out.append(console.file.getvalue())
+            assert out[0] == out[1], (width, f.cause)
+            console = Console(file=io.StringIO(), width=width)
+            skipped += rows.widths(console, console.options.update_width(width - 4)) != (None, None)
+    assert skipped >= len(found) * 3

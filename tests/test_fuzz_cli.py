@@ -2,7 +2,8 @@
 
 Whatever the bytes, pcapq ends with a documented exit code, every stderr line is a `pcapq: `
 message (no traceback), and a report it writes is whole (JSON parses). The runs go through
-`pcapq.cli.main` in-process, as the console script calls it, so hundreds of inputs take seconds.
+`pcapq.cli.main` in-process, as the console script (`pcapq.launch`) calls it for a command line
+with options, so hundreds of inputs take seconds.
 """
 
 from __future__ import annotations

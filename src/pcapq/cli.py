@@ -4,46 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Callable, NoReturn, TextIO
+from typing import TYPE_CHECKING, Callable
 
 import click
 
 from pcapq import _core
+from pcapq.analyze_run import analyze_and_report, exit_code
 from pcapq.causes.registry import SLUGS
 from pcapq.exitcodes import ExitCode
+from pcapq.output import console_for, deliver, exit_on_errors, fail, refuse_overwriting_inputs, say, warn
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import TextIO
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def _fail(message: str, code: ExitCode) -> NoReturn:
-    click.echo(f"pcapq: {message}", err=True)
-    sys.exit(int(code))
-
-
-def _warn(message: str) -> None:
-    click.echo(f"pcapq: warning: {message}", err=True)
-
-
-# Width of the text reports in a file or pipe (rich would otherwise take 80 columns); COLUMNS
-# wins. Tables keep their rows on one line by wrapping their widest cells.
-FILE_WIDTH = 100
-
-
-def _console(file: TextIO | None = None, no_color: bool = False):  # -> rich.console.Console
-    from rich.console import Console
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:
-            # rich would exit 1; the reader of our output going away is not an error (exit 0).
-            raise BrokenPipeError
-
-    stream = file if file is not None else sys.stdout
-    to_terminal = hasattr(stream, "isatty") and stream.isatty()
-    width = None if to_terminal or os.environ.get("COLUMNS") else FILE_WIDTH
-    # emoji=False: no report writes emoji codes, and replacing them loads rich's table of 4,000
-    # names (about 6 ms of every run).
-    return _Console(file=file, no_color=no_color or None, highlight=False, soft_wrap=False, width=width, emoji=False)
 
 
 @click.group(context_settings=CONTEXT)
@@ -72,10 +47,6 @@ def cli() -> None:
 
 
 REPORT_FORMATS = ["text", "json", "markdown", "html"]
-# The HTML report's table lists every connection for inputs of up to this many bytes of records
-# (about 16,000 connections of a proxy's capture); beyond, or from standard input, pcapq keeps
-# only the connections with a problem, so memory follows the live connections.
-HTML_EVERY_CONNECTION_BYTES = 64 << 20
 
 
 def format_option(help: str, choices: list[str] | None = None):
@@ -223,7 +194,7 @@ def analyze(
     --scheduler: dask missing or the scheduler unreachable; 70 a bug in pcapq; 74 the report
     could not be written.
     """
-    _analyze_and_report(files, fmt, output, pretty, no_color, merge, jobs, max_connections, proxy_timeouts, scheduler, logs, nstat, ss)
+    analyze_and_report(files, fmt, output, pretty, no_color, merge, jobs, max_connections, proxy_timeouts, scheduler, logs, nstat, ss)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -281,175 +252,8 @@ def watch(
     74 the report could not be written.
     """
     if source != "-":
-        _fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, or use `pcapq analyze {source}`", ExitCode.USAGE)
-    _analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss, watch_every=every)
-
-
-def _analyze_and_report(
-    files: tuple[str, ...],
-    fmt: str,
-    output: str,
-    pretty: bool,
-    no_color: bool,
-    merge: bool,
-    jobs: int,
-    max_connections: int,
-    proxy_timeouts: str | None,
-    scheduler: str | None,
-    logs: tuple[str, ...],
-    nstat: tuple[str, ...],
-    ss: str | None,
-    watch_every: float | None = None,
-) -> NoReturn:
-    """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves."""
-    from pcapq.diagnose.timeouts import BadTimeouts, parse
-    from pcapq.inputs import InputError, expand
-    from pcapq.report.progress import progress_for, record_bytes
-
-    if fmt == "parquet" and output == "-":
-        _fail("parquet is a binary table for programs, not for a terminal: give -o out.parquet, or -o DIR/ for the three tables", ExitCode.USAGE)
-    try:
-        stated = parse(proxy_timeouts) if proxy_timeouts is not None else None
-    except BadTimeouts as e:
-        _fail(f"--proxy-timeouts: {e}", ExitCode.USAGE)
-    try:
-        paths = expand(files)
-    except InputError as e:
-        _fail(str(e), ExitCode.UNREADABLE)
-    _refuse_overwriting_inputs(tuple(paths), output)
-    evidence = None
-    if logs or nstat or ss:
-        # Imported only when asked for: a few ms of every other run.
-        from pcapq.evidence import EvidenceError
-        from pcapq.evidence import read as read_evidence
-
-        try:
-            evidence = read_evidence(logs, nstat, ss)
-        except EvidenceError as e:
-            _fail(str(e), ExitCode.USAGE)
-    if scheduler and "-" in paths:
-        _fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
-    # JSON has every connection and its events. HTML draws ladders from the events of the
-    # connections with a problem, and lists every connection in its table when the input is
-    # small enough. The other reports need only the counts and the connections with a problem.
-    size = record_bytes(tuple(paths))
-    every_connection = fmt in ("json", "parquet") or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
-    parquet_dir = fmt == "parquet" and (output.endswith(os.sep) or os.path.isdir(output))
-    # The join of log lines needs the FINs and RSTs of the connections with a problem (events).
-    keep = dict(
-        keep_connections=every_connection,
-        keep_events=fmt in ("json", "html") or parquet_dir or bool(logs),
-        max_connections=max_connections,
-    )
-    # JSON and Parquet (from files or standard input) have every connection handed, as it
-    # finishes, to a temporary file beside the output instead of kept in memory
-    # (docs/performance.md).
-    spill_dir = _spill_dir(output, parquet_dir) if fmt in ("json", "parquet") else None
-    read = None  # how reading standard input ended (pcapq.live.StdinRead)
-    try:
-        if scheduler:
-            from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
-
-            try:
-                points = analyze_on_cluster(paths, scheduler, merge=merge, **keep)
-            except ClusterUnavailable as e:
-                _fail(str(e), ExitCode.UNAVAILABLE)
-        elif paths == ["-"]:
-            # Read live: counted as it arrives, and Ctrl-C reports what was read (pcapq.live).
-            from pcapq.live import analyze_stdin
-            from pcapq.points import Joiner
-
-            from pcapq.watch import Watcher
-
-            watcher = Watcher(watch_every) if watch_every is not None else None
-            analysis, read = analyze_stdin(**keep, watch=watcher, spill_dir=spill_dir)
-            joiner = Joiner(merge)
-            joiner.add_capture(analysis)
-            points = joiner.points()
-        else:
-            from pcapq.points import analyze_points
-
-            with progress_for(tuple(paths)) as progress:
-                points = analyze_points(paths, merge=merge, jobs=jobs, progress=progress, spill_dir=spill_dir, **keep)
-    except _core.CaptureError as e:
-        _fail(e.args[0], ExitCode.UNREADABLE)
-
-    from pcapq.diagnose import diagnose
-
-    diagnoses = [diagnose(p.analysis, stated) for p in points]
-    if evidence:
-        from pcapq.evidence import apply as apply_evidence
-
-        for p, d in zip(points, diagnoses):
-            apply_evidence(p.analysis, d, evidence)
-    if read is not None and read.interrupted:
-        _warn(read.sentence())
-        for d in diagnoses:
-            d.interrupted = read
-    if fmt == "html" and len(points) > 1:
-        names = ", ".join(p.name for p in points)
-        _fail(f"an HTML report shows one capture point and these files are {len(points)} ({names}): add --merge, or give one point's files", ExitCode.USAGE)
-    if fmt == "parquet":
-        _write_parquet(points, diagnoses, output, parquet_dir)
-    elif len(points) == 1:
-        result, diagnosis = points[0].analysis, diagnoses[0]
-
-        def json_file(path: str) -> None:
-            # The core writes the file itself, without passing every chunk through Python.
-            result.write_json(path, pretty=pretty, extra=_json_extra(diagnosis, pretty))
-
-        _deliver(
-            output,
-            no_color,
-            lambda out, colourless: _write_report(result, diagnosis, fmt, pretty, colourless, out),
-            json_file if fmt == "json" else None,
-        )
-    else:
-        _deliver(
-            output,
-            no_color,
-            lambda out, colourless: _write_points_report(points, diagnoses, fmt, pretty, colourless, out),
-        )
-    findings = [f for d in diagnoses for f in d.findings]
-    sys.exit(int(_exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)))
-
-
-def _spill_dir(output: str, directory: bool) -> str:
-    """Where the connections wait for the report: beside the output (the same disk), or in the
-    temporary directory for standard output."""
-    import tempfile
-
-    if output == "-" or (os.path.exists(output) and not os.path.isfile(output) and not directory):
-        # Standard output, or a device such as /dev/null: nothing to write beside.
-        return tempfile.gettempdir()
-    if directory:
-        try:
-            os.makedirs(output, exist_ok=True)
-        except OSError as e:
-            _fail(f"cannot make the directory {output}: {_reason(e)}", ExitCode.CANT_WRITE)
-        return output
-    return os.path.dirname(os.path.abspath(output))
-
-
-def _write_parquet(points, diagnoses, output: str, directory: bool) -> None:
-    """The Parquet tables of every capture point (docs/parquet.md). Each connection's cause is
-    the one of the first finding, in the registry's precedence order, that lists it."""
-    import json
-
-    from pcapq.causes.registry import CAUSES
-
-    def precedence(finding) -> int:
-        cause = CAUSES.get(finding.cause)
-        return cause.precedence if cause is not None else len(CAUSES)
-
-    tables = [
-        (p.analysis, p.name, json.dumps([f.to_json() for f in sorted(d.findings, key=precedence)]))
-        for p, d in zip(points, diagnoses)
-    ]
-    try:
-        _core.write_parquet(output, tables, directory=directory)
-    except OSError as e:
-        _fail(f"cannot write the report to {output}: {_reason(e)}", ExitCode.CANT_WRITE)
+        fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, or use `pcapq analyze {source}`", ExitCode.USAGE)
+    analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss, watch_every=every)
 
 
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:
@@ -462,32 +266,7 @@ def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> 
                 list(files), keep_connections=keep_connections, keep_events=keep_events, progress=progress
             )
     except _core.CaptureError as e:
-        _fail(e.args[0], ExitCode.UNREADABLE)
-
-
-def _exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list) -> ExitCode:
-    """Warnings on stderr (named by capture point when there are several), then the exit code:
-    no TCP (5) before damage (4) before problems found (1)."""
-    damaged = False
-    segments = packets = 0
-    skipped: dict[str, list] = {}
-    for name, analysis in analyses:
-        for warning in analysis.warnings():
-            _warn(f"{name}: {warning}" if name else warning)
-        damaged |= any(c["read_stop"] in ("corrupt", "io_error") for c in analysis.captures())
-        summary = analysis.summary()
-        segments += summary["tcp_segments"]
-        packets += summary["packets"]
-        for slug, (n, meaning) in analysis.skipped().items():
-            skipped.setdefault(slug, [0, meaning])[0] += n
-    if segments == 0:
-        what = ", ".join(f"{n:,} {meaning}" for n, meaning in skipped.values()) or "no packets at all"
-        _fail(f"no TCP segments to analyse in {packets:,} packets ({what})", ExitCode.NO_TCP)
-    if damaged:
-        return ExitCode.DAMAGED
-    if findings:
-        return ExitCode.PROBLEMS
-    return ExitCode.OK
+        fail(e.args[0], ExitCode.UNREADABLE)
 
 
 CAUSES = SLUGS
@@ -544,7 +323,7 @@ def timeline(
     """
     from pcapq.report import timeline as tl
 
-    _refuse_overwriting_inputs(files, output)
+    refuse_overwriting_inputs(files, output)
     selecting = bool(conn or failed or outcomes or causes or server or since or until)
     show_connections = selecting or not aggregate
     selection = tl.Selection(
@@ -581,7 +360,7 @@ def timeline(
         timelines = [tl.connection_timeline(result, i) for i in indices]
     if conn is not None:
         if not matched:
-            _fail(f"--conn {conn} matches no connection (neither a connection id nor a client port or endpoint "
+            fail(f"--conn {conn} matches no connection (neither a connection id nor a client port or endpoint "
                   "of this capture; the reports' id column lists the ids)", ExitCode.USAGE)
         how = " and a ".join(sorted(selection.conn_matched_by))
         click.echo(f"pcapq: --conn {conn} is a {how}: " + "; ".join(f"connection {t.id}, {t.client} → {t.server}" for t in timelines), err=True)
@@ -616,11 +395,11 @@ def timeline(
         else:
             from pcapq.report.timeline_text import render_timelines as render_text
 
-            _console(out, colourless).print(render_text(timelines, agg, matched if show_connections else 0))
+            console_for(out, colourless).print(render_text(timelines, agg, matched if show_connections else 0))
         out.flush()
 
-    _deliver(output, no_color, write)
-    sys.exit(int(_exit_code([(None, result)], [])))
+    deliver(output, no_color, write)
+    sys.exit(int(exit_code([(None, result)], [])))
 
 
 def _check_conn(conn: str | None) -> str | None:
@@ -727,17 +506,17 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
     """
     from pcapq import crosscheck as xc
 
-    _refuse_overwriting_inputs((file,), output)
+    refuse_overwriting_inputs((file,), output)
     try:
         result = xc.crosscheck(file, method)
     except xc.TsharkMissing:
-        _fail(f"tshark is not installed; install it with: {TSHARK_INSTALL}", ExitCode.TSHARK_MISSING)
+        fail(f"tshark is not installed; install it with: {TSHARK_INSTALL}", ExitCode.TSHARK_MISSING)
     except xc.TsharkFailed as e:
-        _fail(f"tshark could not analyse {file}: {e}", ExitCode.TSHARK_MISSING)
+        fail(f"tshark could not analyse {file}: {e}", ExitCode.TSHARK_MISSING)
     except _core.CaptureError as e:
-        _fail(e.args[0], ExitCode.UNREADABLE)
+        fail(e.args[0], ExitCode.UNREADABLE)
     if result.tcp_segments == 0:
-        _fail(f"no TCP segments to compare in {file}", ExitCode.NO_TCP)
+        fail(f"no TCP segments to compare in {file}", ExitCode.NO_TCP)
 
     def write(out: TextIO, colourless: bool) -> None:
         from pcapq.crosscheck import report
@@ -751,10 +530,10 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
         elif fmt == "html":
             out.write(report.render_html(result))
         else:
-            _console(out, colourless).print(report.render(result))
+            console_for(out, colourless).print(report.render(result))
         out.flush()
 
-    _deliver(output, no_color, write)
+    deliver(output, no_color, write)
     if result.comparison.unexplained:
         sys.exit(int(ExitCode.DISAGREE))
 
@@ -796,7 +575,7 @@ def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> 
     from pcapq.teach import explain as tell_story
     from pcapq.teach.render import RENDERERS
 
-    _refuse_overwriting_inputs(files, output)
+    refuse_overwriting_inputs(files, output)
     try:
         # Without --conn the story is one of the connections with a problem: only those are
         # kept (with their events), so memory follows the live connections. A capture with no
@@ -806,16 +585,16 @@ def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> 
         if len(result) == 0 and result.summary()["connections"] > 0:
             result = _core.analyze(list(files))
     except _core.CaptureError as e:
-        _fail(e.args[0], ExitCode.UNREADABLE)
+        fail(e.args[0], ExitCode.UNREADABLE)
     for warning in result.warnings():
-        _warn(warning)
+        warn(warning)
     if result.summary()["tcp_segments"] == 0:
-        _fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
+        fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
     try:
         story = tell_story(result, conn)
     except (NoSuchConnection, ValueError) as e:
-        _fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
-    _deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)
+        fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
+    deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)
     if any(c["read_stop"] in ("corrupt", "io_error") for c in result.captures()):
         sys.exit(int(ExitCode.DAMAGED))
 
@@ -861,19 +640,26 @@ def lab(scenario: str | None, list_: bool, output: str | None) -> None:
             click.echo(f"{name:<{width}}  {entry.summary}")
         return
     if scenario is None:
-        _fail("name a scenario (pcapq lab --list shows them)", ExitCode.USAGE)
+        fail("name a scenario (pcapq lab --list shows them)", ExitCode.USAGE)
     if scenario not in SCENARIOS:
-        _fail(f"unknown scenario {scenario!r}; one of: {', '.join(SCENARIOS)}", ExitCode.USAGE)
+        fail(f"unknown scenario {scenario!r}; one of: {', '.join(SCENARIOS)}", ExitCode.USAGE)
+    from pathlib import Path
+
     _run_lab(scenario, Path(output or f"{scenario}.pcap"))
 
 
 def _run_lab(name: str, pcap: Path) -> None:
+    import gc
+
+    # A scenario runs servers and clients for up to minutes: the cyclic garbage collector back
+    # on (pcapq.launch turns it off for the short runs).
+    gc.enable()
     from pcapq.lab import counters
     from pcapq.lab.errors import LabError, LabNeedsRoot, LabUnavailable
     from pcapq.lab.runner import run_scenario
 
     if not pcap.parent.is_dir() or not os.access(pcap.parent, os.W_OK):
-        _fail(f"cannot write the capture to {pcap}: {pcap.parent} is not a writable directory", ExitCode.CANT_WRITE)
+        fail(f"cannot write the capture to {pcap}: {pcap.parent} is not a writable directory", ExitCode.CANT_WRITE)
 
     def say(line: str) -> None:
         # Flushed at once: the narration goes as the lab goes, also into a pipe or a file.
@@ -883,11 +669,11 @@ def _run_lab(name: str, pcap: Path) -> None:
     try:
         result = run_scenario(name, pcap, say)
     except LabNeedsRoot as e:
-        _fail(str(e), ExitCode.NOT_ROOT)
+        fail(str(e), ExitCode.NOT_ROOT)
     except LabUnavailable as e:
-        _fail(f"lab: {e}", ExitCode.UNAVAILABLE)
+        fail(f"lab: {e}", ExitCode.UNAVAILABLE)
     except LabError as e:
-        _fail(f"lab: scenario {name} failed: {e}", ExitCode.LAB_FAILED)
+        fail(f"lab: scenario {name} failed: {e}", ExitCode.LAB_FAILED)
     except KeyboardInterrupt:
         click.echo("pcapq: interrupted; the lab's namespaces and processes are cleaned up", err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
@@ -902,7 +688,7 @@ def _run_lab(name: str, pcap: Path) -> None:
     _say_findings(pcap, say)
     say(f"next: pcapq analyze {pcap}   and   pcapq explain {pcap}")
     if result.problems:
-        _fail(f"lab: scenario {name} did not go as meant: {'; '.join(result.problems)}", ExitCode.LAB_FAILED)
+        fail(f"lab: scenario {name} did not go as meant: {'; '.join(result.problems)}", ExitCode.LAB_FAILED)
 
 
 def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
@@ -922,132 +708,13 @@ def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
         say("pcapq finds nothing wrong")
 
 
-def _deliver(
-    output: str,
-    no_color: bool,
-    to_stream: Callable[[TextIO, bool], None],
-    to_path: Callable[[str], None] | None = None,
-) -> None:
-    """Writes a report to standard output ("-") or to the file `output`: `to_stream(out,
-    colourless)` writes it to a text stream, `to_path(path)`, when given, writes the file itself.
-    A reader that went away (`pcapq ... | head`) ends quietly; other write errors exit 74."""
-    try:
-        if output == "-":
-            to_stream(sys.stdout, no_color)
-            sys.stdout.flush()
-        elif to_path is not None:
-            to_path(output)
-        else:
-            with open(output, "w", encoding="utf-8") as out:
-                to_stream(out, True)
-    except BrokenPipeError:
-        _stop_on_broken_pipe()
-    except OSError as e:
-        where = "standard output" if output == "-" else output
-        _fail(f"cannot write the report to {where}: {_reason(e)}", ExitCode.CANT_WRITE)
-
-
-def _reason(e: OSError) -> str:
-    """'No space left on device' rather than '[Errno 28] No space left on device'."""
-    return e.strerror or str(e) or type(e).__name__
-
-
-def _stop_on_broken_pipe() -> NoReturn:
-    """The reader of our output is gone: stop quietly, exit 0."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(int(ExitCode.OK))
-
-
-def _write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
-    if fmt == "json":
-        result.write_json(out, pretty=pretty, extra=_json_extra(diagnosis, pretty))
-        out.flush()
-        return
-    from pcapq.report import model
-
-    report = model.build(result, diagnosis, with_table=fmt == "html", with_ladders=fmt == "html")
-    if fmt == "markdown":
-        from pcapq.report.markdown import render_analyze
-
-        out.write(render_analyze(report))
-        return
-    if fmt == "html":
-        from pcapq.report.html import render_analyze_parts
-
-        # Piece by piece: the page joined would be one more copy of its embedded table.
-        out.writelines(render_analyze_parts(report))
-        return
-    _print_text_report(result, diagnosis, _console(out, no_color), report)
-
-
-def _print_text_report(result: _core.Analysis, diagnosis, console, report=None) -> None:
-    """Findings, the worst connections, then totals, for a terminal."""
-    from pcapq.report import model
-    from pcapq.report.findings import render_findings
-    from pcapq.report.summary import print_summary
-    from pcapq.report.timeline_text import symptom_legend, worst_table
-
-    if report is None:
-        report = model.build(result, diagnosis, with_table=False, with_ladders=False)
-    console.print(render_findings(diagnosis, report.start))
-    console.print()
-    if report.worst:
-        console.print(worst_table(report.worst, report.problems))
-        legend = symptom_legend(report.worst)
-        if legend is not None:
-            console.print(legend)
-        console.print()
-    print_summary(result, console)
-
-
-def _write_points_report(points, diagnoses, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
-    """Several capture points: JSON, one document with a section per point; Markdown, a section
-    per point; text, the points side by side, then each one's report."""
-    import json
-
-    if fmt == "json":
-        indent = "\n  " if pretty else ""
-        out.write('{"capture_points": [')
-        for i, (p, d) in enumerate(zip(points, diagnoses)):
-            head = json.dumps({"name": p.name, "files": p.point.paths})
-            out.write(("," if i else "") + indent + head[:-1] + ', "report": ')
-            p.analysis.write_json(out, pretty=pretty, extra=_json_extra(d, pretty))
-            out.write("}")
-        out.write(("\n" if pretty else "") + "]}\n")
-        out.flush()
-        return
-    if fmt == "markdown":
-        from pcapq.report.escape import md_text
-
-        for p, d in zip(points, diagnoses):
-            out.write(f"# Capture point {md_text(p.name)}\n\n")
-            _write_report(p.analysis, d, fmt, pretty, no_color, out)
-            out.write("\n")
-        return
-    from pcapq.report.points import print_points
-
-    console = _console(out, no_color)
-    print_points(points, diagnoses, console, lambda p, d, _: _print_text_report(p.analysis, d, console))
-
-
-def _json_extra(diagnosis, pretty: bool) -> str:
-    import json
-
-    return json.dumps(diagnosis.to_json(), indent=2 if pretty else None)
-
-
-def _refuse_overwriting_inputs(files: tuple[str, ...], output: str) -> None:
-    """Nothing the user gave is modified: the report never goes over an input capture."""
-    if output == "-" or not os.path.exists(output):
-        return
-    for f in files:
-        if f != "-" and os.path.exists(f) and os.path.samefile(f, output):
-            _fail(f"refusing to write the report over the input capture {f}", ExitCode.USAGE)
-
-
 def main() -> None:
     """Console-script entry point: maps every failure to a documented exit code, no tracebacks."""
+    exit_on_errors(_run_click)
+
+
+def _run_click() -> None:
+    """The command line through click; its errors are usage errors (exit 2)."""
     try:
         cli.main(prog_name="pcapq", standalone_mode=False)
     except click.exceptions.Exit as e:
@@ -1055,28 +722,13 @@ def main() -> None:
     except click.UsageError as e:
         # One line, as for every other bad input, with where to read more.
         where = e.ctx.command_path if e.ctx is not None else "pcapq"
-        click.echo(f"pcapq: {e.format_message()} (see '{where} --help')", err=True)
+        say(f"pcapq: {e.format_message()} (see '{where} --help')")
         sys.exit(int(ExitCode.USAGE))
     except click.ClickException as e:
-        click.echo(f"pcapq: {e.format_message()}", err=True)
+        say(f"pcapq: {e.format_message()}")
         sys.exit(int(ExitCode.USAGE))
     except click.exceptions.Abort:
         sys.exit(int(ExitCode.INTERRUPTED))
-    except KeyboardInterrupt:
-        click.echo("pcapq: interrupted", err=True)
-        sys.exit(int(ExitCode.INTERRUPTED))
-    except BrokenPipeError:
-        # `pcapq ... | head` is fine; stop quietly.
-        _stop_on_broken_pipe()
-    except _core.InternalError as e:
-        click.echo(f"pcapq: {e.args[0]}", err=True)
-        sys.exit(int(ExitCode.INTERNAL))
-    except _core.PcapqError as e:
-        click.echo(f"pcapq: {e.args[0] if e.args else e}", err=True)
-        sys.exit(int(ExitCode.INTERNAL))
-    except OSError as e:
-        click.echo(f"pcapq: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}", err=True)
-        sys.exit(int(ExitCode.UNREADABLE))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ Anything else is passed on unchanged, so that the core reports the missing file 
 
 from __future__ import annotations
 
-import glob
 import os
 import struct
 import zlib
@@ -71,6 +70,8 @@ def expand(arguments: Iterable[str]) -> list[str]:
             if not paths:
                 raise InputError(f"{arg}: directory holds no pcap or pcapng capture")
         elif GLOB_CHARACTERS & set(arg):
+            import glob  # a pattern only: glob and fnmatch are not imported for plain files
+
             matches = sorted(glob.glob(arg, recursive=True))
             paths = [m for m in matches if os.path.isfile(m)]
             for d in (m for m in matches if os.path.isdir(m)):

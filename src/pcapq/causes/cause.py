@@ -8,16 +8,20 @@ docs/diagnosis.md) reads them from there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Literal, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Sequence, Union
 
 if TYPE_CHECKING:
+    # For the type checker only: at run time `Callable[["CaptureContext"], ...]` compiles its
+    # forward references, 0.8 ms of every start-up.
+    from typing import Callable, Literal, Optional
+
     from pcapq.causes.context import CaptureContext, EpisodeContext
     from pcapq.diagnose.finding import Finding
 
-Scope = Literal["capture", "episode", "server", "evidence"]
+    Scope = Literal["capture", "episode", "server", "evidence"]
 
-CaptureRule = Callable[["CaptureContext"], Sequence["Finding"]]
-EpisodeRule = Callable[["EpisodeContext"], Optional["Finding"]]
+    CaptureRule = Callable[[CaptureContext], Sequence[Finding]]
+    EpisodeRule = Callable[[EpisodeContext], Optional[Finding]]
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from pcapq._core import Analysis
 from pcapq.diagnose import Diagnosis
-from pcapq.report.aggregate import Aggregate, Episode, capture_aggregate
 
 if TYPE_CHECKING:
+    from pcapq.report.aggregate import Aggregate
     from pcapq.report.timeline import ConnectionTimeline
 
 # Rows of the worst-connections table in the terminal and Markdown.
@@ -64,7 +64,7 @@ class AnalyzeReport:
     start: Optional[float]  # the capture's first packet, epoch seconds
     problems: int  # connections with a problem (outcome or symptom) that were kept
     worst: list[ConnectionRow]
-    aggregate: Aggregate
+    aggregate: Optional[Aggregate]  # None when not asked for (the terminal's report has none)
     table: list[ConnectionRow] = field(default_factory=list)
     table_note: Optional[str] = None
     ladders: list[ConnectionTimeline] = field(default_factory=list)
@@ -78,19 +78,29 @@ def _worst(analysis: Analysis, n: int) -> tuple[int, list[dict[str, Any]]]:
     return count, worst
 
 
+def _aggregate(analysis: Analysis, diagnosis: Diagnosis, max_buckets: int) -> Aggregate:
+    """The capture's timeline, its buckets marked by the findings' episodes."""
+    from pcapq.report.aggregate import Episode, capture_aggregate
+
+    episodes = [Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
+    return capture_aggregate(analysis, episodes, max_buckets=max_buckets)
+
+
 def build(
     analysis: Analysis,
     diagnosis: Diagnosis,
     *,
     with_table: bool = False,
     with_ladders: bool = False,
+    with_aggregate: bool = True,
     worst_rows: int = WORST_ROWS,
     table_max: int = TABLE_MAX,
     ladders_max: int = LADDERS_MAX,
     max_buckets: int = 60,
 ) -> AnalyzeReport:
     """Ladders need an analysis that kept events (`keep_events`); the table lists every
-    connection only when every record was kept."""
+    connection only when every record was kept. The capture's timeline (`aggregate`), which the
+    Markdown and HTML reports show and the terminal's does not, only `with_aggregate`."""
     captures = analysis.captures()
     starts = [c["first_time"] for c in captures if c["first_time"] is not None]
     summary = analysis.summary()
@@ -104,7 +114,6 @@ def build(
     else:
         count, worst = _worst(analysis, worst_rows)
         worst_shown = [ConnectionRow.of(c) for c in worst]
-    episodes = [Episode(f.cause, f.server, f.first, f.last) for f in diagnosis.findings]
     report = AnalyzeReport(
         captures=captures,
         summary=summary,
@@ -114,7 +123,7 @@ def build(
         start=min(starts) if starts else None,
         problems=count,
         worst=worst_shown,
-        aggregate=capture_aggregate(analysis, episodes, max_buckets=max_buckets),
+        aggregate=_aggregate(analysis, diagnosis, max_buckets) if with_aggregate else None,
     )
     if with_table:
         if keeps_all and summary["connections"] <= table_max:

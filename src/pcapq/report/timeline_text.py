@@ -9,11 +9,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from pcapq.report.aggregate import OUTCOMES, Aggregate
 from pcapq.report.model import ConnectionRow
 from pcapq.report.clock import utc_clock
 
 if TYPE_CHECKING:
+    from pcapq.report.aggregate import Aggregate
     from pcapq.report.timeline import ConnectionTimeline
 
 OUTCOME_STYLES = {
@@ -80,6 +80,8 @@ def symptom_legend(rows: list[ConnectionRow]) -> Optional[Table]:
 
 
 def aggregate_table(agg: Aggregate) -> Group:
+    from pcapq.report.aggregate import OUTCOMES
+
     if not agg.buckets:
         return Group(Text("No connections to show (none in the capture, or none in the time asked for).", style="dim"))
     outcomes = [o for o in OUTCOMES if any(b.new[o] for b in agg.buckets)]

@@ -1,0 +1,295 @@
+"""`analyze` and `watch` once their options are read: read the captures, diagnose, write the
+report, exit with the code it deserves."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from typing import NoReturn, TextIO
+
+from pcapq import _core
+from pcapq.exitcodes import ExitCode
+from pcapq.output import console_for, deliver, fail, reason, refuse_overwriting_inputs, warn
+
+# The HTML report's table lists every connection for inputs of up to this many bytes of records
+# (about 16,000 connections of a proxy's capture); beyond, or from standard input, pcapq keeps
+# only the connections with a problem, so memory follows the live connections.
+HTML_EVERY_CONNECTION_BYTES = 64 << 20
+
+
+def analyze_and_report(
+    files: tuple[str, ...],
+    fmt: str,
+    output: str,
+    pretty: bool,
+    no_color: bool,
+    merge: bool,
+    jobs: int,
+    max_connections: int,
+    proxy_timeouts: str | None,
+    scheduler: str | None,
+    logs: tuple[str, ...],
+    nstat: tuple[str, ...],
+    ss: str | None,
+    watch_every: float | None = None,
+) -> NoReturn:
+    """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves."""
+    from pcapq.diagnose.timeouts import BadTimeouts, parse
+    from pcapq.inputs import InputError, expand
+    from pcapq.report.progress import progress_for, record_bytes
+
+    if fmt == "parquet" and output == "-":
+        fail("parquet is a binary table for programs, not for a terminal: give -o out.parquet, or -o DIR/ for the three tables", ExitCode.USAGE)
+    try:
+        stated = parse(proxy_timeouts) if proxy_timeouts is not None else None
+    except BadTimeouts as e:
+        fail(f"--proxy-timeouts: {e}", ExitCode.USAGE)
+    try:
+        paths = expand(files)
+    except InputError as e:
+        fail(str(e), ExitCode.UNREADABLE)
+    refuse_overwriting_inputs(tuple(paths), output)
+    evidence = None
+    if logs or nstat or ss:
+        # Imported only when asked for: a few ms of every other run.
+        from pcapq.evidence import EvidenceError
+        from pcapq.evidence import read as read_evidence
+
+        try:
+            evidence = read_evidence(logs, nstat, ss)
+        except EvidenceError as e:
+            fail(str(e), ExitCode.USAGE)
+    if scheduler and "-" in paths:
+        fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
+    # JSON has every connection and its events. HTML draws ladders from the events of the
+    # connections with a problem, and lists every connection in its table when the input is
+    # small enough. The other reports need only the counts and the connections with a problem.
+    size = record_bytes(tuple(paths))
+    every_connection = fmt in ("json", "parquet") or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
+    parquet_dir = fmt == "parquet" and (output.endswith(os.sep) or os.path.isdir(output))
+    # The join of log lines needs the FINs and RSTs of the connections with a problem (events).
+    keep = dict(
+        keep_connections=every_connection,
+        keep_events=fmt in ("json", "html") or parquet_dir or bool(logs),
+        max_connections=max_connections,
+    )
+    # JSON and Parquet (from files or standard input) have every connection handed, as it
+    # finishes, to a temporary file beside the output instead of kept in memory
+    # (docs/performance.md).
+    spill_dir = _spill_dir(output, parquet_dir) if fmt in ("json", "parquet") else None
+    read = None  # how reading standard input ended (pcapq.live.StdinRead)
+    try:
+        if scheduler:
+            from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
+
+            # A Dask client may run for hours, and its event loop makes cyclic garbage: the
+            # collector back on (pcapq.launch turns it off for the short runs).
+            gc.enable()
+
+            try:
+                points = analyze_on_cluster(paths, scheduler, merge=merge, **keep)
+            except ClusterUnavailable as e:
+                fail(str(e), ExitCode.UNAVAILABLE)
+        elif paths == ["-"]:
+            # Reading standard input may last hours: the cyclic garbage collector back on.
+            gc.enable()
+            # Read live: counted as it arrives, and Ctrl-C reports what was read (pcapq.live).
+            from pcapq.live import analyze_stdin
+            from pcapq.points import Joiner
+
+            from pcapq.watch import Watcher
+
+            watcher = Watcher(watch_every) if watch_every is not None else None
+            analysis, read = analyze_stdin(**keep, watch=watcher, spill_dir=spill_dir)
+            joiner = Joiner(merge)
+            joiner.add_capture(analysis)
+            points = joiner.points()
+        else:
+            from pcapq.points import analyze_points
+
+            with progress_for(tuple(paths)) as progress:
+                points = analyze_points(paths, merge=merge, jobs=jobs, progress=progress, spill_dir=spill_dir, **keep)
+    except _core.CaptureError as e:
+        fail(e.args[0], ExitCode.UNREADABLE)
+
+    from pcapq.diagnose import diagnose
+
+    diagnoses = [diagnose(p.analysis, stated) for p in points]
+    if evidence:
+        from pcapq.evidence import apply as apply_evidence
+
+        for p, d in zip(points, diagnoses):
+            apply_evidence(p.analysis, d, evidence)
+    if read is not None and read.interrupted:
+        warn(read.sentence())
+        for d in diagnoses:
+            d.interrupted = read
+    if fmt == "html" and len(points) > 1:
+        names = ", ".join(p.name for p in points)
+        fail(f"an HTML report shows one capture point and these files are {len(points)} ({names}): add --merge, or give one point's files", ExitCode.USAGE)
+    if fmt == "parquet":
+        _write_parquet(points, diagnoses, output, parquet_dir)
+    elif len(points) == 1:
+        result, diagnosis = points[0].analysis, diagnoses[0]
+
+        def json_file(path: str) -> None:
+            # The core writes the file itself, without passing every chunk through Python.
+            result.write_json(path, pretty=pretty, extra=json_extra(diagnosis, pretty))
+
+        deliver(
+            output,
+            no_color,
+            lambda out, colourless: write_report(result, diagnosis, fmt, pretty, colourless, out),
+            json_file if fmt == "json" else None,
+        )
+    else:
+        deliver(
+            output,
+            no_color,
+            lambda out, colourless: _write_points_report(points, diagnoses, fmt, pretty, colourless, out),
+        )
+    findings = [f for d in diagnoses for f in d.findings]
+    sys.exit(int(exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)))
+
+
+def _spill_dir(output: str, directory: bool) -> str:
+    """Where the connections wait for the report: beside the output (the same disk), or in the
+    temporary directory for standard output."""
+    import tempfile
+
+    if output == "-" or (os.path.exists(output) and not os.path.isfile(output) and not directory):
+        # Standard output, or a device such as /dev/null: nothing to write beside.
+        return tempfile.gettempdir()
+    if directory:
+        try:
+            os.makedirs(output, exist_ok=True)
+        except OSError as e:
+            fail(f"cannot make the directory {output}: {reason(e)}", ExitCode.CANT_WRITE)
+        return output
+    return os.path.dirname(os.path.abspath(output))
+
+
+def _write_parquet(points, diagnoses, output: str, directory: bool) -> None:
+    """The Parquet tables of every capture point (docs/parquet.md). Each connection's cause is
+    the one of the first finding, in the registry's precedence order, that lists it."""
+    import json
+
+    from pcapq.causes.registry import CAUSES
+
+    def precedence(finding) -> int:
+        cause = CAUSES.get(finding.cause)
+        return cause.precedence if cause is not None else len(CAUSES)
+
+    tables = [
+        (p.analysis, p.name, json.dumps([f.to_json() for f in sorted(d.findings, key=precedence)]))
+        for p, d in zip(points, diagnoses)
+    ]
+    try:
+        _core.write_parquet(output, tables, directory=directory)
+    except OSError as e:
+        fail(f"cannot write the report to {output}: {reason(e)}", ExitCode.CANT_WRITE)
+
+
+def exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list) -> ExitCode:
+    """Warnings on stderr (named by capture point when there are several), then the exit code:
+    no TCP (5) before damage (4) before problems found (1)."""
+    damaged = False
+    segments = packets = 0
+    skipped: dict[str, list] = {}
+    for name, analysis in analyses:
+        for warning in analysis.warnings():
+            warn(f"{name}: {warning}" if name else warning)
+        damaged |= any(c["read_stop"] in ("corrupt", "io_error") for c in analysis.captures())
+        summary = analysis.summary()
+        segments += summary["tcp_segments"]
+        packets += summary["packets"]
+        for slug, (n, meaning) in analysis.skipped().items():
+            skipped.setdefault(slug, [0, meaning])[0] += n
+    if segments == 0:
+        what = ", ".join(f"{n:,} {meaning}" for n, meaning in skipped.values()) or "no packets at all"
+        fail(f"no TCP segments to analyse in {packets:,} packets ({what})", ExitCode.NO_TCP)
+    if damaged:
+        return ExitCode.DAMAGED
+    if findings:
+        return ExitCode.PROBLEMS
+    return ExitCode.OK
+
+
+def write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+    if fmt == "json":
+        result.write_json(out, pretty=pretty, extra=json_extra(diagnosis, pretty))
+        out.flush()
+        return
+    from pcapq.report import model
+
+    report = model.build(result, diagnosis, with_table=fmt == "html", with_ladders=fmt == "html", with_aggregate=fmt != "text")
+    if fmt == "markdown":
+        from pcapq.report.markdown import render_analyze
+
+        out.write(render_analyze(report))
+        return
+    if fmt == "html":
+        from pcapq.report.html import render_analyze_parts
+
+        # Piece by piece: the page joined would be one more copy of its embedded table.
+        out.writelines(render_analyze_parts(report))
+        return
+    print_text_report(result, diagnosis, console_for(out, no_color), report)
+
+
+def print_text_report(result: _core.Analysis, diagnosis, console, report=None) -> None:
+    """Findings, the worst connections, then totals, for a terminal."""
+    from pcapq.report import model
+    from pcapq.report.findings import render_findings
+    from pcapq.report.summary import print_summary
+    from pcapq.report.timeline_text import symptom_legend, worst_table
+
+    if report is None:
+        report = model.build(result, diagnosis, with_table=False, with_ladders=False, with_aggregate=False)
+    console.print(render_findings(diagnosis, report.start))
+    console.print()
+    if report.worst:
+        console.print(worst_table(report.worst, report.problems))
+        legend = symptom_legend(report.worst)
+        if legend is not None:
+            console.print(legend)
+        console.print()
+    print_summary(result, console)
+
+
+def _write_points_report(points, diagnoses, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+    """Several capture points: JSON, one document with a section per point; Markdown, a section
+    per point; text, the points side by side, then each one's report."""
+    import json
+
+    if fmt == "json":
+        indent = "\n  " if pretty else ""
+        out.write('{"capture_points": [')
+        for i, (p, d) in enumerate(zip(points, diagnoses)):
+            head = json.dumps({"name": p.name, "files": p.point.paths})
+            out.write(("," if i else "") + indent + head[:-1] + ', "report": ')
+            p.analysis.write_json(out, pretty=pretty, extra=json_extra(d, pretty))
+            out.write("}")
+        out.write(("\n" if pretty else "") + "]}\n")
+        out.flush()
+        return
+    if fmt == "markdown":
+        from pcapq.report.escape import md_text
+
+        for p, d in zip(points, diagnoses):
+            out.write(f"# Capture point {md_text(p.name)}\n\n")
+            write_report(p.analysis, d, fmt, pretty, no_color, out)
+            out.write("\n")
+        return
+    from pcapq.report.points import print_points
+
+    console = console_for(out, no_color)
+    print_points(points, diagnoses, console, lambda p, d, _: print_text_report(p.analysis, d, console))
+
+
+def json_extra(diagnosis, pretty: bool) -> str:
+    import json
+
+    return json.dumps(diagnosis.to_json(), indent=2 if pretty else None)
+
