@@ -83,7 +83,7 @@ impl Tombstone {
             ..DirectionState::default()
         };
         Flow {
-            conn,
+            conn: conn as u32,
             client_is_low: self.client_is_low(),
             state: self.state,
             direction: [direction(0), direction(1)],
@@ -123,10 +123,6 @@ impl LiveFlows {
         self.index.find(hash, |(k, _)| k == key).map(|&(_, at)| at as usize)
     }
 
-    fn get(&self, key: &FlowKey) -> Option<&Flow> {
-        self.flows.get(self.place(key, key.hash64())?)
-    }
-
     fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
         let at = self.place(key, key.hash64())?;
         self.flows.get_mut(at)
@@ -153,6 +149,19 @@ impl LiveFlows {
     /// until the next insert).
     fn remove(&mut self, key: &FlowKey) -> Option<usize> {
         let (_, at) = self.index.find_entry(key.hash64(), |(k, _)| k == key).ok()?.remove().0;
+        self.free.push(at);
+        Some(at as usize)
+    }
+
+    /// Forgets the flow of `key` if `goes` says so of it: one probe of the index for both.
+    /// Returns where it was (still readable until the next insert).
+    fn remove_if(&mut self, key: &FlowKey, goes: impl FnOnce(&Flow) -> bool) -> Option<usize> {
+        let entry = self.index.find_entry(key.hash64(), |(k, _)| k == key).ok()?;
+        let at = entry.get().1;
+        if !goes(&self.flows[at as usize]) {
+            return None;
+        }
+        entry.remove();
         self.free.push(at);
         Some(at as usize)
     }
@@ -285,7 +294,7 @@ fn restore_syn(conn: &mut crate::flow::Connection, tombstone: &Tombstone) {
     }
     conn.base_seq[client] = Some(tombstone.next_seq[client].wrapping_sub(1));
     conn.syn_count = conn.syn_count.max(1);
-    conn.syn_time_ns.get_or_insert(tombstone.last_time_ns);
+    conn.syn_time_ns.set_if_none(tombstone.last_time_ns);
 }
 
 fn is_half_open(state: ConnState) -> bool {
@@ -370,19 +379,21 @@ impl FlowTable {
                 break;
             }
             self.closing.pop_front();
-            let Some(flow) = self.live.get(&key) else { continue };
-            if !flow.state.is_over() {
-                // A new connection took the 4-tuple.
-                continue;
-            }
-            if now_ns - flow.last_time_ns <= CLOSED_GRACE_NS {
+            let mut late_packet = None;
+            let removed = self.live.remove_if(&key, |flow| {
+                if now_ns - flow.last_time_ns <= CLOSED_GRACE_NS && flow.state.is_over() {
+                    late_packet = Some(flow.last_time_ns);
+                }
+                // Not over: a new connection took the 4-tuple.
+                flow.state.is_over() && late_packet.is_none()
+            });
+            if let Some(last_time_ns) = late_packet {
                 // A late packet came: look again once the grace has passed.
-                self.closing.push_back((key, flow.last_time_ns));
-                continue;
+                self.closing.push_back((key, last_time_ns));
             }
-            let Some(at) = self.live.remove(&key) else { continue };
+            let Some(at) = removed else { continue };
             let flow = self.live.at(at);
-            let record = store.retire(flow.conn, now_ns);
+            let record = store.retire(flow.slot(), now_ns);
             self.finished.insert(key, Tombstone::of(flow, record, flow.state));
         }
     }
@@ -393,7 +404,7 @@ impl FlowTable {
         self.live.retain(|_, flow| {
             let forgotten = is_forgotten(flow.last_time_ns, flow.state, now_ns) && !flow.state.is_over();
             if forgotten {
-                store.retire(flow.conn, now_ns);
+                store.retire(flow.slot(), now_ns);
             }
             !forgotten
         });
@@ -421,7 +432,7 @@ impl FlowTable {
                         over -= 1;
                         retired += 1;
                         // Judged as when it would have been forgotten, had nothing come later.
-                        let record = store.retire(flow.conn, flow.last_time_ns.saturating_add(LINGER_NS));
+                        let record = store.retire(flow.slot(), flow.last_time_ns.saturating_add(LINGER_NS));
                         finished.insert(*key, Tombstone::of(flow, record, flow.state));
                     }
                     !goes
@@ -465,7 +476,7 @@ impl FlowTable {
         idle.select_nth_unstable_by_key(n - 1, |(t, _)| *t);
         for (_, key) in idle.iter().take(n) {
             if let Some(at) = self.live.remove(key) {
-                store.retire(self.live.at(at).conn, now_ns);
+                store.retire(self.live.at(at).slot(), now_ns);
             }
         }
         n
@@ -506,8 +517,8 @@ impl FlowTable {
         }
         let map: FxHashMap<usize, usize> = renumbered.iter().copied().collect();
         self.live.for_each_mut(|flow| {
-            if let Some(&slot) = map.get(&flow.conn) {
-                flow.conn = slot;
+            if let Some(&slot) = map.get(&flow.slot()) {
+                flow.set_slot(slot);
             }
         });
         self.finished.for_each_mut(|t| {
@@ -550,7 +561,7 @@ impl FlowTable {
         for key in done {
             if let Some(at) = self.live.remove(&key) {
                 let flow = self.live.at(at);
-                let record = store.retire(flow.conn, now_ns);
+                let record = store.retire(flow.slot(), now_ns);
                 self.finished.insert(key, Tombstone::of(flow, record, flow.state));
             }
         }
@@ -560,7 +571,7 @@ impl FlowTable {
 
     /// The record slots the hot table refers to.
     pub fn live_slots(&self) -> impl Iterator<Item = usize> + '_ {
-        self.live.values().map(|f| f.conn)
+        self.live.values().map(|f| f.slot())
     }
 }
 
