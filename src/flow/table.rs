@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 
 use super::connection::ConnState;
 use super::key::FlowKey;
+use super::prefetch::prefetch;
 use super::seq::SeqNumber;
 use super::store::{ConnectionStore, Counter, Retired};
 use super::tombstones::{place_in, Tombstones};
@@ -128,8 +129,8 @@ impl LiveFlows {
         self.flows.get_mut(at)
     }
 
-    /// Puts `flow` under `key` (of hash `hash`), replacing the flow there; returns it in its place.
-    fn insert(&mut self, key: FlowKey, hash: u64, flow: Flow) -> &mut Flow {
+    /// Puts `flow` under `key` (of hash `hash`), replacing the flow there; returns its place.
+    fn insert(&mut self, key: FlowKey, hash: u64, flow: Flow) -> usize {
         let at = match self.index.entry(hash, |(k, _)| *k == key, hash_of) {
             hash_table::Entry::Occupied(entry) => {
                 let at = entry.get().1;
@@ -142,7 +143,7 @@ impl LiveFlows {
                 at
             }
         };
-        &mut self.flows[at as usize]
+        at as usize
     }
 
     /// Forgets the flow of `key`; its place is reused. Returns where it was (still readable
@@ -233,12 +234,22 @@ impl<'de> serde::Deserialize<'de> for LiveFlows {
     }
 }
 
+/// A flow that reached CLOSED or RESET at `since`, and its place in the slab then: the sweep
+/// asks the CPU for it ahead of time (`prefetch_closing`). Only a hint: a sweep finds the flow
+/// by its key, and by then the place may hold another flow.
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct Closing {
+    key: FlowKey,
+    since: i64,
+    place: u32,
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct FlowTable {
     live: LiveFlows,
     finished: Tombstones<Tombstone>,
     /// Flows that reached CLOSED or RESET, oldest first: what the next sweep looks at.
-    closing: VecDeque<(FlowKey, i64)>,
+    closing: VecDeque<Closing>,
     /// Sizes at which the next pressure check runs (see `relieve_pressure`).
     live_limit: usize,
     finished_limit: usize,
@@ -320,9 +331,10 @@ impl FlowTable {
             // its SYN, so that the same SYN again is a retransmission, not a new connection.
             restore_syn(store.get_mut(slot), &tombstone);
         }
+        let at = self.live.insert(*key, hash, tombstone.into_flow(slot));
         // Back in the hot table, finished: the next sweeps retire it again.
-        self.closing.push_back((*key, tombstone.last_time_ns));
-        Some(self.live.insert(*key, hash, tombstone.into_flow(slot)))
+        self.closing.push_back(Closing { key: *key, since: tombstone.last_time_ns, place: at as u32 });
+        self.live.flows.get_mut(at)
     }
 
     /// The flow of `key` if it is in the hot table, without bringing back a tombstone (what an
@@ -340,7 +352,8 @@ impl FlowTable {
     /// `insert` with the key's hash (`FlowKey::hash64`) worked out by the caller; returns the
     /// flow in its place.
     pub fn insert_hashed(&mut self, key: FlowKey, hash: u64, flow: Flow) -> &mut Flow {
-        self.live.insert(key, hash, flow)
+        let at = self.live.insert(key, hash, flow);
+        &mut self.live.flows[at]
     }
 
     pub fn remove(&mut self, key: &FlowKey) {
@@ -366,18 +379,20 @@ impl FlowTable {
         self.live.len()
     }
 
-    /// Notes that the flow of `key` just finished (CLOSED or RESET) at `time_ns`.
-    pub fn note_finished(&mut self, key: FlowKey, time_ns: i64) {
-        self.closing.push_back((key, time_ns));
+    /// Notes that the flow of `key` (of hash `hash`) just finished (CLOSED or RESET) at `time_ns`.
+    pub fn note_finished(&mut self, key: FlowKey, hash: u64, time_ns: i64) {
+        let place = self.live.place(&key, hash).map_or(u32::MAX, |at| at as u32);
+        self.closing.push_back(Closing { key, since: time_ns, place });
     }
 
     /// Moves finished flows idle for `CLOSED_GRACE_NS` to tombstones; the store retires their
     /// records. Looks only at flows noted finished, so it costs what finished since the last sweep.
     pub fn sweep_finished_flows<C: Counter>(&mut self, store: &mut ConnectionStore<C>, now_ns: i64) {
-        while let Some(&(key, since)) = self.closing.front() {
+        while let Some(&Closing { key, since, place }) = self.closing.front() {
             if now_ns - since <= CLOSED_GRACE_NS {
                 break;
             }
+            self.prefetch_closing(store);
             self.closing.pop_front();
             let mut late_packet = None;
             let removed = self.live.remove_if(&key, |flow| {
@@ -389,12 +404,32 @@ impl FlowTable {
             });
             if let Some(last_time_ns) = late_packet {
                 // A late packet came: look again once the grace has passed.
-                self.closing.push_back((key, last_time_ns));
+                self.closing.push_back(Closing { key, since: last_time_ns, place });
             }
             let Some(at) = removed else { continue };
             let flow = self.live.at(at);
             let record = store.retire(flow.slot(), now_ns);
             self.finished.insert(key, Tombstone::of(flow, record, flow.state));
+        }
+    }
+
+    /// The sweep reads each finished flow and its record when they have left the caches: while
+    /// it retires one, it asks for the flow `FLOW_AHEAD` places on in the queue (the fields it
+    /// reads) and the record of the one `RECORD_AHEAD` on (whose flow it asked for before).
+    fn prefetch_closing<C: Counter>(&self, store: &ConnectionStore<C>) {
+        const FLOW_AHEAD: usize = 4;
+        const RECORD_AHEAD: usize = 2;
+        let flow_at = |ahead: usize| self.closing.get(ahead).and_then(|c| self.live.flows.get(c.place as usize));
+        if let Some(flow) = flow_at(FLOW_AHEAD) {
+            prefetch(&flow.conn);
+            prefetch(&flow.last_time_ns);
+            for d in &flow.direction {
+                prefetch(&d.next_seq);
+                prefetch(&d.fin_seen);
+            }
+        }
+        if let Some(flow) = flow_at(RECORD_AHEAD) {
+            store.prefetch(flow.slot());
         }
     }
 

@@ -218,7 +218,7 @@ impl<C: Counter> Tracker<C> {
                         record_prefix(conn, seg, at, time_ns);
                     }
                     if !was_over && flow.state.is_over() {
-                        self.table.note_finished(key, time_ns);
+                        self.table.note_finished(key, hash, time_ns);
                     }
                     return;
                 }
@@ -245,7 +245,7 @@ impl<C: Counter> Tracker<C> {
             record_prefix(conn, seg, at, time_ns);
         }
         if flow.state.is_over() {
-            self.table.note_finished(key, time_ns);
+            self.table.note_finished(key, hash, time_ns);
         }
         self.table.relieve_pressure(&mut self.store, time_ns);
     }
