@@ -106,7 +106,7 @@ impl Problems {
     fn earliest_ack(&self, py: Python<'_>, selection: &Selection) -> Option<f64> {
         let analysis = self.analysis.borrow(py);
         let connections = &analysis.inner.connections;
-        selection.indices.iter().filter_map(|&i| connections.get(i as usize)?.handshake_ack_time_ns).min().map(epoch)
+        selection.indices.iter().filter_map(|&i| connections.get(i as usize)?.handshake_ack_time_ns.get()).min().map(epoch)
     }
 }
 

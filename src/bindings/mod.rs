@@ -552,19 +552,19 @@ pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c:
     d.set_item("outcome", v.outcome.slug())?;
     d.set_item("symptoms", pyo3::types::PyTuple::new(py, v.symptoms.iter().map(|s| s.slug()).collect::<Vec<_>>())?)?;
     d.set_item("follows", c.follows)?;
-    d.set_item("follows_after", c.follows_after_ns.map(epoch))?;
+    d.set_item("follows_after", c.follows_after_ns.get().map(epoch))?;
     d.set_item("completed", c.handshake_completed())?;
     d.set_item("syn_attempts", c.syn_count)?;
     d.set_item("synack_attempts", c.synack_count)?;
-    d.set_item("synack_time", c.synack_time_ns.map(epoch))?;
-    d.set_item("ack_time", c.handshake_ack_time_ns.map(epoch))?;
-    d.set_item("request_acked", c.milestones.client_data_acked_ns.map(epoch))?;
-    d.set_item("request_sent", c.milestones.client_data_ns.map(epoch))?;
-    d.set_item("client_last_data", c.milestones.client_last_data_ns.map(epoch))?;
-    d.set_item("server_first_data", c.milestones.server_data_ns.map(epoch))?;
-    d.set_item("server_last_data", c.milestones.server_last_data_ns.map(epoch))?;
-    d.set_item("client_closed", c.milestones.client_closed_ns.map(epoch))?;
-    match c.milestones.server_closed {
+    d.set_item("synack_time", c.synack_time_ns.get().map(epoch))?;
+    d.set_item("ack_time", c.handshake_ack_time_ns.get().map(epoch))?;
+    d.set_item("request_acked", c.milestones.client_data_acked_ns.get().map(epoch))?;
+    d.set_item("request_sent", c.milestones.client_data_ns.get().map(epoch))?;
+    d.set_item("client_last_data", c.milestones.client_last_data_ns.get().map(epoch))?;
+    d.set_item("server_first_data", c.milestones.server_data_ns.get().map(epoch))?;
+    d.set_item("server_last_data", c.milestones.server_last_data_ns.get().map(epoch))?;
+    d.set_item("client_closed", c.milestones.client_closed_ns.get().map(epoch))?;
+    match c.milestones.server_closed() {
         Some(close) => {
             let closed = PyDict::new(py);
             closed.set_item("file", close.at.file)?;
@@ -577,7 +577,7 @@ pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c:
     d.set_item("duplicates", c.duplicates)?;
     d.set_item("vlan", pyo3::types::PyTuple::new(py, link::vlan_list(c.vlan))?)?;
     d.set_item("added_latency", epoch(v.added_latency_ns))?;
-    match c.milestones.first_rst {
+    match c.milestones.first_rst() {
         Some(r) => {
             let reset = PyDict::new(py);
             reset.set_item("from", r.from.name())?;

@@ -57,7 +57,7 @@ impl Tally {
             // Counted before; a revived record knows too little to be judged again, but a late
             // RST turns the outcome into a reset.
             Some(before) => {
-                let after = match c.milestones.first_rst {
+                let after = match c.milestones.first_rst() {
                     Some(rst) if !matches!(before, Outcome::ResetByClient | Outcome::ResetByServer | Outcome::Refused) => {
                         if rst.from == crate::flow::Side::Server { Outcome::ResetByServer } else { Outcome::ResetByClient }
                     }

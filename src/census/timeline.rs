@@ -191,8 +191,8 @@ mod tests {
     #[test]
     fn test_timeline_waiting_from_handshake_ack_to_answer() {
         let mut c = conn(10);
-        c.handshake_ack_time_ns = Some(10 * NS_PER_S + 1);
-        c.milestones.server_data_ns = Some(14 * NS_PER_S);
+        c.handshake_ack_time_ns.set(Some(10 * NS_PER_S + 1));
+        c.milestones.server_data_ns.set(Some(14 * NS_PER_S));
         let mut t = Timeline::default();
         t.add_connection(&c, Outcome::Completed);
         let got: Vec<(i64, u64, u64)> = t.seconds(None).iter().map(|(s, c)| (*s, c.waiting_in, c.waiting_out)).collect();

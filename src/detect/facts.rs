@@ -174,31 +174,31 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
             f.insert(Fact::SynackIgnored);
         }
     }
-    if c.milestones.first_rst.is_some_and(|r| r.from == Side::Client && r.answers.is_none()) && server.packets == 0 {
+    if c.milestones.first_rst().is_some_and(|r| r.from == Side::Client && r.answers.is_none()) && server.packets == 0 {
         f.insert(Fact::RstUnprovoked);
     }
     let quiet = client.payload_bytes == 0 && server.payload_bytes == 0;
-    if quiet && !c.partial && (!c.handshake_completed() || c.milestones.first_rst.is_some()) {
+    if quiet && !c.partial && (!c.handshake_completed() || c.milestones.first_rst().is_some()) {
         f.insert(Fact::Probe);
     }
     if stray_ack_reset(c) {
         f.insert(Fact::StrayAckReset);
     }
-    if c.follows.is_some() && c.follows_after_ns.is_none_or(|after| after < TIME_WAIT_NS) {
+    if c.follows.is_some() && c.follows_after_ns.get().is_none_or(|after| after < TIME_WAIT_NS) {
         f.insert(Fact::ReusedInTimeWait);
     }
-    if c.milestones.client_data_acked_ns.is_some() {
+    if c.milestones.client_data_acked_ns.get().is_some() {
         f.insert(Fact::RequestAcked);
     }
     let m = &c.milestones;
-    if let Some(last_request) = m.client_last_data_ns.or(m.client_data_ns) {
-        if m.server_last_data_ns.or(m.server_data_ns).is_none_or(|answered| answered < last_request) {
+    if let Some(last_request) = m.client_last_data_ns.get().or(m.client_data_ns.get()) {
+        if m.server_last_data_ns.get().or(m.server_data_ns.get()).is_none_or(|answered| answered < last_request) {
             f.insert(Fact::RequestUnanswered);
         }
-        if m.client_closed_ns.is_some_and(|closed| closed - last_request >= WAITED_MIN_NS) {
+        if m.client_closed_ns.get().is_some_and(|closed| closed - last_request >= WAITED_MIN_NS) {
             f.insert(Fact::ClientWaited);
         }
-        if m.server_closed_ns().is_some_and(|closed| closed < last_request) {
+        if m.server_closed_ns.get().is_some_and(|closed| closed < last_request) {
             f.insert(Fact::RequestAfterServerClose);
         }
     }
@@ -238,15 +238,15 @@ fn syn_unanswered(c: &Connection) -> bool {
     if c.syn_count < 2 {
         return false;
     }
-    let Some(second) = second_syn_ns(c) else { return c.synack_time_ns.is_none() };
-    let synack_first = c.synack_time_ns.is_some_and(|t| t < second);
-    let rst_first = c.milestones.first_rst.is_some_and(|r| r.from == Side::Server && r.time_ns < second);
+    let Some(second) = second_syn_ns(c) else { return c.synack_time_ns.get().is_none() };
+    let synack_first = c.synack_time_ns.get().is_some_and(|t| t < second);
+    let rst_first = c.milestones.first_rst().is_some_and(|r| r.from == Side::Server && r.time_ns < second);
     !synack_first && !rst_first
 }
 
 fn stray_ack_reset(c: &Connection) -> bool {
-    let Some(r) = c.milestones.first_rst else { return false };
-    r.from == Side::Client && r.answers == Some(PacketRole::Ack) && c.synack_time_ns.is_none_or(|t| r.time_ns < t)
+    let Some(r) = c.milestones.first_rst() else { return false };
+    r.from == Side::Client && r.answers == Some(PacketRole::Ack) && c.synack_time_ns.get().is_none_or(|t| r.time_ns < t)
 }
 
 /// The span whose place in time says which listener window a connection's trouble belongs to:
@@ -255,10 +255,10 @@ fn stray_ack_reset(c: &Connection) -> bool {
 pub fn trouble_span(c: &Connection, facts: Facts) -> (i64, i64) {
     let (start, end) = if facts.contains(Fact::SynUnanswered) {
         let last_syn = c.retransmits.as_ref().and_then(|log| log.syn.last()).map(|s| s.time_ns);
-        (c.syn_time_ns.unwrap_or(c.first_time_ns), c.synack_time_ns.or(last_syn).unwrap_or(c.last_time_ns))
+        (c.syn_time_ns.get().unwrap_or(c.first_time_ns), c.synack_time_ns.get().or(last_syn).unwrap_or(c.last_time_ns))
     } else {
         let m = &c.milestones;
-        (m.client_data_ns.unwrap_or(c.first_time_ns), m.client_data_acked_ns.unwrap_or(c.last_time_ns))
+        (m.client_data_ns.get().unwrap_or(c.first_time_ns), m.client_data_acked_ns.get().unwrap_or(c.last_time_ns))
     };
     (start, end.max(start))
 }
@@ -270,16 +270,16 @@ pub fn trouble_span(c: &Connection, facts: Facts) -> (i64, i64) {
 pub fn queue_full_span(c: &Connection) -> (i64, i64) {
     let m = &c.milestones;
     // Its own SYN dropped first: the queue was full then already.
-    let dropped_syn = if syn_unanswered(c) { c.syn_time_ns } else { None };
+    let dropped_syn = if syn_unanswered(c) { c.syn_time_ns.get() } else { None };
     let start = dropped_syn
-        .or(c.handshake_ack_time_ns)
-        .or(m.client_data_ns)
-        .or(m.first_rst.map(|r| r.time_ns))
+        .or(c.handshake_ack_time_ns.get())
+        .or(m.client_data_ns.get())
+        .or(m.first_rst().map(|r| r.time_ns))
         .unwrap_or(c.first_time_ns);
-    let through = match (m.client_data_acked_ns, m.server_data_ns) {
+    let through = match (m.client_data_acked_ns.get(), m.server_data_ns.get()) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let end = through.or(m.first_rst.map(|r| r.time_ns)).unwrap_or(c.last_time_ns);
+    let end = through.or(m.first_rst().map(|r| r.time_ns)).unwrap_or(c.last_time_ns);
     (start, end.max(start))
 }

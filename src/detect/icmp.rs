@@ -25,7 +25,7 @@ pub fn connect_error(c: &Connection) -> Option<&IcmpAnswer> {
         return None;
     }
     let isn = c.base_seq[Side::Client.index()]?;
-    let last_syn_ns = c.retransmits.as_ref().and_then(|log| log.syn.last()).map(|s| s.time_ns).or(c.syn_time_ns)?;
+    let last_syn_ns = c.retransmits.as_ref().and_then(|log| log.syn.last()).map(|s| s.time_ns).or(c.syn_time_ns.get())?;
     let v6 = c.client.ip.is_ipv6();
     c.icmp_answers()
         .iter()
@@ -109,7 +109,7 @@ mod tests {
         let mut c = Connection::new(0, ep("40000"), ep("9000"), false, FrameRef::default(), 0);
         c.base_seq = [Some(100), Some(5000)];
         c.syn_count = 1;
-        c.syn_time_ns = Some(0);
+        c.syn_time_ns.set(Some(0));
         c
     }
 
@@ -176,7 +176,7 @@ mod tests {
         log.data(Side::Server, 5101, Some(send(0)), send(1), false);
         log.data(Side::Server, 5101, None, send(2), false);
         log.sized(Side::Server, 5101, 1448, Some(5101));
-        c.handshake_ack_time_ns = Some(1);
+        c.handshake_ack_time_ns.set(Some(1));
         let hole = black_hole(&c).unwrap();
         assert_eq!((hole.from, hole.len, hole.ip_len, hole.mtu), (Side::Server, 1448, 1488, None));
         c.retransmits_mut().acknowledged(Side::Server, 5101 + 1448);

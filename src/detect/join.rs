@@ -163,14 +163,14 @@ fn first_event(c: &Connection, from: Side, kinds: &[EventKind]) -> Option<i64> {
 /// (its SYN was not captured).
 pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
     let (outcome, _) = classify(c, end_ns);
-    let rst = c.milestones.first_rst;
+    let rst = c.milestones.first_rst();
     let client_fin = first_event(c, Side::Client, &[EventKind::Fin]);
     let client_rst = first_event(c, Side::Client, &[EventKind::Rst]).or_else(|| rst.filter(|r| r.from == Side::Client).map(|r| r.time_ns));
     let client_close = match (client_fin, client_rst) {
         (Some(f), Some(r)) => Some(f.min(r)),
         (f, r) => f.or(r),
     };
-    let server_data = c.milestones.server_data_ns;
+    let server_data = c.milestones.server_data_ns.get();
     // A moment no packet shows lies between these; None: open until the capture's end.
     let waited = (c.last_time_ns - c.first_time_ns).max(NS);
     let ongoing = c.last_time_ns + NS >= end_ns;
@@ -193,14 +193,14 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
                 (Shape::Answered, Some(c.last_time_ns), None)
             } else if let Some(fin) = server_fin.filter(|&f| client_close.is_none_or(|close| f <= close)) {
                 (Shape::ServerClosed, Some(fin), None)
-            } else if c.milestones.client_data_ns.is_some() || client_close.is_some() {
-                let request = c.milestones.client_data_ns.unwrap_or(c.first_time_ns);
+            } else if c.milestones.client_data_ns.get().is_some() || client_close.is_some() {
+                let request = c.milestones.client_data_ns.get().unwrap_or(c.first_time_ns);
                 // The request acknowledged before the FIN, and not just before it after re-sends (a
                 // FIN that waited for the re-sent request's ACK follows it within a round trip).
                 let resent_before = |acked: i64| {
                     c.events.iter().any(|e| e.from == Side::Client && e.kind == EventKind::DataRetransmit && e.time_ns <= acked)
                 };
-                let acked_before_close = match (c.milestones.client_data_acked_ns, client_close) {
+                let acked_before_close = match (c.milestones.client_data_acked_ns.get(), client_close) {
                     (Some(acked), Some(close)) => acked <= close && !(close - acked < QUEUED_FIN_NS && resent_before(acked)),
                     _ => false,
                 };

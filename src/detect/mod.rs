@@ -241,7 +241,7 @@ pub fn classify(c: &Connection, end_ns: i64) -> (Outcome, Symptoms) {
 fn syn_sends(c: &Connection) -> Vec<Send> {
     match &c.retransmits {
         Some(log) if !log.syn.is_empty() => log.syn.clone(),
-        _ => c.syn_time_ns.map(|time_ns| Send { at: c.first, time_ns, triggered: false }).into_iter().collect(),
+        _ => c.syn_time_ns.get().map(|time_ns| Send { at: c.first, time_ns, triggered: false }).into_iter().collect(),
     }
 }
 
@@ -253,7 +253,7 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
     if c.partial {
         return Outcome::Partial;
     }
-    if let Some(rst) = c.milestones.first_rst.filter(|r| !answered_anyway(c, r)) {
+    if let Some(rst) = c.milestones.first_rst().filter(|r| !answered_anyway(c, r)) {
         return match (rst.from, rst.answers) {
             (Side::Server, Some(PacketRole::Syn)) => Outcome::Refused,
             (Side::Server, _) => Outcome::ResetByServer,
@@ -265,8 +265,8 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
     }
     let fin = c.counts.iter().any(|d| d.fin);
     if c.handshake_completed() {
-        let client_sent = c.milestones.client_data_ns.is_some();
-        let server_sent = c.milestones.server_data_ns.is_some();
+        let client_sent = c.milestones.client_data_ns.get().is_some();
+        let server_sent = c.milestones.server_data_ns.get().is_some();
         return match (client_sent, server_sent, fin) {
             (true, true, _) => Outcome::Completed,
             (true, false, true) if closed_by_server(c) => Outcome::ClosedByServer,
@@ -307,7 +307,7 @@ fn symptoms(c: &Connection) -> Symptoms {
         s.insert(Symptom::TfoFallback);
     }
     if let Some(log) = &c.retransmits {
-        let acked_at = c.handshake_ack_time_ns;
+        let acked_at = c.handshake_ack_time_ns.get();
         let after_ack: Vec<&Send> =
             log.synack.iter().skip(1).filter(|send| !send.triggered && acked_at.is_some_and(|t| send.time_ns > t)).collect();
         if !after_ack.is_empty() {
@@ -337,7 +337,7 @@ fn symptoms(c: &Connection) -> Symptoms {
     if syncookie_suspected(c, s) {
         s.insert(Symptom::SyncookieSuspected);
     }
-    if let Some(rst) = c.milestones.first_rst.filter(|r| !answered_anyway(c, r)) {
+    if let Some(rst) = c.milestones.first_rst().filter(|r| !answered_anyway(c, r)) {
         match (rst.from, rst.answers) {
             (_, Some(PacketRole::Syn)) => s.insert(Symptom::Rejected),
             (Side::Server, Some(PacketRole::HandshakeAck)) if embryonic(c) => s.insert(Symptom::ResetAfterAck),
@@ -353,7 +353,7 @@ fn symptoms(c: &Connection) -> Symptoms {
 /// on past the moment its kernel's next re-send was due: the client gave up (a kernel still
 /// trying would have sent it again: Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer()).
 fn request_given_up(c: &Connection, end_ns: i64) -> bool {
-    if c.milestones.client_data_acked_ns.is_some() {
+    if c.milestones.client_data_acked_ns.get().is_some() {
         return false;
     }
     let series = timed_series(c);
@@ -374,23 +374,23 @@ fn request_given_up(c: &Connection, end_ns: i64) -> bool {
 /// and answers 502. Called for connections that got no data from the server.
 fn closed_by_server(c: &Connection) -> bool {
     let m = &c.milestones;
-    let (Some(server_closed), Some(request)) = (m.server_closed_ns(), m.client_last_data_ns.or(m.client_data_ns)) else {
+    let (Some(server_closed), Some(request)) = (m.server_closed_ns.get(), m.client_last_data_ns.get().or(m.client_data_ns.get())) else {
         return false;
     };
-    request < server_closed && m.client_closed_ns.is_none_or(|client_closed| server_closed < client_closed)
+    request < server_closed && m.client_closed_ns.get().is_none_or(|client_closed| server_closed < client_closed)
 }
 
 /// An RST answering the SYN, and then the handshake completed all the same: the port was open and
 /// the RST was forged or stale (RFC 5961 §3: an in-window RST would have ended a real attempt).
 fn answered_anyway(c: &Connection, rst: &RstFacts) -> bool {
-    rst.answers == Some(PacketRole::Syn) && c.handshake_ack_time_ns.is_some_and(|t| t > rst.time_ns)
+    rst.answers == Some(PacketRole::Syn) && c.handshake_ack_time_ns.get().is_some_and(|t| t > rst.time_ns)
 }
 
 /// The server had neither acknowledged client data nor sent any: no socket was established on
 /// its side. tcp_abort_on_overflow's RST comes from there (Linux v6.6 net/ipv4/tcp_minisocks.c:
 /// tcp_check_req(): embryonic_reset); an application that answered and then reset is not it.
 fn embryonic(c: &Connection) -> bool {
-    c.milestones.client_data_acked_ns.is_none() && c.milestones.server_data_ns.is_none()
+    c.milestones.client_data_acked_ns.get().is_none() && c.milestones.server_data_ns.get().is_none()
 }
 
 /// The server held back its SYN-ACK re-sends after the client's bare ACK, then sent one: the
@@ -407,14 +407,14 @@ fn defer_accept_suspected(c: &Connection, synacks: &[Send], after_ack: &[&Send])
     let Some(previous) = index.checked_sub(1).and_then(|i| synacks.get(i)) else { return false };
     let timer_retries = synacks.iter().take(index + 1).skip(1).filter(|s| !s.triggered).count() as u32;
     let late = resend.time_ns - previous.time_ns > Schedule::Synack.interval_ns(timer_retries.max(1)) + SLACK_NS;
-    let no_data_before = c.milestones.client_data_ns.is_none_or(|t| t > resend.time_ns);
+    let no_data_before = c.milestones.client_data_ns.get().is_none_or(|t| t > resend.time_ns);
     late && no_data_before
 }
 
 /// The RST answers a data segment sent at the time of the client's first data: that segment.
 fn answers_first_data(c: &Connection, rst: &RstFacts) -> bool {
     let answered_ns = rst.after_ns.map(|after| rst.time_ns - after);
-    answered_ns.is_some() && answered_ns == c.milestones.client_data_ns
+    answered_ns.is_some() && answered_ns == c.milestones.client_data_ns.get()
 }
 
 /// The handshake completed, the client's request then went unacknowledged for over a second,
@@ -425,8 +425,8 @@ fn answers_first_data(c: &Connection, rst: &RstFacts) -> bool {
 /// without timestamps has no window scale and no SACK (net/ipv4/tcp_input.c:
 /// tcp_conn_request(): tcp_clear_options()), so one that has them was not a cookie.
 fn syncookie_suspected(c: &Connection, s: Symptoms) -> bool {
-    let (Some(ack_ns), Some(data_ns)) = (c.handshake_ack_time_ns, c.milestones.client_data_ns) else { return false };
-    let stalled_until = c.milestones.client_data_acked_ns.unwrap_or(c.last_time_ns);
+    let (Some(ack_ns), Some(data_ns)) = (c.handshake_ack_time_ns.get(), c.milestones.client_data_ns.get()) else { return false };
+    let stalled_until = c.milestones.client_data_acked_ns.get().unwrap_or(c.last_time_ns);
     let stalled = s.contains(Symptom::RequestUnacked) && stalled_until - data_ns.max(ack_ns) > COOKIE_STALL_NS;
     let timer_resent = c.retransmits.as_ref().is_some_and(|log| log.synack.iter().skip(1).any(|send| !send.triggered));
     let cookie_options = c.options[Side::Server.index()]
@@ -482,7 +482,7 @@ fn time(kind: SeriesKind, from: Side, seq: Option<u32>, schedule: Schedule, send
 
 /// The handshake's round trip: from the SYN that was answered to the client's ACK.
 fn round_trip_ns(c: &Connection) -> Option<i64> {
-    let ack = c.handshake_ack_time_ns?;
+    let ack = c.handshake_ack_time_ns.get()?;
     let last_syn = syn_sends(c).iter().filter(|s| s.time_ns <= ack).map(|s| s.time_ns).max()?;
     Some(ack - last_syn)
 }

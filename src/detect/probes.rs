@@ -21,7 +21,7 @@ const MAX_FRAMES: usize = 6;
 /// Is this connection one client SYN, never followed by anything else from the client?
 pub fn is_one_syn(c: &Connection) -> bool {
     let client = &c.counts[Side::Client.index()];
-    !c.partial && c.syn_count == 1 && client.packets == 1 && c.handshake_ack_time_ns.is_none()
+    !c.partial && c.syn_count == 1 && client.packets == 1 && c.handshake_ack_time_ns.get().is_none()
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]

@@ -198,14 +198,14 @@ impl ServerBook {
         s.first_ns = s.first_ns.min(c.first_time_ns);
         s.last_ns = s.last_ns.max(c.last_time_ns);
         let clean = c.syn_count == 1 && c.synack_count == 1;
-        if let (true, Some(syn), Some(synack), Some(ack)) = (clean, c.syn_time_ns, c.synack_time_ns, c.handshake_ack_time_ns) {
+        if let (true, Some(syn), Some(synack), Some(ack)) = (clean, c.syn_time_ns.get(), c.synack_time_ns.get(), c.handshake_ack_time_ns.get()) {
             s.gaps.add(Gaps { id: c.id, syn_to_synack_ns: synack - syn, synack_to_ack_ns: ack - synack });
         }
         let mut exact = 0;
         if let Some((established, until)) = crate::flow::connection::waiting_span(c) {
             exact += usize::from(s.waiting.push(established, Kind::Begins)) + usize::from(s.waiting.push(until, Kind::Ends));
         }
-        if let Some(answered) = c.milestones.server_data_ns {
+        if let Some(answered) = c.milestones.server_data_ns.get() {
             exact += usize::from(s.answered.push(answered, Kind::Begins));
         }
         if c.counts[crate::flow::Side::Server.index()].packets > 0 {

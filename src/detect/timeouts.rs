@@ -69,12 +69,12 @@ pub fn infer(connections: &[Connection], end_ns: i64) -> ProxyTimeouts {
 }
 
 fn read_give_up_ns(c: &Connection) -> Option<i64> {
-    let sent = c.milestones.client_data_ns?;
-    if !c.handshake_completed() || c.milestones.server_data_ns.is_some() {
+    let sent = c.milestones.client_data_ns.get()?;
+    if !c.handshake_completed() || c.milestones.server_data_ns.get().is_some() {
         return None;
     }
     let client = &c.counts[Side::Client.index()];
-    let reset = c.milestones.first_rst.filter(|r| r.from == Side::Client);
+    let reset = c.milestones.first_rst().filter(|r| r.from == Side::Client);
     let closed_at = match reset {
         Some(r) => r.time_ns,
         None if client.fin => c.last_time_ns,
@@ -96,7 +96,7 @@ fn connect_give_up_ns(c: &Connection, end_ns: i64) -> Option<(i64, i64)> {
     let (first, last) = (sends.first()?, sends.last()?);
     let schedule = schedule::fit_syn(&intervals(&sends));
     let mut upper = last.time_ns + schedule.interval_ns(c.syn_count.max(1)) + DUE_SLACK_NS;
-    if let Some(r) = c.milestones.first_rst.filter(|r| r.from == Side::Client) {
+    if let Some(r) = c.milestones.first_rst().filter(|r| r.from == Side::Client) {
         upper = upper.min(r.time_ns);
     }
     Some((last.time_ns - first.time_ns, upper - first.time_ns))

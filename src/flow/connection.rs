@@ -40,6 +40,57 @@ impl ConnState {
     }
 }
 
+/// A time or a duration in nanoseconds that may be unknown: an `Option<i64>` in 8 bytes, not
+/// 16 (`i64::MIN`, never a capture time nor a gap between two, stands for none). A record holds
+/// ten of them. Read with `get()`; serialised as the `Option<i64>` it stands for.
+#[derive(Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "Option<i64>", into = "Option<i64>")]
+pub struct OptNs(i64);
+
+impl OptNs {
+    pub const NONE: OptNs = OptNs(i64::MIN);
+
+    pub fn get(self) -> Option<i64> {
+        (self.0 != i64::MIN).then_some(self.0)
+    }
+
+    pub fn set(&mut self, ns: Option<i64>) {
+        *self = OptNs::from(ns);
+    }
+
+    /// Sets it to `ns` unless it is known already.
+    pub fn set_if_none(&mut self, ns: i64) {
+        if *self == OptNs::NONE {
+            self.set(Some(ns));
+        }
+    }
+}
+
+impl Default for OptNs {
+    fn default() -> Self {
+        OptNs::NONE
+    }
+}
+
+impl From<Option<i64>> for OptNs {
+    fn from(ns: Option<i64>) -> Self {
+        debug_assert_ne!(ns, Some(i64::MIN), "i64::MIN stands for none");
+        OptNs(ns.unwrap_or(i64::MIN))
+    }
+}
+
+impl From<OptNs> for Option<i64> {
+    fn from(ns: OptNs) -> Self {
+        ns.get()
+    }
+}
+
+impl std::fmt::Debug for OptNs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
 /// Per-direction counts, indexed by `Side::index()`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DirectionCounts {
@@ -73,16 +124,16 @@ pub struct Connection {
     pub base_seq: [Option<u32>; 2],
     pub syn_count: u32,
     pub synack_count: u32,
-    pub syn_time_ns: Option<i64>,
-    pub synack_time_ns: Option<i64>,
-    pub handshake_ack_time_ns: Option<i64>,
+    pub syn_time_ns: OptNs,
+    pub synack_time_ns: OptNs,
+    pub handshake_ack_time_ns: OptNs,
     pub counts: [DirectionCounts; 2],
     /// Options of the SYN (client) and SYN-ACK (server).
     pub options: [Option<HandshakeOptions>; 2],
     /// The connection this one replaced on the same 4-tuple (a SYN with a new ISN)...
     pub follows: Option<u64>,
     /// ...and how long after that connection's last packet this one began.
-    pub follows_after_ns: Option<i64>,
+    pub follows_after_ns: OptNs,
     pub events: Vec<Event>,
     /// Events not kept because the connection reached `MAX_EVENTS`.
     pub events_dropped: u32,
@@ -107,22 +158,26 @@ pub struct Connection {
 }
 
 /// Moments in a connection's life that its verdict needs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Milestones {
-    pub client_data_ns: Option<i64>,
-    pub server_data_ns: Option<i64>,
+    pub client_data_ns: OptNs,
+    pub server_data_ns: OptNs,
     /// The server's first ACK of client data.
-    pub client_data_acked_ns: Option<i64>,
-    pub first_rst: Option<RstFacts>,
+    pub client_data_acked_ns: OptNs,
+    /// Read as `first_rst()`. Boxed: few connections see an RST, and its facts inline would
+    /// cost every record 48 bytes more (serialised as the facts themselves).
+    pub first_rst: Option<Box<RstFacts>>,
     /// The last segment that carried new client (server) data, not a re-send.
-    pub client_last_data_ns: Option<i64>,
-    pub server_last_data_ns: Option<i64>,
+    pub client_last_data_ns: OptNs,
+    pub server_last_data_ns: OptNs,
     /// The client's first FIN or RST: when it closed or gave up.
-    pub client_closed_ns: Option<i64>,
+    pub client_closed_ns: OptNs,
     /// The server's first FIN or RST: when its application closed the connection (or its kernel
-    /// reset it), and the frame.
+    /// reset it), and its frame (meaningful only with the time). Read as `server_closed()`.
     #[serde(default)]
-    pub server_closed: Option<Close>,
+    pub server_closed_ns: OptNs,
+    #[serde(default)]
+    pub server_closed_at: FrameRef,
     /// Bytes of data the client's SYN carried (TCP Fast Open, RFC 7413 §3).
     pub syn_data_len: u32,
     /// Whether the SYN-ACK acknowledged that data (Fast Open accepted) or only the SYN (the
@@ -145,16 +200,27 @@ impl Milestones {
     pub fn note_close(&mut self, side: Side, time_ns: i64, at: FrameRef) {
         match side {
             Side::Client => {
-                self.client_closed_ns.get_or_insert(time_ns);
+                self.client_closed_ns.set_if_none(time_ns);
             }
-            Side::Server => {
-                self.server_closed.get_or_insert(Close { time_ns, at });
+            Side::Server if self.server_closed_ns.get().is_none() => {
+                self.server_closed_ns.set(Some(time_ns));
+                self.server_closed_at = at;
             }
+            Side::Server => {}
         }
     }
 
-    pub fn server_closed_ns(&self) -> Option<i64> {
-        self.server_closed.map(|c| c.time_ns)
+    pub fn server_closed(&self) -> Option<Close> {
+        self.server_closed_ns.get().map(|time_ns| Close { time_ns, at: self.server_closed_at })
+    }
+
+    /// The first RST and what it answered.
+    pub fn first_rst(&self) -> Option<RstFacts> {
+        self.first_rst.as_deref().copied()
+    }
+
+    pub fn set_first_rst(&mut self, rst: Option<RstFacts>) {
+        self.first_rst = rst.map(Box::new);
     }
 }
 
@@ -331,13 +397,13 @@ impl Connection {
             base_seq: [None, None],
             syn_count: 0,
             synack_count: 0,
-            syn_time_ns: None,
-            synack_time_ns: None,
-            handshake_ack_time_ns: None,
+            syn_time_ns: OptNs::NONE,
+            synack_time_ns: OptNs::NONE,
+            handshake_ack_time_ns: OptNs::NONE,
             counts: [DirectionCounts::default(); 2],
             options: [None, None],
             follows: None,
-            follows_after_ns: None,
+            follows_after_ns: OptNs::NONE,
             events: Vec::new(),
             events_dropped: 0,
             snaplen_cut: 0,
@@ -380,7 +446,7 @@ impl Connection {
     }
 
     pub fn handshake_completed(&self) -> bool {
-        self.handshake_ack_time_ns.is_some()
+        self.handshake_ack_time_ns.get().is_some()
     }
 
     pub fn push(&mut self, event: Event, keep_events: bool) {
@@ -409,7 +475,7 @@ impl Connection {
 
     /// The wait for the handshake: first SYN to the client's handshake ACK.
     pub fn handshake_duration_ns(&self) -> Option<i64> {
-        Some(self.handshake_ack_time_ns? - self.syn_time_ns?)
+        Some(self.handshake_ack_time_ns.get()? - self.syn_time_ns.get()?)
     }
 }
 
@@ -418,9 +484,9 @@ impl Connection {
 /// answer it. While the server's accept queue is full this is how long a connection sits in
 /// it (Linux v6.6 net/ipv4/inet_connection_sock.c: inet_csk_accept() takes it off the queue).
 pub fn waiting_span(c: &Connection) -> Option<(i64, i64)> {
-    let established = c.handshake_ack_time_ns?;
-    let answered = c.milestones.server_data_ns;
-    let ended = c.milestones.first_rst.map(|r| r.time_ns);
+    let established = c.handshake_ack_time_ns.get()?;
+    let answered = c.milestones.server_data_ns.get();
+    let ended = c.milestones.first_rst().map(|r| r.time_ns);
     let client_fin = c.counts[Side::Client.index()].fin.then_some(c.last_time_ns);
     let until = answered.or(ended).or(client_fin).unwrap_or(c.last_time_ns);
     Some((established, until.max(established)))

@@ -154,7 +154,7 @@ impl<C: Counter> Tracker<C> {
         let key = key.with_vlan(msg.vlan);
         let Some(flow) = self.table.live_mut(&key) else { return IcmpMatch::NoConnection };
         let side = if src_is_low == flow.client_is_low { Side::Client } else { Side::Server };
-        let conn = self.store.get_mut(flow.conn);
+        let conn = self.store.get_mut(flow.slot());
         let dir = &flow.direction[side.index()];
         // snd_una: the peer's latest ACK, or the sender's ISN before any; snd_nxt: nextseq.
         let una = flow.direction[side.other().index()].last_ack.or(conn.base_seq[side.index()]);
@@ -163,7 +163,7 @@ impl<C: Counter> Tracker<C> {
         if seq.before(SeqNumber(una)) || seq.after(next) {
             return IcmpMatch::OutOfWindow;
         }
-        let (answers_role, answers_frame) = match dir.last_packet {
+        let (answers_role, answers_frame) = match dir.last_packet() {
             Some((role, frame, _)) => (Some(role), Some(frame)),
             None => (None, None),
         };

@@ -60,7 +60,7 @@ pub fn join<C: Counter>(tracker: &mut Tracker<C>, later: Tracked, file_offset: u
     for (_, flow) in &mut flows {
         flow.direction.iter_mut().for_each(|d| d.shift_files(file_offset));
     }
-    let mut later_live: FxHashMap<usize, (FlowKey, Flow)> = flows.into_iter().map(|(key, flow)| (flow.conn, (key, flow))).collect();
+    let mut later_live: FxHashMap<usize, (FlowKey, Flow)> = flows.into_iter().map(|(key, flow)| (flow.slot(), (key, flow))).collect();
     let mut ids = IdMap { base, joined: Vec::new() };
 
     for (index, mut conn) in later.connections.into_iter().enumerate() {
@@ -69,7 +69,7 @@ pub fn join<C: Counter>(tracker: &mut Tracker<C>, later: Tracked, file_offset: u
         let key = FlowKey::new(conn.client, conn.server).with_vlan(conn.vlan);
         let live_flow = later_live.remove(&index);
         let first = conn.prefix.as_ref().and_then(|p| p.segments.first().copied());
-        let earlier_flow = tracker.table.get_mut(&key, &mut tracker.store).map(|f| (f.conn, f.last_time_ns));
+        let earlier_flow = tracker.table.get_mut(&key, &mut tracker.store).map(|f| (f.slot(), f.last_time_ns));
 
         let joins = match (first, earlier_flow) {
             (Some(first), Some((e, last_time_ns))) => {
@@ -99,13 +99,13 @@ pub fn join<C: Counter>(tracker: &mut Tracker<C>, later: Tracked, file_offset: u
             }) {
                 let earlier_conn = tracker.store.get(e);
                 conn.follows = Some(earlier_conn.id);
-                conn.follows_after_ns = Some(conn.first_time_ns - earlier_conn.last_time_ns);
+                conn.follows_after_ns.set(Some(conn.first_time_ns - earlier_conn.last_time_ns));
             }
             tracker.table.remove(&key);
         }
         let new_index = tracker.store.adopt_as(conn, ids.merged(later_id));
         if let Some((key, mut flow)) = live_flow {
-            flow.conn = new_index;
+            flow.set_slot(new_index);
             tracker.table.insert(key, flow);
         }
     }
@@ -146,7 +146,7 @@ fn graft<C: Counter>(tracker: &mut Tracker<C>, e: usize, key: FlowKey, later: Co
     conn.milestones.syns_after_rst += later.milestones.syns_after_rst - snapshot.milestones.syns_after_rst;
     // A handshake completed before the boundary was not known to the later analysis.
     let completed_before = conn.handshake_completed();
-    conn.handshake_ack_time_ns = conn.handshake_ack_time_ns.or(later.handshake_ack_time_ns);
+    conn.handshake_ack_time_ns.set(conn.handshake_ack_time_ns.get().or(later.handshake_ack_time_ns.get()));
     conn.last_time_ns = conn.last_time_ns.max(later.last_time_ns);
     conn.set_state(later.state);
     let later_events = later.events.into_iter().filter(|ev| ev.at > last_replayed);
@@ -174,7 +174,7 @@ fn graft<C: Counter>(tracker: &mut Tracker<C>, e: usize, key: FlowKey, later: Co
 
     match live_flow {
         Some((_, mut flow)) => {
-            flow.conn = e;
+            flow.set_slot(e);
             if flipped {
                 flow.direction.swap(0, 1);
                 flow.client_is_low = !flow.client_is_low;
@@ -191,25 +191,27 @@ fn graft<C: Counter>(tracker: &mut Tracker<C>, e: usize, key: FlowKey, later: Co
 /// What the later analysis learned after its snapshot, where the merged record does not know it yet.
 fn join_milestones(merged: &mut Milestones, later: &Milestones, flipped: bool) {
     let (client_data, server_data) =
-        if flipped { (later.server_data_ns, later.client_data_ns) } else { (later.client_data_ns, later.server_data_ns) };
-    merged.client_data_ns = merged.client_data_ns.or(client_data);
-    merged.server_data_ns = merged.server_data_ns.or(server_data);
+        if flipped { (later.server_data_ns.get(), later.client_data_ns.get()) } else { (later.client_data_ns.get(), later.server_data_ns.get()) };
+    merged.client_data_ns.set(merged.client_data_ns.get().or(client_data));
+    merged.server_data_ns.set(merged.server_data_ns.get().or(server_data));
     let (client_last, server_last) =
-        if flipped { (later.server_last_data_ns, later.client_last_data_ns) } else { (later.client_last_data_ns, later.server_last_data_ns) };
-    merged.client_last_data_ns = client_last.or(merged.client_last_data_ns);
-    merged.server_last_data_ns = server_last.or(merged.server_last_data_ns);
+        if flipped { (later.server_last_data_ns.get(), later.client_last_data_ns.get()) } else { (later.client_last_data_ns.get(), later.server_last_data_ns.get()) };
+    merged.client_last_data_ns.set(client_last.or(merged.client_last_data_ns.get()));
+    merged.server_last_data_ns.set(server_last.or(merged.server_last_data_ns.get()));
     if !flipped {
-        merged.client_data_acked_ns = merged.client_data_acked_ns.or(later.client_data_acked_ns);
-        merged.client_closed_ns = merged.client_closed_ns.or(later.client_closed_ns);
-        merged.server_closed = merged.server_closed.or(later.server_closed);
+        merged.client_data_acked_ns.set(merged.client_data_acked_ns.get().or(later.client_data_acked_ns.get()));
+        merged.client_closed_ns.set(merged.client_closed_ns.get().or(later.client_closed_ns.get()));
+        if merged.server_closed_ns.get().is_none() {
+            (merged.server_closed_ns, merged.server_closed_at) = (later.server_closed_ns, later.server_closed_at);
+        }
     }
-    if merged.first_rst.is_none() {
-        merged.first_rst = later.first_rst.map(|mut r| {
+    if merged.first_rst().is_none() {
+        merged.set_first_rst(later.first_rst().map(|mut r| {
             if flipped {
                 r.from = r.from.other();
             }
             r
-        });
+        }));
     }
 }
 
@@ -245,14 +247,14 @@ fn shift_files(conn: &mut Connection, offset: u32) {
     if let Some(prefix) = conn.prefix.as_mut() {
         prefix.segments.iter_mut().for_each(|s| shift(&mut s.at));
     }
-    if let Some(rst) = conn.milestones.first_rst.as_mut() {
+    if let Some(rst) = conn.milestones.first_rst.as_deref_mut() {
         shift(&mut rst.at);
         if let Some(f) = rst.answers_frame.as_mut() {
             shift(f);
         }
     }
-    if let Some(close) = conn.milestones.server_closed.as_mut() {
-        shift(&mut close.at);
+    if conn.milestones.server_closed_ns.get().is_some() {
+        shift(&mut conn.milestones.server_closed_at);
     }
     if let Some(log) = conn.retransmits.as_mut() {
         let sends = log.syn.iter_mut().chain(log.synack.iter_mut()).chain(log.data.iter_mut().flat_map(|d| d.sends.iter_mut()));

@@ -7,6 +7,7 @@ pub mod icmp;
 pub mod key;
 pub mod marks;
 pub mod merge;
+mod prefetch;
 pub mod seq;
 pub mod spill;
 pub mod stage;

@@ -35,10 +35,10 @@ impl Stage {
             synack_triggered,
             handshake_acked: c.handshake_completed(),
             data_retransmits: [c.counts[0].data_retransmits, c.counts[1].data_retransmits],
-            request_acked: c.milestones.client_data_acked_ns.is_some(),
-            answered: c.milestones.server_data_ns.is_some(),
+            request_acked: c.milestones.client_data_acked_ns.get().is_some(),
+            answered: c.milestones.server_data_ns.get().is_some(),
             client_fin: c.counts[Side::Client.index()].fin,
-            rst: c.milestones.first_rst.map(|r| (r.from, r.answers)),
+            rst: c.milestones.first_rst().map(|r| (r.from, r.answers)),
         }
     }
 }

@@ -10,10 +10,12 @@ use crate::decode::Segment;
 /// Segments remembered per direction to number retransmission attempts.
 pub(crate) const MAX_IN_FLIGHT: usize = 4;
 
-/// What tells a copy of a frame from a re-send of its segment: every header field a re-send
-/// could change, and the TCP checksum, which covers the options (a re-send carries a new
-/// timestamp) and the payload.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// The last frame sent one way that was no copy: what it was (`role`, what an RST from the
+/// other side answers), where and when, and what tells a copy of it from a re-send of its
+/// segment: every header field a re-send could change, and the TCP checksum, which covers
+/// the options (a re-send carries a new timestamp) and the payload. 40 bytes, and as many
+/// in an `Option` (the role's spare values mark `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Sent {
     pub(crate) seq: u32,
     pub(crate) ack: u32,
@@ -22,15 +24,18 @@ pub(crate) struct Sent {
     pub(crate) checksum: u16,
     pub(crate) ip_id: u16,
     pub(crate) flags: u8,
+    /// Set once the state machine has labelled the frame (`DirectionState::labelled`).
+    pub(crate) role: PacketRole,
     pub(crate) at: FrameRef,
     pub(crate) time_ns: i64,
 }
 
 impl Sent {
+    /// The frame of `seg`, its role not known yet.
     pub(crate) fn of(seg: &Segment, at: FrameRef, time_ns: i64) -> Sent {
         let (seq, ack, payload_len, window, checksum, ip_id, flags) =
             (seg.seq, seg.ack, seg.payload_len, seg.window, seg.checksum, seg.ip_id, seg.flags);
-        Sent { seq, ack, payload_len, window, checksum, ip_id, flags, at, time_ns }
+        Sent { seq, ack, payload_len, window, checksum, ip_id, flags, role: PacketRole::Ack, at, time_ns }
     }
 
     pub(crate) fn same_segment(&self, other: &Sent) -> bool {
@@ -51,52 +56,6 @@ pub(crate) struct SentSegment {
     pub(crate) sends: u32,
 }
 
-/// The last `MAX_IN_FLIGHT` segments sent and not yet acknowledged, oldest first, kept inline
-/// (no allocation per connection).
-#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub(crate) struct InFlight {
-    pub(crate) segments: [SentSegment; MAX_IN_FLIGHT],
-    pub(crate) len: u8,
-}
-
-impl InFlight {
-    pub(crate) fn live(&mut self) -> &mut [SentSegment] {
-        let len = usize::from(self.len).min(MAX_IN_FLIGHT);
-        &mut self.segments[..len]
-    }
-
-    pub(crate) fn find_mut(&mut self, seq: SeqNumber) -> Option<&mut SentSegment> {
-        self.live().iter_mut().find(|s| s.seq == seq)
-    }
-
-    /// Adds a segment. When all places are taken the newest is replaced: a retransmission
-    /// timeout re-sends the oldest unacknowledged segment (RFC 6298 §5.4), so those stay.
-    pub(crate) fn push(&mut self, segment: SentSegment) {
-        if usize::from(self.len) == MAX_IN_FLIGHT {
-            self.len -= 1;
-        }
-        let at = usize::from(self.len);
-        if let Some(slot) = self.segments.get_mut(at) {
-            *slot = segment;
-            self.len += 1;
-        }
-    }
-
-    /// Forgets the segments `ack` covers entirely.
-    pub(crate) fn acknowledge(&mut self, ack: SeqNumber) {
-        let covered = self.live().iter().take_while(|s| !ack.before(s.end)).count();
-        if covered > 0 {
-            // The rest move to the front, in order (a loop of at most three copies: this runs
-            // for most ACKs, and `rotate_left` calls memmove three times).
-            let len = usize::from(self.len).min(MAX_IN_FLIGHT);
-            for from in covered..len {
-                self.segments[from - covered] = self.segments[from];
-            }
-            self.len -= covered as u8;
-        }
-    }
-}
-
 /// What the tracker knows about one direction of a live connection.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct DirectionState {
@@ -112,33 +71,83 @@ pub struct DirectionState {
     pub(crate) keep_alive: bool,
     pub(crate) data_seen: bool,
     pub(crate) fin_seen: bool,
-    /// The last packet sent this way, what it was and when: what an RST from the other side answers.
-    pub(crate) last_packet: Option<(PacketRole, FrameRef, i64)>,
     /// First SYN (client) or SYN-ACK (server), and the latest one.
     pub(crate) first_handshake: Option<FrameRef>,
     pub(crate) last_handshake_ns: i64,
-    pub(crate) in_flight: InFlight,
-    /// The last frame sent this way that was no copy.
+    /// The last `MAX_IN_FLIGHT` segments sent and not yet acknowledged, oldest first, kept
+    /// inline (no allocation per connection): the first `in_flight_len` are in use. The count
+    /// is a field here, beside the flags, not in a struct of its own with the segments, where
+    /// it would cost 7 bytes of padding.
+    pub(crate) in_flight: [SentSegment; MAX_IN_FLIGHT],
+    pub(crate) in_flight_len: u8,
+    /// The last frame sent this way that was no copy, and what it was.
     pub(crate) last_sent: Option<Sent>,
 }
 
 impl DirectionState {
+    /// The segments in flight, oldest first.
+    pub(crate) fn in_flight(&mut self) -> &mut [SentSegment] {
+        let len = usize::from(self.in_flight_len).min(MAX_IN_FLIGHT);
+        &mut self.in_flight[..len]
+    }
+
+    pub(crate) fn find_in_flight(&mut self, seq: SeqNumber) -> Option<&mut SentSegment> {
+        self.in_flight().iter_mut().find(|s| s.seq == seq)
+    }
+
+    /// Adds a segment in flight. When all places are taken the newest is replaced: a
+    /// retransmission timeout re-sends the oldest unacknowledged segment (RFC 6298 §5.4), so
+    /// those stay.
+    pub(crate) fn push_in_flight(&mut self, segment: SentSegment) {
+        if usize::from(self.in_flight_len) == MAX_IN_FLIGHT {
+            self.in_flight_len -= 1;
+        }
+        let at = usize::from(self.in_flight_len);
+        if let Some(slot) = self.in_flight.get_mut(at) {
+            *slot = segment;
+            self.in_flight_len += 1;
+        }
+    }
+
+    /// Forgets the segments in flight that `ack` covers entirely.
+    pub(crate) fn acknowledge_in_flight(&mut self, ack: SeqNumber) {
+        let covered = self.in_flight().iter().take_while(|s| !ack.before(s.end)).count();
+        if covered > 0 {
+            // The rest move to the front, in order (a loop of at most three copies: this runs
+            // for most ACKs, and `rotate_left` calls memmove three times).
+            let len = usize::from(self.in_flight_len).min(MAX_IN_FLIGHT);
+            for from in covered..len {
+                self.in_flight[from - covered] = self.in_flight[from];
+            }
+            self.in_flight_len -= covered as u8;
+        }
+    }
+
+    /// The last packet sent this way, what it was and when: what an RST from the other side
+    /// answers.
+    pub(crate) fn last_packet(&self) -> Option<(PacketRole, FrameRef, i64)> {
+        self.last_sent.map(|s| (s.role, s.at, s.time_ns))
+    }
+
+    /// The state machine labelled the last frame sent this way `role`.
+    pub(crate) fn labelled(&mut self, role: PacketRole) {
+        if let Some(sent) = self.last_sent.as_mut() {
+            sent.role = role;
+        }
+    }
+
     /// Moves every frame reference `offset` files on (a merge puts a later capture's files
     /// after the earlier one's).
     pub(crate) fn shift_files(&mut self, offset: u32) {
         let shift = |f: &mut FrameRef| f.file += offset;
         shift(&mut self.last_ack_at);
-        if let Some((_, f, _)) = self.last_packet.as_mut() {
-            shift(f);
-        }
         if let Some(f) = self.first_handshake.as_mut() {
             shift(f);
         }
         if let Some(sent) = self.last_sent.as_mut() {
             shift(&mut sent.at);
         }
-        let len = usize::from(self.in_flight.len);
-        for sent in self.in_flight.segments.iter_mut().take(len) {
+        for sent in self.in_flight() {
             shift(&mut sent.first);
         }
     }
@@ -147,8 +156,10 @@ impl DirectionState {
 /// The tracker's working state for a connection that may still see packets.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Flow {
-    /// Index of the connection's record in `Tracker::connections`.
-    pub conn: usize,
+    /// Index of the connection's record in `Tracker::connections`, as `slot()`. A `u32`, as
+    /// `Retired` keeps it (8 bytes of the flow's header less): slots stay far below 2^32, a
+    /// record being hundreds of bytes.
+    pub conn: u32,
     /// The client is the low endpoint of the flow's key: a segment's side follows from the
     /// key's orientation, without comparing addresses.
     pub client_is_low: bool,
@@ -157,4 +168,15 @@ pub struct Flow {
     pub state: ConnState,
     pub direction: [DirectionState; 2],
     pub last_time_ns: i64,
+}
+
+impl Flow {
+    /// The slot of the connection's record in the store.
+    pub fn slot(&self) -> usize {
+        self.conn as usize
+    }
+
+    pub fn set_slot(&mut self, slot: usize) {
+        self.conn = slot as u32;
+    }
 }

@@ -234,6 +234,13 @@ impl<C: Counter> ConnectionStore<C> {
         &mut self.slots[slot]
     }
 
+    /// Asks the CPU for the record in `slot` (see `super::prefetch`).
+    pub(crate) fn prefetch(&self, slot: usize) {
+        if let Some(conn) = self.slots.get(slot) {
+            super::prefetch::prefetch_all(conn);
+        }
+    }
+
     pub fn state(&self, slot: usize) -> ConnState {
         self.slots[slot].state
     }

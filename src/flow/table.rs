@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 
 use super::connection::ConnState;
 use super::key::FlowKey;
+use super::prefetch::prefetch;
 use super::seq::SeqNumber;
 use super::store::{ConnectionStore, Counter, Retired};
 use super::tombstones::{place_in, Tombstones};
@@ -83,7 +84,7 @@ impl Tombstone {
             ..DirectionState::default()
         };
         Flow {
-            conn,
+            conn: conn as u32,
             client_is_low: self.client_is_low(),
             state: self.state,
             direction: [direction(0), direction(1)],
@@ -123,17 +124,13 @@ impl LiveFlows {
         self.index.find(hash, |(k, _)| k == key).map(|&(_, at)| at as usize)
     }
 
-    fn get(&self, key: &FlowKey) -> Option<&Flow> {
-        self.flows.get(self.place(key, key.hash64())?)
-    }
-
     fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
         let at = self.place(key, key.hash64())?;
         self.flows.get_mut(at)
     }
 
-    /// Puts `flow` under `key` (of hash `hash`), replacing the flow there; returns it in its place.
-    fn insert(&mut self, key: FlowKey, hash: u64, flow: Flow) -> &mut Flow {
+    /// Puts `flow` under `key` (of hash `hash`), replacing the flow there; returns its place.
+    fn insert(&mut self, key: FlowKey, hash: u64, flow: Flow) -> usize {
         let at = match self.index.entry(hash, |(k, _)| *k == key, hash_of) {
             hash_table::Entry::Occupied(entry) => {
                 let at = entry.get().1;
@@ -146,13 +143,26 @@ impl LiveFlows {
                 at
             }
         };
-        &mut self.flows[at as usize]
+        at as usize
     }
 
     /// Forgets the flow of `key`; its place is reused. Returns where it was (still readable
     /// until the next insert).
     fn remove(&mut self, key: &FlowKey) -> Option<usize> {
         let (_, at) = self.index.find_entry(key.hash64(), |(k, _)| k == key).ok()?.remove().0;
+        self.free.push(at);
+        Some(at as usize)
+    }
+
+    /// Forgets the flow of `key` if `goes` says so of it: one probe of the index for both.
+    /// Returns where it was (still readable until the next insert).
+    fn remove_if(&mut self, key: &FlowKey, goes: impl FnOnce(&Flow) -> bool) -> Option<usize> {
+        let entry = self.index.find_entry(key.hash64(), |(k, _)| k == key).ok()?;
+        let at = entry.get().1;
+        if !goes(&self.flows[at as usize]) {
+            return None;
+        }
+        entry.remove();
         self.free.push(at);
         Some(at as usize)
     }
@@ -224,12 +234,22 @@ impl<'de> serde::Deserialize<'de> for LiveFlows {
     }
 }
 
+/// A flow that reached CLOSED or RESET at `since`, and its place in the slab then: the sweep
+/// asks the CPU for it ahead of time (`prefetch_closing`). Only a hint: a sweep finds the flow
+/// by its key, and by then the place may hold another flow.
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct Closing {
+    key: FlowKey,
+    since: i64,
+    place: u32,
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct FlowTable {
     live: LiveFlows,
     finished: Tombstones<Tombstone>,
     /// Flows that reached CLOSED or RESET, oldest first: what the next sweep looks at.
-    closing: VecDeque<(FlowKey, i64)>,
+    closing: VecDeque<Closing>,
     /// Sizes at which the next pressure check runs (see `relieve_pressure`).
     live_limit: usize,
     finished_limit: usize,
@@ -285,7 +305,7 @@ fn restore_syn(conn: &mut crate::flow::Connection, tombstone: &Tombstone) {
     }
     conn.base_seq[client] = Some(tombstone.next_seq[client].wrapping_sub(1));
     conn.syn_count = conn.syn_count.max(1);
-    conn.syn_time_ns.get_or_insert(tombstone.last_time_ns);
+    conn.syn_time_ns.set_if_none(tombstone.last_time_ns);
 }
 
 fn is_half_open(state: ConnState) -> bool {
@@ -311,9 +331,10 @@ impl FlowTable {
             // its SYN, so that the same SYN again is a retransmission, not a new connection.
             restore_syn(store.get_mut(slot), &tombstone);
         }
+        let at = self.live.insert(*key, hash, tombstone.into_flow(slot));
         // Back in the hot table, finished: the next sweeps retire it again.
-        self.closing.push_back((*key, tombstone.last_time_ns));
-        Some(self.live.insert(*key, hash, tombstone.into_flow(slot)))
+        self.closing.push_back(Closing { key: *key, since: tombstone.last_time_ns, place: at as u32 });
+        self.live.flows.get_mut(at)
     }
 
     /// The flow of `key` if it is in the hot table, without bringing back a tombstone (what an
@@ -331,7 +352,8 @@ impl FlowTable {
     /// `insert` with the key's hash (`FlowKey::hash64`) worked out by the caller; returns the
     /// flow in its place.
     pub fn insert_hashed(&mut self, key: FlowKey, hash: u64, flow: Flow) -> &mut Flow {
-        self.live.insert(key, hash, flow)
+        let at = self.live.insert(key, hash, flow);
+        &mut self.live.flows[at]
     }
 
     pub fn remove(&mut self, key: &FlowKey) {
@@ -357,33 +379,57 @@ impl FlowTable {
         self.live.len()
     }
 
-    /// Notes that the flow of `key` just finished (CLOSED or RESET) at `time_ns`.
-    pub fn note_finished(&mut self, key: FlowKey, time_ns: i64) {
-        self.closing.push_back((key, time_ns));
+    /// Notes that the flow of `key` (of hash `hash`) just finished (CLOSED or RESET) at `time_ns`.
+    pub fn note_finished(&mut self, key: FlowKey, hash: u64, time_ns: i64) {
+        let place = self.live.place(&key, hash).map_or(u32::MAX, |at| at as u32);
+        self.closing.push_back(Closing { key, since: time_ns, place });
     }
 
     /// Moves finished flows idle for `CLOSED_GRACE_NS` to tombstones; the store retires their
     /// records. Looks only at flows noted finished, so it costs what finished since the last sweep.
     pub fn sweep_finished_flows<C: Counter>(&mut self, store: &mut ConnectionStore<C>, now_ns: i64) {
-        while let Some(&(key, since)) = self.closing.front() {
+        while let Some(&Closing { key, since, place }) = self.closing.front() {
             if now_ns - since <= CLOSED_GRACE_NS {
                 break;
             }
+            self.prefetch_closing(store);
             self.closing.pop_front();
-            let Some(flow) = self.live.get(&key) else { continue };
-            if !flow.state.is_over() {
-                // A new connection took the 4-tuple.
-                continue;
-            }
-            if now_ns - flow.last_time_ns <= CLOSED_GRACE_NS {
+            let mut late_packet = None;
+            let removed = self.live.remove_if(&key, |flow| {
+                if now_ns - flow.last_time_ns <= CLOSED_GRACE_NS && flow.state.is_over() {
+                    late_packet = Some(flow.last_time_ns);
+                }
+                // Not over: a new connection took the 4-tuple.
+                flow.state.is_over() && late_packet.is_none()
+            });
+            if let Some(last_time_ns) = late_packet {
                 // A late packet came: look again once the grace has passed.
-                self.closing.push_back((key, flow.last_time_ns));
-                continue;
+                self.closing.push_back(Closing { key, since: last_time_ns, place });
             }
-            let Some(at) = self.live.remove(&key) else { continue };
+            let Some(at) = removed else { continue };
             let flow = self.live.at(at);
-            let record = store.retire(flow.conn, now_ns);
+            let record = store.retire(flow.slot(), now_ns);
             self.finished.insert(key, Tombstone::of(flow, record, flow.state));
+        }
+    }
+
+    /// The sweep reads each finished flow and its record when they have left the caches: while
+    /// it retires one, it asks for the flow `FLOW_AHEAD` places on in the queue (the fields it
+    /// reads) and the record of the one `RECORD_AHEAD` on (whose flow it asked for before).
+    fn prefetch_closing<C: Counter>(&self, store: &ConnectionStore<C>) {
+        const FLOW_AHEAD: usize = 4;
+        const RECORD_AHEAD: usize = 2;
+        let flow_at = |ahead: usize| self.closing.get(ahead).and_then(|c| self.live.flows.get(c.place as usize));
+        if let Some(flow) = flow_at(FLOW_AHEAD) {
+            prefetch(&flow.conn);
+            prefetch(&flow.last_time_ns);
+            for d in &flow.direction {
+                prefetch(&d.next_seq);
+                prefetch(&d.fin_seen);
+            }
+        }
+        if let Some(flow) = flow_at(RECORD_AHEAD) {
+            store.prefetch(flow.slot());
         }
     }
 
@@ -393,7 +439,7 @@ impl FlowTable {
         self.live.retain(|_, flow| {
             let forgotten = is_forgotten(flow.last_time_ns, flow.state, now_ns) && !flow.state.is_over();
             if forgotten {
-                store.retire(flow.conn, now_ns);
+                store.retire(flow.slot(), now_ns);
             }
             !forgotten
         });
@@ -421,7 +467,7 @@ impl FlowTable {
                         over -= 1;
                         retired += 1;
                         // Judged as when it would have been forgotten, had nothing come later.
-                        let record = store.retire(flow.conn, flow.last_time_ns.saturating_add(LINGER_NS));
+                        let record = store.retire(flow.slot(), flow.last_time_ns.saturating_add(LINGER_NS));
                         finished.insert(*key, Tombstone::of(flow, record, flow.state));
                     }
                     !goes
@@ -465,7 +511,7 @@ impl FlowTable {
         idle.select_nth_unstable_by_key(n - 1, |(t, _)| *t);
         for (_, key) in idle.iter().take(n) {
             if let Some(at) = self.live.remove(key) {
-                store.retire(self.live.at(at).conn, now_ns);
+                store.retire(self.live.at(at).slot(), now_ns);
             }
         }
         n
@@ -506,8 +552,8 @@ impl FlowTable {
         }
         let map: FxHashMap<usize, usize> = renumbered.iter().copied().collect();
         self.live.for_each_mut(|flow| {
-            if let Some(&slot) = map.get(&flow.conn) {
-                flow.conn = slot;
+            if let Some(&slot) = map.get(&flow.slot()) {
+                flow.set_slot(slot);
             }
         });
         self.finished.for_each_mut(|t| {
@@ -550,7 +596,7 @@ impl FlowTable {
         for key in done {
             if let Some(at) = self.live.remove(&key) {
                 let flow = self.live.at(at);
-                let record = store.retire(flow.conn, now_ns);
+                let record = store.retire(flow.slot(), now_ns);
                 self.finished.insert(key, Tombstone::of(flow, record, flow.state));
             }
         }
@@ -560,7 +606,7 @@ impl FlowTable {
 
     /// The record slots the hot table refers to.
     pub fn live_slots(&self) -> impl Iterator<Item = usize> + '_ {
-        self.live.values().map(|f| f.conn)
+        self.live.values().map(|f| f.slot())
     }
 }
 

@@ -205,7 +205,7 @@ impl<C: Counter> Tracker<C> {
     fn track_keyed(&mut self, seg: &Segment, &SegmentKey { key, hash, source_is_low }: &SegmentKey, at: FrameRef, time_ns: i64) {
         let follows = match self.table.get_mut_hashed(&key, hash, &mut self.store) {
             Some(flow) => {
-                let conn = self.store.get_mut(flow.conn);
+                let conn = self.store.get_mut(flow.slot());
                 let side = if source_is_low == flow.client_is_low { Side::Client } else { Side::Server };
                 if !starts_new_connection(conn, side, seg) {
                     let was_over = flow.state.is_over();
@@ -218,7 +218,7 @@ impl<C: Counter> Tracker<C> {
                         record_prefix(conn, seg, at, time_ns);
                     }
                     if !was_over && flow.state.is_over() {
-                        self.table.note_finished(key, time_ns);
+                        self.table.note_finished(key, hash, time_ns);
                     }
                     return;
                 }
@@ -234,7 +234,7 @@ impl<C: Counter> Tracker<C> {
         let (conn_index, side) = self.open_connection(seg, at, time_ns, follows);
         let client_is_low = source_is_low == (side == Side::Client);
         // Observed in its place in the table: a flow is large, and moving it costs a copy.
-        let flow = Flow { conn: conn_index, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
+        let flow = Flow { conn: conn_index as u32, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
         let flow = self.table.insert_hashed(key, hash, flow);
         let conn = self.store.get_mut(conn_index);
         observe(flow, conn, seg, side, at, time_ns, self.options.keep_events);
@@ -245,7 +245,7 @@ impl<C: Counter> Tracker<C> {
             record_prefix(conn, seg, at, time_ns);
         }
         if flow.state.is_over() {
-            self.table.note_finished(key, time_ns);
+            self.table.note_finished(key, hash, time_ns);
         }
         self.table.relieve_pressure(&mut self.store, time_ns);
     }
@@ -271,7 +271,7 @@ impl<C: Counter> Tracker<C> {
         let conn = self.store.get_mut(slot);
         conn.vlan = seg.vlan;
         conn.follows = follows.map(|(id, _)| id);
-        conn.follows_after_ns = follows.map(|(_, gap)| gap);
+        conn.follows_after_ns.set(follows.map(|(_, gap)| gap));
         if with_prefix {
             conn.prefix = Some(Box::default());
         }
@@ -367,7 +367,7 @@ pub(crate) fn starts_new_connection(conn: &Connection, source: Side, seg: &Segme
 /// The server answered the client's SYN with an RST and no handshake completed.
 fn refused(conn: &Connection) -> bool {
     !conn.handshake_completed()
-        && conn.milestones.first_rst.is_some_and(|r| r.from == Side::Server && r.answers == Some(PacketRole::Syn))
+        && conn.milestones.first_rst().is_some_and(|r| r.from == Side::Server && r.answers == Some(PacketRole::Syn))
 }
 
 /// For a connection whose SYN was not captured: the side on an ephemeral port is the client;
@@ -402,6 +402,8 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
         conn.duplicates += 1;
         return;
     }
+    // What this side sent before, for a SYN that follows an RST (below).
+    let my_last = flow.direction[me].last_packet();
     flow.direction[me].last_sent = Some(sent);
     conn.counts[me].packets += 1;
     conn.counts[me].payload_bytes += u64::from(seg.payload_len);
@@ -415,29 +417,29 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     // Reset. RFC 9293 §3.10.7: an acceptable RST ends the connection in any state. What it
     // answered is the peer's last packet.
     if seg.has(flags::RST) {
-        let answered = flow.direction[peer].last_packet;
+        let answered = flow.direction[peer].last_packet();
         let detail = Detail::Rst {
             answers: answered.map(|(role, _, _)| role),
             answers_frame: answered.map(|(_, frame, _)| frame),
             after_ns: answered.map(|(_, _, t)| time_ns - t),
         };
         conn.push(pkt.event(EventKind::Rst, detail), keep_events);
-        if conn.milestones.first_rst.is_none() {
+        if conn.milestones.first_rst().is_none() {
             let answers = answered.map(|(role, _, _)| role);
-            conn.milestones.first_rst = Some(RstFacts {
+            conn.milestones.set_first_rst(Some(RstFacts {
                 from: side,
                 time_ns,
                 at,
                 answers,
                 answers_frame: answered.map(|(_, frame, _)| frame),
                 after_ns: answered.map(|(_, _, t)| time_ns - t),
-            });
+            }));
         }
         conn.counts[me].rst = true;
         conn.milestones.note_close(side, time_ns, at);
         conn.set_state(ConnState::Reset);
         note_base(conn, flow, side, seg);
-        flow.direction[me].last_packet = Some((PacketRole::Rst, at, time_ns));
+        flow.direction[me].labelled(PacketRole::Rst);
         return;
     }
 
@@ -451,13 +453,13 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
         // The server's RST answered the client's last SYN: this one tries again (Windows does,
         // twice) and is no SYN that went unanswered.
         let after_rst = side == Side::Client
-            && matches!((flow.direction[peer].last_packet, flow.direction[me].last_packet),
+            && matches!((flow.direction[peer].last_packet(), my_last),
                 (Some((PacketRole::Rst, rst, _)), Some((PacketRole::Syn, syn, _))) if rst > syn);
         let first = handshake_send(flow, conn, &pkt, keep_events);
         match side {
             Side::Client => {
                 if first {
-                    conn.syn_time_ns = Some(time_ns);
+                    conn.syn_time_ns.set(Some(time_ns));
                 } else if after_rst {
                     conn.milestones.syns_after_rst += 1;
                 }
@@ -468,13 +470,13 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
             }
             Side::Server => {
                 if first {
-                    conn.synack_time_ns = Some(time_ns);
+                    conn.synack_time_ns.set(Some(time_ns));
                     if conn.base_seq[peer].is_none() {
                         conn.base_seq[peer] = Some(seg.ack.wrapping_sub(1));
                     }
                     // After an RST that answered the SYN, a SYN-ACK all the same: the RST was
                     // forged or stale, and the handshake goes on (RFC 5961 §3).
-                    let reset_before = conn.state == ConnState::Reset && conn.handshake_ack_time_ns.is_none();
+                    let reset_before = conn.state == ConnState::Reset && conn.handshake_ack_time_ns.get().is_none();
                     if conn.state == ConnState::SynSent || (conn.partial && conn.syn_count == 0) || reset_before {
                         conn.set_state(ConnState::SynReceived);
                     }
@@ -489,7 +491,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
         && conn.base_seq[peer].map(|isn| isn.wrapping_add(1)) == Some(seg.ack)
     {
         // RFC 9293 §3.5: the client's ACK of the SYN-ACK completes the handshake.
-        conn.handshake_ack_time_ns = Some(time_ns);
+        conn.handshake_ack_time_ns.set(Some(time_ns));
         conn.set_state(ConnState::Established);
         conn.push(pkt.event(EventKind::HandshakeAck, Detail::None), keep_events);
         role = PacketRole::HandshakeAck;
@@ -503,7 +505,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     }
     acknowledgement(flow, conn, &pkt, keep_events);
     window(flow, conn, &pkt, keep_events);
-    flow.direction[me].last_packet = Some((role, at, time_ns));
+    flow.direction[me].labelled(role);
 }
 
 /// RFC 7413 §4.2: a SYN-ACK that acknowledges only the SYN of a SYN that carried data (TCP Fast
@@ -524,8 +526,8 @@ fn syn_data_answer(flow: &mut Flow, conn: &mut Connection, seg: &Segment) {
     } else if SeqNumber(seg.ack) == data_end {
         conn.milestones.syn_data_acked = Some(true);
         client.data_seen = true;
-        conn.milestones.client_data_ns = conn.milestones.client_data_ns.or(conn.syn_time_ns);
-        conn.milestones.client_last_data_ns = conn.milestones.client_last_data_ns.or(conn.syn_time_ns);
+        conn.milestones.client_data_ns.set(conn.milestones.client_data_ns.get().or(conn.syn_time_ns.get()));
+        conn.milestones.client_last_data_ns.set(conn.milestones.client_last_data_ns.get().or(conn.syn_time_ns.get()));
     }
 }
 
@@ -536,7 +538,7 @@ fn handshake_send(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep
     // A SYN-ACK sent at once after a client SYN retransmission reached the request
     // (Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_check_req()), not by the SYN-ACK timer.
     let triggered = pkt.side == Side::Server
-        && matches!(flow.direction[pkt.side.other().index()].last_packet,
+        && matches!(flow.direction[pkt.side.other().index()].last_packet(),
             Some((PacketRole::Syn, _, t)) if pkt.time_ns - t <= TRIGGERED_SYNACK_NS)
         && conn.syn_count > 1;
     let (sends, first_kind, again_kind) = match pkt.side {
@@ -558,8 +560,8 @@ fn handshake_send(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep
         };
         conn.push(pkt.event(again_kind, detail), keep_events);
         let first_time = match pkt.side {
-            Side::Client => conn.syn_time_ns,
-            Side::Server => conn.synack_time_ns,
+            Side::Client => conn.syn_time_ns.get(),
+            Side::Server => conn.synack_time_ns.get(),
         };
         let first = dir.first_handshake.zip(first_time).map(|(at, time_ns)| Send { at, time_ns, triggered: false });
         let this = Send { at: pkt.at, time_ns: pkt.time_ns, triggered };
@@ -635,7 +637,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
     } else if seq.before(next) || acked_before {
         // The range starts below the highest sequence number already sent, or was acknowledged.
         let time_ns = pkt.time_ns;
-        let previous = dir.in_flight.find_mut(seq);
+        let previous = dir.find_in_flight(seq);
         let original = previous.as_ref().map(|sent| Send { at: sent.first, time_ns: sent.first_send_ns, triggered: false });
         let detail = match previous {
             Some(sent) => {
@@ -653,7 +655,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
             // not a timer, and no sign of a half-open connection.
             let after_too_big = conn.resent_smaller_after_too_big(side, seg.payload_len, time_ns);
             // Client data re-sent before the server acknowledged any: into a half-open connection.
-            let into_half_open = side == Side::Client && conn.milestones.client_data_acked_ns.is_none() && !after_too_big;
+            let into_half_open = side == Side::Client && conn.milestones.client_data_acked_ns.get().is_none() && !after_too_big;
             let this = Send { at: pkt.at, time_ns, triggered: after_too_big };
             conn.retransmits_mut().data(side, seg.seq, original, this, into_half_open);
             conn.retransmits_mut().sized(side, seg.seq, seg.payload_len, peer_ack);
@@ -664,18 +666,18 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
         if seg.payload_len > 0 && !dir.data_seen {
             dir.data_seen = true;
             match side {
-                Side::Client => conn.milestones.client_data_ns = Some(pkt.time_ns),
-                Side::Server => conn.milestones.server_data_ns = Some(pkt.time_ns),
+                Side::Client => conn.milestones.client_data_ns.set(Some(pkt.time_ns)),
+                Side::Server => conn.milestones.server_data_ns.set(Some(pkt.time_ns)),
             }
             conn.push(pkt.event(EventKind::DataFirst, Detail::None), keep_events);
         }
         if seg.payload_len > 0 {
             match side {
-                Side::Client => conn.milestones.client_last_data_ns = Some(pkt.time_ns),
-                Side::Server => conn.milestones.server_last_data_ns = Some(pkt.time_ns),
+                Side::Client => conn.milestones.client_last_data_ns.set(Some(pkt.time_ns)),
+                Side::Server => conn.milestones.server_last_data_ns.set(Some(pkt.time_ns)),
             }
         }
-        dir.in_flight.push(SentSegment { seq, end, first: pkt.at, first_send_ns: pkt.time_ns, last_send_ns: pkt.time_ns, sends: 1 });
+        dir.push_in_flight(SentSegment { seq, end, first: pkt.at, first_send_ns: pkt.time_ns, last_send_ns: pkt.time_ns, sends: 1 });
         if fin { PacketRole::Fin } else { PacketRole::Data }
     };
     if fin && !dir.fin_seen {
@@ -734,15 +736,15 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
     dir.last_ack = Some(seg.ack);
     dir.last_window = seg.window;
     // The server's first acknowledgement of client data: the kernel took the client's request.
-    if side == Side::Server && conn.milestones.client_data_acked_ns.is_none() {
+    if side == Side::Server && conn.milestones.client_data_acked_ns.get().is_none() {
         let client_base = conn.base_seq[Side::Client.index()];
         if client_base.is_some_and(|isn| SeqNumber(seg.ack).after(SeqNumber(isn).plus(1))) {
-            conn.milestones.client_data_acked_ns = Some(pkt.time_ns);
+            conn.milestones.client_data_acked_ns.set(Some(pkt.time_ns));
         }
     }
     // What the peer sent and this ACK covers needs no more attempt numbers.
     let acked = SeqNumber(seg.ack);
-    flow.direction[side.other().index()].in_flight.acknowledge(acked);
+    flow.direction[side.other().index()].acknowledge_in_flight(acked);
     if let Some(log) = conn.retransmits.as_mut() {
         log.acknowledged(side.other(), seg.ack);
     }
@@ -851,7 +853,7 @@ mod tests {
         assert_eq!(w.detail(4, SynRetransmit), attempt(4, 1, 2000, false));
         let c = w.conn();
         assert_eq!((c.syn_count, c.state, c.partial), (4, ConnState::SynSent, false));
-        assert_eq!(c.syn_time_ns, Some(0), "the handshake is timed from the first SYN");
+        assert_eq!(c.syn_time_ns.get(), Some(0), "the handshake is timed from the first SYN");
         assert_eq!(w.relative(4, SynRetransmit).0, 0);
     }
 
@@ -1760,7 +1762,7 @@ mod tests {
         assert_eq!(w.frames_of(DataFirst), vec![data]);
         assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
         assert_eq!((c.milestones.syn_data_len, c.milestones.syn_data_acked), (517, Some(false)));
-        assert_eq!((c.milestones.client_data_ns, c.milestones.client_data_acked_ns), (Some(9 * MS), Some(10 * MS)));
+        assert_eq!((c.milestones.client_data_ns.get(), c.milestones.client_data_acked_ns.get()), (Some(9 * MS), Some(10 * MS)));
         assert!(c.retransmits.is_none());
     }
 
@@ -1773,7 +1775,7 @@ mod tests {
         w.send(3, S, PSH | ACK, SISN + 1, CISN + 301, 1000);
         let c = w.conn();
         assert_eq!(c.milestones.syn_data_acked, Some(true));
-        assert_eq!((c.milestones.client_data_ns, c.milestones.client_data_acked_ns), (Some(0), Some(MS)));
+        assert_eq!((c.milestones.client_data_ns.get(), c.milestones.client_data_acked_ns.get()), (Some(0), Some(MS)));
         assert!(w.frames_of(DataFirst).len() == 1 && w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
     }
 
@@ -1844,10 +1846,10 @@ mod tests {
         w.send(301, S, PSH | ACK, SISN + 51, CISN + 201, 50);
         w.send(400, C, FIN | ACK, CISN + 201, SISN + 101, 0);
         w.send(401, C, RST, CISN + 202, 0, 0);
-        let m = w.conn().milestones;
-        assert_eq!((m.client_data_ns, m.client_last_data_ns), (Some(3 * MS), Some(10 * MS)));
-        assert_eq!((m.server_data_ns, m.server_last_data_ns), (Some(4 * MS), Some(301 * MS)));
-        assert_eq!(m.client_closed_ns, Some(400 * MS));
+        let m = &w.conn().milestones;
+        assert_eq!((m.client_data_ns.get(), m.client_last_data_ns.get()), (Some(3 * MS), Some(10 * MS)));
+        assert_eq!((m.server_data_ns.get(), m.server_last_data_ns.get()), (Some(4 * MS), Some(301 * MS)));
+        assert_eq!(m.client_closed_ns.get(), Some(400 * MS));
     }
 
     // ---------------------------------------------------------------------------------------
