@@ -42,6 +42,10 @@ const COPY_SAME_ID_DATA_NS: i64 = 10_000_000;
 /// tcp_schedule_loss_probe()), a SYN-ACK re-send 1 s.
 /// Either way nothing from the peer came in between: a fast re-send answers the peer's ACK.
 const COPY_NO_ID_NS: i64 = 1_000_000;
+/// A frame this much older than its connection's latest one was not sent after it: the file
+/// holds packets twice or out of order (captures joined without sorting, a clock stepped back).
+/// Timed as it stands it would make re-sends of copies; the reader warns that time went back.
+const CLOCK_BACK_NS: i64 = 1_000_000_000;
 
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TrackerOptions {
@@ -394,6 +398,11 @@ fn observe(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at
 
 fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: FrameRef, time_ns: i64, keep_events: bool) {
     let (me, peer) = (side.index(), side.other().index());
+    if time_ns < conn.last_time_ns - CLOCK_BACK_NS {
+        // Older than its connection's latest frame by over a second: a copy, not a re-send.
+        conn.duplicates += 1;
+        return;
+    }
     flow.last_time_ns = time_ns;
     conn.last_time_ns = conn.last_time_ns.max(time_ns);
     // A copy of the frame before it (span port, `-i any`, bridge): counted, not labelled.
@@ -1626,6 +1635,22 @@ mod tests {
         let c = w.conn();
         assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
         assert_eq!((c.duplicates, c.counts[C.index()].packets, c.counts[C.index()].data_retransmits), (1, 3, 0));
+    }
+
+    #[test]
+    fn test_frames_repeated_with_the_clock_gone_back_are_copies() {
+        // ppa_blaster: the exchange, then the same frames again with their timestamps from 0.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        let b = w.send(4, S, PSH | ACK, SISN + 1, CISN + 101, 50);
+        w.send(5000, C, ACK, CISN + 101, SISN + 51, 0);
+        w.copy_at_us(3_000, a);
+        w.copy_at_us(4_000, b);
+        let c = w.conn();
+        assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
+        assert_eq!(c.duplicates, 2);
+        assert_eq!((c.counts[C.index()].data_retransmits, c.counts[S.index()].data_retransmits), (0, 0));
     }
 
     #[test]

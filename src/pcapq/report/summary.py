@@ -120,8 +120,8 @@ def render_summary(analysis: Analysis) -> Group:
             skip.add_row(f"{n:,}", meaning)
         parts.append(skip)
     if s.get("duplicate_frames"):
-        parts.append(Text(f"\n{s['duplicate_frames']:,} frames were copies of the frame before them (a span port, -i any or a bridge); "
-                          "each was counted once.", style="dim"))
+        parts.append(Text(f"\n{s['duplicate_frames']:,} frames were copies of an earlier frame (a span port, -i any or a bridge, or "
+                          "a file that holds packets twice); each was counted once.", style="dim"))
     if s["snaplen_cut_segments"]:
         parts.append(Text(f"\n{s['snaplen_cut_segments']:,} segments were cut by the snaplen; their lengths come from the IP header.", style="dim"))
     return Group(*parts)
