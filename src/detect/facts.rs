@@ -71,8 +71,8 @@ pub enum Fact {
     /// A "fragmentation needed" / "packet too big" error answered its data and no black hole
     /// followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss.
     PmtuDiscovered,
-    /// The client sent data after the server's FIN (or RST): a request on a connection the
-    /// server had already closed, an idle keep-alive connection reused as it was being closed.
+    /// The client sent data after the server's FIN: a request on a connection the server had
+    /// already closed, such as an idle keep-alive connection reused as it was being closed.
     RequestAfterServerClose,
 }
 

@@ -183,7 +183,7 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
         // before the next the backoff would have sent.
         _ if c.synack_count == 0 => (Shape::NoHandshake, None, Some((c.last_time_ns, after_last_syn))),
         _ => {
-            let server_fin = first_event(c, Side::Server, &[EventKind::Fin]);
+            let server_fin = c.milestones.server_closed_ns.get();
             let answered_in_time = match (server_data, client_close) {
                 (Some(data), Some(close)) => data <= close,
                 (Some(_), None) => true,

@@ -172,11 +172,9 @@ pub struct Milestones {
     pub server_last_data_ns: OptNs,
     /// The client's first FIN or RST: when it closed or gave up.
     pub client_closed_ns: OptNs,
-    /// The server's first FIN or RST: when its application closed the connection (or its kernel
-    /// reset it), and its frame (meaningful only with the time). Read as `server_closed()`.
-    #[serde(default)]
+    /// The server's first FIN, when its application closed the connection, and its frame
+    /// (meaningful only with the time; an RST is `first_rst`). Read as `server_closed()`.
     pub server_closed_ns: OptNs,
-    #[serde(default)]
     pub server_closed_at: FrameRef,
     /// Bytes of data the client's SYN carried (TCP Fast Open, RFC 7413 §3).
     pub syn_data_len: u32,
@@ -188,25 +186,24 @@ pub struct Milestones {
     pub syns_after_rst: u32,
 }
 
-/// A side's first FIN or RST.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// The server's first FIN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Close {
     pub time_ns: i64,
     pub at: FrameRef,
 }
 
 impl Milestones {
-    /// `side` sent a FIN or an RST: kept if it is its first.
-    pub fn note_close(&mut self, side: Side, time_ns: i64, at: FrameRef) {
+    /// `side` sent its first FIN (the client's first FIN or RST is `client_closed_ns`).
+    pub fn note_fin(&mut self, side: Side, time_ns: i64, at: FrameRef) {
         match side {
-            Side::Client => {
-                self.client_closed_ns.set_if_none(time_ns);
+            Side::Client => self.client_closed_ns.set_if_none(time_ns),
+            Side::Server => {
+                if self.server_closed_ns.get().is_none() {
+                    self.server_closed_ns.set(Some(time_ns));
+                    self.server_closed_at = at;
+                }
             }
-            Side::Server if self.server_closed_ns.get().is_none() => {
-                self.server_closed_ns.set(Some(time_ns));
-                self.server_closed_at = at;
-            }
-            Side::Server => {}
         }
     }
 

@@ -445,7 +445,9 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
             }));
         }
         conn.counts[me].rst = true;
-        conn.milestones.note_close(side, time_ns, at);
+        if side == Side::Client {
+            conn.milestones.client_closed_ns.set_if_none(time_ns);
+        }
         conn.set_state(ConnState::Reset);
         note_base(conn, flow, side, seg);
         flow.direction[me].labelled(PacketRole::Rst);
@@ -692,7 +694,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
     if fin && !dir.fin_seen {
         dir.fin_seen = true;
         conn.counts[me].fin = true;
-        conn.milestones.note_close(side, pkt.time_ns, pkt.at);
+        conn.milestones.note_fin(side, pkt.time_ns, pkt.at);
         if role != PacketRole::Retransmit {
             conn.push(pkt.event(EventKind::Fin, Detail::None), keep_events);
         }

@@ -163,7 +163,7 @@ class Analysis:
         and: request_sent, the client's first data (its SYN's when Fast Open data was taken);
         client_last_data, the last segment with new client data; server_first_data and
         server_last_data, likewise; client_closed, the client's first FIN or RST (epoch seconds
-        or None each); server_closed, the server's first FIN or RST ({file, frame, time}, or
+        or None each); server_closed, the server's first FIN ({file, frame, time}, or
         None); duplicates, frames that were copies of the frame before them; vlan, the
         VLAN IDs outer first, () untagged). Symptoms are the slugs of docs/diagnosis.md,
         including tfo_fallback, defer_accept_suspected and syn_after_rst.

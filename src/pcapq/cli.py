@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -149,21 +149,7 @@ def report_options(command: Callable) -> Callable:
     metavar="ADDRESS",
     help="Analyse one capture point (a ring buffer's files) per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
 )
-def analyze(
-    files: tuple[str, ...],
-    fmt: str,
-    output: str,
-    pretty: bool,
-    no_color: bool,
-    merge: bool,
-    jobs: int,
-    max_connections: int,
-    proxy_timeouts: str | None,
-    scheduler: str | None,
-    logs: tuple[str, ...] = (),
-    nstat: tuple[str, ...] = (),
-    ss: str | None = None,
-) -> None:
+def analyze(files: tuple[str, ...], **options: Any) -> None:
     """Say what went wrong in the captures, the worst connections, then totals.
 
     FILE is a pcap or pcapng capture, optionally gzip-compressed, a directory (every
@@ -194,7 +180,8 @@ def analyze(
     --scheduler: dask missing or the scheduler unreachable; 70 a bug in pcapq; 74 the report
     could not be written.
     """
-    analyze_and_report(files, fmt, output, pretty, no_color, merge, jobs, max_connections, proxy_timeouts, scheduler, logs, nstat, ss)
+    # The options by name, as pcapq.launch passes them (pcapq.analyze_run has their types).
+    analyze_and_report(files, **options)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -8,10 +8,11 @@ from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
-# Not a server closing on its client: a full accept queue's RST (tcp_abort_on_overflow, or an
-# expired request socket), a scanner's probes, an ICMP error, a TIME-WAIT answer.
-NOT_THIS = ["queue_sign", "reset_after_ack", "reset_after_expiry", "scan_probe", "probe", "icmp_answered",
-            "stray_ack_reset", "rst_unprovoked"]
+# Not a server closing on its client: a full accept queue's RST (`queue_sign` holds
+# tcp_abort_on_overflow's `reset_after_ack`) or an expired request socket's, a scanner's probes, an
+# ICMP error, a TIME-WAIT answer.
+NOT_THIS = ["queue_sign", "reset_after_expiry", "scan_probe", "probe", "icmp_answered", "stray_ack_reset",
+            "rst_unprovoked"]
 
 
 def close_evidence(c: dict) -> list[dict]:
