@@ -165,6 +165,9 @@ def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = RO
             server.wait(1)
     finally:
         net.stop(server)
+    # The client's kernel may still be re-sending (its socket outlives the client's timeout), so the
+    # drops are read before the router's counter: each drop follows the IpFragFails it answers.
+    dropped = _nft_counters(net, firewall[0], PMTU_TABLE)[0] if firewall else None
     frag_fails = net.nstat(net.router_ns).get("IpFragFails", 0) - router_before.get("IpFragFails", 0)
     setup = [f"client -> router -> server; the router's link towards the server has MTU {mtu}, the client's and "
              f"server's veths 1500; one {request:,}-byte request, a 1,000-byte response; tcpdump on the client's veth",
@@ -172,7 +175,6 @@ def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = RO
              "fragmentation needed)" + (f"; the {drop_icmp}'s {firewall[1]} chain: `{rule}`" if firewall else "")]
     run = _run(net, pcap, out, cap, before, started, setup)
     run.extra.update(frag_fails=frag_fails)
-    if firewall:
-        (dropped,) = _nft_counters(net, firewall[0], PMTU_TABLE)
+    if dropped is not None:
         run.extra.update(icmp_dropped=dropped)
     return run
