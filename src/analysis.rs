@@ -235,6 +235,8 @@ impl Analysis {
 
     /// What a tracker left (`Tracker::finish`) over `files`.
     fn of_run(files: Vec<FileReport>, finished: Finished<Census>, live: FlowTable, evicted: u64, skipped: SkipCounts, options: AnalyzeOptions) -> Analysis {
+        // Only a mergeable run's table is read again (by the merge).
+        let live = if options.tracker.mergeable { live } else { live.counts_only() };
         Analysis {
             files,
             connections: finished.connections,
@@ -329,9 +331,25 @@ impl Analysis {
         self.census().timeline.clone()
     }
 
-    /// Per server endpoint, in order of address.
-    pub fn servers(&self) -> Vec<ServerStats> {
-        self.census().servers.clone().finish()
+    /// The census, to be changed in place (made first from the records when every one is kept).
+    fn census_mut(&mut self) -> &mut Census {
+        if self.keeps_every_connection() {
+            self.census();
+            if let Some(census) = self.census_of_records.get_mut() {
+                return census;
+            }
+        }
+        &mut self.counted
+    }
+
+    /// Sorts the per-server moments in place, which `servers()`' queries need.
+    pub fn sort_servers(&mut self) {
+        self.census_mut().servers.sort_moments();
+    }
+
+    /// Per server endpoint, in order of address; `sort_servers` first.
+    pub fn servers(&self) -> Vec<&ServerStats> {
+        self.census().servers.stats()
     }
 
     /// Connections that were one client SYN and nothing more (a SYN flood, a port scan).

@@ -46,31 +46,32 @@ fn catch<T>(f: impl FnOnce() -> T) -> PyResult<T> {
 #[pyclass(module = "pcapq._core")]
 pub struct Analysis {
     inner: analysis::Analysis,
-    /// Per-server statistics, made on first use.
-    servers: std::sync::OnceLock<Vec<detect::servers::ServerStats>>,
     /// Fields added to connections in the JSON document, by id (`note_connections`).
     notes: rustc_hash::FxHashMap<u64, serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Analysis {
     fn of(inner: analysis::Analysis) -> Analysis {
-        Analysis { inner, servers: std::sync::OnceLock::new(), notes: Default::default() }
+        Analysis { inner, notes: Default::default() }
     }
 
     /// The analysis as its reports read it: a mergeable analysis that did not keep every record
-    /// counts its open records now, and cannot be merged afterwards.
+    /// counts its open records now, and cannot be merged afterwards. Its per-server moments are
+    /// sorted, for the queries that count them.
     fn settle(&mut self) {
         self.inner.settle();
+        self.inner.sort_servers();
     }
 
-    fn server_stats(&self) -> &[detect::servers::ServerStats] {
-        self.servers.get_or_init(|| self.inner.servers())
+    /// After `settle`.
+    fn server_stats(&self) -> Vec<&detect::servers::ServerStats> {
+        self.inner.servers()
     }
 
     fn server(&self, server: &str) -> PyResult<&detect::servers::ServerStats> {
         let endpoint = parse_endpoint(server)?;
         self.server_stats()
-            .iter()
+            .into_iter()
             .find(|s| s.server == endpoint)
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(server.to_string()))
     }
@@ -367,7 +368,7 @@ impl Analysis {
             this.settle();
             let this = &*this;
             let end_ns = this.inner.end_ns();
-            detect::episodes::Book::build(&this.inner.connections, end_ns, this.server_stats())
+            detect::episodes::Book::build(&this.inner.connections, end_ns, &this.server_stats())
         };
         Ok(diagnosis::Problems::new(slf.unbind(), book))
     }
@@ -422,7 +423,6 @@ impl Analysis {
         let earlier = std::mem::take(&mut self.inner);
         let later = std::mem::take(&mut later.inner);
         let inner = catch(move || earlier.merge(later))?.map_err(pyo3::exceptions::PyValueError::new_err)?;
-        self.servers = std::sync::OnceLock::new();
         Ok(Analysis::of(inner))
     }
 

@@ -188,7 +188,7 @@ impl Timings {
 impl Book {
     /// Reads every kept record once; `servers` are the statistics of every connection (also the
     /// ones not kept), which say whether a host ever sent a packet.
-    pub fn build(connections: &[Connection], end_ns: i64, servers: &[ServerStats]) -> Book {
+    pub fn build(connections: &[Connection], end_ns: i64, servers: &[&ServerStats]) -> Book {
         let mut book = Book::default();
         let mut spoke: FxHashMap<IpAddr, u64> = FxHashMap::default();
         for s in servers {

@@ -313,6 +313,17 @@ fn is_half_open(state: ConnState) -> bool {
 }
 
 impl FlowTable {
+    /// The table of a run that will not be continued: only its counts of what it set aside,
+    /// for the warnings (its flows and tombstones are tens of MB a report has no use for).
+    pub fn counts_only(self) -> FlowTable {
+        FlowTable {
+            retired_early: self.retired_early,
+            forgotten_early: self.forgotten_early,
+            finished_forgotten_early: self.finished_forgotten_early,
+            ..FlowTable::default()
+        }
+    }
+
     /// The flow of `key`, brought back from its tombstone (and its record from the store) if
     /// it had one.
     pub fn get_mut<C: Counter>(&mut self, key: &FlowKey, store: &mut ConnectionStore<C>) -> Option<&mut Flow> {
