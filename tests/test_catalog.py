@@ -31,7 +31,7 @@ REAL_ONLY = {"defer_accept", "reuseport_stuck_listener", "firewall_drop", "tfo_f
              # Issue 15: a slow script behind nginx, with its logs (tests/test_evidence.py reads them).
              "nginx_php_fpm_slow",
              # An upstream that closes before answering (tests/test_verdicts.py crafts the outcomes).
-             "nginx_php_fpm_killed", "keepalive_race"}
+             "nginx_php_fpm_killed", "keepalive_race", "nginx_php_fpm_max_requests"}
 
 
 def crafted_names() -> list[str]:

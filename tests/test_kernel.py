@@ -456,7 +456,7 @@ def test_keepalive_race(net, tmp_path):
     # The server closed each idle connection, then its kernel answered the next request with RST.
     assert causes(doc) == {"server_closed"}, doc["findings"]
     [finding] = doc["findings"]
-    assert finding["details"] == {"closed": 0, "reset": 0, "request_after_close": connections}, finding
+    assert finding["details"] == {"closed": 0, "reset": 0, "request_after_close": connections, "answered_before": 0}, finding
     assert run.tcpdump_dropped == 0, run.tcpdump
     assert all(c["error"] for c in run.clients), run.clients
     for c in by_client(doc).values():

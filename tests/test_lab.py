@@ -201,6 +201,26 @@ def test_nginx_php_fpm_logs_504_and_the_capture_shows_the_queue(tmp_path: Path) 
     assert "accept_queue_overflow" in {f["cause"] for f in doc["findings"]}
 
 
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(LAB_NGINX) is not None, reason=str(unavailable_reason(LAB_NGINX)))
+def test_php_fpm_max_requests_closes_match_nginx_premature_close_lines(tmp_path: Path) -> None:
+    """Workers exiting after pm.max_requests close kept-alive connections as nginx sends the next
+    request: one `closed_by_server` connection per "upstream prematurely closed" line, each
+    tied to its line, and no finding for what nginx's retries served."""
+    from pcapq.lab.runner import run_scenario
+
+    result = run_scenario("nginx_php_fpm_max_requests", tmp_path / "mr.pcap")
+    assert result.problems == []
+    premature = (tmp_path / "mr.error.log").read_text().count("upstream prematurely closed connection")
+    assert premature >= 1
+    doc = analyze_json(result.run.pcap)
+    closed = [c for c in doc["connections"] if c["outcome"] == "closed_by_server"]
+    assert len(closed) == premature
+    (finding,) = [f for f in doc["findings"] if f["cause"] == "server_closed"]
+    assert finding["details"]["closed"] == finding["details"]["answered_before"] == premature
+    assert not {"accept_queue_overflow", "syn_queue_overflow", "network_loss"} & {f["cause"] for f in doc["findings"]}
+
+
 # The listen sysctls the scenarios set, each per network namespace on a current kernel.
 PER_NETNS = {
     "net.core.somaxconn": (16, 17),

@@ -71,13 +71,17 @@ pub enum Fact {
     /// A "fragmentation needed" / "packet too big" error answered its data and no black hole
     /// followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss.
     PmtuDiscovered,
-    /// The client sent data after the server's FIN: a request on a connection the server had
-    /// already closed, such as an idle keep-alive connection reused as it was being closed.
+    /// The client sent a request after the server's FIN (more than a TLS alert's bytes): a
+    /// request on a connection the server had already closed, such as an idle keep-alive
+    /// connection reused as it was being closed.
     RequestAfterServerClose,
+    /// The server had sent data before the client's last request, which it left unanswered: an
+    /// earlier request on the connection was answered (a kept-alive connection).
+    AnsweredBefore,
 }
 
 impl Fact {
-    pub const ALL: [Fact; 24] = [
+    pub const ALL: [Fact; 25] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -102,6 +106,7 @@ impl Fact {
         Fact::IcmpTtlExceeded,
         Fact::PmtuDiscovered,
         Fact::RequestAfterServerClose,
+        Fact::AnsweredBefore,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -130,6 +135,7 @@ impl Fact {
             Fact::IcmpTtlExceeded => "icmp_ttl_exceeded",
             Fact::PmtuDiscovered => "pmtu_discovered",
             Fact::RequestAfterServerClose => "request_after_close",
+            Fact::AnsweredBefore => "answered_before",
         }
     }
 
@@ -191,14 +197,20 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
         f.insert(Fact::RequestAcked);
     }
     let m = &c.milestones;
+    // A TLS alert after the server's FIN is no request: whatever came before it is what counts.
+    let alert_after_close = m.server_closed_ns.get().zip(m.client_last_data_ns.get()).is_some_and(|(closed, last)| closed < last)
+        && !request_after_server_close(c);
     if let Some(last_request) = m.client_last_data_ns.get().or(m.client_data_ns.get()) {
-        if m.server_last_data_ns.get().or(m.server_data_ns.get()).is_none_or(|answered| answered < last_request) {
+        if !alert_after_close && m.server_last_data_ns.get().or(m.server_data_ns.get()).is_none_or(|answered| answered < last_request) {
             f.insert(Fact::RequestUnanswered);
+            if m.server_data_ns.get().is_some() {
+                f.insert(Fact::AnsweredBefore);
+            }
         }
         if m.client_closed_ns.get().is_some_and(|closed| closed - last_request >= WAITED_MIN_NS) {
             f.insert(Fact::ClientWaited);
         }
-        if m.server_closed_ns.get().is_some_and(|closed| closed < last_request) {
+        if request_after_server_close(c) {
             f.insert(Fact::RequestAfterServerClose);
         }
     }
@@ -282,4 +294,17 @@ pub fn queue_full_span(c: &Connection) -> (i64, i64) {
     };
     let end = through.or(m.first_rst().map(|r| r.time_ns)).unwrap_or(c.last_time_ns);
     (start, end.max(start))
+}
+
+/// More client bytes after the server's FIN than a TLS close_notify alert holds: at most 85
+/// (TLS 1.2, CBC with SHA-384: a 5-byte header, a 16-byte IV, the 2-byte alert and its 48-byte
+/// MAC padded to 64; 24 in TLS 1.3). A TLS client answers the server's close_notify with its
+/// own after the server's FIN: that is no request.
+pub const TLS_ALERT_MAX_BYTES: u32 = 85;
+
+/// The client sent a request after the server's first FIN.
+pub fn request_after_server_close(c: &Connection) -> bool {
+    let m = &c.milestones;
+    let after = m.server_closed_ns.get().zip(m.client_last_data_ns.get()).is_some_and(|(closed, last)| closed < last);
+    after && m.client_bytes_after_server_close > TLS_ALERT_MAX_BYTES
 }

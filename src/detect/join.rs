@@ -179,6 +179,9 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
         Outcome::Partial => return None,
         Outcome::Refused => (Shape::Refused, rst.map(|r| r.time_ns), None),
         Outcome::ResetByServer => (Shape::Reset, rst.map(|r| r.time_ns), None),
+        // Its last request unanswered when the server closed, though earlier ones on a kept-alive
+        // connection were answered.
+        Outcome::ClosedByServer => (Shape::ServerClosed, c.milestones.server_closed_ns.get(), None),
         // connect() timed out: the SYNs stop when the proxy gives up, so after the last one and
         // before the next the backoff would have sent.
         _ if c.synack_count == 0 => (Shape::NoHandshake, None, Some((c.last_time_ns, after_last_syn))),

@@ -268,8 +268,8 @@ fn outcome(c: &Connection, end_ns: i64) -> Outcome {
         let client_sent = c.milestones.client_data_ns.get().is_some();
         let server_sent = c.milestones.server_data_ns.get().is_some();
         return match (client_sent, server_sent, fin) {
+            (true, _, true) if closed_by_server(c) => Outcome::ClosedByServer,
             (true, true, _) => Outcome::Completed,
-            (true, false, true) if closed_by_server(c) => Outcome::ClosedByServer,
             (true, false, true) => Outcome::Abandoned,
             (_, _, true) => Outcome::Completed,
             (true, false, false) if request_given_up(c, end_ns) => Outcome::Abandoned,
@@ -367,17 +367,27 @@ fn request_given_up(c: &Connection, end_ns: i64) -> bool {
     end_ns > last.time_ns + request.schedule.interval_ns(retries + 1) + SLACK_NS
 }
 
-/// The server's FIN came after the client's last request and before the client closed: its
-/// application called close() (or exited) with the request unanswered (Linux v6.6
-/// net/ipv4/tcp.c: tcp_close() sends a FIN when nothing unread is left, an RST otherwise). nginx
-/// logs "upstream prematurely closed connection while reading response header from upstream"
-/// and answers 502. Called for connections that got no data from the server.
+/// The server closed (FIN, no RST) with the client's last request unanswered, and before the
+/// client closed: its application called close() (or exited) with the request unanswered (Linux
+/// v6.6 net/ipv4/tcp.c: tcp_close() sends a FIN when nothing unread is left, an RST otherwise).
+/// The request may be the first, or a later one on a keep-alive connection whose earlier
+/// requests were answered (php-fpm's worker exiting after `pm.max_requests` as nginx sends the
+/// next). That later request may even follow the FIN: a FastCGI server shuts its side down
+/// and reads what still comes before it closes (php-fpm's fcgi_close()), so no RST answers it.
+/// nginx logs "upstream prematurely closed connection while reading response header from
+/// upstream", and retries the request on another connection or answers 502.
 fn closed_by_server(c: &Connection) -> bool {
     let m = &c.milestones;
     let (Some(server_closed), Some(request)) = (m.server_closed_ns.get(), m.client_last_data_ns.get().or(m.client_data_ns.get())) else {
         return false;
     };
-    request < server_closed && m.client_closed_ns.get().is_none_or(|client_closed| server_closed < client_closed)
+    let answered = m.server_last_data_ns.get().or(m.server_data_ns.get());
+    if answered.is_some_and(|answered| answered >= request) || m.client_closed_ns.get().is_some_and(|client_closed| client_closed <= server_closed) {
+        return false;
+    }
+    // A request after the FIN counts on a connection the server had answered before: data after a
+    // first FIN with nothing answered is an upload to a server that half-closed.
+    request < server_closed || (answered.is_some() && facts::request_after_server_close(c))
 }
 
 /// An RST answering the SYN, and then the handshake completed all the same: the port was open and
@@ -706,6 +716,76 @@ mod tests {
         w.send(500, S, FIN | ACK, SISN + 1, CISN + 101, 0);
         w.send(501, C, FIN | ACK, CISN + 101, SISN + 2, 0);
         assert_eq!(w.verdict().outcome, Outcome::ClosedByServer);
+    }
+
+    #[test]
+    fn test_server_fin_after_a_later_request_on_a_kept_alive_connection_is_closed_by_server() {
+        // The first request answered at 4 ms; the second at 10 ms meets the worker's exit
+        // (php-fpm's pm.max_requests): the server's FIN, no answer.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, PA, SISN + 1, CISN + 101, 50);
+        w.send(10, C, PA, CISN + 101, SISN + 51, 100);
+        w.send(11, S, FIN | ACK, SISN + 51, CISN + 201, 0);
+        w.send(12, C, FIN | ACK, CISN + 201, SISN + 52, 0);
+        assert_eq!(w.verdict().outcome, Outcome::ClosedByServer);
+    }
+
+    #[test]
+    fn test_request_after_the_fin_of_a_draining_server_is_closed_by_server() {
+        // Answered at 4 ms; the server shuts its side down at 10 ms and reads on (php-fpm's
+        // fcgi_close()); the proxy's next request at 11 ms gets only an ACK.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, PA, SISN + 1, CISN + 101, 50);
+        w.send(10, S, FIN | ACK, SISN + 51, CISN + 101, 0);
+        w.send(11, C, PA, CISN + 101, SISN + 52, 100);
+        w.send(11, S, ACK, SISN + 52, CISN + 201, 0);
+        w.send(12, C, FIN | ACK, CISN + 201, SISN + 52, 0);
+        assert_eq!(w.verdict().outcome, Outcome::ClosedByServer);
+    }
+
+    #[test]
+    fn test_a_tls_alert_after_the_server_fin_is_no_request() {
+        // The server's close_notify and FIN; the client's close_notify (31 bytes) after them, then
+        // its FIN (drained) or the server's RST (closed): neither is a request after the close.
+        for reset in [false, true] {
+            let mut w = Wire::new();
+            w.handshake_plain();
+            w.request(3, &[]);
+            w.send(4, S, PA, SISN + 1, CISN + 101, 50);
+            w.send(500, S, PA, SISN + 51, CISN + 101, 31);
+            w.send(500, S, FIN | ACK, SISN + 82, CISN + 101, 0);
+            w.send(501, C, PA, CISN + 101, SISN + 83, 31);
+            if reset {
+                w.send(501, S, RST, SISN + 83, 0, 0);
+            } else {
+                w.send(502, C, FIN | ACK, CISN + 132, SISN + 83, 0);
+            }
+            let end = w.last_ms * MS;
+            let conns = w.tracker.connections();
+            let (outcome, symptoms) = classify(&conns[0], end);
+            assert_ne!(outcome, Outcome::ClosedByServer);
+            let f = facts::of(&conns[0], outcome, symptoms);
+            assert!(!f.contains(facts::Fact::RequestAfterServerClose), "reset {reset}");
+            assert!(!f.contains(facts::Fact::RequestUnanswered), "reset {reset}");
+        }
+    }
+
+    #[test]
+    fn test_server_fin_after_answering_the_last_request_is_completed() {
+        // Two requests, both answered, then the server closes the idle connection.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, PA, SISN + 1, CISN + 101, 50);
+        w.send(10, C, PA, CISN + 101, SISN + 51, 100);
+        w.send(11, S, PA, SISN + 51, CISN + 201, 50);
+        w.send(500, S, FIN | ACK, SISN + 101, CISN + 201, 0);
+        w.send(501, C, FIN | ACK, CISN + 201, SISN + 102, 0);
+        assert_eq!(w.verdict().outcome, Outcome::Completed);
     }
 
     #[test]

@@ -184,6 +184,9 @@ pub struct Milestones {
     /// Client SYNs re-sent after a server RST had answered the SYN before (Windows retries a
     /// refused connect twice, about 0.5 s apart).
     pub syns_after_rst: u32,
+    /// Payload bytes the client sent after the server's first FIN: a request on a connection the
+    /// server had closed, or a TLS client's close_notify alert answering the server's.
+    pub client_bytes_after_server_close: u32,
 }
 
 /// The server's first FIN.

@@ -144,6 +144,8 @@ fn graft<C: Counter>(tracker: &mut Tracker<C>, e: usize, key: FlowKey, later: Co
     conn.snaplen_cut += later.snaplen_cut - snapshot.snaplen_cut;
     conn.duplicates += later.duplicates - snapshot.duplicates;
     conn.milestones.syns_after_rst += later.milestones.syns_after_rst - snapshot.milestones.syns_after_rst;
+    conn.milestones.client_bytes_after_server_close += later.milestones.client_bytes_after_server_close
+        - snapshot.milestones.client_bytes_after_server_close;
     // A handshake completed before the boundary was not known to the later analysis.
     let completed_before = conn.handshake_completed();
     conn.handshake_ack_time_ns.set(conn.handshake_ack_time_ns.get().or(later.handshake_ack_time_ns.get()));

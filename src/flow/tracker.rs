@@ -684,7 +684,13 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
         }
         if seg.payload_len > 0 {
             match side {
-                Side::Client => conn.milestones.client_last_data_ns.set(Some(pkt.time_ns)),
+                Side::Client => {
+                    let m = &mut conn.milestones;
+                    m.client_last_data_ns.set(Some(pkt.time_ns));
+                    if m.server_closed_ns.get().is_some() {
+                        m.client_bytes_after_server_close = m.client_bytes_after_server_close.saturating_add(seg.payload_len);
+                    }
+                }
                 Side::Server => conn.milestones.server_last_data_ns.set(Some(pkt.time_ns)),
             }
         }

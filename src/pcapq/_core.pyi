@@ -29,7 +29,7 @@ Fact = Literal[
     "syn_unanswered", "half_open", "one_syn", "probe", "scan_probe", "stray_ack_reset", "reused_in_time_wait",
     "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window", "silent_host",
     "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
-    "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered", "request_after_close",
+    "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered", "request_after_close", "answered_before",
 ]
 Mark = Outcome | Symptom | Fact
 EventKind = Literal[

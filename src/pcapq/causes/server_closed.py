@@ -39,7 +39,18 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         return None
     parts = []
     if closed:
-        parts.append(f"it closed {plural(len(closed), 'connection')} (FIN) after their request, with no byte of answer")
+        parts.append(f"it closed {plural(len(closed), 'connection')} (FIN) after their last request, with no byte of "
+                     "answer to it")
+    # Kept-alive connections whose earlier requests were answered: a worker that exits after so many
+    # requests as the proxy sends the next. nginx retries such a request on another connection
+    # (proxy_next_upstream error), but not a non-idempotent one (a POST): that one gets 502.
+    kept_alive = ctx.select(all_of=["closed_by_server", "answered_before"], none_of=NOT_THIS)
+    if kept_alive:
+        which = "each" if len(kept_alive) == len(closed) else f"{len(kept_alive):,} of them"
+        parts.append(f"{which} had earlier requests answered: a kept-alive "
+                     "connection the server closed as the proxy sent its next request, as a worker does that exits "
+                     "after a number of requests (php-fpm `pm.max_requests`); nginx sends such a request again on "
+                     "another connection, unless it is not idempotent (a POST gets 502)")
     if reset:
         parts.append(f"it reset {plural(len(reset), 'connection')} (RST) with their last request unanswered")
     if reused:
@@ -53,7 +64,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     if reused:
         rests_on.append("client data after the server's FIN, answered by the server's RST")
     proxy_log = (["premature_close"] if closed or reused else []) + (["reset_by_server"] if reset or reused else [])
-    details = {"closed": len(closed), "reset": len(reset), "request_after_close": len(reused)}
+    details = {"closed": len(closed), "reset": len(reset), "request_after_close": len(reused),
+               "answered_before": len(kept_alive)}
     confidence = 0.85 if reused and not (closed or reset) else 0.8
     return ctx.finding("server_closed", found, confidence, reason, evidence, rests_on=rests_on, details=details,
                        proxy_log=proxy_log)
@@ -77,7 +89,8 @@ CAUSE = Cause(
     rule=rule,
     evidence=(
         "the client sent a request and the server sent no data after it, then the server closed first (FIN, outcome "
-        "`closed_by_server`) or reset (RST) after acknowledging the request, or the request came after the server's "
+        "`closed_by_server`; the request may follow answered ones on a kept-alive connection, fact "
+        "`answered_before`) or reset (RST) after acknowledging the request, or the request came after the server's "
         "FIN and the server's RST answered it (fact `request_after_close`)"
     ),
     exclusions=(

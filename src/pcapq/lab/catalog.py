@@ -218,6 +218,16 @@ SCENARIOS: dict[str, Scenario] = {
             tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
         ),
         Scenario(
+            "nginx_php_fpm_max_requests",
+            "nginx keeps upstream connections alive, php-fpm workers exit after 3 requests: closes as requests arrive",
+            "nginx keeps up to 8 idle connections to php-fpm (fastcgi_keep_conn on); each php-fpm worker exits "
+            "after 3 requests (pm.max_requests 3) and closes its connection, often just as nginx sends the next "
+            "request on it. nginx logs \"upstream prematurely closed connection while reading response header "
+            "from upstream\" and sends the request again on another connection: ab sees only 200s.",
+            lambda net, pcap: scenarios.nginx_php_fpm_max_requests(net, pcap, logs=pcap.with_suffix("")),
+            tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
+        ),
+        Scenario(
             "time_wait_reuse",
             "a client reuses its source port while the server still holds TIME-WAIT",
             "Two connections from the same source port. The server closed the first, so it keeps "

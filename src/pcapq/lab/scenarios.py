@@ -468,10 +468,10 @@ http {{
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
-    server {{
+    {upstream_block}server {{
         listen 127.0.0.1:{port};
         location / {{
-            fastcgi_pass {upstream};
+            fastcgi_pass {pass_to};{keep_conn}
             fastcgi_param SCRIPT_FILENAME {tmp}/www/slow.php;
             fastcgi_param REQUEST_METHOD $request_method;
             fastcgi_connect_timeout {connect_timeout}s;
@@ -521,6 +521,8 @@ def nginx_php_fpm(
     snaplen: int = 128,
     upstream_log: bool = False,
     terminate_after: int | None = None,
+    keepalive: int = 0,
+    max_requests: int = 0,
 ) -> Run:
     """php-fpm (`children` workers, each request taking `service_time` s) listening with
     listen.backlog `backlog` in the server namespace; nginx in the client namespace passing every
@@ -530,7 +532,9 @@ def nginx_php_fpm(
     nginx's error.log and access.log are copied to `logs`.error.log / `logs`.access.log; with
     `upstream_log`, the access log has the upstream's address, status and timings. With
     `terminate_after`, php-fpm's request_terminate_timeout: its master kills a worker whose
-    request has run that many seconds."""
+    request has run that many seconds. With `keepalive`, nginx keeps that many idle connections
+    to php-fpm open for the next requests (an upstream block's `keepalive`, `fastcgi_keep_conn
+    on`); with `max_requests`, php-fpm's pm.max_requests: a worker exits after that many."""
     import shutil
     import tempfile
 
@@ -544,12 +548,15 @@ def nginx_php_fpm(
         tmp.chmod(0o755)  # php-fpm's workers (nobody) read the script
         (tmp / "www").mkdir(mode=0o755)
         (tmp / "www" / "slow.php").write_text(PHP_SCRIPT.format(usec=int(service_time * 1e6)))
-        extra = f"request_terminate_timeout = {terminate_after}s\n" if terminate_after else ""
+        extra = (f"request_terminate_timeout = {terminate_after}s\n" if terminate_after else "") + (
+            f"pm.max_requests = {max_requests}\n" if max_requests else "")
         (tmp / "php-fpm.conf").write_text(PHP_FPM_CONF.format(tmp=tmp, listen=upstream, backlog=backlog,
                                                               children=children, extra=extra))
         error_log, access_log = tmp / "error.log", tmp / "access.log"
         (tmp / "nginx.conf").write_text(NGINX_CONF.format(
-            tmp=tmp, error_log=error_log, access_log=access_log, port=NGINX_PORT, upstream=upstream,
+            tmp=tmp, error_log=error_log, access_log=access_log, port=NGINX_PORT,
+            upstream_block=f"upstream php {{ server {upstream}; keepalive {keepalive}; }}\n    " if keepalive else "",
+            pass_to="php" if keepalive else upstream, keep_conn="\n            fastcgi_keep_conn on;" if keepalive else "",
             log_format=UPSTREAM_LOG_FORMAT if upstream_log else "", format_name=" upstream" if upstream_log else "",
             connect_timeout=f"{connect_timeout:g}", read_timeout=f"{read_timeout:g}"))
         started = time.monotonic()
@@ -583,9 +590,11 @@ def nginx_php_fpm(
     setup = [
         f"server: php-fpm, listen {upstream}, listen.backlog {backlog}, pm static, {children} workers, "
         f"{service_time:g} s per request (usleep)"
-        + (f", request_terminate_timeout {terminate_after}s" if terminate_after else "") + "; namespace defaults otherwise",
+        + (f", request_terminate_timeout {terminate_after}s" if terminate_after else "")
+        + (f", pm.max_requests {max_requests}" if max_requests else "") + "; namespace defaults otherwise",
         f"client: nginx on 127.0.0.1:{NGINX_PORT}, fastcgi_pass {upstream}, fastcgi_connect_timeout "
-        f"{connect_timeout:g}s, fastcgi_read_timeout {read_timeout:g}s",
+        f"{connect_timeout:g}s, fastcgi_read_timeout {read_timeout:g}s"
+        + (f"; upstream keepalive {keepalive}, fastcgi_keep_conn on" if keepalive else ""),
         f"load: ab -n {requests} -c {concurrency} in the client namespace; tcpdump -s {snaplen} port {PORT}",
     ]
     run = _run(net, pcap, "", cap, before, started, setup)
@@ -627,6 +636,17 @@ def nginx_php_fpm_killed(net: NetnsPair, pcap: Path, logs: Path) -> Run:
     return nginx_php_fpm(net, pcap, logs, backlog=128, children=4, service_time=4.0, requests=8,
                          concurrency=4, connect_timeout=2.0, read_timeout=10.0, upstream_log=True,
                          terminate_after=1)
+
+
+def nginx_php_fpm_max_requests(net: NetnsPair, pcap: Path, logs: Path) -> Run:
+    """nginx keeping its connections to php-fpm alive for the next requests, and php-fpm's
+    workers exiting after 3 requests each (pm.max_requests): a worker closes its connection
+    after its third answer, often just as nginx sends the fourth on it. nginx logs "upstream
+    prematurely closed connection while reading response header from upstream" and sends the
+    request again on another connection (a GET is idempotent): its clients get 200."""
+    return nginx_php_fpm(net, pcap, logs, backlog=511, children=4, service_time=0.005, requests=200,
+                         concurrency=8, connect_timeout=2.0, read_timeout=5.0, upstream_log=True,
+                         keepalive=8, max_requests=3)
 
 
 def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, name: str,
