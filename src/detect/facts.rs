@@ -198,8 +198,7 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     }
     let m = &c.milestones;
     // A TLS alert after the server's FIN is no request: whatever came before it is what counts.
-    let alert_after_close = m.server_closed_ns.get().zip(m.client_last_data_ns.get()).is_some_and(|(closed, last)| closed < last)
-        && !request_after_server_close(c);
+    let alert_after_close = data_after_server_close(c) && !request_after_server_close(c);
     if let Some(last_request) = m.client_last_data_ns.get().or(m.client_data_ns.get()) {
         if !alert_after_close && m.server_last_data_ns.get().or(m.server_data_ns.get()).is_none_or(|answered| answered < last_request) {
             f.insert(Fact::RequestUnanswered);
@@ -302,9 +301,13 @@ pub fn queue_full_span(c: &Connection) -> (i64, i64) {
 /// own after the server's FIN: that is no request.
 pub const TLS_ALERT_MAX_BYTES: u32 = 85;
 
+/// The client's last data came after the server's first FIN.
+fn data_after_server_close(c: &Connection) -> bool {
+    let m = &c.milestones;
+    m.server_closed_ns.get().zip(m.client_last_data_ns.get()).is_some_and(|(closed, last)| closed < last)
+}
+
 /// The client sent a request after the server's first FIN.
 pub fn request_after_server_close(c: &Connection) -> bool {
-    let m = &c.milestones;
-    let after = m.server_closed_ns.get().zip(m.client_last_data_ns.get()).is_some_and(|(closed, last)| closed < last);
-    after && m.client_bytes_after_server_close > TLS_ALERT_MAX_BYTES
+    data_after_server_close(c) && c.milestones.client_bytes_after_server_close > TLS_ALERT_MAX_BYTES
 }

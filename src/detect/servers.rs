@@ -171,6 +171,9 @@ pub struct ServerBook {
     pub untracked_port_pairs: u64,
     /// One-SYN connections to endpoints beyond `MAX_SERVERS_FOR_ONE_SYN`, not in `servers`.
     pub one_syn_without_server: u64,
+    /// Every server's moments are sorted (`sort_moments`); adding or merging unsorts them.
+    #[serde(skip)]
+    sorted: bool,
 }
 
 /// Past this many server endpoints, a one-SYN connection to a new endpoint makes no entry.
@@ -181,6 +184,7 @@ pub const MAX_PORT_PAIRS: usize = 65_536;
 
 impl ServerBook {
     pub fn add(&mut self, c: &Connection, outcome: Outcome, symptoms: Symptoms) {
+        self.sorted = false;
         let one_syn = probes::is_one_syn(c);
         if one_syn && self.servers.len() >= MAX_SERVERS_FOR_ONE_SYN && !self.servers.contains_key(&c.server) {
             // A scan of many hosts and ports would make an entry per endpoint probed: counted
@@ -261,6 +265,7 @@ impl ServerBook {
     }
 
     pub fn merge(&mut self, other: ServerBook) {
+        self.sorted = false;
         for (server, theirs) in other.servers {
             let s = self.servers.entry(server).or_insert_with(|| ServerStats::new(server));
             s.connections += theirs.connections;
@@ -296,14 +301,17 @@ impl ServerBook {
         self.spend(exact);
     }
 
-    /// Sorts the time lists; servers in order of their address.
-    /// Sorts every server's waits and answers in place, for the queries that count them
-    /// (`waiting_at`, `answered_between`). Sorted moments stay put, at the cost of one pass.
+    /// Sorts every server's waits and answers in place, once, for the queries that count them
+    /// (`waiting_at`, `answered_between`).
     pub fn sort_moments(&mut self) {
+        if self.sorted {
+            return;
+        }
         for s in self.servers.values_mut() {
             s.waiting.sort();
             s.answered.sort();
         }
+        self.sorted = true;
     }
 
     /// Per server endpoint, in order of address (borrowed: their moments can be tens of MB).

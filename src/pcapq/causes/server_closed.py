@@ -39,8 +39,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         return None
     parts = []
     if closed:
-        parts.append(f"it closed {plural(len(closed), 'connection')} (FIN) after their last request, with no byte of "
-                     "answer to it")
+        parts.append(f"it closed {plural(len(closed), 'connection')} (FIN) with their last request unanswered")
     # Kept-alive connections whose earlier requests were answered: a worker that exits after so many
     # requests as the proxy sends the next. nginx retries such a request on another connection
     # (proxy_next_upstream error), but not a non-idempotent one (a POST): that one gets 502.
@@ -51,6 +50,13 @@ def rule(ctx: EpisodeContext) -> Finding | None:
                      "connection the server closed as the proxy sent its next request, as a worker does that exits "
                      "after a number of requests (php-fpm `pm.max_requests`); nginx sends such a request again on "
                      "another connection, unless it is not idempotent (a POST gets 502)")
+    # The request came just after the FIN and no RST answered it: the server read on after shutting
+    # its side down (php-fpm's fcgi_close()) and closed without answering.
+    drained = ctx.select(all_of=["closed_by_server", "request_after_close"], none_of=NOT_THIS)
+    if drained:
+        them = "it" if len(drained) == 1 else "them"
+        parts.append(f"{plural(len(drained), 'request')} came just after the FIN, and the server read {them} and "
+                     "closed without answering (a FastCGI server reads on after shutting its side down)")
     if reset:
         parts.append(f"it reset {plural(len(reset), 'connection')} (RST) with their last request unanswered")
     if reused:
@@ -61,6 +67,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     evidence = [e for c in ctx.examples(found) for e in close_evidence(c)]
     ctx.claim(found)
     rests_on = ["the client's request, then the server's FIN or RST before any data from the server after it"]
+    if drained:
+        rests_on.append("a request just after the server's FIN, acknowledged, then no data from the server")
     if reused:
         rests_on.append("client data after the server's FIN, answered by the server's RST")
     proxy_log = (["premature_close"] if closed or reused else []) + (["reset_by_server"] if reset or reused else [])
@@ -90,7 +98,8 @@ CAUSE = Cause(
     evidence=(
         "the client sent a request and the server sent no data after it, then the server closed first (FIN, outcome "
         "`closed_by_server`; the request may follow answered ones on a kept-alive connection, fact "
-        "`answered_before`) or reset (RST) after acknowledging the request, or the request came after the server's "
+        "`answered_before`, or come just after the FIN of a server that reads on before it closes) or reset (RST) "
+        "after acknowledging the request, or the request came after the server's "
         "FIN and the server's RST answered it (fact `request_after_close`)"
     ),
     exclusions=(
