@@ -34,8 +34,9 @@ pub enum Outcome {
     Partial,
     /// An ICMP error answered the client's SYN and ended its connect() (detect::icmp).
     Unreachable,
-    /// The server closed (FIN) with the client's request taken and not a byte of answer, before
-    /// the client closed: its application closed the socket or died (`closed_by_server`).
+    /// The server closed (FIN) with the client's last request taken and not a byte of answer to
+    /// it, before the client closed: its application closed the socket or died
+    /// (`closed_by_server`).
     ClosedByServer,
 }
 

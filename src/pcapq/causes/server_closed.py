@@ -26,7 +26,7 @@ def close_evidence(c: dict) -> list[dict]:
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    # Its FIN came after the request and before the client closed, with no byte of answer.
+    # Its FIN and the last request unanswered, before the client closed (closed_by_server).
     closed = ctx.select(all_of=["closed_by_server"], none_of=NOT_THIS)
     # Its RST came while the client waited for the answer to its last request (its kernel had
     # acknowledged client data: a socket was established).

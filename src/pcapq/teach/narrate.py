@@ -219,9 +219,10 @@ def _application_outcome(conn: dict, ctx: _Context) -> str:
         return ("connect() had returned, then the next read() failed with ECONNRESET: nginx logs "
                 "\"recv() failed (104: Connection reset by peer)\" and answers 502.")
     if outcome == "closed_by_server":
-        return ("connect() had returned and the request was sent, then the next read() returned end of file (the "
-                "server's FIN) before any answer: nginx logs \"upstream prematurely closed connection while reading "
-                "response header from upstream\" and answers 502.")
+        return ("the request was sent, then the next read() returned end of file (the server's FIN) before any "
+                "answer to it: nginx logs \"upstream prematurely closed connection while reading response header "
+                "from upstream\" and answers 502, or sends an idempotent request again on another connection (as it "
+                "does when a kept-alive connection's server closes it).")
     if outcome == "reset_by_client":
         synacks = [ev["frame"] for ev in conn["events"] if ev["kind"] == "synack"]
         if reset.get("answers") == "ack" and (not synacks or reset.get("frame", 0) < synacks[0]):
