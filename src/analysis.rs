@@ -352,6 +352,11 @@ impl Analysis {
         self.census().servers.stats()
     }
 
+    /// One server's statistics; `sort_servers` first.
+    pub fn server(&self, server: &crate::flow::Endpoint) -> Option<&ServerStats> {
+        self.census().servers.get(server)
+    }
+
     /// Connections that were one client SYN and nothing more (a SYN flood, a port scan).
     pub fn one_syn(&self) -> OneSynTally {
         self.census().servers.one_syn().clone()

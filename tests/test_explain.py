@@ -84,17 +84,20 @@ def test_healthy_capture_explains_the_first_completed_connection() -> None:
 @pytest.mark.parametrize(
     "capture, words",
     [
-        ("closed_port", ["ECONNREFUSED", "tcp_v4_send_reset()"]),
-        ("abort_on_overflow", ["net.ipv4.tcp_abort_on_overflow=1", "ECONNRESET"]),
-        ("client_timeout_rst", ["SO_LINGER 0", "504"]),
-        ("time_wait_reuse", ["TIME-WAIT", "tcp_timewait_state_process()", "TCP_TIMEOUT_MIN"]),
-        ("legacy_initial_rto", ["3 s, then doubling", "before 3.1"]),
-        ("packet_loss", ["tcp_fastretrans_alert()"]),
-        ("nginx_php_fpm", ["fastcgi_read_timeout", "TcpExtListenOverflows"]),
+        ("crafted/closed_port", ["ECONNREFUSED", "tcp_v4_send_reset()"]),
+        ("crafted/abort_on_overflow", ["net.ipv4.tcp_abort_on_overflow=1", "ECONNRESET"]),
+        ("crafted/client_timeout_rst", ["SO_LINGER 0", "504"]),
+        ("crafted/time_wait_reuse", ["TIME-WAIT", "tcp_timewait_state_process()", "TCP_TIMEOUT_MIN"]),
+        ("crafted/legacy_initial_rto", ["3 s, then doubling", "before 3.1"]),
+        ("crafted/packet_loss", ["tcp_fastretrans_alert()"]),
+        ("crafted/nginx_php_fpm", ["fastcgi_read_timeout", "TcpExtListenOverflows"]),
+        # A server closing first, told as nginx sees it.
+        ("keepalive_race", ["the server had closed (its FIN, frame 8) when the request went out"]),
+        ("nginx_php_fpm_max_requests", ["before any answer to it", "sends an idempotent request again"]),
     ],
 )
 def test_the_story_names_the_mechanism(capture: str, words: list[str]) -> None:
-    doc = explain_json(CRAFTED / f"{capture}.pcap")
+    doc = explain_json(REPO / "captures" / f"{capture}.pcap")
     everything = " ".join(step_text(doc) + doc["ending"])
     for word in words:
         assert word in everything, word

@@ -70,9 +70,8 @@ impl Analysis {
 
     fn server(&self, server: &str) -> PyResult<&detect::servers::ServerStats> {
         let endpoint = parse_endpoint(server)?;
-        self.server_stats()
-            .into_iter()
-            .find(|s| s.server == endpoint)
+        self.inner
+            .server(&endpoint)
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(server.to_string()))
     }
 }

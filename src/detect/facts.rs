@@ -197,15 +197,13 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
         f.insert(Fact::RequestAcked);
     }
     let m = &c.milestones;
-    // A TLS alert after the server's FIN is no request: whatever came before it is what counts.
-    let alert_after_close = data_after_server_close(c) && !request_after_server_close(c);
-    if let Some(last_request) = m.client_last_data_ns.get().or(m.client_data_ns.get()) {
-        if !alert_after_close && m.server_last_data_ns.get().or(m.server_data_ns.get()).is_none_or(|answered| answered < last_request) {
-            f.insert(Fact::RequestUnanswered);
-            if m.server_data_ns.get().is_some() {
-                f.insert(Fact::AnsweredBefore);
-            }
+    if last_request_unanswered(c) {
+        f.insert(Fact::RequestUnanswered);
+        if m.server_data_ns.get().is_some() {
+            f.insert(Fact::AnsweredBefore);
         }
+    }
+    if let Some(last_request) = m.client_last_data_ns.get().or(m.client_data_ns.get()) {
         if m.client_closed_ns.get().is_some_and(|closed| closed - last_request >= WAITED_MIN_NS) {
             f.insert(Fact::ClientWaited);
         }
@@ -300,6 +298,15 @@ pub fn queue_full_span(c: &Connection) -> (i64, i64) {
 /// MAC padded to 64; 24 in TLS 1.3). A TLS client answers the server's close_notify with its
 /// own after the server's FIN: that is no request.
 pub const TLS_ALERT_MAX_BYTES: u32 = 85;
+
+/// The client sent data and the server sent none after the client's last data began. A TLS
+/// alert after the server's FIN is no request: what came before it is unknown, taken as answered.
+pub fn last_request_unanswered(c: &Connection) -> bool {
+    let m = &c.milestones;
+    let Some(last_request) = m.client_last_data_ns.get().or(m.client_data_ns.get()) else { return false };
+    let alert_after_close = data_after_server_close(c) && !request_after_server_close(c);
+    !alert_after_close && m.server_last_data_ns.get().or(m.server_data_ns.get()).is_none_or(|answered| answered < last_request)
+}
 
 /// The client's last data came after the server's first FIN.
 fn data_after_server_close(c: &Connection) -> bool {

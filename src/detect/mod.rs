@@ -382,13 +382,12 @@ fn closed_by_server(c: &Connection) -> bool {
     let (Some(server_closed), Some(request)) = (m.server_closed_ns.get(), m.client_last_data_ns.get().or(m.client_data_ns.get())) else {
         return false;
     };
-    let answered = m.server_last_data_ns.get().or(m.server_data_ns.get());
-    if answered.is_some_and(|answered| answered >= request) || m.client_closed_ns.get().is_some_and(|client_closed| client_closed <= server_closed) {
+    if !facts::last_request_unanswered(c) || m.client_closed_ns.get().is_some_and(|client_closed| client_closed <= server_closed) {
         return false;
     }
     // A request after the FIN counts on a connection the server had answered before: data after a
     // first FIN with nothing answered is an upload to a server that half-closed.
-    request < server_closed || (answered.is_some() && facts::request_after_server_close(c))
+    request < server_closed || (m.server_data_ns.get().is_some() && facts::request_after_server_close(c))
 }
 
 /// An RST answering the SYN, and then the handshake completed all the same: the port was open and

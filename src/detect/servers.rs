@@ -314,6 +314,11 @@ impl ServerBook {
         self.sorted = true;
     }
 
+    /// The stats of `server`, if it had connections.
+    pub fn get(&self, server: &Endpoint) -> Option<&ServerStats> {
+        self.servers.get(server)
+    }
+
     /// Per server endpoint, in order of address (borrowed: their moments can be tens of MB).
     pub fn stats(&self) -> Vec<&ServerStats> {
         let mut out: Vec<&ServerStats> = self.servers.values().collect();

@@ -108,6 +108,8 @@ CAUSE = Cause(
         "(tcp_abort_on_overflow: the accept queue finding), or for a request socket that had expired",
         "a client that closed first, 0.2 s or more after its request (its own timeout: a slow server)",
         "a scanner's probes, and connections an ICMP error answered",
+        "85 bytes or less from the client after the server's FIN: a TLS close_notify answering the server's, "
+        "not a request",
     ),
     disproved_by=("the proxy's access log showing these requests answered (upstream_status 200)",),
     proxy_log=("premature_close", "reset_by_server"),

@@ -210,8 +210,9 @@ def _application_outcome(conn: dict, ctx: _Context) -> str:
     if outcome == "refused":
         return "connect() failed with ECONNREFUSED: nginx logs \"connect() failed (111: Connection refused)\" and answers 502."
     if outcome == "reset_by_server":
+        # Claimed by server_closed, the core found a request after the server's FIN (not a TLS alert).
         fin = next((e for e in conn["events"] if e["kind"] == "fin" and e["from"] == "server"), None)
-        if fin and reset.get("from") == "server" and fin["time"] < reset.get("time", fin["time"]):
+        if ctx.cause == "server_closed" and fin and reset.get("from") == "server" and fin["time"] < reset.get("time", fin["time"]):
             return ("the server had closed (its FIN, frame {}) when the request went out: the next read() returned end "
                     "of file, nginx logs \"upstream prematurely closed connection while reading response header from "
                     "upstream\" and answers 502 (or retries an idempotent request on another connection); the "
