@@ -211,9 +211,9 @@ SCENARIOS: dict[str, Scenario] = {
             "nginx_php_fpm_killed",
             "php-fpm kills workers past request_terminate_timeout: the upstream closes mid-request, 502",
             "php-fpm has request_terminate_timeout 1s and a script that takes 4 s; nginx would wait 10 s. "
-            "php-fpm's master kills each worker after its request has run 1-2 s, the worker's kernel closes "
-            "the connection before any answer, and nginx logs \"upstream prematurely closed connection "
-            "while reading response header from upstream\" (502).",
+            "php-fpm's master kills each worker after its request has run 1-2 s, the worker's kernel resets "
+            "the connection before any answer (part of the request unread), and nginx logs \"recv() failed "
+            "(104: Connection reset by peer) while reading response header from upstream\" (502).",
             lambda net, pcap: scenarios.nginx_php_fpm_killed(net, pcap, logs=pcap.with_suffix("")),
             tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
         ),

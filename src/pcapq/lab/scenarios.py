@@ -631,8 +631,9 @@ def nginx_php_fpm_slow(net: NetnsPair, pcap: Path, logs: Path) -> Run:
 def nginx_php_fpm_killed(net: NetnsPair, pcap: Path, logs: Path) -> Run:
     """nginx in front of php-fpm whose script takes longer than php-fpm's
     request_terminate_timeout, and nginx waits longer still: php-fpm's master kills each worker
-    mid-request, its kernel closes the worker's connection before any answer, and nginx logs
-    "upstream prematurely closed connection while reading response header from upstream" (502)."""
+    mid-request, its kernel resets the worker's connection before any answer (part of the request
+    unread: tcp_close()), and nginx logs "recv() failed (104: Connection reset by peer) while
+    reading response header from upstream" (502)."""
     return nginx_php_fpm(net, pcap, logs, backlog=128, children=4, service_time=4.0, requests=8,
                          concurrency=4, connect_timeout=2.0, read_timeout=10.0, upstream_log=True,
                          terminate_after=1)
