@@ -8,7 +8,7 @@ use _core::reader::CaptureReader;
 fn main() {
     let path = std::env::args().nth(1).expect("usage: live_census FILE");
     let mut reader = CaptureReader::open(&path).expect("open");
-    let mut tracker: Tracker<Census> = Tracker::new(TrackerOptions { keep_events: false, mergeable: false, keep_connections: false, max_live: 0 });
+    let mut tracker: Tracker<Census> = Tracker::new(TrackerOptions { keep_events: false, mergeable: false, keep_connections: false, max_live: 0, ..Default::default() });
     let mut n = 0u64;
     reader.for_each_packet(|p| {
         if let Ok(seg) = decode(p.linktype, p.data) {

@@ -24,7 +24,7 @@ fn main() {
 
     for keep_events in [false, true] {
         let t = Instant::now();
-        let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable: false, keep_connections: keep_events, max_live: 0 } };
+        let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable: false, keep_connections: keep_events, max_live: 0, ..Default::default() } };
         let a = analyze(std::slice::from_ref(&path), options).expect("analyze");
         let packets = a.files[0].packets;
         let secs = t.elapsed().as_secs_f64();

@@ -196,7 +196,7 @@ impl Analysis {
         let end_ns = self.end_ns().max(later.end_ns());
         let earlier = Finished { connections: self.connections, census: self.counted, not_kept: self.not_kept, open: self.open, next_id: self.next_id, spill: None };
         let base = earlier.next_id;
-        let store = ConnectionStore::resume_folded(earlier, true);
+        let store = ConnectionStore::resume_folded(earlier, true, self.options.tracker.max_kept_problems);
         // Replayed segments must not start prefixes of their own.
         let replay = TrackerOptions { mergeable: false, ..self.options.tracker };
         let mut tracker = Tracker::resume_with(replay, store, self.live);
@@ -207,8 +207,10 @@ impl Analysis {
         for conn in &mut problems {
             merge::renumber(conn, &ids, file_offset);
         }
-        tracker.store.census_mut().add(later.counted);
-        tracker.store.absorb_problems(problems, later.not_kept);
+        let mut counted = later.counted;
+        counted.digest.renumber(|id| ids.merged(id), file_offset);
+        tracker.store.census_mut().add(counted);
+        tracker.store.absorb_problems(problems, later.not_kept, end_ns);
         tracker.store.set_next_id(ids.next_id(later.next_id));
         tracker.table.adopt_tombstones(dropped, |id| ids.merged(id));
         // No merge can join these records to an earlier capture any more: count what is done.
@@ -269,7 +271,7 @@ impl Analysis {
             next_id: self.next_id,
             spill: self.spill.take(),
         };
-        let mut store = ConnectionStore::resume_folded(finished, false);
+        let mut store = ConnectionStore::resume_folded(finished, false, self.options.tracker.max_kept_problems);
         store.forget_prefixes();
         let settled = store.finish(end_ns, &mut Vec::new());
         self.connections = settled.connections;
@@ -390,10 +392,15 @@ impl Analysis {
             ));
         }
         if self.not_kept > 0 {
+            let digest = &self.counted.digest;
+            let merged = match digest.merged_within_ns() {
+                0 => String::new(),
+                ns => format!("; alike ones within {} s were merged, so a finding lists one id for several", ns / 1_000_000_000),
+            };
             out.push(format!(
-                "{} more connections with a problem were counted but not kept (at most {} are)",
+                "{} more connections with a problem than the {} records kept: the findings count them, their examples and the worst connections come from the records kept{merged}",
                 self.not_kept,
-                crate::flow::store::MAX_KEPT_WITH_PROBLEMS
+                self.options.tracker.max_kept_problems
             ));
         }
         if self.live.retired_early > 0 {

@@ -61,17 +61,16 @@ impl Problems {
         Ok(list)
     }
 
-    /// Up to `limit` of the selection's connections, earliest first, as lean dicts
-    /// (`Analysis.connections(lean=True)`).
+    /// Up to `limit` of the selection's connections whose records were kept, earliest first,
+    /// as lean dicts (`Analysis.connections(lean=True)`).
     fn examples<'py>(&self, py: Python<'py>, selection: &Selection, limit: usize) -> PyResult<Bound<'py, PyList>> {
         let analysis = self.analysis.borrow(py);
         let end_ns = analysis.inner.end_ns();
         let shapes = LeanShapes::import(py)?;
         let list = PyList::empty(py);
-        for &i in selection.indices.iter().take(limit) {
-            if let Some(c) = analysis.inner.connections.get(i as usize) {
-                list.append(lean_connection(py, &shapes, c, end_ns)?)?;
-            }
+        let kept = selection.records.iter().filter_map(|&i| analysis.inner.connections.get(i as usize));
+        for c in kept.take(limit) {
+            list.append(lean_connection(py, &shapes, c, end_ns)?)?;
         }
         Ok(list)
     }
@@ -103,10 +102,8 @@ impl Problems {
     }
 
     /// The earliest handshake ACK among the selection's connections (epoch seconds), if any.
-    fn earliest_ack(&self, py: Python<'_>, selection: &Selection) -> Option<f64> {
-        let analysis = self.analysis.borrow(py);
-        let connections = &analysis.inner.connections;
-        selection.indices.iter().filter_map(|&i| connections.get(i as usize)?.handshake_ack_time_ns.get()).min().map(epoch)
+    fn earliest_ack(&self, selection: &Selection) -> Option<f64> {
+        selection.earliest_ack_ns.map(epoch)
     }
 }
 
@@ -157,15 +154,16 @@ impl Episode {
         epoch(self.inner.last_ns())
     }
 
+    /// Its connections.
     fn __len__(&self) -> usize {
-        self.inner.members.len()
+        self.inner.connections() as usize
     }
 
     /// How many connections match (see `select`).
     #[pyo3(signature = (all_of = Vec::new(), any_of = Vec::new(), none_of = Vec::new(), claimed = false))]
-    fn count(&self, all_of: Vec<String>, any_of: Vec<String>, none_of: Vec<String>, claimed: bool) -> PyResult<usize> {
+    fn count(&self, all_of: Vec<String>, any_of: Vec<String>, none_of: Vec<String>, claimed: bool) -> PyResult<u64> {
         let f = filter(all_of, any_of, none_of, claimed)?;
-        Ok(self.inner.members.iter().filter(|m| f.matches(m)).count())
+        Ok(self.inner.members.iter().filter(|m| f.matches(m)).map(|m| u64::from(m.weight)).sum())
     }
 
     /// The connections with every mark of `all_of`, one of `any_of` (if given) and none of
@@ -198,11 +196,14 @@ impl Episode {
 pub struct Selection {
     /// Positions in the episode, ascending (time order).
     positions: Vec<u32>,
-    /// Where each record is in `Analysis::connections`, in the same order.
-    indices: Vec<u32>,
+    /// Where the records kept are in `Analysis::connections`, in the same order.
+    records: Vec<u32>,
     ids: Vec<u64>,
+    /// Connections: more than `ids` when merged seeds of the digest stand for several.
+    connections: u64,
     first_ns: Option<i64>,
     last_ns: Option<i64>,
+    earliest_ack_ns: Option<i64>,
 }
 
 impl Selection {
@@ -211,9 +212,11 @@ impl Selection {
         let mut ids: Vec<u64> = members.iter().map(|m| m.id).collect();
         ids.sort_unstable();
         Selection {
-            indices: members.iter().map(|m| m.index).collect(),
+            records: members.iter().filter_map(|m| m.record()).map(|i| i as u32).collect(),
+            connections: members.iter().map(|m| u64::from(m.weight)).sum(),
             first_ns: members.iter().map(|m| m.first_ns).min(),
             last_ns: members.iter().map(|m| m.last_ns).max(),
+            earliest_ack_ns: members.iter().filter_map(|m| m.ack_ns).min(),
             ids,
             positions,
         }
@@ -222,15 +225,18 @@ impl Selection {
 
 #[pymethods]
 impl Selection {
+    /// Its connections (as many as `ids` unless the capture had more problem connections than
+    /// records kept: see `Analysis.warnings`).
     fn __len__(&self) -> usize {
-        self.ids.len()
+        self.connections as usize
     }
 
     fn __bool__(&self) -> bool {
         !self.ids.is_empty()
     }
 
-    /// Connection ids, ascending.
+    /// Connection ids, ascending: one per connection, or per group of alike connections
+    /// counted in short form.
     #[getter]
     fn ids(&self) -> Vec<u64> {
         self.ids.clone()

@@ -20,6 +20,7 @@ use crate::decode::link;
 use crate::flow::Connection;
 use crate::detect;
 use crate::flow::TrackerOptions;
+use crate::flow::store::MAX_KEPT_WITH_PROBLEMS;
 use crate::output::json;
 use errors::{internal_error, CaptureError, InternalError, PcapqError};
 
@@ -313,13 +314,15 @@ impl Analysis {
         Ok(d)
     }
 
-    /// How many kept connections have a problem, and the `n` worst of them as lean dicts (as
-    /// `connections(lean=True)`), worst first: failed outcomes, then any symptom, then the most
-    /// added latency, then the earliest, then the lowest id.
+    /// How many connections have a problem (also those beyond the records kept), and the `n`
+    /// worst of the records kept as lean dicts (as `connections(lean=True)`), worst first:
+    /// failed outcomes, then any symptom, then the most added latency, then the earliest, then
+    /// the lowest id.
     fn worst<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<(usize, Bound<'py, PyList>)> {
         self.settle();
         let end_ns = self.inner.end_ns();
         let (count, ranked) = rank_worst(&self.inner.connections, end_ns, n);
+        let count = count + self.inner.not_kept as usize;
         let shapes = LeanShapes::import(py)?;
         let list = PyList::empty(py);
         for i in ranked {
@@ -336,6 +339,7 @@ impl Analysis {
         self.settle();
         let end_ns = self.inner.end_ns();
         let (count, ranked) = rank_worst(&self.inner.connections, end_ns, n);
+        let count = count + self.inner.not_kept as usize;
         let list = PyList::empty(py);
         for i in ranked {
             let c = &self.inner.connections[i];
@@ -367,7 +371,7 @@ impl Analysis {
             this.settle();
             let this = &*this;
             let end_ns = this.inner.end_ns();
-            detect::episodes::Book::build(&this.inner.connections, end_ns, &this.server_stats())
+            detect::episodes::Book::build(&this.inner.connections, &this.inner.counted.digest, end_ns, &this.server_stats())
         };
         Ok(diagnosis::Problems::new(slf.unbind(), book))
     }
@@ -711,11 +715,14 @@ impl Write for PyTextWriter<'_> {
 /// (without `keep_connections`: the records of connections live at the end or able to join the
 /// capture before, counted when the analysis is first read). `max_connections` (0: no limit)
 /// caps the connections live at once: beyond it the longest idle are finalised early, counted in
-/// a warning. `progress`, when given, is called with the bytes of capture records read so far,
+/// a warning. Without `keep_connections`, `max_kept_problems` records of problem connections are
+/// kept whole (for examples; None: 20,000), the others in short form (the findings count them).
+/// `progress`, when given, is called with the bytes of capture records read so far,
 /// every few MiB and once at the end; an exception it raises is raised once the reading ends.
 /// Raises CaptureError if a file cannot be opened or is not a capture.
 #[pyfunction]
-#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false, max_connections = 0, progress = None))]
+#[pyo3(signature = (paths, *, keep_connections = true, keep_events = true, mergeable = false, max_connections = 0, max_kept_problems = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
 fn analyze(
     py: Python<'_>,
     paths: Vec<String>,
@@ -723,9 +730,11 @@ fn analyze(
     keep_events: bool,
     mergeable: bool,
     max_connections: usize,
+    max_kept_problems: Option<usize>,
     progress: Option<PyObject>,
 ) -> PyResult<Analysis> {
-    let options = analyze_options(keep_connections, keep_events, mergeable, max_connections);
+    let mut options = analyze_options(keep_connections, keep_events, mergeable, max_connections);
+    options.tracker.max_kept_problems = max_kept_problems.unwrap_or(MAX_KEPT_WITH_PROBLEMS);
     let mut raised: Option<PyErr> = None;
     let result = py.allow_threads(|| {
         catch(|| {
@@ -748,7 +757,7 @@ fn analyze(
 }
 
 fn analyze_options(keep_connections: bool, keep_events: bool, mergeable: bool, max_live: usize) -> AnalyzeOptions {
-    AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections, max_live } }
+    AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections, max_live, ..TrackerOptions::default() } }
 }
 
 /// Analyses each file of `paths` on its own as a mergeable part (`analyze([path],
@@ -757,7 +766,8 @@ fn analyze_options(keep_connections: bool, keep_events: bool, mergeable: bool, m
 /// the parts in the order of `paths`, to be joined with `Analysis.merge`. Raises CaptureError
 /// for the first file (in order) that cannot be opened or is not a capture.
 #[pyfunction]
-#[pyo3(signature = (paths, *, jobs = 0, keep_connections = true, keep_events = true, max_connections = 0, progress = None))]
+#[pyo3(signature = (paths, *, jobs = 0, keep_connections = true, keep_events = true, max_connections = 0, max_kept_problems = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
 fn analyze_parts(
     py: Python<'_>,
     paths: Vec<String>,
@@ -765,9 +775,11 @@ fn analyze_parts(
     keep_connections: bool,
     keep_events: bool,
     max_connections: usize,
+    max_kept_problems: Option<usize>,
     progress: Option<PyObject>,
 ) -> PyResult<Vec<Analysis>> {
-    let options = analyze_options(keep_connections, keep_events, true, max_connections);
+    let mut options = analyze_options(keep_connections, keep_events, true, max_connections);
+    options.tracker.max_kept_problems = max_kept_problems.unwrap_or(MAX_KEPT_WITH_PROBLEMS);
     run_reporting(py, progress, |report| analysis::analyze_parts_with_progress(&paths, options, jobs, report))
 }
 

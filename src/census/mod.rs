@@ -13,6 +13,7 @@ pub mod timeline;
 pub use tally::Tally;
 pub use timeline::Timeline;
 
+use crate::detect::digest::{Digest, ExampleQuota};
 use crate::detect::{self, servers, servers::ServerBook};
 use crate::flow::store::{Counted, Counter};
 use crate::flow::Connection;
@@ -25,6 +26,11 @@ pub struct Census {
     pub servers: ServerBook,
     /// Their per-second counts, per server.
     pub timeline: Timeline,
+    /// The problem connections whose records were not kept, in short form for the findings.
+    pub digest: Digest,
+    /// Which problem connections open an episode of their listener (kept whole for examples).
+    #[serde(skip)]
+    examples: ExampleQuota,
 }
 
 impl Census {
@@ -43,6 +49,7 @@ impl Census {
         self.tally.add(&other.tally);
         self.servers.merge(other.servers);
         self.timeline.add(&other.timeline);
+        self.digest.add_digest(other.digest);
     }
 }
 
@@ -61,6 +68,12 @@ impl Counter for Census {
         // A revived record is judged only by its outcome (a late RST can change it).
         let outcome_now = tally::counted_outcome(marks).unwrap_or(outcome);
         let symptoms_now = if first_count { symptoms } else { detect::Symptoms::default() };
-        Counted { marks, problem: servers::has_problem(outcome_now, symptoms_now) }
+        let problem = servers::has_problem(outcome_now, symptoms_now);
+        let example = problem && first_count && self.examples.wants(conn);
+        Counted { marks, problem, example }
+    }
+
+    fn digest(&mut self, conn: &Connection, end_ns: i64) {
+        self.digest.add(conn, end_ns);
     }
 }

@@ -7,7 +7,8 @@ use std::net::IpAddr;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::facts::{self, Fact, Facts};
+use super::digest::{self, fact_bit, Digest, Seed};
+use super::facts::Fact;
 use super::scans::ScanBook;
 use super::servers::ServerStats;
 use super::{Outcome, Symptom};
@@ -28,37 +29,37 @@ pub fn mark_names() -> Vec<&'static str> {
     outcomes.chain(symptoms).chain(facts).collect()
 }
 
-fn outcome_bit(o: Outcome) -> u64 {
-    1 << o.index()
-}
-
-fn symptom_bit(s: Symptom) -> u64 {
-    1 << (Outcome::ALL.len() + s.index())
-}
-
-fn fact_bit(f: Fact) -> u64 {
-    1 << (Outcome::ALL.len() + Symptom::ALL.len() + f.index())
-}
-
 /// The bit of a mark, by name.
 pub fn mark_bit(name: &str) -> Option<u64> {
     mark_names().iter().position(|&n| n == name).map(|i| 1 << i)
 }
 
-/// One problem connection, as the rules see it.
+/// One problem connection, as the rules see it, or several alike (`weight`) whose records
+/// were not kept (`digest`).
 #[derive(Clone, Copy, Debug)]
 pub struct Member {
-    /// Where its record is in `Analysis::connections`.
+    /// Where its record is in `Analysis::connections` (`Member::NO_RECORD`: not kept).
     pub index: u32,
     pub id: u64,
     pub first_ns: i64,
     pub last_ns: i64,
     pub marks: u64,
+    /// The client's handshake ACK (the earliest of those it stands for).
+    pub ack_ns: Option<i64>,
+    /// Connections it stands for: 1, more for a merged seed of the digest.
+    pub weight: u32,
     /// Claimed by a rule that explains it: later rules leave it alone unless they ask for it.
     pub claimed: bool,
 }
 
 impl Member {
+    pub const NO_RECORD: u32 = u32::MAX;
+
+    /// Where its record is, when it was kept.
+    pub fn record(&self) -> Option<usize> {
+        (self.index != Member::NO_RECORD).then_some(self.index as usize)
+    }
+
     pub fn has(&self, fact: Fact) -> bool {
         self.marks & fact_bit(fact) != 0
     }
@@ -99,6 +100,11 @@ impl Episode {
         self.members.iter().map(|m| m.last_ns).max().unwrap_or(0)
     }
 
+    /// Connections in it (a merged member stands for several).
+    pub fn connections(&self) -> u64 {
+        self.members.iter().map(|m| u64::from(m.weight)).sum()
+    }
+
     /// Positions of the members that match.
     pub fn select(&self, filter: &Filter) -> Vec<u32> {
         (0..self.members.len() as u32).filter(|&i| self.members.get(i as usize).is_some_and(|m| filter.matches(m))).collect()
@@ -122,11 +128,14 @@ pub struct Book {
     by_server: FxHashMap<Endpoint, Vec<Member>>,
 }
 
+/// Waits kept for a median, at most (the first ones).
+const MAX_WAITS: usize = 262_144;
+
 /// What the retransmission series of the problem connections show of the kernels' settings.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Timings {
     /// Per SYN schedule, the series long enough to tell it (three sends or more).
-    pub syn_schedules: Vec<(&'static str, u64)>,
+    pub syn_schedules: Vec<(String, u64)>,
     pub syn_series: u64,
     /// Waits before the first SYN re-send.
     pub first_syn_retry_ns: Vec<i64>,
@@ -145,7 +154,7 @@ pub struct Timings {
 }
 
 impl Timings {
-    fn add(&mut self, c: &Connection, v: &super::Verdict) {
+    pub fn add(&mut self, c: &Connection, v: &super::Verdict) {
         use super::SeriesKind;
         for s in &v.series {
             let second = s.sends.get(1).and_then(|t| t.interval_ns);
@@ -153,13 +162,11 @@ impl Timings {
                 SeriesKind::Syn => {
                     self.syn_series += 1;
                     if s.sends.len() >= 3 {
-                        let slug = s.schedule.slug();
-                        match self.syn_schedules.iter_mut().find(|(name, _)| *name == slug) {
-                            Some((_, n)) => *n += 1,
-                            None => self.syn_schedules.push((slug, 1)),
-                        }
+                        self.count_schedule(s.schedule.slug(), 1);
                     }
-                    self.first_syn_retry_ns.extend(second);
+                    if self.first_syn_retry_ns.len() < MAX_WAITS {
+                        self.first_syn_retry_ns.extend(second);
+                    }
                 }
                 SeriesKind::Synack => {
                     self.synack_series += 1;
@@ -172,23 +179,55 @@ impl Timings {
                     }
                 }
                 // A re-send a too-big error triggered is no timer's (tcp_v4_mtu_reduced()).
-                SeriesKind::Data => self.first_rto_ns.extend(s.sends.get(1).filter(|t| !t.triggered).and_then(|t| t.interval_ns)),
+                SeriesKind::Data if self.first_rto_ns.len() < MAX_WAITS => {
+                    self.first_rto_ns.extend(s.sends.get(1).filter(|t| !t.triggered).and_then(|t| t.interval_ns))
+                }
+                SeriesKind::Data => {}
             }
         }
         if let Some(mtu) = super::icmp::pmtu_discovered(c, v.symptoms) {
             self.pmtu_discovered += 1;
-            self.pmtu_mtu = match (self.pmtu_mtu, mtu) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            self.smallest_mtu(mtu);
         }
+    }
+
+    fn count_schedule(&mut self, slug: &str, n: u64) {
+        match self.syn_schedules.iter_mut().find(|(s, _)| s == slug) {
+            Some((_, count)) => *count += n,
+            None => self.syn_schedules.push((slug.to_string(), n)),
+        }
+    }
+
+    fn smallest_mtu(&mut self, mtu: Option<u32>) {
+        self.pmtu_mtu = match (self.pmtu_mtu, mtu) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Adds what other series showed (the digest's, another run's).
+    pub fn merge(&mut self, other: Timings) {
+        for (schedule, n) in other.syn_schedules {
+            self.count_schedule(&schedule, n);
+        }
+        self.syn_series += other.syn_series;
+        let room = MAX_WAITS.saturating_sub(self.first_syn_retry_ns.len());
+        self.first_syn_retry_ns.extend(other.first_syn_retry_ns.into_iter().take(room));
+        self.synack_series += other.synack_series;
+        self.synack_retries = self.synack_retries.max(other.synack_retries);
+        self.synack_cut_short += other.synack_cut_short;
+        let room = MAX_WAITS.saturating_sub(self.first_rto_ns.len());
+        self.first_rto_ns.extend(other.first_rto_ns.into_iter().take(room));
+        self.pmtu_discovered += other.pmtu_discovered;
+        self.smallest_mtu(other.pmtu_mtu);
     }
 }
 
 impl Book {
-    /// Reads every kept record once; `servers` are the statistics of every connection (also the
-    /// ones not kept), which say whether a host ever sent a packet.
-    pub fn build(connections: &[Connection], end_ns: i64, servers: &[&ServerStats]) -> Book {
+    /// Reads every kept record once, and the seeds of the problem connections not kept
+    /// (`digest`); `servers` are the statistics of every connection (also the ones not kept),
+    /// which say whether a host ever sent a packet.
+    pub fn build(connections: &[Connection], digest: &Digest, end_ns: i64, servers: &[&ServerStats]) -> Book {
         let mut book = Book::default();
         let mut spoke: FxHashMap<IpAddr, u64> = FxHashMap::default();
         for s in servers {
@@ -197,13 +236,11 @@ impl Book {
         let mut silent: FxHashSet<IpAddr> = spoke.into_iter().filter(|&(_, n)| n == 0).map(|(ip, _)| ip).collect();
         // A client that sent more than SYNs (an ACK, data) had heard from the server: the capture
         // misses that direction, the host was not silent.
-        for c in connections {
-            if silent.contains(&c.server.ip) && c.counts[crate::flow::Side::Client.index()].packets > u64::from(c.syn_count) {
-                silent.remove(&c.server.ip);
-            }
+        let heard = connections.iter().filter(|c| digest::client_spoke(c)).map(|c| c.server.ip);
+        for ip in heard.chain(digest.seeds().iter().filter(|s| s.client_spoke).map(|s| s.server.ip)) {
+            silent.remove(&ip);
         }
-        let mut troubles: FxHashMap<Endpoint, Vec<((i64, i64), usize)>> = FxHashMap::default();
-        let mut spans: FxHashMap<Endpoint, Vec<(i64, i64)>> = FxHashMap::default();
+        let mut building = Building { silent, ..Building::default() };
         for (index, c) in connections.iter().enumerate() {
             let (outcome, symptoms) = super::classify(c, end_ns);
             if !super::servers::has_problem(outcome, symptoms) {
@@ -212,26 +249,13 @@ impl Book {
             if c.retransmits.is_some() {
                 book.timings.add(c, &super::judge(c, end_ns));
             }
-            let mut f: Facts = facts::of(c, outcome, symptoms);
-            if silent.contains(&c.server.ip) {
-                f.insert(Fact::SilentHost);
-            }
-            if f.contains(Fact::Probe) {
-                let open = c.synack_count > 0;
-                let refused = outcome == Outcome::Refused;
-                book.scans.add(c.client.ip, c.server, c.first, c.first_time_ns, open, refused, f.contains(Fact::OneSyn));
-            }
-            let marks = outcome_bit(outcome)
-                | symptoms.iter().fold(0, |bits, s| bits | symptom_bit(s))
-                | Fact::ALL.iter().filter(|&&x| f.contains(x)).fold(0, |bits, &x| bits | fact_bit(x));
-            let members = book.by_server.entry(c.server).or_default();
-            if f.contains(Fact::QueueSign) {
-                spans.entry(c.server).or_default().push(facts::queue_full_span(c));
-            } else if troubled(symptoms, f) {
-                troubles.entry(c.server).or_default().push((facts::trouble_span(c, f), members.len()));
-            }
-            members.push(Member { index: index as u32, id: c.id, first_ns: c.first_time_ns, last_ns: c.last_time_ns, marks, claimed: false });
+            building.add(&mut book, &Seed::of(c, outcome, symptoms), index as u32);
         }
+        book.timings.merge(digest.timings.clone());
+        for seed in digest.seeds() {
+            building.add(&mut book, seed, Member::NO_RECORD);
+        }
+        let Building { mut troubles, spans, probes, .. } = building;
         for (server, members) in book.by_server.iter_mut() {
             if let Some(spans) = spans.get(server) {
                 let mut troubles = troubles.remove(server).unwrap_or_default();
@@ -241,9 +265,8 @@ impl Book {
                     }
                 }
             }
-            for m in members.iter_mut() {
-                let c = &connections[m.index as usize];
-                if m.has(Fact::Probe) && book.scans.is_scan(c.client.ip, c.server.ip) {
+            for &(i, client) in probes.get(server).map(Vec::as_slice).unwrap_or_default() {
+                if let Some(m) = members.get_mut(i).filter(|_| book.scans.is_scan(client, server.ip)) {
                     m.marks |= fact_bit(Fact::ScanProbe);
                 }
             }
@@ -280,11 +303,51 @@ impl Book {
     }
 }
 
-/// Something a full accept queue does to a connection: its SYN or request re-sent, a connect
-/// that never got a SYN-ACK, or a request left half-open.
-fn troubled(symptoms: super::Symptoms, f: Facts) -> bool {
-    let resent = [Symptom::SynRetransmitted, Symptom::RequestUnacked, Symptom::DataRetransmitted];
-    resent.iter().any(|&s| symptoms.contains(s)) || f.contains(Fact::NeverConnected) || f.contains(Fact::HalfOpen)
+/// When a member's SYN or request was in trouble, and its position among its listener's members.
+type Trouble = ((i64, i64), usize);
+
+/// What `Book::build` gathers per listener before it decides the facts that need more than one
+/// connection.
+#[derive(Default)]
+struct Building {
+    silent: FxHashSet<IpAddr>,
+    /// Troubles (span, member position) and queue-full spans, per listener.
+    troubles: FxHashMap<Endpoint, Vec<Trouble>>,
+    spans: FxHashMap<Endpoint, Vec<(i64, i64)>>,
+    /// Probes (member position, source), per listener.
+    probes: FxHashMap<Endpoint, Vec<(usize, IpAddr)>>,
+}
+
+impl Building {
+    fn add(&mut self, book: &mut Book, seed: &Seed, index: u32) {
+        let mut marks = seed.marks;
+        if self.silent.contains(&seed.server.ip) {
+            marks |= fact_bit(Fact::SilentHost);
+        }
+        let members = book.by_server.entry(seed.server).or_default();
+        let position = members.len();
+        if let Some(p) = seed.probe {
+            book.scans.add(p.client, seed.server, p.first, seed.first_ns, seed.weight, p.open, p.refused, p.one_syn);
+            self.probes.entry(seed.server).or_default().push((position, p.client));
+        }
+        if let Some(span) = seed.span {
+            if seed.has(Fact::QueueSign) {
+                self.spans.entry(seed.server).or_default().push(span);
+            } else {
+                self.troubles.entry(seed.server).or_default().push((span, position));
+            }
+        }
+        members.push(Member {
+            index,
+            id: seed.id,
+            first_ns: seed.first_ns,
+            last_ns: seed.last_ns,
+            marks,
+            ack_ns: seed.ack_ns,
+            weight: seed.weight,
+            claimed: false,
+        });
+    }
 }
 
 /// The spans in which a listener showed a full accept queue, padded and joined.
@@ -350,6 +413,39 @@ mod tests {
     }
 
     #[test]
+    fn test_seeds_without_records_join_episodes_windows_and_counts() {
+        use crate::detect::digest::Seed;
+        let server = Endpoint { ip: "10.0.0.2".parse().unwrap(), port: 9000 };
+        let seed = |id: u64, at: i64, fact: Fact, weight: u32| Seed {
+            server,
+            id,
+            first_ns: at * S,
+            last_ns: at * S + S / 2,
+            marks: fact_bit(fact),
+            span: Some((at * S, at * S + S / 2)),
+            client_spoke: true,
+            probe: None,
+            ack_ns: Some(at * S + 1),
+            weight,
+        };
+        let mut digest = Digest::default();
+        // A queue-full sign at 10 s, a re-sent SYN beside it (5 alike merged), one far later.
+        digest.push(seed(1, 10, Fact::QueueSign, 1));
+        digest.push(seed(2, 11, Fact::SynUnanswered, 5));
+        digest.push(seed(3, 100, Fact::SynUnanswered, 1));
+        let book = Book::build(&[], &digest, 200 * S, &[]);
+        let episodes = book.episodes(server);
+        assert_eq!(episodes.len(), 2);
+        assert_eq!((episodes[0].connections(), episodes[1].connections()), (6, 1));
+        let window = Filter { all: fact_bit(Fact::InQueueWindow), ..Filter::default() };
+        let inside = episodes[0].select(&window);
+        assert_eq!(inside.len(), 1);
+        let m = episodes[0].members[inside[0] as usize];
+        assert_eq!((m.id, m.weight, m.record(), m.ack_ns), (2, 5, None, Some(11 * S + 1)));
+        assert!(episodes[1].select(&window).is_empty());
+    }
+
+    #[test]
     fn test_mark_names_are_unique_and_fit_the_bits() {
         let names = mark_names();
         let unique: FxHashSet<&str> = names.iter().copied().collect();
@@ -362,7 +458,7 @@ mod tests {
 
     #[test]
     fn test_filter_skips_claimed_members_unless_asked() {
-        let m = Member { index: 0, id: 0, first_ns: 0, last_ns: 0, marks: fact_bit(Fact::HalfOpen), claimed: true };
+        let m = Member { index: 0, id: 0, first_ns: 0, last_ns: 0, marks: fact_bit(Fact::HalfOpen), ack_ns: None, weight: 1, claimed: true };
         let f = Filter { all: fact_bit(Fact::HalfOpen), ..Filter::default() };
         assert!(!f.matches(&m));
         assert!(Filter { claimed: true, ..f }.matches(&m));

@@ -2,6 +2,7 @@
 //! symptoms), and each retransmission series timed against the kernel's schedule. The rules
 //! are in docs/diagnosis.md; they read only the connection's record.
 
+pub mod digest;
 pub mod episodes;
 pub mod facts;
 pub mod join;

@@ -50,11 +50,12 @@ pub struct ScanBook {
 }
 
 impl ScanBook {
-    /// Counts one probe from `client` to `server`, first seen at `first` (`time_ns`).
-    pub fn add(&mut self, client: IpAddr, server: Endpoint, first: FrameRef, time_ns: i64, open: bool, refused: bool, one_syn: bool) {
+    /// Counts `n` probes alike from `client` to `server`, the first seen at `first` (`time_ns`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn add(&mut self, client: IpAddr, server: Endpoint, first: FrameRef, time_ns: i64, n: u32, open: bool, refused: bool, one_syn: bool) {
         let key = (client, server.ip);
         if !self.pairs.contains_key(&key) && self.pairs.len() >= MAX_PAIRS {
-            self.untracked += 1;
+            self.untracked += u64::from(n);
             return;
         }
         let s = self.pairs.entry(key).or_insert_with(|| Scan {
@@ -65,10 +66,11 @@ impl ScanBook {
             ..Scan::default()
         });
         s.ports.insert(server.port);
-        s.probes += 1;
-        s.open += u64::from(open);
-        s.refused += u64::from(refused);
-        s.one_syn += u64::from(one_syn);
+        let n = u64::from(n);
+        s.probes += n;
+        s.open += n * u64::from(open);
+        s.refused += n * u64::from(refused);
+        s.one_syn += n * u64::from(one_syn);
         s.first_ns = s.first_ns.min(time_ns);
         s.last_ns = s.last_ns.max(time_ns);
         if s.frames.len() < MAX_FRAMES {

@@ -17,6 +17,9 @@ pub trait Counter: Default {
     /// Counts `conn`, in a capture read up to `end_ns`, beyond what was counted for it before
     /// (`conn.tallied`).
     fn count(&mut self, conn: &Connection, end_ns: i64) -> Counted;
+
+    /// Keeps what the findings read of `conn`, a problem connection whose record is not kept.
+    fn digest(&mut self, conn: &Connection, end_ns: i64);
 }
 
 /// What the counter says of a record it counted.
@@ -24,8 +27,11 @@ pub trait Counter: Default {
 pub struct Counted {
     /// Everything counted for it so far (kept with its tombstone, for a revival).
     pub marks: Marks,
-    /// It had a problem: its record is kept for the findings.
+    /// It had a problem: its record is kept for the findings (or digested beyond the cap)...
     pub problem: bool,
+    /// ...and it is among the first of its listener's episode: kept whole beyond the cap too,
+    /// within `ConnectionStore::room_for_examples`, so that a late episode has examples.
+    pub example: bool,
 }
 
 /// What a run leaves: every record (when all are kept), or the counts of all connections and
@@ -36,7 +42,8 @@ pub struct Finished<C> {
     /// The connections counted (nothing when every record is kept: they are counted from the
     /// records then).
     pub census: C,
-    /// Connections with a problem beyond `MAX_KEPT_WITH_PROBLEMS`, counted but not kept.
+    /// Connections with a problem beyond the records kept (`TrackerOptions::max_kept_problems`),
+    /// counted and kept in short form (`detect::digest`).
     pub not_kept: u64,
     /// A mergeable run that does not keep every record: the records not counted yet (live
     /// when the input ended, or able to join the capture before), in order of id. The flow
@@ -87,9 +94,11 @@ pub struct ConnectionStore<C> {
     mergeable: bool,
     /// Counts the connections whose records are dropped.
     census: C,
-    /// The dropped ones that had a problem (up to `MAX_KEPT_WITH_PROBLEMS`), kept for findings.
+    /// The dropped ones that had a problem (up to `max_kept`), kept for findings; the census
+    /// digests the others.
     with_problems: Vec<Connection>,
     with_problems_not_kept: u64,
+    max_kept: usize,
     /// Where each record goes when it is counted, for the writers of every connection.
     spill: Option<Spill>,
 }
@@ -115,11 +124,14 @@ fn sort_by_id(records: &mut [Connection]) {
     }
 }
 
-/// Connections with a problem kept when records are not: a SYN flood can bring millions.
-pub const MAX_KEPT_WITH_PROBLEMS: usize = 100_000;
+/// Connections with a problem kept whole when records are not (a SYN flood can bring
+/// millions): the examples, the worst connections and the timelines are read from them. The
+/// findings count the others from their digest (`detect::digest`). About 570 bytes each with
+/// their retransmission logs, more with events.
+pub const MAX_KEPT_WITH_PROBLEMS: usize = 20_000;
 
 impl<C: Counter> ConnectionStore<C> {
-    pub fn new(keep_all: bool, mergeable: bool) -> ConnectionStore<C> {
+    pub fn new(keep_all: bool, mergeable: bool, max_kept: usize) -> ConnectionStore<C> {
         ConnectionStore {
             slots: Vec::new(),
             free: Vec::new(),
@@ -129,6 +141,7 @@ impl<C: Counter> ConnectionStore<C> {
             census: C::default(),
             with_problems: Vec::new(),
             with_problems_not_kept: 0,
+            max_kept,
             spill: None,
         }
     }
@@ -137,19 +150,19 @@ impl<C: Counter> ConnectionStore<C> {
     /// slot is its id.
     pub fn resume(records: Vec<Connection>) -> ConnectionStore<C> {
         let next_id = records.len() as u64;
-        ConnectionStore { slots: records, next_id, ..ConnectionStore::new(true, false) }
+        ConnectionStore { slots: records, next_id, ..ConnectionStore::new(true, false, 0) }
     }
 
     /// Continues from what a run that did not keep every record left: its counts, the records
     /// of connections with a problem, and its open records (slot = index in `open`).
-    pub fn resume_folded(finished: Finished<C>, mergeable: bool) -> ConnectionStore<C> {
+    pub fn resume_folded(finished: Finished<C>, mergeable: bool, max_kept: usize) -> ConnectionStore<C> {
         ConnectionStore {
             slots: finished.open,
             next_id: finished.next_id,
             census: finished.census,
             with_problems: finished.connections,
             with_problems_not_kept: finished.not_kept,
-            ..ConnectionStore::new(false, mergeable)
+            ..ConnectionStore::new(false, mergeable, max_kept)
         }
     }
 
@@ -159,16 +172,24 @@ impl<C: Counter> ConnectionStore<C> {
     }
 
     /// Takes over the records of connections with a problem that another run kept (already
-    /// renumbered), and how many it could not keep.
-    pub fn absorb_problems(&mut self, with_problems: Vec<Connection>, not_kept: u64) {
+    /// renumbered), and how many it could not keep (its census has their digest); the capture
+    /// ends at `end_ns`.
+    pub fn absorb_problems(&mut self, with_problems: Vec<Connection>, not_kept: u64, end_ns: i64) {
         for conn in with_problems {
-            if self.with_problems.len() < MAX_KEPT_WITH_PROBLEMS {
+            if self.with_problems.len() < self.max_kept {
                 self.with_problems.push(conn);
             } else {
+                self.census.digest(&conn, end_ns);
                 self.with_problems_not_kept += 1;
             }
         }
         self.with_problems_not_kept += not_kept;
+    }
+
+    /// Records kept beyond `max_kept` for the first problem connections of a listener's
+    /// episode that began after the cap was reached.
+    fn room_for_examples(&self) -> usize {
+        self.max_kept / 4
     }
 
     /// Ids from here on continue after `next_id`.
@@ -290,11 +311,13 @@ impl<C: Counter> ConnectionStore<C> {
         if let Some(spill) = &mut self.spill {
             spill.put(conn);
         }
-        let Counted { mut marks, problem } = self.census.count(conn, end_ns);
+        let Counted { mut marks, problem, example } = self.census.count(conn, end_ns);
         if problem && !marks.is_kept() {
-            if self.with_problems.len() < MAX_KEPT_WITH_PROBLEMS {
+            let kept = self.with_problems.len();
+            if kept < self.max_kept || (example && kept < self.max_kept + self.room_for_examples()) {
                 self.with_problems.push(conn.clone());
             } else {
+                self.census.digest(conn, end_ns);
                 self.with_problems_not_kept += 1;
             }
             marks = marks.kept();

@@ -59,11 +59,14 @@ pub struct TrackerOptions {
     /// At most this many connections in the hot table (0: no limit). When a new connection
     /// finds it full, the longest-idle eighth is finalised early (`Tracker::evicted`).
     pub max_live: usize,
+    /// With `keep_connections` off: at most this many records of problem connections kept
+    /// whole; the census keeps the others in short form (`detect::digest`).
+    pub max_kept_problems: usize,
 }
 
 impl Default for TrackerOptions {
     fn default() -> Self {
-        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true, max_live: 0 }
+        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true, max_live: 0, max_kept_problems: super::store::MAX_KEPT_WITH_PROBLEMS }
     }
 }
 
@@ -134,7 +137,7 @@ impl<C: Counter> Tracker<C> {
         Tracker {
             options,
             table: FlowTable::default(),
-            store: ConnectionStore::new(options.keep_connections, options.mergeable),
+            store: ConnectionStore::new(options.keep_connections, options.mergeable, options.max_kept_problems),
             segments_since_sweep: 0,
             last_full_sweep_ns: None,
             first_time_ns: None,
@@ -1899,7 +1902,7 @@ mod tests {
 
     #[test]
     fn test_closed_retired_after_grace_then_late_rst_revives_and_counts_once() {
-        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false, max_live: 0 };
+        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false, max_live: 0, ..TrackerOptions::default() };
         let mut w = closed_connection(options);
         w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 300 * MS);
         assert_eq!(w.tracker.live_connections(), 1, "still within the grace period");
@@ -1979,7 +1982,7 @@ mod tests {
         let (finished, table) = w.tracker.finish();
         assert_eq!(finished.census.tally.connections, u64::from(flood) + 1, "the re-sent SYN is no new connection");
         assert_eq!(finished.census.tally.with_syn_retransmits, 1);
-        assert!(finished.connections.len() <= crate::flow::store::MAX_KEPT_WITH_PROBLEMS);
+        assert!(finished.connections.len() <= crate::flow::store::MAX_KEPT_WITH_PROBLEMS * 5 / 4);
         let book = finished.census.servers;
         // Counted once, when set aside (the re-sent SYN came after).
         assert_eq!(book.one_syn().connections, u64::from(flood));

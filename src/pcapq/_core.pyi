@@ -182,8 +182,9 @@ class Analysis:
         time falls in; docs/performance.md)."""
 
     def worst(self, n: int) -> tuple[int, list[dict[str, Any]]]:
-        """How many kept connections have a problem, and the `n` worst as lean dicts, worst first:
-        failed outcomes, then any symptom, then the most added latency, then the earliest."""
+        """How many connections have a problem (also those beyond the records kept), and the `n`
+        worst of the records kept as lean dicts, worst first: failed outcomes, then any symptom,
+        then the most added latency, then the earliest."""
 
     def worst_rows(
         self, n: int
@@ -404,10 +405,14 @@ class Episode:
 class Selection:
     """Connections of one episode that a rule selected."""
 
-    def __len__(self) -> int: ...
+    def __len__(self) -> int:
+        """Its connections: more than `ids` when problem connections beyond the records kept
+        were merged in short form (`analyze(max_kept_problems=...)`)."""
     def __bool__(self) -> bool: ...
     @property
-    def ids(self) -> list[int]: ...
+    def ids(self) -> list[int]:
+        """Connection ids, ascending: one per connection, or per group of alike connections
+        merged in short form."""
     @property
     def first(self) -> float | None: ...
     @property
@@ -420,6 +425,7 @@ def analyze(
     keep_events: bool = True,
     mergeable: bool = False,
     max_connections: int = 0,
+    max_kept_problems: int | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> Analysis:
     """Reads the captures in order, as one capture ("-" is stdin), and rebuilds every TCP connection.
@@ -433,6 +439,10 @@ def analyze(
         join the capture before are kept uncounted until the analysis is first read.
     max_connections: at most this many connections live at once (0: no limit); beyond it the
         longest idle are finalised early and a warning says how many.
+    max_kept_problems: with keep_connections=False, at most this many records of problem
+        connections are kept whole (None: 20,000), for the findings' examples and the worst
+        connections; the findings count the others from a short form of each, and a warning
+        says how many.
     progress: called with the bytes of capture records read so far (headers and data, after
         decompression), every 4 MiB and once at the end; an exception it raises is raised
         when reading ends.
@@ -473,6 +483,7 @@ def analyze_parts(
     keep_connections: bool = True,
     keep_events: bool = True,
     max_connections: int = 0,
+    max_kept_problems: int | None = None,
     progress: Callable[[int, int], object] | None = None,
 ) -> list[Analysis]:
     """Analyses each file on its own as a mergeable part, on `jobs` threads (0: one per core),

@@ -85,6 +85,7 @@ class EpisodeContext:
             first=selection.first,
             last=selection.last,
             connections=selection.ids,
+            count=len(selection) if len(selection) != len(selection.ids) else None,
             evidence=evidence[:MAX_EVIDENCE],
             advice=c.advice,
             proxy_log=[proxy_log_line(k, LINES[k], self.capture.proxy_timeouts) for k in keys],

@@ -62,7 +62,7 @@ class AnalyzeReport:
     warnings: list[str]
     diagnosis: Diagnosis
     start: Optional[float]  # the capture's first packet, epoch seconds
-    problems: int  # connections with a problem (outcome or symptom) that were kept
+    problems: int  # connections with a problem (outcome or symptom), also those beyond the records kept
     worst: list[ConnectionRow]
     aggregate: Optional[Aggregate]  # None when not asked for (the terminal's report has none)
     table: list[ConnectionRow] = field(default_factory=list)
@@ -72,8 +72,8 @@ class AnalyzeReport:
 
 
 def _worst(analysis: Analysis, n: int) -> tuple[int, list[dict[str, Any]]]:
-    """How many kept connections have a problem, and the `n` worst: ranked in the core, so only
-    those `n` become dicts."""
+    """How many connections have a problem, and the `n` worst of the records kept: ranked in the
+    core, so only those `n` become dicts."""
     count, worst = analysis.worst(n)
     return count, worst
 
