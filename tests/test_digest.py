@@ -69,3 +69,10 @@ def test_parts_merged_beyond_the_records_kept_equal_one_run(tmp_path):
         for later in parts[1:]:
             merged = merged.merge(later)
         assert _findings(merged) == one_run, f"{kept} records kept"
+
+
+def test_the_short_form_travels_with_a_serialised_analysis():
+    # What a Dask task sends back (`Analysis.to_bytes`) keeps the seeds.
+    analysis = _folded([str(CAPTURES / "accept_queue_overflow.pcap")], max_kept_problems=1)
+    copy = pcapq._core.Analysis.from_bytes(analysis.to_bytes())
+    assert _findings(copy) == _findings(analysis) == _findings(_folded([str(CAPTURES / "accept_queue_overflow.pcap")]))
