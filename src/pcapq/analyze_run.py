@@ -6,11 +6,13 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import NoReturn, TextIO
+from typing import Any, Callable, NoReturn, TextIO, TypeVar
 
 from pcapq import _core
 from pcapq.exitcodes import ExitCode
 from pcapq.output import console_for, deliver, fail, reason, refuse_overwriting_inputs, warn
+
+T = TypeVar("T")
 
 # The HTML report's table lists every connection for inputs of up to this many bytes of records
 # (about 16,000 connections of a proxy's capture); beyond, or from standard input, pcapq keeps
@@ -109,7 +111,9 @@ def analyze_and_report(
             from pcapq.points import analyze_points
 
             with progress_for(tuple(paths)) as progress:
-                points = analyze_points(paths, merge=merge, jobs=jobs, progress=progress, spill_dir=spill_dir, **keep)
+                points = _while_importing(
+                    lambda: analyze_points(paths, merge=merge, jobs=jobs, progress=progress, spill_dir=spill_dir, **keep), fmt
+                )
     except _core.CaptureError as e:
         fail(e.args[0], ExitCode.UNREADABLE)
 
@@ -151,6 +155,42 @@ def analyze_and_report(
         )
     findings = [f for d in diagnoses for f in d.findings]
     sys.exit(int(exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)))
+
+
+# What the diagnosis and each report import once the core is done.
+_REPORT_MODULES = {
+    "text": ("pcapq.report.findings", "pcapq.report.summary", "pcapq.report.timeline_text"),
+    "markdown": ("pcapq.report.markdown",),
+    "html": ("pcapq.report.html",),
+}
+
+
+def _while_importing(read: Callable[[], T], fmt: str) -> T:
+    """Runs `read` (the core, which lets go of the GIL while it reads) on a thread while this
+    one imports the diagnosis and the report `fmt` needs: about 20 ms of a text run on 1M
+    packets the imports would otherwise add after it (docs/performance.md). Ctrl-C still
+    stops the run here, and what `read` raises is raised here."""
+    import importlib
+    import threading
+
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["value"] = read()
+        except BaseException as e:  # raised again on this thread
+            done["error"] = e
+
+    # A daemon: an interrupted run exits without waiting for the core to finish reading.
+    thread = threading.Thread(target=run, name="pcapq-core", daemon=True)
+    thread.start()
+    for name in ("pcapq.diagnose", "pcapq.causes.registry", "pcapq.causes.context", "pcapq.report.model", *_REPORT_MODULES.get(fmt, ())):
+        importlib.import_module(name)
+    while thread.is_alive():
+        thread.join(0.1)
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
 
 
 def _spill_dir(output: str, directory: bool) -> str:
