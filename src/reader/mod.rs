@@ -4,6 +4,7 @@
 //! only for a record that does not fit), never the file. Every record, packet or not, gets the
 //! next frame number, as Wireshark numbers them: 1-based, counting every record in the file.
 
+mod ahead;
 mod error;
 mod mapped;
 pub mod notes;

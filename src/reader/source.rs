@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use flate2::read::MultiGzDecoder;
 
+use super::ahead::ReadAhead;
 use super::ReadError;
 
 /// How many bytes are read up front to recognise the format. Enough for any section header block
@@ -138,7 +139,9 @@ pub fn from_stream(name: &str, raw: Box<dyn Read + Send>) -> Result<Source, Read
     if head.starts_with(&[0x1f, 0x8b]) {
         let inflated = MultiGzDecoder::new(Cursor::new(head).chain(rest));
         let watched: Box<dyn Read + Send> = Box::new(Watched { inner: Box::new(inflated), fault: fault.clone(), gzip: true });
-        let (head, rest) = peek(watched, PEEK_LEN).map_err(|e| ReadError::gzip(path, e))?;
+        // Inflated on a thread of its own, beside the decoding.
+        let ahead: Box<dyn Read + Send> = Box::new(ReadAhead::spawn(watched).map_err(|e| ReadError::io(path, e))?);
+        let (head, rest) = peek(ahead, PEEK_LEN).map_err(|e| ReadError::gzip(path, e))?;
         if head.len() < 4 && fault.gzip_cut() {
             let reason = io::Error::new(io::ErrorKind::UnexpectedEof, "cut short before any capture data");
             return Err(ReadError::gzip(path, reason));
