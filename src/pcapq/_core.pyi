@@ -383,7 +383,8 @@ class Episode:
     def first(self) -> float: ...
     @property
     def last(self) -> float: ...
-    def __len__(self) -> int: ...
+    def __len__(self) -> int:
+        """Its connections (a group of alike ones merged in short form counts as all of them)."""
     def count(self, all_of: list[Mark] = ..., any_of: list[Mark] = ..., none_of: list[Mark] = ..., claimed: bool = False) -> int:
         """How many connections match (see `select`)."""
 
