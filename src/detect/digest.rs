@@ -17,7 +17,8 @@ use super::facts::{self, Fact, Facts};
 use super::{Outcome, Symptom, Symptoms};
 use crate::flow::{Connection, Endpoint, FrameRef, Side};
 
-/// Seeds kept before alike ones are merged: about 100 bytes each.
+/// Seeds kept before alike ones are merged: 136 bytes each in memory. More are kept only when
+/// they differ in listener or marks (and probe source) after every merge (`merge_alike`).
 pub const MAX_SEEDS: usize = 131_072;
 /// The first problem connections of a listener's episode that stay whole beyond the cap of
 /// records, for its examples.
