@@ -76,3 +76,34 @@ def test_the_short_form_travels_with_a_serialised_analysis():
     analysis = _folded([str(CAPTURES / "accept_queue_overflow.pcap")], max_kept_problems=1)
     copy = pcapq._core.Analysis.from_bytes(analysis.to_bytes())
     assert _findings(copy) == _findings(analysis) == _findings(_folded([str(CAPTURES / "accept_queue_overflow.pcap")]))
+
+
+def test_an_episode_after_the_cap_still_has_examples(tmp_path):
+    from craft import START, Conversation, write_pcap
+
+    packets: list = []
+    port = 40000
+    # Two bursts of a dropped final ACK (the SYN-ACK again after the client's ACK) 100 s apart.
+    for burst_at in (0.0, 100.0):
+        for i in range(12):
+            c = Conversation(client=("10.0.0.1", port), start=START + burst_at + i * 0.05, packets=packets)
+            port += 1
+            c.syn(0.0)
+            c.synack(0.0001)
+            c.ack("client", 0.0002)
+            c.send("client", 0.001, 100)
+            c.synack(1.0)
+            c.resend("client", 1.2)
+            c.send("server", 1.3, 500)
+            c.close(1.4)
+    packets.sort(key=lambda p: p.time)
+    path = str(write_pcap(tmp_path / "two_episodes.pcap", packets))
+    every = diagnose(_folded([path])).findings
+    assert [(f.cause, f.connection_count) for f in every] == [("accept_queue_overflow", 12)] * 2
+    # Eight records kept, the first burst's: the second burst's first ones are kept too (a
+    # quarter of the cap, 2), for its examples.
+    analysis = _folded([path], max_kept_problems=8)
+    assert len(analysis.connections()) == 10
+    findings = diagnose(analysis).findings
+    assert [(f.cause, f.connection_count, f.first) for f in findings] == [(f.cause, f.connection_count, f.first) for f in every]
+    assert len(findings[1].evidence) == 2
