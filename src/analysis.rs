@@ -96,7 +96,8 @@ pub struct Analysis {
     /// With `keep_connections` off: every connection, counted as it finished (empty when
     /// every record is kept: `census()` counts the records then)...
     pub counted: Census,
-    /// ...and how many connections with a problem were counted but not kept.
+    /// ...and how many connections with a problem were counted and not kept whole (the census
+    /// has their seeds: `Census::digest`).
     pub not_kept: u64,
     /// With `keep_connections` on: the census of the records, made when first asked for.
     #[serde(skip)]

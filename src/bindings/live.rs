@@ -124,7 +124,7 @@ pub fn analyze_stdin(
     watch: bool,
     spill_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Analysis> {
-    let options = analyze_options(keep_connections, keep_events, false, max_connections);
+    let options = analyze_options(keep_connections, keep_events, false, max_connections, None);
     let counters = live.counters.clone();
     let watched = live.watch.clone();
     let result = py.allow_threads(|| {

@@ -733,8 +733,7 @@ fn analyze(
     max_kept_problems: Option<usize>,
     progress: Option<PyObject>,
 ) -> PyResult<Analysis> {
-    let mut options = analyze_options(keep_connections, keep_events, mergeable, max_connections);
-    options.tracker.max_kept_problems = max_kept_problems.unwrap_or(MAX_KEPT_WITH_PROBLEMS);
+    let options = analyze_options(keep_connections, keep_events, mergeable, max_connections, max_kept_problems);
     let mut raised: Option<PyErr> = None;
     let result = py.allow_threads(|| {
         catch(|| {
@@ -756,8 +755,10 @@ fn analyze(
     }
 }
 
-fn analyze_options(keep_connections: bool, keep_events: bool, mergeable: bool, max_live: usize) -> AnalyzeOptions {
-    AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections, max_live, ..TrackerOptions::default() } }
+/// `max_kept_problems` None: the default cap (`MAX_KEPT_WITH_PROBLEMS`).
+fn analyze_options(keep_connections: bool, keep_events: bool, mergeable: bool, max_live: usize, max_kept_problems: Option<usize>) -> AnalyzeOptions {
+    let max_kept_problems = max_kept_problems.unwrap_or(MAX_KEPT_WITH_PROBLEMS);
+    AnalyzeOptions { tracker: TrackerOptions { keep_events, mergeable, keep_connections, max_live, max_kept_problems } }
 }
 
 /// Analyses each file of `paths` on its own as a mergeable part (`analyze([path],
@@ -778,8 +779,7 @@ fn analyze_parts(
     max_kept_problems: Option<usize>,
     progress: Option<PyObject>,
 ) -> PyResult<Vec<Analysis>> {
-    let mut options = analyze_options(keep_connections, keep_events, true, max_connections);
-    options.tracker.max_kept_problems = max_kept_problems.unwrap_or(MAX_KEPT_WITH_PROBLEMS);
+    let options = analyze_options(keep_connections, keep_events, true, max_connections, max_kept_problems);
     run_reporting(py, progress, |report| analysis::analyze_parts_with_progress(&paths, options, jobs, report))
 }
 
@@ -846,7 +846,7 @@ fn analyze_many(
     progress: Option<PyObject>,
     spill_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Vec<Analysis>> {
-    let options = analyze_options(keep_connections, keep_events, false, max_connections);
+    let options = analyze_options(keep_connections, keep_events, false, max_connections, None);
     run_reporting(py, progress, |report| match &spill_dir {
         Some(dir) => analysis::analyze_captures_spilled(&captures, options, jobs, report, dir),
         None => analysis::analyze_captures_with_progress(&captures, options, jobs, report),

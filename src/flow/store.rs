@@ -103,8 +103,8 @@ pub struct ConnectionStore<C> {
     spill: Option<Spill>,
 }
 
-/// Puts `records` in order of id, moving each record once: a sort that swaps 408-byte records
-/// copies each many times, and a stable one borrows room for half of them (20 MB at the cap).
+/// Puts `records` in order of id, moving each record once: a sort that swaps records of some
+/// 400 bytes copies each many times, and a stable one borrows room for half of them.
 fn sort_by_id(records: &mut [Connection]) {
     let mut order: Vec<usize> = (0..records.len()).collect();
     order.sort_unstable_by_key(|&i| records[i].id);

@@ -157,7 +157,8 @@ def analyze_and_report(
     sys.exit(int(exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)))
 
 
-# What the diagnosis and each report import once the core is done.
+# What each report imports once the core is done (write_report's and print_text_report's lazy
+# imports): imported while the core reads. A module missing here is only imported later.
 _REPORT_MODULES = {
     "text": ("pcapq.report.findings", "pcapq.report.summary", "pcapq.report.timeline_text"),
     "markdown": ("pcapq.report.markdown",),
