@@ -38,6 +38,16 @@ def test_findings_count_every_problem_connection_however_few_records_are_kept(na
         assert _findings(analysis) == every, f"{kept} records kept"
 
 
+
+@pytest.mark.parametrize("name", ["client_timeout_rst", "nginx_php_fpm", "nginx_php_fpm_max_requests", "nginx_php_fpm_slow"])
+def test_proxy_timeouts_count_every_give_up_however_few_records_are_kept(name):
+    # The give-ups are counted in the census as connections finish, not read from the records.
+    path = str(CAPTURES / f"{name}.pcap")
+    every = pcapq.analyze([path]).proxy_timeouts()
+    assert every and all(t["gave_up"] >= 2 for t in every.values())
+    for kept in (0, 1):
+        assert _folded([path], max_kept_problems=kept).proxy_timeouts() == every, f"{kept} records kept"
+
 def test_examples_come_from_the_records_kept_and_the_warning_says_so():
     path = str(CAPTURES / "accept_queue_overflow.pcap")
     analysis = _folded([path], max_kept_problems=2)
@@ -69,6 +79,7 @@ def test_parts_merged_beyond_the_records_kept_equal_one_run(tmp_path):
         for later in parts[1:]:
             merged = merged.merge(later)
         assert _findings(merged) == one_run, f"{kept} records kept"
+        assert merged.proxy_timeouts() == _folded(paths).proxy_timeouts() != {}
 
 
 def test_the_short_form_travels_with_a_serialised_analysis():

@@ -497,7 +497,7 @@ impl Analysis {
     /// bounded by the SYNs around it and rounded to a whole second, a guess).
     fn proxy_timeouts<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.settle();
-        let inferred = detect::timeouts::infer(&self.inner.connections, self.inner.end_ns());
+        let inferred = self.inner.census().give_ups.infer();
         let d = PyDict::new(py);
         for (kind, t) in [("connect", inferred.connect), ("read", inferred.read)] {
             let Some(t) = t else { continue };

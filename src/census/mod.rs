@@ -1,5 +1,5 @@
 //! The census: every connection counted once, when it is finished, for the summary, the
-//! per-server statistics and the per-second timeline.
+//! per-server statistics, the per-second timeline and the proxy's give-ups.
 //!
 //! It is the one consumer of finished connections. The tracker's store hands it each record as
 //! the connection leaves the hot table (`flow::store::ConnectionStore::retire`, through the
@@ -14,6 +14,7 @@ pub use tally::Tally;
 pub use timeline::Timeline;
 
 use crate::detect::digest::{Digest, ExampleQuota};
+use crate::detect::timeouts::GiveUps;
 use crate::detect::{self, servers, servers::ServerBook};
 use crate::flow::store::{Counted, Counter};
 use crate::flow::Connection;
@@ -28,6 +29,8 @@ pub struct Census {
     pub timeline: Timeline,
     /// The problem connections whose records were not kept, in short form for the findings.
     pub digest: Digest,
+    /// When the proxy gave up on its connections, for its timeouts (`detect::timeouts`).
+    pub give_ups: GiveUps,
     /// Which problem connections open an episode of their listener (kept whole for examples).
     #[serde(skip)]
     examples: ExampleQuota,
@@ -50,6 +53,7 @@ impl Census {
         self.servers.merge(other.servers);
         self.timeline.add(&other.timeline);
         self.digest.add_digest(other.digest);
+        self.give_ups.merge(&other.give_ups);
     }
 }
 
@@ -64,6 +68,7 @@ impl Counter for Census {
         if first_count {
             self.servers.add(conn, outcome, symptoms);
             self.timeline.add_connection(conn, outcome);
+            self.give_ups.add(conn, end_ns);
         }
         // A revived record is judged only by its outcome (a late RST can change it).
         let outcome_now = tally::counted_outcome(marks).unwrap_or(outcome);

@@ -3,8 +3,8 @@
 //! every connection, and `proxy_read_timeout` closes every connection whose request went
 //! unanswered the same delay after the request was sent. Give-ups cluster tightly around each.
 //!
-//! Over the connections the analysis kept (every connection, or those with a problem: a give-up
-//! is always one).
+//! Over every connection counted (`GiveUps`, in the census as each finishes), whether or not
+//! its record was kept.
 //!
 //! - **read**: the handshake completed, the client sent data, the server sent none, and the
 //!   client closed (FIN or RST). The delay runs from the client's first data to its last
@@ -20,6 +20,8 @@
 //!   it sent to a late SYN-ACK). The timeout is the first whole second inside the bounds of most
 //!   connections: a guess, said as one ("probably").
 
+use std::collections::BTreeMap;
+
 use crate::flow::{Connection, Side};
 
 use super::{outcome, schedule, syn_sends, intervals, Outcome};
@@ -33,6 +35,11 @@ const DUE_SLACK_NS: i64 = 50_000_000;
 const MIN_CONNECTIONS: usize = 2;
 /// A read give-up seen this much before a tenth of a second still counts as on it.
 const EARLY_SLACK_NS: i64 = 5_000_000;
+/// Connect timeouts are looked for up to this many seconds.
+const MAX_CONNECT_S: i64 = 600;
+/// Read delays kept in this many buckets at most; a give-up in a bucket not yet seen past it is
+/// counted in `gave_up` only (give-ups at a timeout fill a few buckets early on).
+const MAX_READ_BUCKETS: usize = 65_536;
 
 /// What the give-ups of one kind say about the proxy's timeout.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,20 +59,124 @@ pub struct ProxyTimeouts {
     pub read: Option<Inferred>,
 }
 
-pub fn infer(connections: &[Connection], end_ns: i64) -> ProxyTimeouts {
-    let mut read_delays = Vec::new();
-    let mut connect_bounds = Vec::new();
-    for c in connections {
+/// The give-ups of the connections counted, in the form the inference reads, so that it needs
+/// no record: read delays as a histogram of `BUCKET_NS` buckets (each with its earliest
+/// delay), connect bounds as how many hold each whole second.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GiveUps {
+    /// Per bucket of read delay: give-ups, and the earliest delay among them.
+    read: BTreeMap<i64, (u64, i64)>,
+    read_gave_up: u64,
+    /// Index s (1 to `MAX_CONNECT_S`): connect give-ups whose bounds hold the second s.
+    connect_at: Vec<u64>,
+    connect_gave_up: u64,
+}
+
+impl GiveUps {
+    /// Counts `c` (judged at `end_ns`) if it gave up: a read or a connect.
+    pub fn add(&mut self, c: &Connection, end_ns: i64) {
         if c.partial {
-            continue;
+            return;
         }
         if let Some(delay) = read_give_up_ns(c) {
-            read_delays.push(delay);
+            self.add_read(delay);
         } else if let Some(bounds) = connect_give_up_ns(c, end_ns) {
-            connect_bounds.push(bounds);
+            self.add_connect(bounds);
         }
     }
-    ProxyTimeouts { connect: connect_timeout(&connect_bounds), read: read_timeout(&mut read_delays) }
+
+    fn add_read(&mut self, delay: i64) {
+        self.read_gave_up += 1;
+        self.add_to_bucket(delay / BUCKET_NS, 1, delay);
+    }
+
+    /// `n` give-ups in `bucket`, the earliest after `earliest`; none past `MAX_READ_BUCKETS`.
+    fn add_to_bucket(&mut self, bucket: i64, n: u64, earliest: i64) {
+        if self.read.len() >= MAX_READ_BUCKETS && !self.read.contains_key(&bucket) {
+            return;
+        }
+        let entry = self.read.entry(bucket).or_insert((0, earliest));
+        entry.0 += n;
+        entry.1 = entry.1.min(earliest);
+    }
+
+    /// The whole seconds s with `lo < s` and `s <= hi` (`connect_timeout`'s test), up to
+    /// `MAX_CONNECT_S`.
+    fn add_connect(&mut self, (lo, hi): (i64, i64)) {
+        self.connect_gave_up += 1;
+        let from = lo.div_euclid(SECOND) + 1;
+        let to = hi.div_euclid(SECOND).min(MAX_CONNECT_S);
+        if from > to {
+            return;
+        }
+        if self.connect_at.is_empty() {
+            self.connect_at = vec![0; MAX_CONNECT_S as usize + 1];
+        }
+        for s in from.max(1)..=to {
+            self.connect_at[s as usize] += 1;
+        }
+    }
+
+    /// Adds another run's give-ups (a merge).
+    pub fn merge(&mut self, other: &GiveUps) {
+        for (&bucket, &(n, earliest)) in &other.read {
+            self.add_to_bucket(bucket, n, earliest);
+        }
+        self.read_gave_up += other.read_gave_up;
+        if !other.connect_at.is_empty() {
+            if self.connect_at.is_empty() {
+                self.connect_at = vec![0; MAX_CONNECT_S as usize + 1];
+            }
+            for (mine, theirs) in self.connect_at.iter_mut().zip(&other.connect_at) {
+                *mine += theirs;
+            }
+        }
+        self.connect_gave_up += other.connect_gave_up;
+    }
+
+    /// The proxy's timeouts these give-ups point to.
+    pub fn infer(&self) -> ProxyTimeouts {
+        ProxyTimeouts { connect: self.connect_timeout(), read: self.read_timeout() }
+    }
+
+    /// `read_timeout` over the histogram: the fullest bucket (the earliest of equals) and its
+    /// neighbours are the cluster; the timeout is its earliest delay, to the tenth below.
+    fn read_timeout(&self) -> Option<Inferred> {
+        if self.read_gave_up < MIN_CONNECTIONS as u64 {
+            return None;
+        }
+        let mut best = (0u64, 0i64);
+        for (&bucket, &(n, _)) in &self.read {
+            if n > best.0 {
+                best = (n, bucket);
+            }
+        }
+        let (mut connections, mut earliest) = (0u64, i64::MAX);
+        for (_, &(n, first)) in self.read.range(best.1 - 1..=best.1 + 1) {
+            connections += n;
+            earliest = earliest.min(first);
+        }
+        if connections < MIN_CONNECTIONS as u64 {
+            return None;
+        }
+        let tenths = (earliest + EARLY_SLACK_NS) / (SECOND / 10);
+        Some(Inferred { seconds: tenths as f64 / 10.0, connections: connections as usize, gave_up: self.read_gave_up as usize, measured: true })
+    }
+
+    /// `connect_timeout` over the counts per second: the first second held by most bounds.
+    fn connect_timeout(&self) -> Option<Inferred> {
+        if self.connect_gave_up < MIN_CONNECTIONS as u64 {
+            return None;
+        }
+        let (mut best, mut best_n) = (None, 0u64);
+        for (s, &n) in self.connect_at.iter().enumerate().skip(1) {
+            if n > best_n {
+                (best, best_n) = (Some(s), n);
+            }
+        }
+        let s = best?;
+        (best_n >= MIN_CONNECTIONS as u64).then_some(Inferred { seconds: s as f64, connections: best_n as usize, gave_up: self.connect_gave_up as usize, measured: false })
+    }
 }
 
 fn read_give_up_ns(c: &Connection) -> Option<i64> {
@@ -102,80 +213,103 @@ fn connect_give_up_ns(c: &Connection, end_ns: i64) -> Option<(i64, i64)> {
     Some((last.time_ns - first.time_ns, upper - first.time_ns))
 }
 
-fn read_timeout(delays: &mut [i64]) -> Option<Inferred> {
-    if delays.len() < MIN_CONNECTIONS {
-        return None;
-    }
-    delays.sort_unstable();
-    // The fullest bucket (the earliest of equals), with its neighbours.
-    let bucket = |d: i64| d / BUCKET_NS;
-    let mut best = (0usize, 0i64);
-    let mut i = 0;
-    while i < delays.len() {
-        let b = bucket(delays[i]);
-        let n = delays[i..].iter().take_while(|d| bucket(**d) == b).count();
-        if n > best.0 {
-            best = (n, b);
-        }
-        i += n;
-    }
-    let cluster: Vec<i64> = delays.iter().copied().filter(|d| (bucket(*d) - best.1).abs() <= 1).collect();
-    if cluster.len() < MIN_CONNECTIONS {
-        return None;
-    }
-    let tenths = (cluster[0] + EARLY_SLACK_NS) / (SECOND / 10);
-    Some(Inferred { seconds: tenths as f64 / 10.0, connections: cluster.len(), gave_up: delays.len(), measured: true })
-}
-
-fn connect_timeout(bounds: &[(i64, i64)]) -> Option<Inferred> {
-    if bounds.len() < MIN_CONNECTIONS {
-        return None;
-    }
-    // The whole second inside the most connections' bounds (the smallest of equals).
-    let longest = bounds.iter().map(|b| b.1).max()?;
-    let (mut best, mut best_n) = (None, 0);
-    for s in 1..=(longest / SECOND).min(600) {
-        let at = s * SECOND;
-        let n = bounds.iter().filter(|(lo, hi)| *lo < at && at <= *hi).count();
-        if n > best_n {
-            (best, best_n) = (Some(s), n);
-        }
-    }
-    let s = best?;
-    (best_n >= MIN_CONNECTIONS).then_some(Inferred { seconds: s as f64, connections: best_n, gave_up: bounds.len(), measured: false })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MS: i64 = 1_000_000;
 
+    fn reads(delays: &[i64]) -> Option<Inferred> {
+        let mut give_ups = GiveUps::default();
+        delays.iter().for_each(|&d| give_ups.add_read(d));
+        give_ups.read_timeout()
+    }
+
+    fn connects(bounds: &[(i64, i64)]) -> Option<Inferred> {
+        let mut give_ups = GiveUps::default();
+        bounds.iter().for_each(|&b| give_ups.add_connect(b));
+        give_ups.connect_timeout()
+    }
+
     // ---- read give-ups ----
 
     #[test]
     fn test_read_give_ups_cluster_at_the_timeout() {
-        let mut delays = vec![3_002 * MS, 3_004 * MS, 3_001 * MS, 2_998 * MS, 7_500 * MS];
-        let t = read_timeout(&mut delays).unwrap();
+        let t = reads(&[3_002 * MS, 3_004 * MS, 3_001 * MS, 2_998 * MS, 7_500 * MS]).unwrap();
         assert_eq!((t.seconds, t.connections, t.gave_up), (3.0, 4, 5));
     }
 
     #[test]
     fn test_read_timer_fired_late_by_a_loaded_proxy_is_the_earlier_tenth() {
-        let mut delays = vec![2_054 * MS, 2_061 * MS, 2_064 * MS, 2_058 * MS];
-        assert_eq!(read_timeout(&mut delays).unwrap().seconds, 2.0);
-        let mut delays = vec![2_497 * MS, 2_503 * MS];
-        assert_eq!(read_timeout(&mut delays).unwrap().seconds, 2.5);
+        assert_eq!(reads(&[2_054 * MS, 2_061 * MS, 2_064 * MS, 2_058 * MS]).unwrap().seconds, 2.0);
+        assert_eq!(reads(&[2_497 * MS, 2_503 * MS]).unwrap().seconds, 2.5);
     }
 
     #[test]
     fn test_read_one_give_up_says_nothing() {
-        assert_eq!(read_timeout(&mut [3_000 * MS]), None);
+        assert_eq!(reads(&[3_000 * MS]), None);
     }
 
     #[test]
     fn test_read_scattered_give_ups_say_nothing() {
-        assert_eq!(read_timeout(&mut [1_000 * MS, 2_000 * MS, 5_000 * MS]), None);
+        assert_eq!(reads(&[1_000 * MS, 2_000 * MS, 5_000 * MS]), None);
+    }
+
+    /// The cluster as first written: the delays sorted, the fullest bucket, its neighbours.
+    fn reads_sorted(delays: &[i64]) -> Option<(f64, usize)> {
+        let mut delays = delays.to_vec();
+        delays.sort_unstable();
+        let bucket = |d: i64| d / BUCKET_NS;
+        let mut best = (0usize, 0i64);
+        for chunk in delays.chunk_by(|a, b| bucket(*a) == bucket(*b)) {
+            if chunk.len() > best.0 {
+                best = (chunk.len(), bucket(chunk[0]));
+            }
+        }
+        let cluster: Vec<i64> = delays.iter().copied().filter(|d| (bucket(*d) - best.1).abs() <= 1).collect();
+        (cluster.len() >= MIN_CONNECTIONS).then(|| (((cluster[0] + EARLY_SLACK_NS) / (SECOND / 10)) as f64 / 10.0, cluster.len()))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn test_read_histogram_finds_the_cluster_of_the_sorted_delays(delays in proptest::collection::vec(1i64..4_000_000_000, 0..60)) {
+            proptest::prop_assert_eq!(reads(&delays).map(|t| (t.seconds, t.connections)), reads_sorted(&delays));
+        }
+
+        #[test]
+        fn test_give_ups_of_two_parts_merged_are_those_of_the_whole(
+            delays in proptest::collection::vec(1i64..4_000_000_000, 0..40),
+            bounds in proptest::collection::vec((0i64..5_000_000_000, 0i64..3_000_000_000), 0..20),
+            split in 0usize..40,
+        ) {
+            let bounds: Vec<(i64, i64)> = bounds.iter().map(|&(lo, extra)| (lo, lo + extra)).collect();
+            let mut whole = GiveUps::default();
+            let mut parts = [GiveUps::default(), GiveUps::default()];
+            for (i, &d) in delays.iter().enumerate() {
+                whole.add_read(d);
+                parts[usize::from(i >= split)].add_read(d);
+            }
+            for (i, &b) in bounds.iter().enumerate() {
+                whole.add_connect(b);
+                parts[usize::from(i >= split / 2)].add_connect(b);
+            }
+            let [mut first, second] = parts;
+            first.merge(&second);
+            proptest::prop_assert_eq!(first.infer(), whole.infer());
+        }
+    }
+
+    #[test]
+    fn test_read_buckets_are_bounded() {
+        let mut give_ups = GiveUps::default();
+        for i in 0..(MAX_READ_BUCKETS as i64 + 10) {
+            give_ups.add_read((i + 1) * BUCKET_NS);
+        }
+        give_ups.add_read(BUCKET_NS + 1);
+        assert_eq!(give_ups.read.len(), MAX_READ_BUCKETS);
+        assert_eq!(give_ups.read_gave_up, MAX_READ_BUCKETS as u64 + 11);
+        // The bucket seen twice is the fullest; its earliest delay gives the timeout.
+        assert_eq!(give_ups.read_timeout().map(|t| (t.seconds, t.connections)), Some((0.0, 3)));
     }
 
     // ---- connect give-ups ----
@@ -184,7 +318,7 @@ mod tests {
     fn test_connect_bounds_give_the_whole_second_inside_them() {
         // SYNs at 0 and 1 s, the next due at 2 s (linear): gave up in (1, 2.05].
         let bounds = vec![(1_013 * MS, 2_063 * MS); 3];
-        let t = connect_timeout(&bounds).unwrap();
+        let t = connects(&bounds).unwrap();
         assert_eq!((t.seconds, t.connections, t.measured), (2.0, 3, false));
     }
 
@@ -192,6 +326,6 @@ mod tests {
     fn test_connect_most_connections_win() {
         let mut bounds = vec![(1_013 * MS, 2_063 * MS); 3];
         bounds.push((3_010 * MS, 4_060 * MS));
-        assert_eq!(connect_timeout(&bounds).unwrap().seconds, 2.0);
+        assert_eq!(connects(&bounds).unwrap().seconds, 2.0);
     }
 }
