@@ -131,9 +131,16 @@ def build(
         else:
             report.table = [r for _, r in problems[:table_max]]
             shown = len(report.table)
+            if count <= shown:
+                which = ""
+            elif shown < table_max:
+                # Fewer records than rows: the core kept the first problem connections whole.
+                which = f" (the worst {shown:,} of {count:,}, among those kept whole: the first ones of a large capture)"
+            else:
+                which = f" (the worst {shown:,} of {count:,}; at most {table_max:,} rows are embedded)"
             report.table_note = (
                 f"{summary['connections']:,} connections: the table lists the {shown:,} with a problem"
-                + (f" (the worst {shown:,} of {count:,}; at most {table_max:,} rows are embedded)" if count > shown else "")
+                + which
                 + ". `pcapq analyze --format json` has every connection."
             )
     if with_ladders:
