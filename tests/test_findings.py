@@ -123,6 +123,41 @@ def test_port_exhaustion_when_a_client_address_runs_out_of_ports(tmp_path):
     assert f.proxy_log and "99: Cannot assign requested address" in f.proxy_log[0]
 
 
+
+@pytest.mark.parametrize("first", ["client", "server"])
+def test_port_exhaustion_counts_time_wait_only_where_the_proxy_closed_first(tmp_path, first):
+    """26,000 complete connections from one address within 52 s: closed by the proxy first, their
+    ports stay in TIME-WAIT 60 s and run out; closed by the server first, the TIME-WAIT is the
+    server's and each port is free again at once (net/ipv4/inet_hashtables.c looks only for
+    the proxy's own sockets)."""
+    import struct
+
+    from craft import Captured, Conversation, write_pcap
+
+    one = Conversation(client=("10.0.0.9", 32768), server=("10.0.0.2", 9000))
+    one.handshake(0.0)
+    one.send("client", 0.0003, 100)
+    one.send("server", 0.0004, 200)
+    later = "server" if first == "client" else "client"
+    one.fin(first, 0.0005)
+    one.fin(later, 0.0006)
+    one.ack(first, 0.0007)
+    packets = []
+    for i in range(26_000):
+        for p in one.packets:
+            ip = bytearray(p.ip)
+            # The client's port: the source of its segments, the destination of the server's.
+            struct.pack_into(">H", ip, 20 if p.side == "client" else 22, 32768 + i)
+            packets.append(Captured(p.time + i * 0.002, bytes(ip), p.side, p.flags))
+    path = write_pcap(tmp_path / f"closed_by_{first}.pcap", packets)
+
+    exhausted = [f for f in findings_at(path) if f.cause == "port_exhaustion"]
+    if first == "client":
+        (f,) = exhausted
+        assert f.details["client"] == "10.0.0.9" and f.details["peak_ports"] >= 25_409
+    else:
+        assert exhausted == []
+
 def findings_at(path) -> list:
     return diagnose(pcapq.analyze([str(path)], keep_connections=False, keep_events=False)).findings
 

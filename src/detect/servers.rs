@@ -136,6 +136,24 @@ pub const EPHEMERAL_PORTS: usize = 60999 - 32768 + 1;
 /// (include/net/tcp.h: TCP_TIMEWAIT_LEN); a proxy that closes first cannot reuse the port sooner.
 const TIME_WAIT_NS: i64 = 60 * 1_000_000_000;
 
+/// When the client's source port is free again. At the last packet when an RST ended the
+/// connection (a TIME-WAIT socket dies of one too with net.ipv4.tcp_rfc1337 = 0:
+/// net/ipv4/tcp_minisocks.c: tcp_timewait_state_process()) or when the server closed first:
+/// the server keeps the TIME-WAIT, the client goes LAST-ACK -> CLOSED on the ACK of its FIN
+/// (net/ipv4/tcp_input.c: tcp_rcv_state_process()), and connect() only looks for a socket of
+/// its own host on the 4-tuple (net/ipv4/inet_hashtables.c: __inet_check_established()).
+/// Otherwise TIME-WAIT's 60 s after the last packet: the client closed first, both at once, or
+/// not yet (a port in CLOSE-WAIT or connecting is still held when the capture ends).
+fn port_free_ns(c: &Connection) -> i64 {
+    let closes = (c.milestones.server_closed_ns.get(), c.milestones.client_closed_ns.get());
+    let server_first = matches!(closes, (Some(server), Some(client)) if server < client);
+    if c.milestones.first_rst().is_some() || server_first {
+        c.last_time_ns
+    } else {
+        c.last_time_ns + TIME_WAIT_NS
+    }
+}
+
 /// How many source ports one client address had in use (or in TIME-WAIT) towards one server
 /// endpoint at once, at most, and when; `error`: how much too high `peak` can be (0 unless the
 /// pair's spans were counted per second, see `moments`).
@@ -223,7 +241,7 @@ impl ServerBook {
         if self.ports.len() < MAX_PORT_PAIRS || self.ports.contains_key(&pair) {
             let mine = self.ports.entry(pair).or_default();
             exact += usize::from(mine.push(c.first_time_ns, Kind::Begins));
-            exact += usize::from(mine.push(c.last_time_ns + TIME_WAIT_NS, Kind::Ends));
+            exact += usize::from(mine.push(port_free_ns(c), Kind::Ends));
         } else {
             // A flood from spoofed addresses brings a new pair with every SYN; no proxy has this many.
             self.untracked_port_pairs += 1;
@@ -373,6 +391,32 @@ mod tests {
         // 100 new ports a second, each held 60 s: 6,000 at once, counted per second at most a
         // second's frees too high.
         assert!(busy_pressure.peak >= 6000 && busy_pressure.peak as u64 - 6000 <= busy_pressure.error.max(1));
+    }
+
+    #[test]
+    fn test_port_is_held_through_time_wait_only_when_the_client_closed_first() {
+        use crate::flow::connection::RstFacts;
+        use crate::flow::{FrameRef, Side};
+        let client = Endpoint { ip: "10.0.0.1".parse().unwrap(), port: 40_000 };
+        let server = Endpoint { ip: "10.0.0.2".parse().unwrap(), port: 9000 };
+        let closed = |client_fin: Option<i64>, server_fin: Option<i64>| {
+            let mut c = Connection::new(0, client, server, false, FrameRef::default(), 0);
+            c.last_time_ns = 3 * S;
+            c.milestones.client_closed_ns.set(client_fin);
+            c.milestones.server_closed_ns.set(server_fin);
+            c
+        };
+        // The client's FIN first: its TIME-WAIT holds the port.
+        assert_eq!(port_free_ns(&closed(Some(2 * S), Some(2 * S + 1))), 3 * S + TIME_WAIT_NS);
+        // The server's FIN first: the TIME-WAIT is the server's, the port free at the end.
+        assert_eq!(port_free_ns(&closed(Some(2 * S + 1), Some(2 * S))), 3 * S);
+        // The server closed and the client has not (CLOSE-WAIT), or neither did: still held.
+        assert_eq!(port_free_ns(&closed(None, Some(2 * S))), 3 * S + TIME_WAIT_NS);
+        assert_eq!(port_free_ns(&closed(None, None)), 3 * S + TIME_WAIT_NS);
+        // An RST ends the 4-tuple on both sides, a TIME-WAIT too.
+        let mut reset = closed(Some(2 * S), None);
+        reset.milestones.set_first_rst(Some(RstFacts { from: Side::Server, time_ns: 3 * S, at: FrameRef::default(), answers: None, answers_frame: None, after_ns: None }));
+        assert_eq!(port_free_ns(&reset), 3 * S);
     }
 
     #[test]

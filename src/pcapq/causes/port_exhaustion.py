@@ -19,7 +19,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
             break  # highest first
         reason = (
             f"{p['client']} held {p['peak']:,} of its {p['range']:,} ephemeral ports towards {p['server']} at once "
-            f"(in use, or in TIME-WAIT for {TIME_WAIT_S} s after closing)"
+            f"(in use, or in TIME-WAIT for {TIME_WAIT_S} s after closing first)"
         )
         if p["error"]:
             reason += f"; counted per second, so at most {p['error']:,} too high"
@@ -28,7 +28,8 @@ def rule(ctx: CaptureContext) -> list[Finding]:
             first=p["at"], last=p["at"], connections=[], evidence=[], advice=CAUSE.advice,
             proxy_log=[LINES["no_port"]],
             details={"client": p["client"], "peak_ports": p["peak"], "port_range": p["range"], "at": p["at"]},
-            rests_on=[f"{p['peak']:,} source ports from {p['client']} to {p['server']} in use or in TIME-WAIT at once"],
+            rests_on=[f"{p['peak']:,} source ports from {p['client']} to {p['server']} in use or in TIME-WAIT at once "
+                      "(a connection the server closed first, or an RST ended, frees its port at its last packet)"],
             disproved_by=list(CAUSE.disproved_by),
         ))
     return out
@@ -47,7 +48,11 @@ CAUSE = Cause(
     precedence=90,
     rule=rule,
     evidence=f"per client address and server endpoint, at least {PORT_EXHAUSTION_SHARE:.0%} of Linux's default ephemeral range (28,232 ports) held at once, TIME-WAIT included",
-    exclusions=("a widened net.ipv4.ip_local_port_range on the proxy (the rule assumes the default)",),
+    exclusions=(
+        "a widened net.ipv4.ip_local_port_range on the proxy (the rule assumes the default)",
+        "connections the server closed first (the TIME-WAIT is the server's, and connect() looks only for a socket of "
+        "its own host on the 4-tuple) or an RST ended (no TIME-WAIT): their ports count as free at their last packet",
+    ),
     disproved_by=("`sysctl net.ipv4.ip_local_port_range` on the proxy wider than the default",),
     proxy_log=("no_port",),
     confidence="0.8",
