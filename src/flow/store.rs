@@ -166,6 +166,11 @@ impl<C: Counter> ConnectionStore<C> {
         }
     }
 
+    /// The counts so far.
+    pub fn census(&self) -> &C {
+        &self.census
+    }
+
     /// The counts so far (a merge adds another run's to them).
     pub fn census_mut(&mut self) -> &mut C {
         &mut self.census

@@ -390,6 +390,11 @@ impl FlowTable {
         self.live.len()
     }
 
+    /// Tombstones of finished flows.
+    pub fn tombstones_len(&self) -> usize {
+        self.finished.len()
+    }
+
     /// Notes that the flow of `key` (of hash `hash`) just finished (CLOSED or RESET) at `time_ns`.
     pub fn note_finished(&mut self, key: FlowKey, hash: u64, time_ns: i64) {
         let place = self.live.place(&key, hash).map_or(u32::MAX, |at| at as u32);

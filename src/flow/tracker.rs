@@ -189,6 +189,16 @@ impl<C: Counter> Tracker<C> {
         self.table.live_len()
     }
 
+    /// Finished connections remembered as tombstones.
+    pub fn tombstones(&self) -> usize {
+        self.table.tombstones_len()
+    }
+
+    /// What the connections finished so far were counted into.
+    pub fn census(&self) -> &C {
+        self.store.census()
+    }
+
     /// Feeds one segment. `at` says where it is in the input, `time_ns` when it was captured.
     pub fn on_segment(&mut self, seg: &Segment, at: FrameRef, time_ns: i64) {
         self.on_keyed_segment(seg, &SegmentKey::of(seg), at, time_ns);
