@@ -190,7 +190,7 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     if stray_ack_reset(c) {
         f.insert(Fact::StrayAckReset);
     }
-    if c.follows.is_some() && c.follows_after_ns.get().is_none_or(|after| after < TIME_WAIT_NS) {
+    if c.follows_server_time_wait && c.follows_after_ns.get().is_none_or(|after| after < TIME_WAIT_NS) {
         f.insert(Fact::ReusedInTimeWait);
     }
     if c.milestones.client_data_acked_ns.get().is_some() {

@@ -132,8 +132,12 @@ pub struct Connection {
     pub options: [Option<HandshakeOptions>; 2],
     /// The connection this one replaced on the same 4-tuple (a SYN with a new ISN)...
     pub follows: Option<u64>,
-    /// ...and how long after that connection's last packet this one began.
+    /// ...and how long after that connection's last packet this one began...
     pub follows_after_ns: OptNs,
+    /// ...and whether that connection had left the server in TIME-WAIT (the server closed it
+    /// first, and no RST ended it).
+    #[serde(default)]
+    pub follows_server_time_wait: bool,
     pub events: Vec<Event>,
     /// Events not kept because the connection reached `MAX_EVENTS`.
     pub events_dropped: u32,
@@ -404,6 +408,7 @@ impl Connection {
             options: [None, None],
             follows: None,
             follows_after_ns: OptNs::NONE,
+            follows_server_time_wait: false,
             events: Vec::new(),
             events_dropped: 0,
             snaplen_cut: 0,

@@ -19,7 +19,7 @@ use super::key::{Endpoint, FlowKey};
 use super::table::{is_forgotten, FlowTable};
 use super::state::Flow;
 use super::store::Counter;
-use super::tracker::{starts_new_connection, Tracker};
+use super::tracker::{server_time_wait, starts_new_connection, Tracker};
 
 /// Connections and the flow table of an analysis, as `Tracker::finish()` returns them: every
 /// record (index = id), or the open records of an analysis that did not keep every record
@@ -69,17 +69,18 @@ pub fn join<C: Counter>(tracker: &mut Tracker<C>, later: Tracked, file_offset: u
         let key = FlowKey::new(conn.client, conn.server).with_vlan(conn.vlan);
         let live_flow = later_live.remove(&index);
         let first = conn.prefix.as_ref().and_then(|p| p.segments.first().copied());
-        let earlier_flow = tracker.table.get_mut(&key, &mut tracker.store).map(|f| (f.slot(), f.last_time_ns));
+        let earlier_flow = tracker.table.get_mut(&key, &mut tracker.store).map(|f| (f.slot(), f.last_time_ns, server_time_wait(f)));
 
         let joins = match (first, earlier_flow) {
-            (Some(first), Some((e, last_time_ns))) => {
+            (Some(first), Some((e, last_time_ns, _))) => {
                 let earlier_conn = tracker.store.get(e);
                 !is_forgotten(last_time_ns, earlier_conn.state, first.time_ns)
                     && !starts_new_connection(earlier_conn, earlier_conn.side_of(Endpoint::source(&first.segment)), &first.segment)
             }
             _ => false,
         };
-        let earlier_flow = earlier_flow.map(|(e, _)| e);
+        let earlier_time_wait = earlier_flow.is_some_and(|(_, _, time_wait)| time_wait);
+        let earlier_flow = earlier_flow.map(|(e, _, _)| e);
 
         if joins {
             let e = earlier_flow.unwrap_or_default();
@@ -100,6 +101,7 @@ pub fn join<C: Counter>(tracker: &mut Tracker<C>, later: Tracked, file_offset: u
                 let earlier_conn = tracker.store.get(e);
                 conn.follows = Some(earlier_conn.id);
                 conn.follows_after_ns.set(Some(conn.first_time_ns - earlier_conn.last_time_ns));
+                conn.follows_server_time_wait = earlier_time_wait;
             }
             tracker.table.remove(&key);
         }

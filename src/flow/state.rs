@@ -166,6 +166,10 @@ pub struct Flow {
     /// The record's state, copied after every segment so the table can sweep without
     /// reading the records.
     pub state: ConnState,
+    /// The server's FIN came before any FIN of the client: the server closed first, so after
+    /// the close the server, not the client, holds the 4-tuple in TIME-WAIT (RFC 9293 §3.6).
+    #[serde(default)]
+    pub server_closed_first: bool,
     pub direction: [DirectionState; 2],
     pub last_time_ns: i64,
 }

@@ -46,6 +46,7 @@ impl TombstoneFlags {
     const DATA_SEEN: u8 = 0b0000_0100;
     const FIN_SEEN: u8 = 0b0001_0000;
     const CLIENT_IS_LOW: u8 = 0b0100_0000;
+    const SERVER_CLOSED_FIRST: u8 = 0b1000_0000;
 
     fn set(&mut self, bit: u8, direction: usize, on: bool) {
         if on {
@@ -69,6 +70,7 @@ impl Tombstone {
             next_seq[i] = d.next_seq.map_or(0, |s| s.0);
         }
         flags.set(TombstoneFlags::CLIENT_IS_LOW, 0, flow.client_is_low);
+        flags.set(TombstoneFlags::SERVER_CLOSED_FIRST, 0, flow.server_closed_first);
         Tombstone { record, last_time_ns: flow.last_time_ns, next_seq, flags, state }
     }
 
@@ -87,6 +89,7 @@ impl Tombstone {
             conn: conn as u32,
             client_is_low: self.client_is_low(),
             state: self.state,
+            server_closed_first: self.flags.get(TombstoneFlags::SERVER_CLOSED_FIRST, 0),
             direction: [direction(0), direction(1)],
             last_time_ns: self.last_time_ns,
         }

@@ -117,6 +117,23 @@ impl Packet<'_> {
     }
 }
 
+/// The connection a new one replaces on the same 4-tuple.
+#[derive(Clone, Copy, Debug)]
+struct Follows {
+    id: u64,
+    /// How long after its last packet the new one began.
+    after_ns: i64,
+    /// Whether the server held the 4-tuple in TIME-WAIT then (`server_time_wait`).
+    server_time_wait: bool,
+}
+
+/// The server closed first and no RST ended the connection: the server's socket went to
+/// TIME-WAIT (RFC 9293 §3.6); an RST ends a TIME-WAIT as well (Linux, net.ipv4.tcp_rfc1337 = 0:
+/// net/ipv4/tcp_minisocks.c: tcp_timewait_state_process()).
+pub(crate) fn server_time_wait(flow: &Flow) -> bool {
+    flow.server_closed_first && flow.state == ConnState::Closed
+}
+
 pub struct Tracker<C> {
     options: TrackerOptions,
     pub(crate) table: FlowTable,
@@ -241,7 +258,7 @@ impl<C: Counter> Tracker<C> {
                 }
                 // A connection refused by an RST to its SYN left no state on either side (no
                 // TIME-WAIT): the client trying again with a new ISN replaces nothing.
-                if refused(conn) { None } else { Some((conn.id, time_ns - conn.last_time_ns)) }
+                if refused(conn) { None } else { Some(Follows { id: conn.id, after_ns: time_ns - conn.last_time_ns, server_time_wait: server_time_wait(flow) }) }
             }
             None => None,
         };
@@ -251,7 +268,7 @@ impl<C: Counter> Tracker<C> {
         let (conn_index, side) = self.open_connection(seg, at, time_ns, follows);
         let client_is_low = source_is_low == (side == Side::Client);
         // Observed in its place in the table: a flow is large, and moving it costs a copy.
-        let flow = Flow { conn: conn_index as u32, client_is_low, state: ConnState::SynSent, direction: Default::default(), last_time_ns: time_ns };
+        let flow = Flow { conn: conn_index as u32, client_is_low, state: ConnState::SynSent, server_closed_first: false, direction: Default::default(), last_time_ns: time_ns };
         let flow = self.table.insert_hashed(key, hash, flow);
         let conn = self.store.get_mut(conn_index);
         observe(flow, conn, seg, side, at, time_ns, self.options.keep_events);
@@ -268,9 +285,8 @@ impl<C: Counter> Tracker<C> {
     }
 
     /// Opens the record of a new connection; returns its index and the side that sent `seg`.
-    /// `follows`: the connection this one replaces on the same 4-tuple, and how long after its
-    /// last packet this one began.
-    fn open_connection(&mut self, seg: &Segment, at: FrameRef, time_ns: i64, follows: Option<(u64, i64)>) -> (usize, Side) {
+    /// `follows`: the connection this one replaces on the same 4-tuple.
+    fn open_connection(&mut self, seg: &Segment, at: FrameRef, time_ns: i64, follows: Option<Follows>) -> (usize, Side) {
         let (src, dst) = (Endpoint::source(seg), Endpoint::destination(seg));
         let (client, server, partial) = if seg.has(flags::SYN) && !seg.has(flags::ACK) {
             (src, dst, false)
@@ -287,8 +303,9 @@ impl<C: Counter> Tracker<C> {
         let slot = self.store.add(|id| Connection::new(id, client, server, partial, at, time_ns));
         let conn = self.store.get_mut(slot);
         conn.vlan = seg.vlan;
-        conn.follows = follows.map(|(id, _)| id);
-        conn.follows_after_ns.set(follows.map(|(_, gap)| gap));
+        conn.follows = follows.map(|f| f.id);
+        conn.follows_after_ns.set(follows.map(|f| f.after_ns));
+        conn.follows_server_time_wait = follows.is_some_and(|f| f.server_time_wait);
         if with_prefix {
             conn.prefix = Some(Box::default());
         }
@@ -718,6 +735,7 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
             conn.push(pkt.event(EventKind::Fin, Detail::None), keep_events);
         }
         let both = flow.direction[side.other().index()].fin_seen;
+        flow.server_closed_first |= side == Side::Server && !both;
         if conn.state != ConnState::Reset {
             conn.set_state(if both { ConnState::Closed } else { ConnState::Closing });
         }
@@ -1997,6 +2015,33 @@ mod tests {
         // Counted once, when set aside (the re-sent SYN came after).
         assert_eq!(book.one_syn().connections, u64::from(flood));
         drop(table);
+    }
+
+    #[test]
+    fn test_a_new_connection_follows_a_server_time_wait_only_when_the_server_closed_first() {
+        // Closed by each side first, then an RST: a SYN with a new ISN 2 s later, after the
+        // earlier connection went to a tombstone (its record dropped, counted).
+        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false, max_live: 0, ..TrackerOptions::default() };
+        for (first, last, time_wait) in [(S, C, true), (C, S, false)] {
+            let mut w = Wire::with_options(40000, 9000, options);
+            w.handshake(CISN, SISN);
+            let (first_isn, last_isn) = if first == C { (CISN, SISN) } else { (SISN, CISN) };
+            w.send(3, first, FIN | ACK, first_isn + 1, last_isn + 1, 0);
+            w.send(4, last, FIN | ACK, last_isn + 1, first_isn + 2, 0);
+            w.send(5, first, ACK, first_isn + 2, last_isn + 2, 0);
+            w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 2_000 * MS);
+            w.send(3_000, C, SYN, 77_777, 0, 0);
+            let conn = w.conns().into_iter().last().unwrap();
+            assert_eq!((conn.follows.is_some(), conn.follows_server_time_wait), (true, time_wait), "{first:?} closed first");
+        }
+        let mut w = Wire::with_options(40000, 9000, options);
+        w.handshake(CISN, SISN);
+        w.send(3, S, FIN | ACK, SISN + 1, CISN + 1, 0);
+        w.send(4, C, RST, CISN + 1, 0, 0);
+        w.tracker.table.sweep_finished_flows(&mut w.tracker.store, 2_000 * MS);
+        w.send(3_000, C, SYN, 77_777, 0, 0);
+        let conn = w.conns().into_iter().last().unwrap();
+        assert_eq!((conn.follows.is_some(), conn.follows_server_time_wait), (true, false), "an RST ends the TIME-WAIT");
     }
 
     #[test]

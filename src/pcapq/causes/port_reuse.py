@@ -28,7 +28,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
             evidence.append(frame(f["file"], f["frame"], f"the old connection's ACK answering that SYN (connection {c['id']})"))
     ctx.claim(reused)
     return ctx.finding("port_reuse", reused, 0.5, reason, evidence, rests_on=[
-        f"{plural(len(reused), 'SYN')} on a 4-tuple used less than {TIME_WAIT_S} s before, answered late or by an ACK",
+        f"{plural(len(reused), 'SYN')} on a 4-tuple the server had closed first less than {TIME_WAIT_S} s before "
+        "(its TIME-WAIT), answered late or by an ACK",
     ])
 
 
@@ -43,8 +44,14 @@ CAUSE = Cause(
     scope="episode",
     precedence=80,
     rule=rule,
-    evidence="a connection on the 4-tuple of one that ended less than 60 s before, whose SYN met an ACK or went unanswered",
-    exclusions=("a SYN re-tried after the server's RST (a closed port: no TIME-WAIT follows an RST)",),
+    evidence=(
+        "a connection on the 4-tuple of one that the server closed first (no RST after) less than 60 s before, "
+        "whose SYN met an ACK or went unanswered"
+    ),
+    exclusions=(
+        "a SYN re-tried after the server's RST (a closed port: no TIME-WAIT follows an RST)",
+        "a 4-tuple whose earlier connection the client closed first, or an RST ended: the server kept no TIME-WAIT",
+    ),
     disproved_by=("net.ipv4.tcp_tw_reuse and timestamps on both sides, which let Linux take the SYN",),
     confidence="0.5",
     kernel="Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_timewait_state_process()",
