@@ -29,7 +29,8 @@ pub enum Fact {
     /// The client's RST answered an ACK that came before any SYN-ACK: a TIME-WAIT socket's
     /// answer to a SYN on its 4-tuple (RFC 9293 §3.10.7.4).
     StrayAckReset,
-    /// It reused the 4-tuple of an earlier connection within TIME-WAIT's 60 s.
+    /// It reused the 4-tuple of an earlier connection the server closed first, within its
+    /// TIME-WAIT (60 s).
     ReusedInTimeWait,
     /// The server acknowledged client data.
     RequestAcked,
