@@ -142,12 +142,16 @@ const TIME_WAIT_NS: i64 = 60 * 1_000_000_000;
 /// the server keeps the TIME-WAIT, the client goes LAST-ACK -> CLOSED on the ACK of its FIN
 /// (net/ipv4/tcp_input.c: tcp_rcv_state_process()), and connect() only looks for a socket of
 /// its own host on the 4-tuple (net/ipv4/inet_hashtables.c: __inet_check_established()).
+/// Also at the last packet when connect() ended without a connection (refused, unreachable,
+/// out of SYN retries or given up: a socket closed from SYN-SENT leaves no TIME-WAIT,
+/// net/ipv4/tcp.c: tcp_done()); a SYN flood or a scan from one address is no port held.
 /// Otherwise TIME-WAIT's 60 s after the last packet: the client closed first, both at once, or
 /// not yet (a port in CLOSE-WAIT or connecting is still held when the capture ends).
-fn port_free_ns(c: &Connection) -> i64 {
+fn port_free_ns(c: &Connection, outcome: Outcome) -> i64 {
     let closes = (c.milestones.server_closed_ns.get(), c.milestones.client_closed_ns.get());
     let server_first = matches!(closes, (Some(server), Some(client)) if server < client);
-    if c.milestones.first_rst().is_some() || server_first {
+    let never_connected = matches!(outcome, Outcome::Refused | Outcome::Unreachable | Outcome::TimedOut | Outcome::Abandoned) && !c.handshake_completed();
+    if c.milestones.first_rst().is_some() || server_first || never_connected {
         c.last_time_ns
     } else {
         c.last_time_ns + TIME_WAIT_NS
@@ -241,7 +245,7 @@ impl ServerBook {
         if self.ports.len() < MAX_PORT_PAIRS || self.ports.contains_key(&pair) {
             let mine = self.ports.entry(pair).or_default();
             exact += usize::from(mine.push(c.first_time_ns, Kind::Begins));
-            exact += usize::from(mine.push(port_free_ns(c), Kind::Ends));
+            exact += usize::from(mine.push(port_free_ns(c, outcome), Kind::Ends));
         } else {
             // A flood from spoofed addresses brings a new pair with every SYN; no proxy has this many.
             self.untracked_port_pairs += 1;
@@ -406,17 +410,23 @@ mod tests {
             c.milestones.server_closed_ns.set(server_fin);
             c
         };
+        let port_free_ns_closed = |c: &Connection| port_free_ns(c, Outcome::Completed);
         // The client's FIN first: its TIME-WAIT holds the port.
-        assert_eq!(port_free_ns(&closed(Some(2 * S), Some(2 * S + 1))), 3 * S + TIME_WAIT_NS);
+        assert_eq!(port_free_ns_closed(&closed(Some(2 * S), Some(2 * S + 1))), 3 * S + TIME_WAIT_NS);
         // The server's FIN first: the TIME-WAIT is the server's, the port free at the end.
-        assert_eq!(port_free_ns(&closed(Some(2 * S + 1), Some(2 * S))), 3 * S);
+        assert_eq!(port_free_ns_closed(&closed(Some(2 * S + 1), Some(2 * S))), 3 * S);
         // The server closed and the client has not (CLOSE-WAIT), or neither did: still held.
-        assert_eq!(port_free_ns(&closed(None, Some(2 * S))), 3 * S + TIME_WAIT_NS);
-        assert_eq!(port_free_ns(&closed(None, None)), 3 * S + TIME_WAIT_NS);
+        assert_eq!(port_free_ns_closed(&closed(None, Some(2 * S))), 3 * S + TIME_WAIT_NS);
+        assert_eq!(port_free_ns_closed(&closed(None, None)), 3 * S + TIME_WAIT_NS);
+        // A connect() that never connected: no TIME-WAIT; one still trying at the end: held.
+        let syn_only = Connection::new(0, client, server, false, FrameRef::default(), 0);
+        assert_eq!(port_free_ns(&syn_only, Outcome::Abandoned), 0);
+        assert_eq!(port_free_ns(&syn_only, Outcome::TimedOut), 0);
+        assert_eq!(port_free_ns(&syn_only, Outcome::Open), TIME_WAIT_NS);
         // An RST ends the 4-tuple on both sides, a TIME-WAIT too.
         let mut reset = closed(Some(2 * S), None);
         reset.milestones.set_first_rst(Some(RstFacts { from: Side::Server, time_ns: 3 * S, at: FrameRef::default(), answers: None, answers_frame: None, after_ns: None }));
-        assert_eq!(port_free_ns(&reset), 3 * S);
+        assert_eq!(port_free_ns(&reset, Outcome::ResetByServer), 3 * S);
     }
 
     #[test]

@@ -29,7 +29,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
             proxy_log=[LINES["no_port"]],
             details={"client": p["client"], "peak_ports": p["peak"], "port_range": p["range"], "at": p["at"]},
             rests_on=[f"{p['peak']:,} source ports from {p['client']} to {p['server']} in use or in TIME-WAIT at once "
-                      "(a connection the server closed first, or an RST ended, frees its port at its last packet)"],
+                      "(a connection the server closed first, an RST ended or that never connected frees its port at its last packet)"],
             disproved_by=list(CAUSE.disproved_by),
         ))
     return out
@@ -52,6 +52,8 @@ CAUSE = Cause(
         "a widened net.ipv4.ip_local_port_range on the proxy (the rule assumes the default)",
         "connections the server closed first (the TIME-WAIT is the server's, and connect() looks only for a socket of "
         "its own host on the 4-tuple) or an RST ended (no TIME-WAIT): their ports count as free at their last packet",
+        "connect()s that never connected (refused, unreachable, out of retries or given up; a SYN flood or scan from "
+        "one address): no TIME-WAIT follows SYN-SENT, their ports count as free at their last packet",
     ),
     disproved_by=("`sysctl net.ipv4.ip_local_port_range` on the proxy wider than the default",),
     proxy_log=("no_port",),
