@@ -68,7 +68,7 @@ impl Counter for Census {
         if first_count {
             self.servers.add(conn, outcome, symptoms);
             self.timeline.add_connection(conn, outcome);
-            self.give_ups.add(conn, end_ns);
+            self.give_ups.add(conn, outcome);
         }
         // A revived record is judged only by its outcome (a late RST can change it).
         let outcome_now = tally::counted_outcome(marks).unwrap_or(outcome);

@@ -200,9 +200,7 @@ impl Digest {
     /// Adds problem connection `c`, in a capture read up to `end_ns`.
     pub fn add(&mut self, c: &Connection, end_ns: i64) {
         let (outcome, symptoms) = super::classify(c, end_ns);
-        if c.retransmits.is_some() {
-            self.timings.add(c, &super::judge(c, end_ns));
-        }
+        self.timings.add(c, end_ns);
         self.push(Seed::of(c, outcome, symptoms));
     }
 

@@ -154,8 +154,13 @@ pub struct Timings {
 }
 
 impl Timings {
-    pub fn add(&mut self, c: &Connection, v: &super::Verdict) {
+    /// Adds the retransmission series of `c` (judged at `end_ns`), if it re-sent anything.
+    pub fn add(&mut self, c: &Connection, end_ns: i64) {
         use super::SeriesKind;
+        if c.retransmits.is_none() {
+            return;
+        }
+        let v = super::judge(c, end_ns);
         for s in &v.series {
             let second = s.sends.get(1).and_then(|t| t.interval_ns);
             match s.kind {
@@ -246,9 +251,7 @@ impl Book {
             if !super::servers::has_problem(outcome, symptoms) {
                 continue;
             }
-            if c.retransmits.is_some() {
-                book.timings.add(c, &super::judge(c, end_ns));
-            }
+            book.timings.add(c, end_ns);
             building.add(&mut book, &Seed::of(c, outcome, symptoms), index as u32);
         }
         book.timings.merge(digest.timings.clone());
@@ -327,7 +330,7 @@ impl Building {
         let members = book.by_server.entry(seed.server).or_default();
         let position = members.len();
         if let Some(p) = seed.probe {
-            book.scans.add(p.client, seed.server, p.first, seed.first_ns, seed.weight, p.open, p.refused, p.one_syn);
+            book.scans.add(&p, seed.server, seed.first_ns, seed.weight);
             self.probes.entry(seed.server).or_default().push((position, p.client));
         }
         if let Some(span) = seed.span {

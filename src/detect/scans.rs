@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::digest::Probe;
 use crate::flow::{Endpoint, FrameRef};
 
 /// A source that probed at least this many ports of one address is scanning it. A proxy talks
@@ -50,9 +51,9 @@ pub struct ScanBook {
 }
 
 impl ScanBook {
-    /// Counts `n` probes alike from `client` to `server`, the first seen at `first` (`time_ns`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn add(&mut self, client: IpAddr, server: Endpoint, first: FrameRef, time_ns: i64, n: u32, open: bool, refused: bool, one_syn: bool) {
+    /// Counts `n` probes alike to `server`, the first at `time_ns`.
+    pub fn add(&mut self, probe: &Probe, server: Endpoint, time_ns: i64, n: u32) {
+        let Probe { client, first, open, refused, one_syn } = *probe;
         let key = (client, server.ip);
         if !self.pairs.contains_key(&key) && self.pairs.len() >= MAX_PAIRS {
             self.untracked += u64::from(n);

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use crate::flow::{Connection, Side};
 
-use super::{outcome, schedule, syn_sends, intervals, Outcome};
+use super::{schedule, syn_sends, intervals, Outcome};
 
 const SECOND: i64 = 1_000_000_000;
 /// Width of the read give-up histogram's buckets.
@@ -73,14 +73,14 @@ pub struct GiveUps {
 }
 
 impl GiveUps {
-    /// Counts `c` (judged at `end_ns`) if it gave up: a read or a connect.
-    pub fn add(&mut self, c: &Connection, end_ns: i64) {
+    /// Counts `c`, judged `outcome`, if it gave up: a read or a connect.
+    pub fn add(&mut self, c: &Connection, outcome: Outcome) {
         if c.partial {
             return;
         }
         if let Some(delay) = read_give_up_ns(c) {
             self.add_read(delay);
-        } else if let Some(bounds) = connect_give_up_ns(c, end_ns) {
+        } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
             self.add_connect(bounds);
         }
     }
@@ -195,8 +195,9 @@ fn read_give_up_ns(c: &Connection) -> Option<i64> {
 }
 
 /// (lower, upper) bounds of the delay after the first SYN at which the client gave up.
-fn connect_give_up_ns(c: &Connection, end_ns: i64) -> Option<(i64, i64)> {
-    if c.handshake_completed() || outcome(c, end_ns) != Outcome::Abandoned {
+fn connect_give_up_ns(c: &Connection, outcome: Outcome) -> Option<(i64, i64)> {
+    // Without a retransmission log the SYN was sent once (`syn_sends` would make one send).
+    if c.handshake_completed() || outcome != Outcome::Abandoned || c.retransmits.is_none() {
         return None;
     }
     let sends = syn_sends(c);
