@@ -179,31 +179,41 @@ def every_finding() -> list:
 
 
 def test_finding_panels_are_what_rich_measures_at_every_width():
-    """LabelledRows gives the grid the column widths rich would measure: the same panels, in
-    colour, at widths from too narrow to wide; and at a terminal's usual widths it does skip
-    the measuring."""
+    """A finding's panel, its rows laid out by LabelledRows and its border by FindingPanel, is
+    what rich's Panel around a grid that measures every cell draws: in colour, in plain text
+    and in ASCII, at widths from too narrow to wide; and at a terminal's usual widths the
+    measuring is skipped."""
     import io
 
     from rich.console import Console
     from rich.panel import Panel
 
-    from pcapq.report.findings import LabelledRows, render_finding
+    from pcapq.report.findings import FindingPanel, render_finding
 
     found = every_finding()
     assert len(found) >= 10
+    class AsciiFile(io.StringIO):
+        # rich draws its boxes in ASCII for a file of this encoding.
+        encoding = "ascii"
+
+    consoles = [
+        (io.StringIO, dict(force_terminal=True, color_system="truecolor")),
+        (io.StringIO, dict(force_terminal=False, color_system=None)),
+        (AsciiFile, dict(force_terminal=True, color_system="standard")),
+    ]
     skipped = 0
     for width in (24, 30, 40, 50, 60, 72, 80, 100, 120, 160, 250):
         for f in found:
-            rows = render_finding(f, 1.0e9).renderable
-            assert isinstance(rows, LabelledRows)
-            measured = Panel(rows.grid(None, None), title=f.cause, expand=True)
-            given = Panel(rows, title=f.cause, expand=True)
-            out = []
-            for renderable in (measured, given):
-                console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system="truecolor", emoji=False)
-                console.print(renderable)
-                out.append(console.file.getvalue())
-            assert out[0] == out[1], (width, f.cause)
+            given = render_finding(f, 1.0e9)
+            assert isinstance(given, FindingPanel)
+            measured = Panel(given.rows.grid(None, None), title=given.title, title_align="left", expand=True)
+            for file, kind in consoles:
+                out = []
+                for renderable in (measured, given):
+                    console = Console(file=file(), width=width, emoji=False, **kind)
+                    console.print(renderable)
+                    out.append(console.file.getvalue())
+                assert out[0] == out[1], (width, f.cause, kind)
             console = Console(file=io.StringIO(), width=width)
-            skipped += rows.widths(console, console.options.update_width(width - 4)) != (None, None)
+            skipped += given.rows.widths(console, console.options.update_width(width - 4)) != (None, None)
     assert skipped >= len(found) * 3
