@@ -6,9 +6,8 @@
 //! once) → `analysis` (one run over the inputs) → `output` (JSON); `live` and `watch` read
 //! standard input as it arrives. Only `bindings` knows about Python.
 //!
-//! No unsafe code, with two exceptions: mapping a capture file into memory
-//! (`reader/mapped.rs`, one call, with its reason), and the cache prefetch hint of the sweep of
-//! finished flows (`flow/prefetch.rs`, x86-64 only).
+//! No unsafe code, with one exception: the cache prefetch hint of the sweep of finished flows
+//! (`flow/prefetch.rs`, x86-64 only).
 #![deny(unsafe_code)]
 
 pub mod analysis;

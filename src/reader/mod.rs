@@ -6,7 +6,6 @@
 
 mod ahead;
 mod error;
-mod mapped;
 pub mod notes;
 mod pcap;
 mod source;
@@ -87,8 +86,6 @@ type Stream = std::io::Chain<std::io::Cursor<Vec<u8>>, Box<dyn std::io::Read + S
 enum Records {
     /// Classic pcap: our own record loop.
     Pcap(pcap::PcapRecords<Stream>),
-    /// Classic pcap in a regular file: the same loop over a memory map.
-    Mapped(mapped::MappedRecords),
     /// pcapng: pcap-parser's streaming block reader.
     PcapNg(Box<dyn PcapReaderIterator + Send>),
 }
@@ -112,19 +109,7 @@ struct Section {
 
 impl CaptureReader {
     pub fn open(path: &str) -> Result<CaptureReader, ReadError> {
-        if let Some((file, len, head)) = source::open_mapped(path) {
-            return CaptureReader::of_mapped(path, file, len, &head);
-        }
         CaptureReader::of_source(path, source::open(path)?)
-    }
-
-    /// A classic pcap file read through a memory map; `head` is its file header.
-    fn of_mapped(path: &str, file: std::fs::File, len: u64, head: &[u8; PCAP_HEADER_LEN]) -> Result<CaptureReader, ReadError> {
-        let mut info = CaptureInfo { format: Some(Format::Pcap), ..CaptureInfo::default() };
-        let mut section = Section::default();
-        let big_endian = pcap_section(path, head, &mut info, &mut section)?;
-        let records = mapped::MappedRecords::new(mapped::MappedFile::new(file, len), big_endian, PCAP_HEADER_LEN as u64);
-        Ok(CaptureReader { path: path.to_string(), records: Some(Records::Mapped(records)), section, fault: StreamFault::default(), info })
     }
 
     /// A reader of a capture held in memory (tests, fuzzing); `name` names it in messages.
@@ -154,13 +139,12 @@ impl CaptureReader {
     pub fn for_each_packet(&mut self, on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
         match self.records.take() {
             Some(Records::Pcap(mut records)) => self.for_each_pcap_record(&mut records, on_packet),
-            Some(Records::Mapped(mut records)) => self.for_each_pcap_record(&mut records, on_packet),
             Some(Records::PcapNg(mut blocks)) => self.for_each_ng_block(blocks.as_mut(), on_packet),
             None => ReadStop::End,
         }
     }
 
-    fn for_each_pcap_record(&mut self, records: &mut impl pcap::RecordSource, mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+    fn for_each_pcap_record(&mut self, records: &mut pcap::PcapRecords<Stream>, mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
         let Some(iface) = self.section.interfaces.first().copied() else { return ReadStop::End };
         loop {
             let offset = records.offset();

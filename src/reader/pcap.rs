@@ -10,7 +10,11 @@ use std::io::{self, Read};
 use super::MAX_RECORD_LEN;
 
 pub const RECORD_HEADER_LEN: usize = 16;
-const BUFFER_LEN: usize = 1 << 20;
+/// Bytes read at once. A file is read with `read()` into this buffer: the kernel's copy
+/// streams the page cache into it, and the records are then parsed from the processor's
+/// cache. Small enough to stay there (256 KiB; 1 MiB and more measured slower), large enough
+/// that the calls are few (docs/performance.md: faster than a memory map of the file).
+const BUFFER_LEN: usize = 256 << 10;
 /// `ensure`'s error when reading failed (a real count of bytes left never gets this large).
 const READ_FAILED: usize = usize::MAX;
 
@@ -33,13 +37,6 @@ pub enum Stop {
     Oversized(u64),
     /// Reading failed.
     Io,
-}
-
-/// Where records come from: a stream (`PcapRecords`) or a mapped file (`mapped::MappedRecords`).
-pub trait RecordSource {
-    /// Byte offset of the next record in the file.
-    fn offset(&self) -> u64;
-    fn next_record(&mut self) -> Result<Record<'_>, Stop>;
 }
 
 /// The four fields of a record header (seconds, fraction, captured length, original length);
@@ -123,16 +120,6 @@ impl<R: Read> PcapRecords<R> {
             }
         }
         Ok(())
-    }
-}
-
-impl<R: Read> RecordSource for PcapRecords<R> {
-    fn offset(&self) -> u64 {
-        PcapRecords::offset(self)
-    }
-
-    fn next_record(&mut self) -> Result<Record<'_>, Stop> {
-        PcapRecords::next_record(self)
     }
 }
 

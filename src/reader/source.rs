@@ -112,25 +112,6 @@ pub fn open(path: &str) -> Result<Source, ReadError> {
     from_stream(path, raw)
 }
 
-/// A regular file that starts with a classic pcap file header, opened to be mapped: the file,
-/// its length and its 24-byte header. `None` for anything else (standard input, gzip, pcapng,
-/// a file that cannot be opened), which `open` reads as a stream and words the errors of.
-/// `PCAPQ_NO_MMAP` set in the environment turns mapping off.
-pub fn open_mapped(path: &str) -> Option<(File, u64, [u8; 24])> {
-    if path == "-" || std::env::var_os("PCAPQ_NO_MMAP").is_some() {
-        return None;
-    }
-    let mut file = File::open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let mut head = [0u8; 24];
-    file.read_exact(&mut head).ok()?;
-    let pcap = matches!(head[..4], [0xa1, 0xb2, 0xc3, 0xd4] | [0xd4, 0xc3, 0xb2, 0xa1] | [0xa1, 0xb2, 0x3c, 0x4d] | [0x4d, 0x3c, 0xb2, 0xa1]);
-    pcap.then_some((file, meta.len(), head))
-}
-
 /// Like `open`, on a stream already open; `name` names it in messages.
 pub fn from_stream(name: &str, raw: Box<dyn Read + Send>) -> Result<Source, ReadError> {
     let path = name;
