@@ -7,6 +7,7 @@
 //! an analysis that kept every record has them counted here at the end, by the same
 //! `count`. Either way the summary is computed in this one place.
 
+pub mod beside;
 pub mod tally;
 pub mod timeline;
 
@@ -15,12 +16,13 @@ pub use timeline::Timeline;
 
 use crate::detect::digest::{Digest, ExampleQuota};
 use crate::detect::timeouts::GiveUps;
-use crate::detect::{self, servers, servers::ServerBook};
+use crate::detect::{self, servers, servers::ServerBook, Outcome, Symptoms};
+use beside::{Beside, Books};
 use crate::flow::store::{Counted, Counter};
 use crate::flow::Connection;
 
 /// The counts of the connections finished so far.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Census {
     pub tally: Tally,
     /// Their servers' statistics (handshake and answer times, port spans, one-SYN probes).
@@ -34,6 +36,17 @@ pub struct Census {
     /// Which problem connections open an episode of their listener (kept whole for examples).
     #[serde(skip)]
     examples: ExampleQuota,
+    /// The thread that fills `servers`, `timeline` and `give_ups` while counting, if any
+    /// (`count_beside`).
+    #[serde(skip)]
+    beside: Option<Beside>,
+}
+
+/// Adds a connection counted for the first time to the books that count each connection once.
+fn add_to_books(servers: &mut ServerBook, timeline: &mut Timeline, give_ups: &mut GiveUps, conn: &Connection, outcome: Outcome, symptoms: Symptoms) {
+    servers.add(conn, outcome, symptoms);
+    timeline.add_connection(conn, outcome);
+    give_ups.add(conn, outcome);
 }
 
 impl Census {
@@ -45,6 +58,24 @@ impl Census {
             census.count(c, end_ns);
         }
         census
+    }
+
+    /// Before the first connection is counted: `servers`, `timeline` and `give_ups` are
+    /// filled on a thread of their own (`beside`) until `join_beside`. They stay on this
+    /// thread if no thread can be started.
+    pub fn count_beside(&mut self) {
+        if self.beside.is_none() && self.tally.connections == 0 {
+            self.beside = Beside::start();
+        }
+    }
+
+    /// Waits for the thread of `count_beside` to add every connection handed over, and takes
+    /// its books: this census's stayed empty while it ran.
+    pub fn join_beside(&mut self) {
+        if let Some(beside) = self.beside.take() {
+            let Books { servers, timeline, give_ups } = beside.join();
+            (self.servers, self.timeline, self.give_ups) = (servers, timeline, give_ups);
+        }
     }
 
     /// Adds the counts of another run (a merge of two analyses).
@@ -66,9 +97,10 @@ impl Counter for Census {
         let first_count = tally::counted_outcome(conn.tallied).is_none();
         let marks = self.tally.count_as(conn, outcome, symptoms);
         if first_count {
-            self.servers.add(conn, outcome, symptoms);
-            self.timeline.add_connection(conn, outcome);
-            self.give_ups.add(conn, outcome);
+            match &mut self.beside {
+                Some(beside) => beside.add(conn, outcome, symptoms),
+                None => add_to_books(&mut self.servers, &mut self.timeline, &mut self.give_ups, conn, outcome, symptoms),
+            }
         }
         // A revived record is judged only by its outcome (a late RST can change it).
         let outcome_now = tally::counted_outcome(marks).unwrap_or(outcome);
