@@ -839,22 +839,23 @@ mod tests {
     // --- two threads and three ---
 
     /// The shipped captures read on one thread and on two (the census's books on a third):
-    /// the same analysis, byte for byte, whether every record is kept or none is.
+    /// the same analysis, byte for byte, whether every record is kept or only those with a
+    /// problem, with their events or without.
     #[test]
     fn test_threads_change_nothing() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("captures");
         let mut paths: Vec<String> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).map(|e| e.path().display().to_string()).filter(|p| p.ends_with(".pcap")).collect();
         paths.sort();
         assert!(paths.len() >= 10, "{paths:?}");
-        for keep_connections in [false, true] {
-            let options = AnalyzeOptions { tracker: TrackerOptions { keep_events: keep_connections, keep_connections, ..Default::default() } };
+        for (keep_connections, keep_events) in [(false, false), (false, true), (true, true)] {
+            let options = AnalyzeOptions { tracker: TrackerOptions { keep_events, keep_connections, ..Default::default() } };
             for path in &paths {
                 let run = |two_threads: bool| {
                     let reader = CaptureReader::open(path).map(|r| (path.clone(), r));
                     let a = analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, two_threads, None, None).unwrap();
                     a.to_bytes().unwrap()
                 };
-                assert!(run(false) == run(true), "{path} (keep_connections {keep_connections})");
+                assert!(run(false) == run(true), "{path} (keep_connections {keep_connections}, keep_events {keep_events})");
             }
         }
     }

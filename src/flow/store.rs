@@ -15,7 +15,7 @@ use super::spill::Spill;
 /// which judges it with `detect`'s verdicts. A trait, so that `flow` does not depend on them.
 pub trait Counter: Default {
     /// Counts `conn`, in a capture read up to `end_ns`, beyond what was counted for it before
-    /// (`conn.tallied`).
+    /// (`conn.tallied`). The store hands the record over without its events.
     fn count(&mut self, conn: &Connection, end_ns: i64) -> Counted;
 
     /// Keeps what the findings read of `conn`, a problem connection whose record is not kept.
@@ -311,12 +311,16 @@ impl<C: Counter> ConnectionStore<C> {
     /// Hands the record in `slot` to the census, and keeps it if it had a problem. The one
     /// place where a finished connection leaves the tracker.
     fn count(&mut self, slot: usize, end_ns: i64) -> Marks {
-        let conn = &self.slots[slot];
         // The writers of every connection (JSON, Parquet) read it back from the spill.
         if let Some(spill) = &mut self.spill {
-            spill.put(conn);
+            spill.put(&self.slots[slot]);
         }
-        let Counted { mut marks, problem, example } = self.census.count(conn, end_ns);
+        // Counted without its events, which the census does not read: its books may take a
+        // copy of the record to another thread (`census::beside`).
+        let events = std::mem::take(&mut self.slots[slot].events);
+        let Counted { mut marks, problem, example } = self.census.count(&self.slots[slot], end_ns);
+        self.slots[slot].events = events;
+        let conn = &self.slots[slot];
         if problem && !marks.is_kept() {
             let kept = self.with_problems.len();
             if kept < self.max_kept || (example && kept < self.max_kept + self.room_for_examples()) {
