@@ -233,7 +233,8 @@ def test_streamed_json_is_the_document_of_every_connection_kept(name: str, tmp_p
 @pytest.mark.parametrize("fmt", ["json", "parquet"])
 def test_standard_input_streams_as_a_file_does(fmt: str, tmp_path: Path) -> None:
     """`pcapq analyze -` hands its connections to a temporary file as a file's analysis does:
-    the same document (but the capture's name), and no more memory than the file's run. 300,000
+    the same document (but the capture's name), and no more memory than the file's run but
+    the 4 MiB of chunks standard input may have on their way (src/live.rs: 64 of 64 KiB). 300,000
     packets of bench/generate.py hold about 26,000 connections: kept in memory with their
     events, the piped run peaked 16 MiB above the file's."""
     if not os.access(GNU_TIME, os.X_OK):
@@ -257,7 +258,7 @@ def test_standard_input_streams_as_a_file_does(fmt: str, tmp_path: Path) -> None
             for row in outputs[name]:
                 row.pop("capture_point"), row.pop("first_file")
     assert outputs["stdin"] == outputs["file"]
-    assert peaks["stdin"] < peaks["file"] + 4096, peaks
+    assert peaks["stdin"] < peaks["file"] + 4096 + 4096, peaks
 
 
 def test_spilled_analysis_revives_a_whole_record_for_a_late_packet(tmp_path: Path) -> None:
