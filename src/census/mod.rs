@@ -5,7 +5,8 @@
 //! the connection leaves the hot table (`flow::store::ConnectionStore::retire`, through the
 //! `flow::store::Counter` trait, so that `flow` does not depend on the verdicts in `detect`);
 //! an analysis that kept every record has them counted here at the end, by the same
-//! `count`. Either way the summary is computed in this one place.
+//! `count`. Either way the summary is computed in this one place. When a capture is read on two
+//! threads, the books that need nothing back are filled on a third (`beside`).
 
 pub mod beside;
 pub mod tally;
