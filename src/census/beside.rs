@@ -18,7 +18,7 @@ use crate::detect::timeouts::GiveUps;
 use crate::detect::{Outcome, Symptoms};
 use crate::flow::Connection;
 
-/// Connections handed over at once: few hand-overs, and about 200 KiB on their way.
+/// Connections handed over at once: few hand-overs, about 200 KiB a batch.
 const BATCH_LEN: usize = 512;
 /// Batches on their way at once; the tracking thread waits when the books fall this far behind.
 const BATCHES_IN_FLIGHT: usize = 4;

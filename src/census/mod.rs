@@ -18,9 +18,9 @@ pub use timeline::Timeline;
 use crate::detect::digest::{Digest, ExampleQuota};
 use crate::detect::timeouts::GiveUps;
 use crate::detect::{self, servers, servers::ServerBook, Outcome, Symptoms};
-use beside::{Beside, Books};
 use crate::flow::store::{Counted, Counter};
 use crate::flow::Connection;
+use beside::{Beside, Books};
 
 /// The counts of the connections finished so far.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
