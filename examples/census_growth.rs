@@ -1,7 +1,7 @@
 //! What the core holds as a capture is read, every N packets: resident memory (anonymous and
-//! file-backed), flows in the
-//! hot table, tombstones, and the census's parts by their serialised size (what grows with the
-//! capture and what stops at its cap). `-` reads standard input.
+//! file-backed), flows in the hot table, tombstones, and the census's parts by their
+//! serialised size (what grows with the capture and what stops at its cap). `-` reads
+//! standard input.
 //! `bench/generate.py --packets 50000000 --out - | cargo run --release --example census_growth -- - 5000000`
 use _core::census::Census;
 use _core::decode::decode;

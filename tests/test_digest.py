@@ -38,7 +38,6 @@ def test_findings_count_every_problem_connection_however_few_records_are_kept(na
         assert _findings(analysis) == every, f"{kept} records kept"
 
 
-
 @pytest.mark.parametrize("name", ["client_timeout_rst", "nginx_php_fpm", "nginx_php_fpm_max_requests", "nginx_php_fpm_slow"])
 def test_proxy_timeouts_count_every_give_up_however_few_records_are_kept(name):
     # The give-ups are counted in the census as connections finish, not read from the records.
@@ -47,6 +46,7 @@ def test_proxy_timeouts_count_every_give_up_however_few_records_are_kept(name):
     assert every and all(t["gave_up"] >= 2 for t in every.values())
     for kept in (0, 1):
         assert _folded([path], max_kept_problems=kept).proxy_timeouts() == every, f"{kept} records kept"
+
 
 def test_examples_come_from_the_records_kept_and_the_warning_says_so():
     path = str(CAPTURES / "accept_queue_overflow.pcap")

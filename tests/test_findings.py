@@ -97,7 +97,6 @@ def test_json_report_carries_findings_and_capture_point(tmp_path):
     assert doc["summary"]["outcomes"]["refused"] == 5
 
 
-
 @pytest.mark.parametrize("first", ["client", "server"])
 def test_port_exhaustion_counts_time_wait_only_where_the_proxy_closed_first(tmp_path, first):
     """26,000 complete connections from one address within 52 s: closed by the proxy first, their
@@ -144,6 +143,7 @@ def test_a_syn_flood_from_one_address_holds_no_ports(tmp_path):
     syn_flood(path, 60_000, sources=1, seconds=20.0)
     causes = {f.cause for f in findings_at(path)}
     assert "syn_flood" in causes and "port_exhaustion" not in causes
+
 
 def findings_at(path) -> list:
     return diagnose(pcapq.analyze([str(path)], keep_connections=False, keep_events=False)).findings
@@ -192,6 +192,7 @@ def test_finding_panels_are_what_rich_measures_at_every_width():
 
     found = every_finding()
     assert len(found) >= 10
+
     class AsciiFile(io.StringIO):
         # rich draws its boxes in ASCII for a file of this encoding.
         encoding = "ascii"
@@ -206,7 +207,7 @@ def test_finding_panels_are_what_rich_measures_at_every_width():
         for f in found:
             given = render_finding(f, 1.0e9)
             assert isinstance(given, FindingPanel)
-            measured = Panel(given.rows.grid(None, None), title=given.title, title_align="left", expand=True)
+            measured = Panel(given.rows.grid(), title=given.title, title_align="left", expand=True)
             for file, kind in consoles:
                 out = []
                 for renderable in (measured, given):

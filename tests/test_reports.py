@@ -211,7 +211,6 @@ def test_html_bounds_table_and_ladders_and_says_so():
     assert len(data["rows"]) == 3 and data["ladders"] == [t.id for t in report.ladders]
 
 
-
 def test_html_table_note_says_when_the_records_kept_bound_it():
     # Two problem connections kept whole of six: the table is bounded by the records, not its rows.
     analysis = pcapq.analyze([str(ACCEPT)], keep_connections=False, keep_events=False, max_kept_problems=2)
@@ -219,6 +218,7 @@ def test_html_table_note_says_when_the_records_kept_bound_it():
     assert len(report.table) == 2
     assert "the table lists the 2 with a problem (the worst 2 of 6, among those kept whole" in report.table_note
     assert "rows are embedded" not in report.table_note
+
 
 def test_markdown_timeline_of_one_connection():
     proc = run_pcapq("timeline", "--conn", "10.231.1.1:52206", "--format", "markdown", str(ACCEPT))

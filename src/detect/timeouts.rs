@@ -109,12 +109,18 @@ impl GiveUps {
         if from > to {
             return;
         }
+        let counts = self.connect_counts();
+        for s in from.max(1)..=to {
+            counts[s as usize] += 1;
+        }
+    }
+
+    /// The counts per second of connect give-ups, made at the first.
+    fn connect_counts(&mut self) -> &mut Vec<u64> {
         if self.connect_at.is_empty() {
             self.connect_at = vec![0; MAX_CONNECT_S as usize + 1];
         }
-        for s in from.max(1)..=to {
-            self.connect_at[s as usize] += 1;
-        }
+        &mut self.connect_at
     }
 
     /// Adds another run's give-ups (a merge).
@@ -124,10 +130,7 @@ impl GiveUps {
         }
         self.read_gave_up += other.read_gave_up;
         if !other.connect_at.is_empty() {
-            if self.connect_at.is_empty() {
-                self.connect_at = vec![0; MAX_CONNECT_S as usize + 1];
-            }
-            for (mine, theirs) in self.connect_at.iter_mut().zip(&other.connect_at) {
+            for (mine, theirs) in self.connect_counts().iter_mut().zip(&other.connect_at) {
                 *mine += theirs;
             }
         }

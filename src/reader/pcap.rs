@@ -7,15 +7,9 @@
 
 use std::io::{self, Read};
 
-use super::MAX_RECORD_LEN;
+use super::{BUFFER_LEN, MAX_RECORD_LEN};
 
 pub const RECORD_HEADER_LEN: usize = 16;
-/// Bytes read at once. A file is read with `read()` into this buffer: the kernel's copy
-/// streams the page cache into it, and the records are then parsed from the processor's
-/// cache. Small enough to stay there (128 and 256 KiB measured best, 512 KiB to 2 MiB slower
-/// at the median), large enough that the calls are few (docs/performance.md: faster than a
-/// memory map of the file).
-const BUFFER_LEN: usize = 256 << 10;
 /// `ensure`'s error when reading failed (a real count of bytes left never gets this large).
 const READ_FAILED: usize = usize::MAX;
 

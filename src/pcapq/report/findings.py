@@ -23,17 +23,17 @@ def finding_title(f: Finding) -> str:
 
 
 class LabelledRows:
-    """A finding's rows as a grid: the labels in bold, the texts beside them, wrapped.
+    """A finding's rows: the labels in bold, the texts beside them, wrapped, as a grid lays them
+    out.
 
     To size a grid's columns rich measures every cell: the longest line and the longest word of
     each text, about a quarter of the time the findings take to render (docs/performance.md).
     Where a text runs past the width left to it, the sizes rich arrives at are known: the
     labels' width (their longest line, which is what rich measures), and the rest for the
-    texts. The grid is given those, and measures nothing more. A narrow console, or texts that
-    all fit, keep rich's measuring. With the widths known, the rows are laid out here as the
-    grid would lay them out, cell by cell with rich's own wrapping and padding, without the
-    grid's and its cells' layers of rendering (about half the time the findings take). The
-    output is the same either way (tests/test_findings.py renders both at many widths).
+    texts (`widths`). With those, the rows are laid out here as the grid would lay them out,
+    cell by cell with rich's own wrapping and padding, without the grid's and its cells' layers
+    of rendering (`lines`). A narrow console, or texts that all fit, get rich's grid (`grid`).
+    The output is the same either way (tests/test_findings.py renders both at many widths).
     """
 
     # Table.grid(padding=(0, 2)): two columns apart; nothing before the first or after the last.
@@ -41,16 +41,6 @@ class LabelledRows:
 
     def __init__(self, rows: list[tuple[str, Text]]) -> None:
         self.rows = rows
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        label_width, text_width = self.widths(console, options)
-        if label_width is None or text_width is None:
-            yield self.grid(None, None)
-            return
-        new_line = Segment.line()
-        for line in self.lines(console, options, label_width, text_width):
-            yield from line
-            yield new_line
 
     def widths(self, console: Console, options: ConsoleOptions) -> tuple[int | None, int | None]:
         """The columns' widths rich would give them, or (None, None) for rich to measure."""
@@ -81,10 +71,11 @@ class LabelledRows:
                 out.append((labels[i] if i < len(labels) else label_blank) + (texts[i] if i < len(texts) else text_blank))
         return out
 
-    def grid(self, label_width: int | None, text_width: int | None) -> Table:
+    def grid(self) -> Table:
+        """The rows as rich's grid, which measures every cell."""
         grid = Table.grid(padding=(0, self.GAP))
-        grid.add_column(style="bold", width=label_width)
-        grid.add_column(width=text_width)
+        grid.add_column(style="bold")
+        grid.add_column()
         for label, text in self.rows:
             grid.add_row(label, text)
         return grid
@@ -96,8 +87,8 @@ def widest_line(text: Text) -> int:
 
 
 class FindingPanel:
-    """A finding as a panel: `Panel(rows, title=title, title_align="left", expand=True)`, with
-    the border drawn here around the rows' lines when `LabelledRows` lays them out itself,
+    """A finding as a panel: `Panel(rows.grid(), title=title, title_align="left", expand=True)`,
+    with the border drawn here around the rows' lines when `LabelledRows` lays them out itself,
     instead of through the panel's and its padding's layers of rendering. The top and bottom
     lines are rich's own, from the panel with nothing in it."""
 
@@ -113,7 +104,7 @@ class FindingPanel:
         inner = options.update_width(options.max_width - 4)
         label_width, text_width = self.rows.widths(console, inner)
         if label_width is None or text_width is None:
-            yield self.panel(self.rows)
+            yield self.panel(self.rows.grid())
             return
         empty = self.panel("")
         top, _, bottom = console.render_lines(empty, options, new_lines=True)
