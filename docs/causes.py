@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the table of causes in docs/diagnosis.md from the registry (src/pcapq/causes/): the
-block between `<!-- causes -->` and `<!-- /causes -->`.
+"""Writes the table of causes and the table of their materiality in docs/diagnosis.md from the
+registry (src/pcapq/causes/): the blocks between `<!-- causes -->` and `<!-- /causes -->`, and
+between `<!-- materiality -->` and `<!-- /materiality -->`.
 
     python3 docs/causes.py           # rewrite the table
     python3 docs/causes.py --check   # exit 1 if it is out of date (tests/test_causes_doc.py)
@@ -15,7 +16,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "diagnosis.md"
-BLOCK = re.compile(r"(<!-- causes -->\n)(.*?)(<!-- /causes -->)", re.DOTALL)
+
+
+def block(name: str) -> re.Pattern:
+    return re.compile(rf"(<!-- {name} -->\n)(.*?)(<!-- /{name} -->)", re.DOTALL)
 
 
 def cell(text: str) -> str:
@@ -42,19 +46,31 @@ def table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def materiality_table() -> str:
+    from pcapq.causes.registry import CAUSES
+
+    rows = ["| cause | a panel when | why |", "|---|---|---|"]
+    for c in CAUSES.values():
+        rows.append(f"| `{c.slug}` | {cell(c.materiality.words())} | {cell(c.materiality.reason)} |")
+    return "\n".join(rows) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     text = DOC.read_text()
-    match = BLOCK.search(text)
-    if not match:
-        print("docs/diagnosis.md has no <!-- causes --> block", file=sys.stderr)
-        return 1
-    new = text[: match.start(2)] + table() + text[match.end(2):]
+    new = text
+    for name, make in (("causes", table), ("materiality", materiality_table)):
+        match = block(name).search(new)
+        if not match:
+            print(f"docs/diagnosis.md has no <!-- {name} --> block", file=sys.stderr)
+            return 1
+        new = new[: match.start(2)] + make() + new[match.end(2):]
     if args.check:
         if new != text:
-            print("docs/diagnosis.md: the table of causes is out of date; run python3 docs/causes.py", file=sys.stderr)
+            print("docs/diagnosis.md: the table of causes or of materiality is out of date; run python3 docs/causes.py",
+                  file=sys.stderr)
             return 1
         return 0
     DOC.write_text(new)

@@ -150,7 +150,7 @@ class Wire:
         result = Result(self, analysis, diagnose(analysis))
         # The findings must not depend on the records being kept.
         lean = diagnose(pcapq.analyze([str(path)], keep_connections=False, keep_events=False))
-        assert [f.to_json() for f in lean.findings] == [f.to_json() for f in result.diagnosis.findings]
+        assert [f.to_json() for f in lean.every_finding()] == [f.to_json() for f in result.diagnosis.every_finding()]
         assert lean.capture_point == result.diagnosis.capture_point
         return result
 

@@ -50,6 +50,8 @@ def test_every_cause_is_registered_once_with_its_words():
     assert len(SLUGS) == len(MODULES) == len(set(SLUGS))
     for slug, cause in CAUSES.items():
         assert cause.slug == slug and cause.title and cause.phrase and cause.advice and cause.evidence
+        # When a finding earns a panel, and why (tests/test_materiality.py checks the thresholds).
+        assert cause.materiality.words() and cause.materiality.reason
         assert cause.scope in ("capture", "episode", "server", "evidence")
     precedences = [c.precedence for c in CAUSES.values()]
     assert precedences == sorted(precedences) and len(set(precedences)) == len(precedences)

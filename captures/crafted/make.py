@@ -636,13 +636,42 @@ def mtu_black_hole_icmp_ignored(packets: list[Captured]) -> None:
     c.ack("server", 2.0012)
 
 
+def minor_observations(packets: list[Captured]) -> None:
+    """Eight healthy exchanges with 10.0.0.2:9000, 10 ms apart; in the fifth the response's
+    500-byte tail is lost once and re-sent on the RTO (200 ms); and one stray connect to port 9001,
+    where nothing listens, refused. Two findings, each too small to matter beside the rest
+    (docs/diagnosis.md, "Materiality"): both minor observations, exit code 0."""
+    mss = 1448
+    for i in range(8):
+        c = conversation(packets, 40000 + i, 1000 + 100_000 * i, 5000 + 100_000 * i)
+        t = 0.010 * i
+        c.handshake(t)
+        if i != 4:
+            exchange(c, t + 0.0003)
+            continue
+        c.send("client", t + 0.0003, REQUEST)
+        c.ack("server", t + 0.0004)
+        c.send("server", t + 0.001, mss, flags="A")
+        c.send("server", t + 0.0011, 500)
+        c.segment("client", t + 0.0012, "A", ack=5001 + 100_000 * i + mss, advance=False)  # the tail was lost
+        c.resend("server", t + 0.0011 + 0.2)
+        c.ack("client", t + 0.2012)
+        c.fin("server", t + 0.2013)
+        c.fin("client", t + 0.2014)
+        c.ack("server", t + 0.2015)
+    stray = Conversation(client=(CLIENT, 40100), server=(SERVER[0], 9001), client_isn=900_000, server_isn=0,
+                         packets=packets)
+    stray.syn(0.085)
+    stray.segment("server", 0.08502, "RA", seq=0, ack=900_001, advance=False)
+
+
 SCENARIOS: dict[str, Callable[[list[Captured]], None]] = {
     f.__name__: f
     for f in (healthy, syn_queue_overflow, accept_queue_overflow, abort_on_overflow, client_timeout_rst,
               closed_port, packet_loss, nginx_php_fpm, time_wait_reuse, legacy_initial_rto,
               vlan_trunk_copies, duplicate_frames, duplicate_frames_retransmission, windows_syn_after_rst,
               dead_host, answered_then_closed, capture_mid_overflow, windows_syn_after_icmp, icmp_quotes,
-              icmpv6_no_route, icmp_in_vlan, pmtu_discovery, mtu_black_hole_icmp_ignored)
+              icmpv6_no_route, icmp_in_vlan, pmtu_discovery, mtu_black_hole_icmp_ignored, minor_observations)
 }
 
 

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::{epoch, lean_connection, Analysis, LeanShapes};
+use crate::detect::checks::{Check, Checks};
 use crate::detect::episodes::{self, Book, Filter};
 use crate::flow::Endpoint;
 
@@ -204,6 +205,8 @@ pub struct Selection {
     first_ns: Option<i64>,
     last_ns: Option<i64>,
     earliest_ack_ns: Option<i64>,
+    /// Per check (`checks::Check::ALL`), the connections in which it held and failed.
+    checks: Vec<(u64, u64)>,
 }
 
 impl Selection {
@@ -217,14 +220,37 @@ impl Selection {
             first_ns: members.iter().map(|m| m.first_ns).min(),
             last_ns: members.iter().map(|m| m.last_ns).max(),
             earliest_ack_ns: members.iter().filter_map(|m| m.ack_ns).min(),
+            checks: tally_checks(&members),
             ids,
             positions,
         }
     }
 }
 
+/// Per check, the connections (by weight) in which it held and in which it failed.
+fn tally_checks(members: &[&episodes::Member]) -> Vec<(u64, u64)> {
+    let mut out = vec![(0, 0); Check::ALL.len()];
+    for m in members {
+        let checks = Checks::from_bits(m.checks);
+        for (i, &check) in Check::ALL.iter().enumerate() {
+            if let Some(tally) = out.get_mut(i) {
+                tally.0 += u64::from(m.weight) * u64::from(checks.held(check));
+                tally.1 += u64::from(m.weight) * u64::from(checks.failed(check));
+            }
+        }
+    }
+    out
+}
+
 #[pymethods]
 impl Selection {
+    /// Per check the capture could test on these connections (`VOCABULARY["checks"]`): in
+    /// how many it held and in how many it failed.
+    #[getter]
+    fn checks(&self) -> std::collections::BTreeMap<&'static str, (u64, u64)> {
+        Check::ALL.iter().zip(&self.checks).filter(|(_, &(h, f))| h + f > 0).map(|(c, &t)| (c.slug(), t)).collect()
+    }
+
     /// Its connections (as many as `ids` unless the capture had more problem connections than
     /// records kept: see `Analysis.warnings`).
     fn __len__(&self) -> usize {

@@ -173,7 +173,7 @@ impl Analysis {
 
     /// One dict per server endpoint: connections, outcomes, symptoms, first_time, last_time,
     /// answered (connections the server sent data on), one_syn (connections that were one
-    /// client SYN and nothing more), and the median handshake gaps at the
+    /// client SYN and nothing more), packets and data_retransmits (both ways), and the median handshake gaps at the
     /// capture point (syn_to_synack, synack_to_ack, seconds; None without clean handshakes);
     /// binned_through: None, or the epoch second up to which its waits and answers are counted
     /// per second (a capture with more than `servers::EXACT_MOMENTS` of them), so `waiting_at`
@@ -201,6 +201,8 @@ impl Analysis {
             d.set_item("answered", s.answered.total(detect::moments::Kind::Begins))?;
             d.set_item("binned_through", s.binned_through())?;
             d.set_item("one_syn", s.one_syn)?;
+            d.set_item("packets", s.packets)?;
+            d.set_item("data_retransmits", s.data_retransmits)?;
             d.set_item("syn_to_synack", s.median_syn_to_synack_ns().map(|n| n as f64 / 1e9))?;
             d.set_item("synack_to_ack", s.median_synack_to_ack_ns().map(|n| n as f64 / 1e9))?;
             list.append(d)?;
@@ -903,6 +905,19 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("icmp_kinds", crate::decode::icmp::IcmpKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
     d.set_item("live_signs", crate::watch::SIGNS.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
     d.set_item("episode_events", crate::watch::EpisodeEventKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
+    let checks = detect::checks::Check::ALL;
+    d.set_item("checks", checks.iter().map(|c| c.slug()).collect::<Vec<_>>())?;
+    let texts = PyDict::new(py);
+    for c in checks {
+        let (held, failed) = c.sentences();
+        let t = PyDict::new(py);
+        t.set_item("cites", c.cites())?;
+        t.set_item("held", held)?;
+        t.set_item("failed", failed)?;
+        t.set_item("competes", c.vetoes())?;
+        texts.set_item(c.slug(), t)?;
+    }
+    d.set_item("check_texts", texts)?;
     Ok(d)
 }
 

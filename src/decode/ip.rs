@@ -31,6 +31,8 @@ pub struct IpHeader {
     pub payload_len: u32,
     /// IPv4 Identification (RFC 791 §3.1); 0 for IPv6, which has none outside fragments.
     pub id: u16,
+    /// IPv4 Time to Live or IPv6 Hop Limit, as captured (RFC 791 §3.1, RFC 8200 §3).
+    pub ttl: u8,
 }
 
 pub fn ipv4(packet: &[u8]) -> Result<IpHeader, Skip> {
@@ -57,6 +59,7 @@ pub fn ipv4(packet: &[u8]) -> Result<IpHeader, Skip> {
         header_len,
         payload_len: payload_len as u32,
         id: u16::from_be_bytes([h[4], h[5]]),
+        ttl: h[8],
     })
 }
 
@@ -66,6 +69,7 @@ pub fn ipv6(packet: &[u8]) -> Result<IpHeader, Skip> {
         return Err(Skip::MalformedIp);
     }
     let payload_field = usize::from(be16(packet, 4).ok_or(Skip::IpHeaderCut)?);
+    let ttl = u8_at(packet, 7).ok_or(Skip::IpHeaderCut)?;
     let mut next = u8_at(packet, 6).ok_or(Skip::IpHeaderCut)?;
     let src = Ipv6Addr::from(array::<16>(packet, 8).ok_or(Skip::IpHeaderCut)?);
     let dst = Ipv6Addr::from(array::<16>(packet, 24).ok_or(Skip::IpHeaderCut)?);
@@ -95,7 +99,7 @@ pub fn ipv6(packet: &[u8]) -> Result<IpHeader, Skip> {
             }
             protocol => {
                 let payload_len = (payload_total + 40).checked_sub(at).ok_or(Skip::MalformedIp)?;
-                return Ok(IpHeader { src: src.into(), dst: dst.into(), protocol, header_len: at, payload_len: payload_len as u32, id: 0 });
+                return Ok(IpHeader { src: src.into(), dst: dst.into(), protocol, header_len: at, payload_len: payload_len as u32, id: 0, ttl });
             }
         }
     }

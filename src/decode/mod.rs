@@ -35,6 +35,10 @@ pub struct Segment {
     pub checksum: u16,
     /// The frame's 802.1Q/802.1ad VLAN IDs (`link::vlan_ids`); 0 untagged.
     pub vlan: u32,
+    /// IPv4 TTL or IPv6 Hop Limit: one sender on one path keeps it (a middlebox answering for
+    /// the server shows another).
+    #[serde(default)]
+    pub ttl: u8,
 }
 
 impl Segment {
@@ -131,6 +135,7 @@ pub fn decode(linktype: u32, frame: &[u8]) -> Result<Segment, Skip> {
         ip_id: ip.id,
         checksum: tcp.checksum,
         vlan: link::vlan_ids_before(linktype, frame, at),
+        ttl: ip.ttl,
     })
 }
 

@@ -57,6 +57,9 @@ pub struct Seed {
     /// The client's handshake ACK (the earliest, once merged).
     pub ack_ns: Option<i64>,
     pub weight: u32,
+    /// Its checks (`checks::Checks::bits`): only alike seeds with the same are merged.
+    #[serde(default)]
+    pub checks: u32,
 }
 
 fn outcome_bit(o: Outcome) -> u64 {
@@ -110,6 +113,7 @@ impl Seed {
             probe,
             ack_ns: c.handshake_ack_time_ns.get(),
             weight: 1,
+            checks: super::checks::of(c).bits(),
         }
     }
 
@@ -282,7 +286,7 @@ impl Digest {
         let sources = !self.probe_sources_merged;
         let key = |s: &Seed| {
             let probe = s.probe.map(|p| (sources.then_some(p.client), p.open, p.refused, p.one_syn));
-            (s.server, s.marks, probe, s.first_ns.div_euclid(within))
+            (s.server, s.marks, s.checks, probe, s.first_ns.div_euclid(within))
         };
         self.seeds.sort_unstable_by_key(|s| (key(s), s.first_ns, s.id));
         self.seeds.dedup_by(|later, kept| {
@@ -314,6 +318,7 @@ mod tests {
             probe: None,
             ack_ns: Some(at_ns + 1),
             weight: 1,
+            checks: 0,
         }
     }
 

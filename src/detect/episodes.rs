@@ -48,6 +48,8 @@ pub struct Member {
     pub ack_ns: Option<i64>,
     /// Connections it stands for: 1, more for a merged seed of the digest.
     pub weight: u32,
+    /// Which checks held and failed (`checks::Checks::bits`).
+    pub checks: u32,
     /// Claimed by a rule that explains it: later rules leave it alone unless they ask for it.
     pub claimed: bool,
 }
@@ -348,6 +350,7 @@ impl Building {
             marks,
             ack_ns: seed.ack_ns,
             weight: seed.weight,
+            checks: seed.checks,
             claimed: false,
         });
     }
@@ -430,6 +433,7 @@ mod tests {
             probe: None,
             ack_ns: Some(at * S + 1),
             weight,
+            checks: 0,
         };
         let mut digest = Digest::default();
         // A queue-full sign at 10 s, a re-sent SYN beside it (5 alike merged), one far later.
@@ -461,7 +465,7 @@ mod tests {
 
     #[test]
     fn test_filter_skips_claimed_members_unless_asked() {
-        let m = Member { index: 0, id: 0, first_ns: 0, last_ns: 0, marks: fact_bit(Fact::HalfOpen), ack_ns: None, weight: 1, claimed: true };
+        let m = Member { index: 0, id: 0, first_ns: 0, last_ns: 0, marks: fact_bit(Fact::HalfOpen), ack_ns: None, weight: 1, checks: 0, claimed: true };
         let f = Filter { all: fact_bit(Fact::HalfOpen), ..Filter::default() };
         assert!(!f.matches(&m));
         assert!(Filter { claimed: true, ..f }.matches(&m));

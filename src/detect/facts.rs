@@ -79,10 +79,14 @@ pub enum Fact {
     /// The server had sent data before the client's last request, which it left unanswered: an
     /// earlier request on the connection was answered (a kept-alive connection).
     AnsweredBefore,
+    /// The server sent its SYN-ACK again by its timer after the client's handshake ACK: the
+    /// sign whose explanations `detect::checks` weighs (a full accept queue when none of its
+    /// competitors' checks failed: `final_ack_dropped`).
+    SynackAfterAck,
 }
 
 impl Fact {
-    pub const ALL: [Fact; 25] = [
+    pub const ALL: [Fact; 26] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -108,6 +112,7 @@ impl Fact {
         Fact::PmtuDiscovered,
         Fact::RequestAfterServerClose,
         Fact::AnsweredBefore,
+        Fact::SynackAfterAck,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -137,6 +142,7 @@ impl Fact {
             Fact::PmtuDiscovered => "pmtu_discovered",
             Fact::RequestAfterServerClose => "request_after_close",
             Fact::AnsweredBefore => "answered_before",
+            Fact::SynackAfterAck => "synack_after_ack",
         }
     }
 
@@ -211,6 +217,9 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
         if request_after_server_close(c) {
             f.insert(Fact::RequestAfterServerClose);
         }
+    }
+    if !super::checks::synacks_after_ack(c).is_empty() {
+        f.insert(Fact::SynackAfterAck);
     }
     if c.synack_count == 0 && matches!(outcome, Outcome::TimedOut | Outcome::Abandoned) {
         f.insert(Fact::NeverConnected);

@@ -2,6 +2,7 @@
 //! symptoms), and each retransmission series timed against the kernel's schedule. The rules
 //! are in docs/diagnosis.md; they read only the connection's record.
 
+pub mod checks;
 pub mod digest;
 pub mod episodes;
 pub mod facts;
@@ -309,11 +310,13 @@ fn symptoms(c: &Connection) -> Symptoms {
         s.insert(Symptom::TfoFallback);
     }
     if let Some(log) = &c.retransmits {
-        let acked_at = c.handshake_ack_time_ns.get();
-        let after_ack: Vec<&Send> =
-            log.synack.iter().skip(1).filter(|send| !send.triggered && acked_at.is_some_and(|t| send.time_ns > t)).collect();
-        if !after_ack.is_empty() {
-            s.insert(if defer_accept_suspected(c, &log.synack, &after_ack) { Symptom::DeferAcceptSuspected } else { Symptom::FinalAckDropped });
+        // A SYN-ACK re-sent after the client's ACK: the ACK was dropped, unless a competing
+        // explanation's check says otherwise (detect::checks).
+        let weighed = checks::of(c);
+        if weighed.failed(checks::Check::NotDeferAccept) {
+            s.insert(Symptom::DeferAcceptSuspected);
+        } else if !weighed.is_empty() && !weighed.explained_otherwise() {
+            s.insert(Symptom::FinalAckDropped);
         }
         if log.data.iter().any(|d| d.into_half_open) {
             s.insert(Symptom::RequestUnacked);
@@ -412,9 +415,9 @@ fn embryonic(c: &Connection) -> bool {
 /// is taken. A full accept queue drops the ACK too, but re-sends at every timer (1, 2, 4 s
 /// apart): its first re-send is never late. So: exactly one timer re-send after the ACK, later
 /// than the SYN-ACK schedule's next timer, and no client data before it.
-fn defer_accept_suspected(c: &Connection, synacks: &[Send], after_ack: &[&Send]) -> bool {
+pub(crate) fn defer_accept_suspected(c: &Connection, synacks: &[Send], after_ack: &[Send]) -> bool {
     let [resend] = after_ack else { return false };
-    let Some(index) = synacks.iter().position(|s| s == *resend) else { return false };
+    let Some(index) = synacks.iter().position(|s| s == resend) else { return false };
     let Some(previous) = index.checked_sub(1).and_then(|i| synacks.get(i)) else { return false };
     let timer_retries = synacks.iter().take(index + 1).skip(1).filter(|s| !s.triggered).count() as u32;
     let late = resend.time_ns - previous.time_ns > Schedule::Synack.interval_ns(timer_retries.max(1)) + SLACK_NS;
@@ -520,11 +523,6 @@ mod tests {
 
     const PA: u8 = flags::PSH | flags::ACK;
 
-    /// Linux's usual SYN options without timestamps.
-    fn plain() -> TcpOptions {
-        TcpOptions { mss: Some(1460), window_scale: Some(7), sack_permitted: true, ..TcpOptions::default() }
-    }
-
     fn with_timestamps() -> TcpOptions {
         TcpOptions { timestamp: Some((1, 0)), ..plain() }
     }
@@ -538,25 +536,6 @@ mod tests {
     impl Wire {
         fn syn(&mut self, ms: i64) {
             self.send_opts(ms, C, SYN, CISN, 0, 0, plain());
-        }
-
-        /// SYN at 0, SYN-ACK at 1 ms and the client's ACK at 2 ms, with these options.
-        fn handshake_with(&mut self, client: TcpOptions, server: TcpOptions) {
-            self.send_opts(0, C, SYN, CISN, 0, 0, client);
-            self.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, server);
-            self.send(2, C, ACK, CISN + 1, SISN + 1, 0);
-        }
-
-        /// The handshake with Linux's usual options.
-        fn handshake_plain(&mut self) {
-            self.handshake_with(plain(), plain());
-        }
-
-        /// The client's 100-byte request at `ms`, sent again at each of `again`.
-        fn request(&mut self, ms: i64, again: &[i64]) {
-            for &t in std::iter::once(&ms).chain(again) {
-                self.send(t, C, PA, CISN + 1, SISN + 1, 100);
-            }
         }
 
         /// The verdict on the only connection, for a capture ending at `end_ms` (at least its last packet).

@@ -38,6 +38,12 @@ pub struct ServerStats {
     /// Connections in which the server sent at least one packet.
     #[serde(default)]
     pub spoke: u64,
+    /// Packets of its connections, both ways, copies left out: what a re-send rate is a share of.
+    #[serde(default)]
+    pub packets: u64,
+    /// Data segments re-sent in its connections, both ways.
+    #[serde(default)]
+    pub data_retransmits: u64,
 }
 
 impl ServerStats {
@@ -54,6 +60,8 @@ impl ServerStats {
             answered: Moments::default(),
             one_syn: 0,
             spoke: 0,
+            packets: 0,
+            data_retransmits: 0,
         }
     }
 
@@ -237,6 +245,8 @@ impl ServerBook {
         if c.counts[crate::flow::Side::Server.index()].packets > 0 {
             s.spoke += 1;
         }
+        s.packets += c.counts.iter().map(|d| d.packets).sum::<u64>();
+        s.data_retransmits += c.counts.iter().map(|d| u64::from(d.data_retransmits)).sum::<u64>();
         if one_syn {
             s.one_syn += 1;
             self.one_syn.add(c);
@@ -304,6 +314,8 @@ impl ServerBook {
             s.answered.merge(theirs.answered);
             s.one_syn += theirs.one_syn;
             s.spoke += theirs.spoke;
+            s.packets += theirs.packets;
+            s.data_retransmits += theirs.data_retransmits;
         }
         self.one_syn.merge(&other.one_syn);
         self.untracked_port_pairs += other.untracked_port_pairs;

@@ -159,6 +159,20 @@ pub struct Connection {
     pub retransmits: Option<Box<RetransmitLog>>,
     /// ICMP errors that answered its packets (src/flow/icmp.rs); only for connections that got one.
     pub icmp: Option<Box<super::icmp::IcmpLog>>,
+    /// The IP ID and TSval of the first SYN (client) and SYN-ACK (server) when they carried
+    /// timestamps: the same again is that datagram copied (`tracker::is_handshake_copy`).
+    #[serde(default)]
+    pub handshake_ident: [Option<(u16, u32)>; 2],
+    /// The TTL (hop limit) of the first SYN-ACK and of the server's first packet after it, at
+    /// the capture point: one sender on one path keeps it; a middlebox that answers the
+    /// handshake itself shows another.
+    #[serde(default)]
+    pub synack_ttl: Option<u8>,
+    /// The TSecr of the first SYN-ACK: the TSval of the SYN it answered (RFC 7323 §3.2).
+    #[serde(default)]
+    pub synack_echo: Option<u32>,
+    #[serde(default)]
+    pub server_ttl: Option<u8>,
 }
 
 /// Moments in a connection's life that its verdict needs.
@@ -418,6 +432,10 @@ impl Connection {
             milestones: Milestones::default(),
             retransmits: None,
             icmp: None,
+            handshake_ident: [None, None],
+            synack_ttl: None,
+            synack_echo: None,
+            server_ttl: None,
         }
     }
 

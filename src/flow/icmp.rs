@@ -208,6 +208,7 @@ mod tests {
             ip_id: 1,
             checksum: 0,
             vlan: 0,
+            ttl: 64,
         }
     }
 

@@ -24,6 +24,10 @@ pub(crate) struct Sent {
     pub(crate) checksum: u16,
     pub(crate) ip_id: u16,
     pub(crate) flags: u8,
+    /// Its TSval, when it carries the timestamp option: every re-send has a new one (RFC 7323
+    /// §3.2; Linux's clock ticks each millisecond). The checksum says nothing of it when the
+    /// capture is taken on the sender, before the NIC fills it in (checksum offload).
+    pub(crate) tsval: Option<u32>,
     /// Set once the state machine has labelled the frame (`DirectionState::labelled`).
     pub(crate) role: PacketRole,
     pub(crate) at: FrameRef,
@@ -35,7 +39,8 @@ impl Sent {
     pub(crate) fn of(seg: &Segment, at: FrameRef, time_ns: i64) -> Sent {
         let (seq, ack, payload_len, window, checksum, ip_id, flags) =
             (seg.seq, seg.ack, seg.payload_len, seg.window, seg.checksum, seg.ip_id, seg.flags);
-        Sent { seq, ack, payload_len, window, checksum, ip_id, flags, role: PacketRole::Ack, at, time_ns }
+        let tsval = seg.options.timestamp.map(|(tsval, _)| tsval);
+        Sent { seq, ack, payload_len, window, checksum, ip_id, flags, tsval, role: PacketRole::Ack, at, time_ns }
     }
 
     pub(crate) fn same_segment(&self, other: &Sent) -> bool {

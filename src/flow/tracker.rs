@@ -83,12 +83,24 @@ fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>) -> bool {
         return false;
     }
     let gap = (this.time_ns - last.time_ns).abs();
-    let limit = match (this.ip_id, this.payload_len > 0 || this.flags & flags::FIN != 0) {
-        (0, _) => COPY_NO_ID_NS,
-        (_, true) => COPY_SAME_ID_DATA_NS,
-        (_, false) => COPY_SAME_ID_NS,
+    let same_tsval = this.tsval.is_some() && this.tsval == last.tsval;
+    let limit = match (same_tsval, this.ip_id, this.payload_len > 0 || this.flags & flags::FIN != 0) {
+        // The same TSval: the same datagram, at any delay.
+        (true, _, _) => i64::MAX,
+        (false, 0, _) => COPY_NO_ID_NS,
+        (false, _, true) => COPY_SAME_ID_DATA_NS,
+        (false, _, false) => COPY_SAME_ID_NS,
     };
     gap <= limit && peer_last.is_none_or(|p| p.at < last.at)
+}
+
+/// Is `seg` a copy of its side's first SYN (SYN-ACK), whatever came in between? The same IP
+/// ID and TSval: a re-send carries a new TSval (RFC 7323 §3.2), so this is the first datagram
+/// seen again (a router captured on two interfaces, both directions of a SPAN, a link-layer
+/// retry), at any delay.
+fn is_handshake_copy(conn: &Connection, seg: &Segment, side: Side) -> bool {
+    seg.has(flags::SYN)
+        && seg.options.timestamp.is_some_and(|(tsval, _)| conn.handshake_ident[side.index()] == Some((seg.ip_id, tsval)))
 }
 
 /// The segment being labelled, with where and when it was captured and who sent it.
@@ -437,9 +449,14 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     conn.last_time_ns = conn.last_time_ns.max(time_ns);
     // A copy of the frame before it (span port, `-i any`, bridge): counted, not labelled.
     let sent = Sent::of(seg, at, time_ns);
-    if is_copy(&sent, flow.direction[me].last_sent.as_ref(), flow.direction[peer].last_sent.as_ref()) {
+    if is_copy(&sent, flow.direction[me].last_sent.as_ref(), flow.direction[peer].last_sent.as_ref())
+        || is_handshake_copy(conn, seg, side)
+    {
         conn.duplicates += 1;
         return;
+    }
+    if side == Side::Server && !seg.has(flags::SYN) && conn.server_ttl.is_none() {
+        conn.server_ttl = Some(seg.ttl);
     }
     // What this side sent before, for a SYN that follows an RST (below).
     let my_last = flow.direction[me].last_packet();
@@ -590,6 +607,11 @@ fn handshake_send(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep
     if sends == 0 {
         conn.base_seq[me] = Some(seg.seq);
         conn.options[me] = Some(seg.options.into());
+        conn.handshake_ident[me] = seg.options.timestamp.map(|(tsval, _)| (seg.ip_id, tsval));
+        if pkt.side == Side::Server {
+            conn.synack_ttl = Some(seg.ttl);
+            conn.synack_echo = seg.options.timestamp.map(|(_, echo)| echo);
+        }
         dir.first_handshake = Some(pkt.at);
         conn.push(pkt.event(first_kind, Detail::None), keep_events);
     } else {

@@ -16,6 +16,11 @@ pub const RST: u8 = flags::RST;
 pub const PSH: u8 = flags::PSH;
 pub const MS: i64 = 1_000_000;
 pub const WIN: u16 = 1000;
+
+/// Linux's usual SYN options without timestamps.
+pub fn plain() -> TcpOptions {
+    TcpOptions { mss: Some(1460), window_scale: Some(7), sack_permitted: true, ..TcpOptions::default() }
+}
 /// Default ISNs: relative numbers are absolute ones minus these.
 pub const CISN: u32 = 1000;
 pub const SISN: u32 = 5000;
@@ -34,6 +39,8 @@ pub struct Wire {
     pub ip_ids: [u16; 2],
     /// Send IPv4 ID 0 (as macOS and FreeBSD do with DF), the same as IPv6's none.
     pub zero_ip_id: bool,
+    /// The TTL of the segments sent from now on.
+    pub ttl: u8,
     /// Every segment sent, by frame number - 1.
     pub sent: Vec<Segment>,
 }
@@ -58,6 +65,7 @@ impl Wire {
             vlan: 0,
             ip_ids: [100, 200],
             zero_ip_id: false,
+            ttl: 64,
             sent: Vec::new(),
         }
     }
@@ -95,6 +103,7 @@ impl Wire {
             ip_id: if self.zero_ip_id { 0 } else { self.next_ip_id(from) },
             checksum: 0,
             vlan: self.vlan,
+            ttl: self.ttl,
         };
         self.feed(seg, ms * MS)
     }
@@ -118,6 +127,25 @@ impl Wire {
         self.last_ms = self.last_ms.max(time_ns / MS);
         self.tracker.on_segment(&seg, FrameRef { file: 0, frame: self.frames }, time_ns);
         self.frames
+    }
+
+    /// SYN at 0, SYN-ACK at 1 ms and the client's ACK at 2 ms, with these options.
+    pub fn handshake_with(&mut self, client: TcpOptions, server: TcpOptions) {
+        self.send_opts(0, C, SYN, CISN, 0, 0, client);
+        self.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, server);
+        self.send(2, C, ACK, CISN + 1, SISN + 1, 0);
+    }
+
+    /// The handshake with Linux's usual options.
+    pub fn handshake_plain(&mut self) {
+        self.handshake_with(plain(), plain());
+    }
+
+    /// The client's 100-byte request at `ms`, sent again at each of `again`.
+    pub fn request(&mut self, ms: i64, again: &[i64]) {
+        for &t in std::iter::once(&ms).chain(again) {
+            self.send(t, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        }
     }
 
     /// SYN at 0 ms, SYN-ACK at 1 ms, the client's ACK at 2 ms (frames 1 to 3).

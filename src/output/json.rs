@@ -270,6 +270,10 @@ struct ConnectionView {
     duplicates: Option<u32>,
     outcome: &'static str,
     symptoms: Vec<&'static str>,
+    /// The checks of a sign's explanations (detect::checks) that held and failed; absent when
+    /// the connection showed no sign they weigh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checks: Option<ChecksView>,
     /// When the client first sent data, the server first acknowledged it, and first answered.
     request: RequestView,
     /// The first RST, if any.
@@ -282,6 +286,21 @@ struct ConnectionView {
     /// ICMP errors that answered its packets; absent when none did.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     icmp: Vec<IcmpView>,
+}
+
+#[derive(Serialize)]
+struct ChecksView {
+    held: Vec<&'static str>,
+    failed: Vec<&'static str>,
+}
+
+fn checks_view(c: &Connection) -> Option<ChecksView> {
+    use crate::detect::checks::{self, Check};
+    let k = checks::of(c);
+    (!k.is_empty()).then(|| ChecksView {
+        held: Check::ALL.iter().filter(|&&x| k.held(x)).map(|x| x.slug()).collect(),
+        failed: Check::ALL.iter().filter(|&&x| k.failed(x)).map(|x| x.slug()).collect(),
+    })
 }
 
 #[derive(Serialize)]
@@ -543,6 +562,7 @@ fn connection_view(c: &Connection, end_ns: i64) -> ConnectionView {
         duplicates: (c.duplicates > 0).then_some(c.duplicates),
         outcome: verdict.outcome.slug(),
         symptoms: verdict.symptoms.iter().map(|s| s.slug()).collect(),
+        checks: checks_view(c),
         request: RequestView {
             sent: c.milestones.client_data_ns.get().map(epoch),
             acked: c.milestones.client_data_acked_ns.get().map(epoch),

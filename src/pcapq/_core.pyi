@@ -30,6 +30,12 @@ Fact = Literal[
     "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window", "silent_host",
     "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
     "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered", "request_after_close", "answered_before",
+    "synack_after_ack",
+]
+# The predictions a sign's explanations make of the capture (src/detect/checks.rs).
+CheckName = Literal[
+    "request_held_back", "sent_after_ack_arrived", "not_answer_to_resent_syn", "same_sender", "not_defer_accept",
+    "on_request_timer",
 ]
 Mark = Outcome | Symptom | Fact
 EventKind = Literal[
@@ -74,6 +80,16 @@ class _Vocabulary(TypedDict):
     icmp_kinds: list[IcmpKind]
     live_signs: list[LiveSign]
     episode_events: list[EpisodeEventKind]
+    checks: list[CheckName]
+    check_texts: dict[CheckName, _CheckText]
+
+class _CheckText(TypedDict):
+    cites: str
+    """The kernel function or RFC section the prediction rests on."""
+    held: str
+    failed: str
+    competes: bool
+    """Failed, a competing explanation holds: the sign says nothing of the server's accept queue."""
 
 VOCABULARY: Final[_Vocabulary]
 
@@ -175,7 +191,8 @@ class Analysis:
 
     def servers(self) -> list[dict[str, Any]]:
         """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,
-        answered, one_syn (connections that were one client SYN and nothing more), syn_to_synack
+        answered, one_syn (connections that were one client SYN and nothing more), packets and
+        data_retransmits (of its connections, both ways, copies left out), syn_to_synack
         and synack_to_ack (median handshake gaps, seconds, or None), binned_through (None, or the
         epoch second up to which its waits and answers are counted per second: `waiting_at` and
         `answered_between` there are estimates, off by at most the connections of the second a
@@ -418,6 +435,10 @@ class Selection:
     def first(self) -> float | None: ...
     @property
     def last(self) -> float | None: ...
+    @property
+    def checks(self) -> dict[CheckName, tuple[int, int]]:
+        """Per check the capture could test on these connections: in how many it held, in how
+        many it failed."""
 
 def analyze(
     paths: list[str],

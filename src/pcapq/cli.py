@@ -268,7 +268,7 @@ OUTCOMES = list(_core.VOCABULARY["outcomes"])
 )
 @click.option("--failed", is_flag=True, help="Connections with a problem: a failed outcome or any symptom.")
 @click.option("--outcome", "outcomes", multiple=True, type=click.Choice(OUTCOMES), help="Connections with this outcome (repeatable).")
-@click.option("--cause", "causes", multiple=True, type=click.Choice(CAUSES), help="Connections of a finding with this cause (repeatable).")
+@click.option("--cause", "causes", multiple=True, type=click.Choice(CAUSES), help="Connections of a finding (or minor observation) with this cause (repeatable).")
 @click.option("--server", metavar="IP:PORT", help="Connections to this server endpoint (and the aggregate of its connections only).")
 @click.option("--since", metavar="WHEN", help="Connections still going at or after WHEN (and the aggregate from then): seconds into the capture (12.5), HH:MM:SS[.fff] UTC, or an ISO date-time.")
 @click.option("--until", metavar="WHEN", help="Connections begun at or before WHEN (same forms as --since).")
@@ -333,13 +333,15 @@ def timeline(
     start = min(starts) if starts else 0.0
     selection.since = _parse_when(since, start, "--since")
     selection.until = _parse_when(until, start, "--until")
-    findings: list = []
+    findings: list = []  # the material ones: their episodes shade the aggregate
     if causes or aggregate or not selecting:
         from pcapq.diagnose import diagnose
 
-        findings = diagnose(result).findings
-    if causes:
-        selection.connection_ids = {i for f in findings if f.cause in causes for i in f.connections}
+        diagnosis = diagnose(result)
+        findings = diagnosis.findings
+        if causes:
+            # --cause selects the connections of minor observations too.
+            selection.connection_ids = {i for f in diagnosis.every_finding() if f.cause in causes for i in f.connections}
     timelines: list = []
     matched = 0
     if show_connections:
@@ -684,15 +686,16 @@ def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
     from pcapq.diagnose import diagnose
 
     try:
-        findings = diagnose(_core.analyze([str(pcap)], keep_connections=False, keep_events=False)).findings
+        diagnosis = diagnose(_core.analyze([str(pcap)], keep_connections=False, keep_events=False))
     except _core.CaptureError as e:
         say(f"pcapq cannot read the capture: {e.args[0]}")
         return
-    for f in findings:
+    for f in diagnosis.every_finding():
         n = f.connection_count
-        say(f"pcapq finds {phrase(f.cause)} on {f.server} (confidence {f.confidence:.2f}, {n:,} connection{'s' if n != 1 else ''})")
-    if not findings:
-        say("pcapq finds nothing wrong")
+        minor = f"; minor: {f.minor}" if f.minor is not None else ""
+        say(f"pcapq finds {phrase(f.cause)} on {f.server} (confidence {f.confidence:.2f}, {n:,} connection{'s' if n != 1 else ''}{minor})")
+    if not diagnosis.findings:
+        say("pcapq finds nothing wrong" + (" that matters" if diagnosis.minor_observations else ""))
 
 
 def main() -> None:

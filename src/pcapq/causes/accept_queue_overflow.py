@@ -3,7 +3,7 @@ net.ipv4.tcp_abort_on_overflow=1, reset it), and dropped new SYNs while full."""
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.causes.context import EpisodeContext, plural, reset_frame, series_frame
 from pcapq.diagnose.finding import Finding
 from pcapq.diagnose.timeouts import or_default
@@ -15,15 +15,30 @@ SHARE_FOR_ONE_OF_SEVERAL = 0.5
 MIN_ANSWERS_FOR_RATE = 2
 
 
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    "one dropped handshake ACK or overflow reset proves the queue was full, and a full queue drops every connect "
+    "that arrives while it is: the failure pcapq exists to find"
+))
+
+
 def rule(ctx: EpisodeContext) -> Finding | None:
-    signs = ctx.select(all_of=["queue_sign"])
+    # A listener that closed (an upstream restarting) resets the ACKs that complete a handshake
+    # after the close, as tcp_abort_on_overflow would, but it also refuses SYNs: a full queue
+    # never answers a SYN with RST (Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_rcv(), no socket).
+    restart = ctx.count(all_of=["refused"], claimed=True) > 0
+    not_restart = ["reset_after_ack"] if restart else []
+    signs = ctx.select(all_of=["queue_sign"], none_of=not_restart)
     if not signs:
         return None
-    window = ctx.select(all_of=["in_queue_window"])
-    involved = ctx.select(any_of=["queue_sign", "in_queue_window"])
+    window = ctx.select(all_of=["in_queue_window"], none_of=not_restart)
+    involved = ctx.union(signs, window)
     dropped = ctx.count(all_of=["final_ack_dropped"])
-    resets = ctx.count(all_of=["reset_after_ack"])
+    resets = 0 if restart else ctx.count(all_of=["reset_after_ack"])
     cookies = ctx.count(all_of=["syncookie_suspected"])
+    # The checks of every SYN-ACK re-sent after the ACK, also those a competitor explained.
+    weighed = ctx.checks(ctx.select(all_of=["synack_after_ack"], claimed=True))
+    held_back = next((c["held"] for c in weighed if c["check"] == "request_held_back"), 0)
     cp = ctx.capture_point
     if resets:
         confidence, reason = 0.9, (
@@ -48,6 +63,16 @@ def rule(ctx: EpisodeContext) -> Finding | None:
             f"{plural(cookies, 'connection')} completed the handshake but their requests went unacknowledged and no "
             "SYN-ACK was sent again: SYN cookies answered while the accept queue was full"
         )
+    if dropped and not resets and not cookies and not held_back:
+        # No connection showed its later segments held back: one ACK lost on the way survives.
+        confidence = min(confidence, 0.6)
+        reason += (
+            "; but no client sent anything after its ACK that the capture could see held back, so one ACK lost on the "
+            "way (or dropped after the capture point) explains it as well: TcpExtListenOverflows tells them apart"
+        )
+    failed = [c for c in weighed if c["failed"] and c["competes"]]
+    if failed:
+        reason += "; " + "; ".join(f"{plural(c['failed'], 'connection')}: {c['says_failed']}" for c in failed)
     if window:
         reason += (
             f"; {plural(len(window), 'other connection')} whose SYNs or requests were re-sent while that queue was "
@@ -79,8 +104,11 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     never_connected = ctx.count(all_of=["never_connected", "in_queue_window"], claimed=True)
     proxy_log = (["read_timeout"] if dropped or cookies else []) + (["reset_by_server"] if resets else []) + (
         ["timed_out"] if never_connected else [])
-    return ctx.finding("accept_queue_overflow", involved, confidence, reason, evidence, rests_on=rests_on,
-                       details=details, proxy_log=proxy_log)
+    held = [f"{c['check']} ({c['held']:,})" for c in weighed if c["held"]]
+    if held:
+        rests_on.append("checks that held, in connections (docs/diagnosis.md): " + ", ".join(held))
+    return ctx.finding(CAUSE, involved, confidence, reason, evidence, rests_on=rests_on,
+                       details=details, proxy_log=proxy_log, checks=weighed)
 
 
 def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
@@ -174,6 +202,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=20,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=(
         "a queue sign on the listener: a SYN-ACK re-sent by its timer after the client's handshake ACK "
         "(`final_ack_dropped`), an RST answering the handshake ACK or first request of a connection the server "

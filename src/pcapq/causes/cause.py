@@ -1,4 +1,5 @@
-"""What a cause of failure is: its words, its advice, where it applies, and its rule.
+"""What a cause of failure is: its words, its advice, where it applies, its rule, and when a
+finding of it matters (`Materiality`).
 
 One module per cause holds one `Cause`; `pcapq.causes.registry` lists the modules. Everything
 that names causes (the CLI's choices, report titles, explain and lab wording, the table in
@@ -7,6 +8,7 @@ docs/diagnosis.md) reads them from there.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence, Union
 
@@ -22,6 +24,103 @@ if TYPE_CHECKING:
 
     CaptureRule = Callable[[CaptureContext], Sequence[Finding]]
     EpisodeRule = Callable[[EpisodeContext], Optional[Finding]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Materiality(ABC):
+    """When a finding of a cause earns a panel in the reports (it is *material*); a finding below
+    goes to the one table of minor observations instead (docs/diagnosis.md, "Materiality").
+    Each cause declares one, next to its rule, with the reason for its numbers."""
+
+    reason: str
+    """Why this threshold, in one line (docs/diagnosis.md)."""
+
+    @abstractmethod
+    def judge(self, finding: Finding, capture: CaptureContext, connections: int) -> str | None:
+        """None when the finding is material, else the short reason it is minor. `connections`:
+        the capture's own traffic, its connections less those a port scan's or a SYN flood's
+        findings count (`pcapq.diagnose.findings.judge_materiality`)."""
+
+    @abstractmethod
+    def words(self) -> str:
+        """The threshold in words (docs/diagnosis.md)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Always(Materiality):
+    """Every finding is material: the rule's own evidence is already the threshold."""
+
+    def judge(self, finding: Finding, capture: CaptureContext, connections: int) -> str | None:
+        return None
+
+    def words(self) -> str:
+        return "always"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Connections(Materiality):
+    """Material with at least `at_least` connections, or at least `share` of the capture's own
+    connections (one failure among many healthy connections is minor; a capture whose main
+    traffic is that failure keeps it)."""
+
+    at_least: int
+    share: float
+
+    def judge(self, finding: Finding, capture: CaptureContext, connections: int) -> str | None:
+        n, total = finding.connection_count, connections
+        if n >= self.at_least or n >= self.share * total:
+            return None
+        return f"{_connections(n)} of {total:,}: fewer than {self.at_least} and under {_percent(self.share)}"
+
+    def words(self) -> str:
+        return f"at least {self.at_least} connections, or at least {_percent(self.share)} of the capture's own"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resends(Materiality):
+    """Material when its connections are at least `share` of the capture's own, or when its server
+    (every endpoint of a folded finding) re-sent at least `at_least` data segments and at least
+    `rate` of its packets (both ways)."""
+
+    share: float
+    rate: float
+    at_least: int
+
+    def judge(self, finding: Finding, capture: CaptureContext, connections: int) -> str | None:
+        n, total = finding.connection_count, connections
+        if n >= self.share * total:
+            return None
+        resent = packets = 0
+        for server in finding_servers(finding, capture):
+            resent += server["data_retransmits"]
+            packets += server["packets"]
+        if resent >= self.at_least and resent >= self.rate * packets:
+            return None
+        where = f"{_connections(n)} of {total:,}"
+        if resent == 0:
+            return f"{where}, only SYNs re-sent"
+        if resent < self.at_least:
+            return f"{where}, {resent:,} data re-send{'' if resent == 1 else 's'} (fewer than {self.at_least})"
+        return f"{where}, {resent:,} of {packets:,} packets re-sent (under {_percent(self.rate)})"
+
+    def words(self) -> str:
+        return (f"its connections at least {_percent(self.share)} of the capture's own, or its server's data re-sends at "
+                f"least {self.at_least} and at least {_percent(self.rate)} of its packets")
+
+
+def finding_servers(finding: Finding, capture: CaptureContext) -> list[dict]:
+    """The server counters (`Analysis.servers()`) of the finding's endpoint, or of every endpoint
+    a folded finding lists (`details.endpoints`: its busiest 20)."""
+    endpoints = [finding.server] + [e for e, _ in finding.details.get("endpoints", ())]
+    return [s for s in map(capture.server, endpoints) if s is not None]
+
+
+def _connections(n: int) -> str:
+    return f"{n:,} connection{'' if n == 1 else 's'}"
+
+
+def _percent(share: float) -> str:
+    return f"{share:.0%}"
 
 
 @dataclass(frozen=True)
@@ -44,6 +143,8 @@ class Cause:
     rule: Union[CaptureRule, EpisodeRule]
     evidence: str
     """The positive evidence the rule needs, in words (docs/diagnosis.md)."""
+    materiality: Materiality
+    """When one of its findings earns a panel; below it is a minor observation."""
     exclusions: Sequence[str] = ()
     """What the rule checks is not the case, in words."""
     disproved_by: Sequence[str] = ()

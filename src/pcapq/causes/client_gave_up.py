@@ -3,7 +3,7 @@ application, with no request the server had taken."""
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
@@ -22,6 +22,13 @@ def gave_up_evidence(c: dict) -> list[dict]:
     return [frame(c["first_file"], c["first_frame"], f"the client's only SYN, none after it (connection {c['id']})")]
 
 
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two clients giving up among many served are those clients' own short timeouts; three are a pattern; a "
+    "fifth of the capture's connections or more is a failure rate no service lives with, however few they are"
+))
+
+
 def rule(ctx: EpisodeContext) -> Finding | None:
     impatient = ctx.select(any_of=["abandoned", "reset_by_client"], none_of=NOT_A_CLIENT)
     if not impatient:
@@ -29,7 +36,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     reason = f"{plural(len(impatient), 'client')} stopped before their kernel would have (a connect or read timeout)"
     evidence = [e for c in ctx.examples(impatient) for e in gave_up_evidence(c)]
     ctx.claim(impatient)
-    return ctx.finding("client_gave_up", impatient, 0.7, reason, evidence, rests_on=[
+    return ctx.finding(CAUSE, impatient, 0.7, reason, evidence, rests_on=[
         f"{plural(len(impatient), 'connection')} ended by the client (FIN or RST, or its SYNs stopped) with retries left",
     ])
 
@@ -45,6 +52,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=70,
     rule=rule,
+    materiality=MATERIALITY,
     evidence="the client closed, reset or stopped re-sending its SYN while its kernel still had retries left",
     exclusions=(
         "a source that ignored the server's SYN-ACK (spoofed or scanning)",

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext, plural, reset_frame
 from pcapq.diagnose.finding import Finding
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two refused connects among many served are a stray client or a restart's moment; three are a port "
+    "nobody listens on; a fifth of the capture's connections or more is a failure rate no service lives with, "
+    "however few they are"
+))
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
@@ -17,7 +25,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     reason = f"{plural(len(refused), 'SYN')} answered with RST: nothing listened on {ctx.server}"
     if again:
         reason += f" ({plural(again, 'client')} sent the SYN again after the RST, as Windows does: still refused)"
-    return ctx.finding("closed_port", refused, 0.95, reason, evidence, rests_on=["RSTs answering SYNs"])
+    return ctx.finding(CAUSE, refused, 0.95, reason, evidence, rests_on=["RSTs answering SYNs"])
 
 
 CAUSE = Cause(
@@ -28,6 +36,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=10,
     rule=rule,
+    materiality=MATERIALITY,
     evidence="the server answered a SYN with an RST (outcome `refused`, symptom `rejected`)",
     exclusions=(
         "a scanner's probes (one finding for the scan instead)",

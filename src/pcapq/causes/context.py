@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from pcapq._core import Analysis, Episode, Problems, Selection
+from pcapq._core import VOCABULARY, Analysis, Episode, Problems, Selection
 from pcapq.causes.proxy_log import LINES
 from pcapq.diagnose.capture_point import CapturePoint
 from pcapq.diagnose.finding import Finding
 from pcapq.diagnose.timeouts import proxy_log_line
+
+if TYPE_CHECKING:
+    from pcapq.causes.cause import Cause
 
 MAX_EVIDENCE = 6
 
@@ -67,18 +70,28 @@ class EpisodeContext:
     def claim(self, selection: Selection) -> None:
         self.episode.claim(selection)
 
+    def checks(self, selection: Selection) -> list[dict]:
+        """The checks the core could test on the selection's connections (detect::checks), each
+        with how many held and failed, what that says, and what it rests on."""
+        texts, tested = VOCABULARY["check_texts"], selection.checks
+        return [
+            {"check": name, "held": held, "failed": failed, "competes": texts[name]["competes"],
+             "says_held": texts[name]["held"], "says_failed": texts[name]["failed"], "cites": texts[name]["cites"]}
+            for name in VOCABULARY["checks"] if name in tested
+            for held, failed in [tested[name]]
+        ]
+
     def examples(self, selection: Selection, limit: int = MAX_EVIDENCE) -> list[dict]:
         """Up to `limit` of the selection's connections (lean dicts), earliest first."""
         return self.capture.problems.examples(selection, limit)
 
-    def finding(self, cause: str, selection: Selection, confidence: float, reason: str, evidence: list[dict],
-                rests_on: Sequence[str] = (), details: dict | None = None, proxy_log: Sequence[str] | None = None) -> Finding:
-        from pcapq.causes.registry import CAUSES
-
-        c = CAUSES[cause]
+    def finding(self, c: Cause, selection: Selection, confidence: float, reason: str, evidence: list[dict],
+                rests_on: Sequence[str] = (), details: dict | None = None, proxy_log: Sequence[str] | None = None,
+                checks: Sequence[dict] = ()) -> Finding:
+        """A finding of cause `c` (the rule's own `CAUSE`) over the selection."""
         keys = c.proxy_log if proxy_log is None else proxy_log
         return Finding(
-            cause=cause,
+            cause=c.slug,
             server=self.server,
             confidence=confidence,
             confidence_reason=reason,
@@ -92,6 +105,7 @@ class EpisodeContext:
             details=details or {},
             rests_on=list(rests_on),
             disproved_by=list(c.disproved_by),
+            checks=[{k: v for k, v in check.items() if k != "competes"} for check in checks],
         )
 
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext
 from pcapq.causes.icmp_words import EXCLUSIONS, KERNEL, icmp_rule
 from pcapq.diagnose.finding import Finding
 
 
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two connects a filter rejects among many served are a stray destination the filter is there for; "
+    "three are a rule that blocks the upstream; a fifth of the capture's connections or more is a failure rate no "
+    "service lives with, however few they are"
+))
+
+
 def rule(ctx: EpisodeContext) -> Finding | None:
-    return icmp_rule(ctx, "firewall_reject", "icmp_prohibited", 'a packet filter there rejects them (a reject rule, or a prohibit route)', 0.9)
+    return icmp_rule(ctx, CAUSE, "icmp_prohibited", 'a packet filter there rejects them (a reject rule, or a prohibit route)', 0.9)
 
 
 CAUSE = Cause(
@@ -22,6 +30,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=5,
     rule=rule,
+    materiality=MATERIALITY,
     evidence='an ICMP error of class prohibited (IPv4 type 3 code 9, 10, 13, 14, 15; ICMPv6 type 1 code 1, 5, 6) quoting a packet of the connection',
     exclusions=EXCLUSIONS,
     disproved_by=("a capture without those ICMP errors at the same times; the filter's counters (`nft list ruleset` shows counters on the reject rule)",),

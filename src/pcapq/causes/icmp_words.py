@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
+from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, frame, plural
 from pcapq.diagnose.finding import Finding
 
@@ -43,7 +44,7 @@ def answers(c: dict, fact: str) -> list[dict]:
     return [a for a in c.get("icmp") or () if a["kind"] in CLASSES[fact]]
 
 
-def icmp_rule(ctx: EpisodeContext, cause: str, fact: str, what: str, confidence: float) -> Finding | None:
+def icmp_rule(ctx: EpisodeContext, cause: Cause, fact: str, what: str, confidence: float) -> Finding | None:
     """One finding for the connections the errors of `fact` answered: who sent them, which kinds,
     how many connects they ended, and what the proxy logged."""
     hit = ctx.select(all_of=[fact], none_of=["scan_probe"])

@@ -3,12 +3,19 @@ them, or something on the way did; the capture alone cannot say which."""
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
 # How many clients' SYNs must go unanswered together to blame the listener, not the path.
 LISTEN_DROP_MIN = 3
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    f"the rule already asks for {LISTEN_DROP_MIN} clients' SYNs dropped while others were answered: a listener "
+    "(or a filter) dropping connects delays or fails every client it drops"
+))
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
@@ -27,7 +34,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     )
     evidence = [e for c in ctx.examples(unanswered) for e in series_frame(c, "syn", "SYN sent again, unanswered")]
     ctx.claim(unanswered)
-    return ctx.finding("listen_drops", unanswered, 0.6, reason, evidence, rests_on=[
+    return ctx.finding(CAUSE, unanswered, 0.6, reason, evidence, rests_on=[
         f"{plural(len(unanswered), 'SYN')} re-sent with no SYN-ACK nor RST before the re-send",
     ])
 
@@ -45,6 +52,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=40,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=f"at least {LISTEN_DROP_MIN} connections whose SYN was re-sent with no SYN-ACK nor RST before the re-send (`syn_unanswered`)",
     exclusions=(
         "SYNs re-sent after the server's RST (a closed port, as Windows retries)",

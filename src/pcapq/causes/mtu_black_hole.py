@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    "a path that cannot carry full-size packets stalls every connection that sends one: one stuck connection "
+    "proves the path"
+))
+
 
 def rule(ctx: EpisodeContext) -> Finding | None:
     hit = ctx.select(all_of=["mtu_black_hole"], none_of=["scan_probe"])
@@ -36,8 +43,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     evidence = [e for c in examples for e in series_frame(c, "data", "full-size segment sent again, never acknowledged")]
     ctx.claim(hit)
     from_server = sides.get("server", 0) >= sides.get("client", 0)
-    return ctx.finding(
-        "mtu_black_hole", hit, 0.8 if with_icmp or len(hit) > 1 else 0.7, reason, evidence,
+    return ctx.finding(CAUSE, hit, 0.8 if with_icmp or len(hit) > 1 else 0.7, reason, evidence,
         rests_on=[f"segments of {smallest:,} bytes and more never acknowledged after {plural(2, 're-send')} or more",
                   "the peer acknowledged everything before them" + (
                       f"; {plural(with_icmp, 'ICMP too-big error')}" if with_icmp else "")],
@@ -61,6 +67,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=9,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=(
         "a data segment of at least 1,200 bytes sent three times or more and never acknowledged, while the peer had "
         "acknowledged everything before it (smaller segments got through), or while an ICMP fragmentation-needed / "

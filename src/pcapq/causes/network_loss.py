@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Resends
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
@@ -10,6 +10,16 @@ from pcapq.diagnose.finding import Finding
 NOT_LOSS = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback", "stray_ack_reset",
             "icmp_answered", "mtu_black_hole", "pmtu_discovered"]
 GAVE_UP = ["abandoned", "reset_by_client"]
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality"). No count of failed connections:
+# those that gave up after their loss are left unclaimed for the give-up findings, which judge them
+# by their count.
+MATERIALITY = Resends(share=0.2, rate=0.01, at_least=3, reason=(
+    "at 1% loss TCP carries at most about 12 segments per round trip (Mathis et al. 1997: rate ~ 1.22 MSS / (RTT "
+    "sqrt(loss)), 1.4 Mbit/s at 100 ms), where healthy paths lose well under that; one or two re-sends are what "
+    "reordering or one unlucky packet makes, whatever their share of a short exchange; loss in a fifth of the "
+    "capture's connections or more is no stray among many, however few they are"
+))
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
@@ -43,7 +53,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         ctx.select(any_of=["data_retransmitted", "syn_retransmitted"], none_of=NOT_LOSS + GAVE_UP),
         ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + GAVE_UP + ["partial"]),
     ))
-    return ctx.finding("network_loss", lost, confidence, reason, evidence, rests_on=rests_on)
+    return ctx.finding(CAUSE, lost, confidence, reason, evidence, rests_on=rests_on)
 
 
 CAUSE = Cause(
@@ -57,6 +67,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=50,
     rule=rule,
+    materiality=MATERIALITY,
     evidence="data re-sent (either side), or a SYN re-sent, outside any window where the listener's queue was full",
     exclusions=(
         "re-sends inside a window where the same listener showed a full accept queue",

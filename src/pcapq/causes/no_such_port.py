@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext
 from pcapq.causes.icmp_words import EXCLUSIONS, KERNEL, icmp_rule
 from pcapq.diagnose.finding import Finding
 
 
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two connects answered port unreachable among many served are a stray client; three are a reject rule "
+    "or a port nobody listens on; a fifth of the capture's connections or more is a failure rate no service lives "
+    "with, however few they are"
+))
+
+
 def rule(ctx: EpisodeContext) -> Finding | None:
-    return icmp_rule(ctx, "no_such_port", "icmp_port_unreachable", 'nothing listens there, and the host (or a reject rule with port-unreachable) said so with ICMP instead of an RST', 0.85)
+    return icmp_rule(ctx, CAUSE, "icmp_port_unreachable", 'nothing listens there, and the host (or a reject rule with port-unreachable) said so with ICMP instead of an RST', 0.85)
 
 
 CAUSE = Cause(
@@ -22,6 +30,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=7,
     rule=rule,
+    materiality=MATERIALITY,
     evidence='an ICMP port or protocol unreachable (IPv4 type 3 code 2 or 3, ICMPv6 type 1 code 4) quoting a packet of the connection',
     exclusions=EXCLUSIONS,
     disproved_by=('a listener on the port at that time and no reject rule on the sender',),

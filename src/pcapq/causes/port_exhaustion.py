@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.causes.context import CaptureContext
 from pcapq.causes.proxy_log import LINES
 from pcapq.diagnose.finding import Finding
@@ -10,6 +10,13 @@ from pcapq.diagnose.finding import Finding
 # Share of the ephemeral port range held at once that counts as running out of ports.
 PORT_EXHAUSTION_SHARE = 0.9
 TIME_WAIT_S = 60
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    f"the rule already asks for {PORT_EXHAUSTION_SHARE:.0%} of the ephemeral range held at once: the next "
+    "connect()s fail with EADDRNOTAVAIL"
+))
 
 
 def rule(ctx: CaptureContext) -> list[Finding]:
@@ -47,6 +54,7 @@ CAUSE = Cause(
     scope="server",
     precedence=90,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=f"per client address and server endpoint, at least {PORT_EXHAUSTION_SHARE:.0%} of Linux's default ephemeral range (28,232 ports) held at once, TIME-WAIT included",
     exclusions=(
         "a widened net.ipv4.ip_local_port_range on the proxy (the rule assumes the default)",

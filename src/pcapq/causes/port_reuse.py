@@ -3,11 +3,19 @@ connection's ACK."""
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext, frame, plural
 from pcapq.diagnose.finding import Finding
 
 TIME_WAIT_S = 60
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two TIME-WAIT collisions cost a SYN re-send each; three show a port range too tight for the rate of "
+    "connections; a fifth of the capture's connections or more is a failure rate no service lives with, however "
+    "few they are"
+))
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
@@ -27,7 +35,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
             f = r["answers_frame"]
             evidence.append(frame(f["file"], f["frame"], f"the old connection's ACK answering that SYN (connection {c['id']})"))
     ctx.claim(reused)
-    return ctx.finding("port_reuse", reused, 0.5, reason, evidence, rests_on=[
+    return ctx.finding(CAUSE, reused, 0.5, reason, evidence, rests_on=[
         f"{plural(len(reused), 'SYN')} on a 4-tuple the server had closed first less than {TIME_WAIT_S} s before "
         "(its TIME-WAIT), answered late or by an ACK",
     ])
@@ -44,6 +52,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=80,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=(
         "a connection on the 4-tuple of one that the server closed first (no RST after) less than 60 s before, "
         "whose SYN met an ACK or went unanswered"

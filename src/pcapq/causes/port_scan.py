@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.causes.context import CaptureContext, frame, plural
 from pcapq.diagnose.finding import Finding
 
@@ -12,6 +12,13 @@ MAX_EVIDENCE = 6
 AGGREGATE_MIN = 1000
 AGGREGATE_MIN_TARGETS = 100
 AGGREGATE_MAX_SOURCES = 16
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    "the rule already asks for a source probing 16 ports of an address (5 with raw SYNs), or "
+    f"{AGGREGATE_MIN:,} one-SYN connections to {AGGREGATE_MIN_TARGETS} endpoints: someone mapping the host"
+))
 
 
 def rule(ctx: CaptureContext) -> list[Finding]:
@@ -85,6 +92,7 @@ CAUSE = Cause(
     scope="capture",
     precedence=1,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=(
         "one source address probing at least 16 ports of one address with connections that carried no data (SYN "
         "scans and connect scans alike), or at least 5 when every probe was one raw SYN; or, from the aggregate, "

@@ -4,7 +4,7 @@ new request on it (or answered early and closed while the client was still sendi
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
@@ -13,6 +13,14 @@ from pcapq.diagnose.finding import Finding
 # ICMP error, a TIME-WAIT answer.
 NOT_THIS = ["queue_sign", "reset_after_expiry", "scan_probe", "probe", "icmp_answered", "stray_ack_reset",
             "rst_unprovoked"]
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two connections closed with a request unanswered among many answered are a worker's recycling or a "
+    "client's oddity; three are a pattern (a keep-alive race, workers dying); a fifth of the capture's "
+    "connections or more is a failure rate no service lives with, however few they are"
+))
 
 
 def close_evidence(c: dict) -> list[dict]:
@@ -75,7 +83,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     details = {"closed": len(closed), "reset": len(reset), "request_after_close": len(reused),
                "answered_before": len(kept_alive)}
     confidence = 0.85 if reused and not (closed or reset) else 0.8
-    return ctx.finding("server_closed", found, confidence, reason, evidence, rests_on=rests_on, details=details,
+    return ctx.finding(CAUSE, found, confidence, reason, evidence, rests_on=rests_on, details=details,
                        proxy_log=proxy_log)
 
 
@@ -95,6 +103,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=55,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=(
         "the client sent a request and the server sent no data after it, then the server closed first (FIN, outcome "
         "`closed_by_server`; the request may follow answered ones on a kept-alive connection, fact "

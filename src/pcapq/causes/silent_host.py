@@ -3,9 +3,17 @@ re-sent: a host that is down or unreachable, or a firewall that drops without a 
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two connects to a silent address among many served are a stale or gone peer; three are an upstream "
+    "that is down; a fifth of the capture's connections or more is a failure rate no service lives with, however "
+    "few they are"
+))
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
@@ -22,7 +30,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     evidence = [e for c in ctx.examples(unanswered) for e in series_frame(c, "syn", "SYN sent again, nothing came back")]
     involved = ctx.select(all_of=["silent_host"], none_of=["scan_probe", "icmp_answered"])
     ctx.claim(involved)
-    return ctx.finding("silent_host", involved, 0.6, reason, evidence, rests_on=[
+    return ctx.finding(CAUSE, involved, 0.6, reason, evidence, rests_on=[
         f"no packet from {address} in the whole capture",
         f"{plural(len(unanswered), 'SYN')} sent again",
     ])
@@ -41,6 +49,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=45,
     rule=rule,
+    materiality=MATERIALITY,
     evidence="the server's address sent no packet in the whole capture, and a client re-sent its SYN",
     exclusions=("one-shot SYNs never re-sent (scanners, spoofed sources)", "connections an ICMP error answered (the ICMP findings take them)"),
     disproved_by=("a capture taken on both directions showing the host's answers",),

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext, plural
 from pcapq.causes.client_gave_up import gave_up_evidence
 from pcapq.diagnose.finding import Finding
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two requests outliving their client's timeout among many answered are outliers; three are a server "
+    "too slow for the timeout; a fifth of the capture's connections or more is a failure rate no service lives "
+    "with, however few they are"
+))
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
@@ -19,7 +27,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     )
     evidence = [e for c in ctx.examples(slow) for e in gave_up_evidence(c)]
     ctx.claim(slow)
-    return ctx.finding("slow_server", slow, 0.75, reason, evidence, rests_on=[
+    return ctx.finding(CAUSE, slow, 0.75, reason, evidence, rests_on=[
         f"{plural(len(slow), 'request')} acknowledged by the server",
         "no data from the server after the client's last request, and at least 0.2 s of waiting before the client's FIN or RST",
     ])
@@ -36,6 +44,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=60,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=(
         "the server acknowledged the client's request, sent no data after the client's last request, and the client "
         "closed or reset at least 0.2 s after that request (it waited)"

@@ -3,13 +3,19 @@ the core's aggregate of one-SYN connections, so millions of them cost one dict."
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.causes.context import CaptureContext, frame
 from pcapq.diagnose.finding import Finding
 
 # Fewer one-SYN connections than this are stray packets, not an attack.
 FLOOD_MIN = 1000
 MAX_EVIDENCE = 6
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    f"the rule already asks for {FLOOD_MIN:,} one-SYN connections to one endpoint: an attack, whatever the rest"
+))
 
 
 def _sources(s: dict) -> str:
@@ -65,6 +71,7 @@ CAUSE = Cause(
     scope="capture",
     precedence=2,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=f"at least {FLOOD_MIN:,} one-SYN connections to one endpoint that the server did not refuse",
     exclusions=("refused SYNs (a proxy retrying a closed port makes one-SYN connections too)",),
     disproved_by=("the sources completing handshakes elsewhere in the capture",),

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
 # Half-open requests that point to a full SYN queue: a small backlog (net.ipv4.tcp_max_syn_backlog,
 # or the listen backlog) fills with a handful.
 HALF_OPEN_MIN = 3
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    f"the rule already asks for {HALF_OPEN_MIN} half-open requests and a dropped SYN: a full SYN queue drops every "
+    "connect that arrives while it is"
+))
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
@@ -29,7 +36,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     half = ctx.select(all_of=["half_open"])
     evidence += [e for c in ctx.examples(half) for e in series_frame(c, "synack", "SYN-ACK sent again, never answered")]
     ctx.claim(involved)
-    return ctx.finding("syn_queue_overflow", involved, 0.8, reason, evidence, rests_on=[
+    return ctx.finding(CAUSE, involved, 0.8, reason, evidence, rests_on=[
         f"{plural(half_open, 'request')} the server held half-open (its SYN-ACK, no ACK back)",
         f"{plural(len(unanswered), 'SYN')} unanswered in the same episode",
     ])
@@ -47,6 +54,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=30,
     rule=rule,
+    materiality=MATERIALITY,
     evidence=f"at least {HALF_OPEN_MIN} half-open requests (the server's SYN-ACK, never answered) and at least one other client's SYN unanswered",
     exclusions=("a sign of a full accept queue in the episode (that finding comes first)", "a host that never sent a packet"),
     disproved_by=("TcpExtTCPReqQFullDrop and TcpExtListenDrops unchanged (`nstat -az` on the server)",),

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext
 from pcapq.causes.icmp_words import EXCLUSIONS, KERNEL, icmp_rule
 from pcapq.diagnose.finding import Finding
 
 
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Connections(at_least=3, share=0.2, reason=(
+    "one or two connections whose packets' TTL ran out among many delivered are a route flapping for a moment; "
+    "three are a loop or a path longer than the TTL; a fifth of the capture's connections or more is a failure "
+    "rate no service lives with, however few they are"
+))
+
+
 def rule(ctx: EpisodeContext) -> Finding | None:
-    return icmp_rule(ctx, "ttl_exceeded", "icmp_ttl_exceeded", "the packets' TTL (hop limit) ran out: a routing loop, or a path longer than the TTL", 0.85)
+    return icmp_rule(ctx, CAUSE, "icmp_ttl_exceeded", "the packets' TTL (hop limit) ran out: a routing loop, or a path longer than the TTL", 0.85)
 
 
 CAUSE = Cause(
@@ -22,6 +30,7 @@ CAUSE = Cause(
     scope="episode",
     precedence=8,
     rule=rule,
+    materiality=MATERIALITY,
     evidence='an ICMP time exceeded (IPv4 type 11, ICMPv6 type 3) quoting a packet of the connection',
     exclusions=EXCLUSIONS,
     disproved_by=('a traceroute at that time reaching the upstream in fewer hops than the TTL',),

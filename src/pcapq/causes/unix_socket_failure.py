@@ -3,8 +3,14 @@ from nginx's error log alone; `unix_socket_overflow.finding` makes the finding f
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.diagnose.finding import Finding
+
+
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    "read from the proxy's error log: every line is a connect() that failed and a request answered 502"
+))
 
 
 def no_capture_rule(ctx) -> list[Finding]:
@@ -23,6 +29,7 @@ CAUSE = Cause(
     scope="evidence",
     precedence=96,
     rule=no_capture_rule,
+    materiality=MATERIALITY,
     evidence="nginx error-log lines of failed connect()s to `unix:...` other than EAGAIN (read with --log)",
     exclusions=("EAGAIN is `unix_socket_overflow`",),
     disproved_by=("the socket listening (`ss -xl`) at those times",),

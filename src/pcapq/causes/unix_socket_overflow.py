@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import Always, Cause
 from pcapq.causes.unix_socket_failure import CAUSE as FAILURE
 from pcapq.causes.unix_socket_failure import no_capture_rule
 from pcapq.diagnose.finding import Finding
@@ -61,6 +61,12 @@ def finding(log: LogFile, lines: list, zone: float, listeners: list[Listener]) -
     return f
 
 
+# When a finding earns a panel (docs/diagnosis.md, "Materiality").
+MATERIALITY = Always(reason=(
+    "read from the proxy's error log: every line is a connect() refused by a full listen queue and a request "
+    "answered 502, the unix-socket form of an accept queue overflow"
+))
+
 OVERFLOW = Cause(
     slug="unix_socket_overflow",
     title="Unix socket listen queue overflow",
@@ -73,6 +79,7 @@ OVERFLOW = Cause(
     scope="evidence",
     precedence=95,
     rule=no_capture_rule,
+    materiality=MATERIALITY,
     evidence="nginx error-log lines `connect() to unix:... failed (11: Resource temporarily unavailable)` (read with --log)",
     exclusions=("other unix-socket errors (refused, no such file) are `unix_socket_failure`",),
     disproved_by=("`ss -xl` showing the socket's Recv-Q well below its Send-Q while nginx logs EAGAIN",),

@@ -34,6 +34,12 @@ class Finding:
     # Marks of the connections this finding explains beyond its episode (a scan's probes on
     # every port it probed): [(server endpoint or address or None for all, all_of, none_of)].
     explains: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list, repr=False)
+    # Why it is not material (below its cause's `Materiality`): a line of "Minor observations"
+    # instead of a panel; None when it is material.
+    minor: str | None = None
+    # The checks the core tested on its connections (detect::checks): each with how many held and
+    # failed, what that says, and the kernel function or RFC section behind it.
+    checks: list[dict] = field(default_factory=list)
 
     @property
     def connection_count(self) -> int:
@@ -63,4 +69,6 @@ class Finding:
             # Only when evidence beyond the capture was given (--log, --nstat, --ss).
             **({"confirmed_by": self.confirmed_by, "contradicted_by": self.contradicted_by, "logged": self.logged}
                if self.checked else {}),
+            **({"checks": self.checks} if self.checks else {}),
+            **({"minor": self.minor} if self.minor is not None else {}),
         }

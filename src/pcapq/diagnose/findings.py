@@ -8,13 +8,16 @@ example connections per finding; it never loops over connections.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from pcapq._core import Analysis
 from pcapq.diagnose import settings
 from pcapq.diagnose.capture_point import CapturePoint, infer
 from pcapq.diagnose.finding import Finding
 from pcapq.diagnose.timeouts import resolve
+
+if TYPE_CHECKING:
+    from pcapq.causes.context import CaptureContext
 
 # More findings of one cause than this in one capture become one finding over many endpoints:
 # a gnutella client dialling 900 peers is one story, not 122 panels.
@@ -27,8 +30,11 @@ class Diagnosis:
     """What the diagnosis found in one capture."""
 
     capture_point: CapturePoint
+    # The material findings: each gets a panel, and one of them makes `analyze` exit 1.
     findings: list[Finding]
     settings: list[str] = field(default_factory=list)
+    # Findings below their cause's materiality (`Finding.minor` says why): one line each.
+    minor_observations: list[Finding] = field(default_factory=list)
     # Standard input stopped by Ctrl-C: the sentence saying so and what had been read
     # (pcapq.live.StdinRead); None when the input was read to its end.
     interrupted: Optional[Any] = None
@@ -39,10 +45,17 @@ class Diagnosis:
     # What the proxy's logs and the upstream's counters say (pcapq.evidence), when given.
     evidence: dict | None = None
 
+    def every_finding(self) -> list[Finding]:
+        """The material findings, then the minor ones."""
+        return self.findings + self.minor_observations
+
     def nothing_found(self) -> str:
-        """What the findings section says when there is no finding."""
+        """What the findings section says when there is no material finding."""
         if self.no_tcp:
             return "No TCP in this capture: there is no connection to analyse (the totals say what the packets were)."
+        if self.minor_observations:
+            n = len(self.minor_observations)
+            return f"No failure that matters: {n} minor observation{'' if n == 1 else 's'} below."
         return "No failures found: no connection shows a listen-queue, loss or timeout problem."
 
     def to_json(self) -> dict:
@@ -50,6 +63,7 @@ class Diagnosis:
             "capture_point": self.capture_point.to_json(),
             "settings": self.settings,
             "findings": [f.to_json() for f in self.findings],
+            "minor_observations": [f.to_json() for f in self.minor_observations],
         }
         if self.evidence is not None:
             out["evidence"] = self.evidence
@@ -93,8 +107,26 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
         findings.extend(cause.rule(ctx))
     findings = fold_many(findings)
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
-    return Diagnosis(ctx.capture_point, findings, settings.sentences(problems.timings()), proxy_timeouts=timeouts,
-                     no_tcp=analysis.summary()["tcp_segments"] == 0)
+    material, minor = judge_materiality(findings, ctx)
+    return Diagnosis(ctx.capture_point, material, settings.sentences(problems.timings()), minor_observations=minor,
+                     proxy_timeouts=timeouts, no_tcp=analysis.summary()["tcp_segments"] == 0)
+
+
+def judge_materiality(findings: list[Finding], ctx: CaptureContext) -> tuple[list[Finding], list[Finding]]:
+    """The findings that matter and the minor ones, each judged by its cause's `Materiality`
+    (a folded finding as one); a minor one's `minor` says why. A share is of the capture's own
+    traffic: its connections less those the capture-wide findings (a port scan's probes, a SYN
+    flood's SYNs) count, among which no failure hides."""
+    from pcapq.causes.registry import CAUSES
+
+    scans_and_floods = sum(f.connection_count for f in findings if CAUSES[f.cause].scope == "capture")
+    connections = max(ctx.analysis.summary()["connections"] - scans_and_floods, 0)
+    material: list[Finding] = []
+    minor: list[Finding] = []
+    for f in findings:
+        f.minor = CAUSES[f.cause].materiality.judge(f, ctx, connections)
+        (material if f.minor is None else minor).append(f)
+    return material, minor
 
 
 def fold_many(findings: list[Finding]) -> list[Finding]:

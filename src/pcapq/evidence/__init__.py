@@ -150,7 +150,7 @@ def _judge_listener(f, listeners: list[Listener], ss_path: str) -> None:
 
 def apply(analysis, diagnosis, ev: Evidence) -> None:
     """Ties the logs to the connections and sets every finding's confirmations and contradictions."""
-    for f in diagnosis.findings:
+    for f in diagnosis.every_finding():
         f.checked = True
     section: dict = {}
     tied_kind: dict[int, tuple[str, str, int, int]] = {}  # connection id -> (kind, file, line, status)
@@ -158,7 +158,7 @@ def apply(analysis, diagnosis, ev: Evidence) -> None:
         section["logs"] = _join(analysis, diagnosis, ev, tied_kind)
     if ev.counters:
         m = movement(ev.counters)
-        for f in diagnosis.findings:
+        for f in diagnosis.every_finding():
             _judge_counters(f, m)
         section["counters"] = {
             "files": [c.path for c in ev.counters],
@@ -167,7 +167,7 @@ def apply(analysis, diagnosis, ev: Evidence) -> None:
             "moved": {k: v for k, v in sorted(m.deltas.items()) if v},
         }
     if ev.listeners:
-        for f in diagnosis.findings:
+        for f in diagnosis.every_finding():
             _judge_listener(f, ev.listeners, ev.ss_path or "ss")
         section["listeners"] = [
             {"local": x.local, "recv_q": x.recv_q, "send_q": x.send_q, "unix": x.unix} for x in ev.listeners
@@ -200,7 +200,7 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
         if conn_id not in by_id or ev.logs[fi].format == "error":
             by_id[conn_id] = note
     analysis.note_connections({i: json.dumps({"proxy_log": n}) for i, n in by_id.items()})
-    for f in diagnosis.findings:
+    for f in diagnosis.every_finding():
         # Over the tied connections (as many as lines), not the finding's.
         kinds = Counter(by_id[i]["kind"] for i in sorted(by_id.keys() & f.connections))
         f.logged = dict(kinds.most_common())

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pcapq.lab import icmp_scenarios, scenarios
-from pcapq.lab.namespaces import NetnsPair, NetnsRouted
+from pcapq.lab import icmp_scenarios, scenarios, twin_scenarios
+from pcapq.lab.namespaces import NetnsDelayed, NetnsPair, NetnsRouted
 from pcapq.lab.scenarios import Run
 
 
@@ -20,12 +20,17 @@ class Scenario:
     """What the capture will show, said before the run."""
     run: Callable[[NetnsPair, Path], Run]
     tools: tuple[str, ...] = ("ip", "tcpdump", "tc", "nstat")
-    client_error: str | None = None
-    """The client error the scenario is meant to produce; any other is a failed run."""
+    client_error: str | tuple[str, ...] | None = None
+    """The client error the scenario is meant to produce (or several); any other is a failed run."""
     python_modules: tuple[str, ...] = field(default=())
     """Python modules the scenario needs in this interpreter (scapy for raw SYNs)."""
     network: type[NetnsPair] = NetnsPair
-    """The namespaces it runs in: a client and a server, or NetnsRouted's three (a router between)."""
+    """The namespaces it runs in: a client and a server, NetnsRouted's three (a router between) or
+    NetnsDelayed's three (a path with latency, reordering or loss between)."""
+    capture_at: str | None = None
+    """Where tcpdump runs: "server" or "client" (their veths); None: the network's default."""
+    shipped_in: str = ""
+    """The folder of captures/ its shipped capture is in: "" (captures/) or "kernel_runs"."""
 
 
 # Issue 18: ICMP answers to the client's SYNs, and a path MTU black hole (src/pcapq/lab/icmp_scenarios.py).
@@ -116,6 +121,179 @@ ICMP_SCENARIOS = (
         tools=("ip", "tcpdump", "nstat", "nft"),
         client_error="TimeoutError",
         network=NetnsRouted,
+    ),
+)
+
+
+# Competing explanations and listener-level situations, each run beside a twin that changes one
+# setting (src/pcapq/lab/twin_scenarios.py); their captures are in captures/kernel_runs/.
+KERNEL_RUNS = "kernel_runs"
+TWIN_SCENARIOS = (
+    Scenario(
+        "lost_ack",
+        "one handshake ACK lost while the accept queue has room: a SYN-ACK re-send, the request taken at once",
+        "nftables on the server's input drops the first bare ACK of one connection (after tcpdump saw it). The "
+        "server re-sends its SYN-ACK after 1 s; the ACK answering it completes the handshake and the request, "
+        "sent 1.5 s after connect(), is acknowledged at once. Twin: accept_queue_overflow.",
+        lambda net, pcap: twin_scenarios.lost_ack(net, pcap, where="server"),
+        tools=("ip", "tcpdump", "nstat", "nft"),
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "lost_ack_on_path",
+        "the same ACK lost before the server's capture point: the capture never sees it",
+        "nftables on the client's output drops the first bare ACK of one connection, so tcpdump on the server's "
+        "veth never sees it: a loss on the path. The server re-sends its SYN-ACK after 1 s, the ACK answering it "
+        "completes the handshake, the request 1.5 s after connect() is acknowledged at once.",
+        lambda net, pcap: twin_scenarios.lost_ack(net, pcap, where="client"),
+        tools=("ip", "tcpdump", "nstat", "nft"),
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "crossed_synack",
+        "RTT 1.4 s, nothing lost: the server's SYN-ACK timer fires before the ACK can arrive",
+        "A path with 700 ms of latency each way. The server's SYN-ACK timer (1 s) fires before the client's ACK "
+        "arrives, so the re-sent SYN-ACK crosses the ACK; the client's SYN timer fires too. Nothing is dropped "
+        "and the listener accepts at once. tcpdump on the server's veth.",
+        lambda net, pcap: twin_scenarios.crossed_synack(net, pcap, one_way=0.7),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "crossed_synack_client",
+        "the same RTT of 1.4 s captured on the client's side",
+        "crossed_synack with tcpdump on the client's veth: its SYN sent again after 1 s, the SYN-ACK 1.4 s after "
+        "the first SYN, then the server's re-sent SYN-ACK answered by a duplicate ACK.",
+        lambda net, pcap: twin_scenarios.crossed_synack(net, pcap, one_way=0.7),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        capture_at="client",
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "crossed_synack_delay_step",
+        "latency client->server rises from 0.2 s to 1 s after the SYN: only the server's SYN-ACK timer fires",
+        "200 ms each way for the SYN and its SYN-ACK (no SYN re-send), then 1 s from the client to the server, "
+        "as when a queue builds on the client's uplink: the server's SYN-ACK timer fires 1 s after its SYN-ACK, "
+        "before the ACK (1.2 s) arrives; the re-sent SYN-ACK crosses it. Nothing is dropped.",
+        lambda net, pcap: twin_scenarios.crossed_synack(net, pcap, one_way=0.2, step_cs=1.0, connections=1),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "crossed_synack_short_rtt",
+        "twin of crossed_synack: RTT 0.8 s, under the SYN-ACK timer: nothing re-sent",
+        "The same path with 400 ms each way: the ACK arrives before the server's SYN-ACK timer fires, nothing is "
+        "sent twice.",
+        lambda net, pcap: twin_scenarios.crossed_synack(net, pcap, one_way=0.4),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "listener_restart",
+        "the upstream closes its listening socket with connections queued and listens again 1.5 s later",
+        "The server accepts nothing for 1 s, closes its listening socket and listens again 1.5 s later, while "
+        "clients connect every 80 ms over a path of 50 ms each way. The queued connections get RSTs, a handshake "
+        "ACK arriving after the close gets an RST, SYNs are refused until the listener is back. Twin: "
+        "abort_on_overflow.",
+        lambda net, pcap: twin_scenarios.listener_restart(net, pcap),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        client_error=("ConnectionResetError", "ConnectionRefusedError", "ECONNREFUSED"),
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "proxy_read_timeout",
+        "the proxy's 1 s read timeout crosses the answer: FIN, then RSTs for the answer",
+        "The server answers 0.97 s after the request over a path of 50 ms each way; the client (the proxy) "
+        "gives up after 1 s and closes with a FIN that acknowledges only its request. The answer reaches a "
+        "closed socket and the client's kernel answers it with RSTs.",
+        lambda net, pcap: twin_scenarios.proxy_read_timeout(net, pcap, reply_delay=0.97),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        client_error="timed out",
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "proxy_read_timeout_in_time",
+        "twin of proxy_read_timeout: the answer 0.8 s after the request, before the timeout",
+        "The same, with the answer sent 0.8 s after the request: it arrives before the client's 1 s timeout and "
+        "every exchange closes normally.",
+        lambda net, pcap: twin_scenarios.proxy_read_timeout(net, pcap, reply_delay=0.8),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "reordering",
+        "every 12th new data segment held 30 ms on a 20 ms RTT path: spurious re-sends, D-SACKed",
+        "The path delays each 12th new data segment of the server's by 30 ms more; the ones behind it arrive "
+        "first, the server's SACK recovery re-sends it, and the client reports the second copy with a D-SACK. "
+        "Nothing was lost. tcpdump on the server's veth.",
+        lambda net, pcap: twin_scenarios.reordering(net, pcap),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "reordering_loss",
+        "twin of reordering: the same segments dropped: each re-send repairs a loss",
+        "The same path and load with each 12th new data segment of the server's dropped instead of held: the "
+        "re-sends are needed, no D-SACK comes back.",
+        lambda net, pcap: twin_scenarios.reordering(net, pcap, drop=True),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "pmtu_server_side",
+        "pmtu_discovery seen from the server's veth: the full-size segments never arrive, smaller re-sends do",
+        "The path of pmtu_discovery (a router whose link towards the server takes 1200-byte packets, its ICMP "
+        "reaching the client) with tcpdump on the server's veth: the client's full-size segments never get there; "
+        "the same bytes arrive in smaller segments and the request gets through.",
+        lambda net, pcap: icmp_scenarios.pmtu(net, pcap),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsRouted,
+        capture_at="server",
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "mtu_black_hole_server_side",
+        "twin of pmtu_server_side: the router's ICMP dropped (a black hole), seen from the server's veth",
+        "mtu_black_hole_router with tcpdump on the server's veth: the handshake and the request's small tail "
+        "arrive, its full-size segments never do, nor any smaller re-send; the client gives up.",
+        lambda net, pcap: icmp_scenarios.pmtu(net, pcap, drop_icmp="router"),
+        tools=("ip", "tcpdump", "nstat", "nft"),
+        client_error="TimeoutError",
+        network=NetnsRouted,
+        capture_at="server",
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "reuseport_backlog1",
+        "reuseport_stuck_listener with the stuck listener's listen(1), one connection already waiting",
+        "Four SO_REUSEPORT listeners, listener 0 listen(1) with one connection waiting and stuck for 4 s: its "
+        "accept queue (2 places) fills after one more connection.",
+        lambda net, pcap: scenarios.reuseport_stuck_listener(
+            net, pcap, listeners=4, backlog=1, prefill=1, stuck_for=4.0, connections=32
+        ),
+        tools=("ip", "tcpdump", "tc", "nstat", "ss"),
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "reuseport_backlog3_client",
+        "reuseport_stuck_listener (listen(3)) captured on the client's veth",
+        "reuseport_stuck_listener with tcpdump on the client's veth, after its tbf shaping: the proxy's view of "
+        "the same overflow.",
+        lambda net, pcap: scenarios.reuseport_stuck_listener(
+            net, pcap, listeners=4, backlog=3, prefill=2, stuck_for=4.0, connections=32
+        ),
+        tools=("ip", "tcpdump", "tc", "nstat", "ss"),
+        capture_at="client",
+        shipped_in=KERNEL_RUNS,
     ),
 )
 
@@ -311,5 +489,6 @@ SCENARIOS: dict[str, Scenario] = {
             client_error="ConnectionResetError",
         ),
         *ICMP_SCENARIOS,
+        *TWIN_SCENARIOS,
     )
 }

@@ -170,7 +170,8 @@ def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = RO
     dropped = _nft_counters(net, firewall[0], PMTU_TABLE)[0] if firewall else None
     frag_fails = net.nstat(net.router_ns).get("IpFragFails", 0) - router_before.get("IpFragFails", 0)
     setup = [f"client -> router -> server; the router's link towards the server has MTU {mtu}, the client's and "
-             f"server's veths 1500; one {request:,}-byte request, a 1,000-byte response; tcpdump on the client's veth",
+             f"server's veths 1500; one {request:,}-byte request, a 1,000-byte response; tcpdump on the "
+             f"{net.role(net.capture_ns)}'s veth",
              f"router: IpFragFails +{frag_fails} (segments too big to forward with DF set, each answered with ICMP "
              "fragmentation needed)" + (f"; the {drop_icmp}'s {firewall[1]} chain: `{rule}`" if firewall else "")]
     run = _run(net, pcap, out, cap, before, started, setup)

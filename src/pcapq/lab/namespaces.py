@@ -38,6 +38,9 @@ SERVER_IF = "pq-s"
 # The router's ends of the two veth pairs of NetnsRouted.
 ROUTER_CLIENT_IF = "pq-rc"
 ROUTER_SERVER_IF = "pq-rs"
+# The middle namespace's ends of NetnsDelayed's two veth pairs.
+PATH_CLIENT_IF = "pq-pc"
+PATH_SERVER_IF = "pq-ps"
 
 _serial = itertools.count()
 
@@ -329,6 +332,17 @@ class NetnsPair:
         than `burst` bytes are dropped by tbf."""
         self.run(ns, ["tc", "qdisc", "add", "dev", iface, "root", "tbf", "rate", rate, "burst", str(burst), "limit", str(limit)])
 
+    def capture_at(self, side: str) -> None:
+        """Where capture() runs tcpdump unless told: "server" (the server's veth, in its
+        namespace) or "client" (the client's veth, in its namespace: the proxy's side)."""
+        if side == "server":
+            self.capture_ns, self.capture_if = self.server_ns, SERVER_IF
+        elif side == "client":
+            self.capture_ns, self.capture_if = self.client_ns, CLIENT_IF
+        else:
+            raise LabError(f"no capture point {side!r}: 'client' or 'server'")
+        self.say(f"tcpdump will run on {self.capture_if}, the {side}'s veth")
+
     def read_sysctl(self, ns: str, key: str) -> str:
         return self.run(ns, ["sysctl", "-n", key]).stdout.strip()
 
@@ -419,3 +433,114 @@ class NetnsRouted(NetnsPair):
 
 def _subnet(addr: str) -> str:
     return addr.rsplit(".", 1)[0] + ".0/24"
+
+
+class NetnsDelayed(NetnsPair):
+    """Client and server on one /24 with a path between them that delays, reorders or drops,
+    for kernels without netem: a middle namespace whose two veths are bridged in user space by
+    pcapq.lab.delayline (start_path()). Use as a context manager.
+
+        client pq-c 10.231.N.1 <-> pq-pc  path (delayline)  pq-ps <-> pq-s 10.231.N.2 server
+
+    The middle namespace has no addresses and does not forward: every frame goes through the
+    delay line, unchanged but for its TCP/UDP checksum. The client's and server's veths send one
+    segment per frame (gso_max_segs 1: a packet socket cannot write a frame larger than the MTU).
+    tcpdump runs on the server's veth by default (capture_at("client") for the client's)."""
+
+    def __init__(
+        self,
+        subnet: int | None = None,
+        tools: Sequence[str] = ("ip", "tcpdump"),
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(subnet, tools, say)
+        self.path_ns = self.client_ns.replace("pcapq-c-", "pcapq-p-")
+        self.path: subprocess.Popen | None = None
+        self.path_settings = ""
+
+    def _setup(self) -> None:
+        self._add_namespaces((self.client_ns, "client"), (self.path_ns, "path"), (self.server_ns, "server"))
+        self.say(f"veth pairs {CLIENT_IF} ({self.client_ip}) <-> {PATH_CLIENT_IF} and {PATH_SERVER_IF} <-> "
+                 f"{SERVER_IF} ({self.server_ip}), the middle ones in the path namespace, without addresses")
+        _ip("-n", self.client_ns, "link", "add", CLIENT_IF, "type", "veth", "peer", "name", PATH_CLIENT_IF,
+            "netns", self.path_ns)
+        _ip("-n", self.server_ns, "link", "add", SERVER_IF, "type", "veth", "peer", "name", PATH_SERVER_IF,
+            "netns", self.path_ns)
+        for ns, iface, addr in ((self.client_ns, CLIENT_IF, self.client_ip), (self.server_ns, SERVER_IF, self.server_ip)):
+            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", iface)
+            _ip("-n", ns, "link", "set", "dev", iface, "gso_max_segs", "1")
+            _ip("-n", ns, "link", "set", iface, "up")
+        for iface in (PATH_CLIENT_IF, PATH_SERVER_IF):
+            _ip("-n", self.path_ns, "link", "set", iface, "promisc", "on", "up")
+        mac = {ns: _ip("-n", ns, "-br", "link", "show", iface).stdout.split()[2]
+               for ns, iface in ((self.client_ns, CLIENT_IF), (self.server_ns, SERVER_IF))}
+        _ip("-n", self.client_ns, "neigh", "replace", self.server_ip, "lladdr", mac[self.server_ns], "dev", CLIENT_IF,
+            "nud", "permanent")
+        _ip("-n", self.server_ns, "neigh", "replace", self.client_ip, "lladdr", mac[self.client_ns], "dev", SERVER_IF,
+            "nud", "permanent")
+        ends = ((self.client_ns, CLIENT_IF), (self.path_ns, PATH_CLIENT_IF), (self.path_ns, PATH_SERVER_IF),
+                (self.server_ns, SERVER_IF))
+        deadline = time.monotonic() + 5
+        while not all("LOWER_UP" in _ip("-n", ns, "link", "show", iface).stdout for ns, iface in ends):
+            if time.monotonic() > deadline:
+                raise LabError("the path's veth pairs did not come up")
+            time.sleep(0.02)
+
+    def start_path(
+        self,
+        delay_cs: float = 0.0,
+        delay_sc: float = 0.0,
+        hold_every: int = 0,
+        hold_for: float = 0.0,
+        drop_every: int = 0,
+        direction: str = "sc",
+        step_after: int = 0,
+        step_cs: float = 0.0,
+        deadline: float = 60.0,
+    ) -> None:
+        """Starts the delay line: `delay_cs` s from client to server, `delay_sc` back; in
+        `direction`, each `hold_every`th first transmission of a TCP data segment `hold_for` s
+        later still (reordered), each `drop_every`th dropped; after `step_after` frames from the
+        client, `step_cs` s client to server instead of `delay_cs`. Returns once it forwards."""
+        import selectors
+        import sys
+
+        argv = [sys.executable, "-m", "pcapq.lab.delayline", PATH_CLIENT_IF, PATH_SERVER_IF,
+                "--delay-cs", str(delay_cs), "--delay-sc", str(delay_sc), "--hold-every", str(hold_every),
+                "--hold-for", str(hold_for), "--hold-dir", direction, "--drop-every", str(drop_every),
+                "--drop-dir", direction, "--step-after", str(step_after), "--step-cs", str(step_cs),
+                "--deadline", str(deadline)]
+        self.path = self.popen(self.path_ns, argv, stdout=subprocess.PIPE, text=True)
+        assert self.path.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self.path.stdout, selectors.EVENT_READ)
+        if not sel.select(10) or self.path.stdout.readline().strip() != "ready":
+            raise LabError("the delay line did not start")
+        parts = [f"{delay_cs * 1000:g} ms client->server, {delay_sc * 1000:g} ms server->client"]
+        if step_after:
+            parts.append(f"client->server {step_cs * 1000:g} ms from the client's frame {step_after + 1} on")
+        where = "server->client" if direction == "sc" else "client->server"
+        if hold_every:
+            parts.append(f"every {hold_every}th new data segment {where} held {hold_for * 1000:g} ms more (reordered)")
+        if drop_every:
+            parts.append(f"every {drop_every}th new data segment {where} dropped")
+        self.path_settings = "; ".join(parts)
+        self.say(f"path (user-space delay line in the middle namespace): {self.path_settings}")
+
+    def stop_path(self) -> dict:
+        """Stops the delay line; its counters (frames each way, the segments held and dropped)."""
+        if self.path is None:
+            return {}
+        proc, self.path = self.path, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate(timeout=5)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        return json.loads(lines[-1]) if lines else {}
+
+    def role(self, ns: str) -> str:
+        return "path" if ns == self.path_ns else super().role(ns)

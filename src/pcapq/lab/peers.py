@@ -2,7 +2,8 @@
 namespace:
 
     python -m pcapq.lab.peers server HOST PORT [--backlog B] [--accept-delay S] [--count N] ...
-    python -m pcapq.lab.peers client HOST PORT [--count N] [--concurrent] ...
+    python -m pcapq.lab.peers server HOST PORT --restart-after S --down-for S   (an upstream restarting)
+    python -m pcapq.lab.peers client HOST PORT [--count N] [--concurrent [--interval S]] ...
     python -m pcapq.lab.peers half-open HOST PORT --source ADDR [--count N]   (raw SYNs; scapy)
     python -m pcapq.lab.peers reuseport HOST PORT [--listeners N] [--backlog B] [--accept-delay S] ...
     python -m pcapq.lab.peers preconnect HOST PORT [--count N] [--idle S]
@@ -28,6 +29,7 @@ import selectors
 import socket
 import struct
 import sys
+import threading
 import time
 from typing import cast
 
@@ -47,34 +49,85 @@ def serve(args: argparse.Namespace) -> int:
     lsock.bind((args.host, args.port))
     lsock.listen(args.backlog)
     print("ready", flush=True)
+    if args.restart_after:
+        lsock = restart(lsock, args)
     if args.accept_delay:
         time.sleep(args.accept_delay)
     print("accepting", flush=True)
     served = 0
     response = b"r" * args.response
+    workers: list[threading.Thread] = []
     while (args.count == 0 or served < args.count) and time.monotonic() < deadline:
         lsock.settimeout(max(0.05, deadline - time.monotonic()))
         try:
             conn, _ = lsock.accept()
         except socket.timeout:
             break
-        with conn:
-            conn.settimeout(10)
-            try:
-                read_request(conn)
-                if args.reply_delay:
-                    time.sleep(args.reply_delay)
-                if args.rst_after_reply:
-                    # SO_LINGER on, 0 s: close() sends an RST right after the response.
-                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                conn.sendall(response)
-                if args.keep_alive:
-                    keep_alive(conn, response, args.keep_alive)
-            except OSError as e:
-                print(f"server: {e}", file=sys.stderr, flush=True)
+        if args.threads:
+            # Each connection on its own thread: one whose request comes late holds up no other.
+            worker = threading.Thread(target=answer, args=(conn, args, response), daemon=True)
+            worker.start()
+            workers.append(worker)
+        else:
+            answer(conn, args, response)
         served += 1
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
     lsock.close()
     return 0
+
+
+def answer(conn: socket.socket, args: argparse.Namespace, response: bytes) -> None:
+    """Reads the request, answers (`--reply-delay`, `--rst-after-reply`, `--keep-alive`), closes."""
+    with conn:
+        conn.settimeout(10)
+        try:
+            read_request(conn)
+            if args.reply_delay:
+                time.sleep(args.reply_delay)
+            if args.rst_after_reply:
+                # SO_LINGER on, 0 s: close() sends an RST right after the response.
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.sendall(response)
+            if args.keep_alive:
+                keep_alive(conn, response, args.keep_alive)
+        except OSError as e:
+            print(f"server: {e}", file=sys.stderr, flush=True)
+
+
+def restart(lsock: socket.socket, args: argparse.Namespace) -> socket.socket:
+    """An upstream restarting: no accept() for `--restart-after` s, then close() of the listening
+    socket with connections still in its queues (the kernel resets those in the accept queue:
+    inet_csk_listen_stop()), `--down-for` s with nothing listening, and a new listener. Prints
+    one JSON line with what the queues held at the close (/proc/net/tcp of this namespace: the
+    listener's rx_queue is its accept queue; SYN-RECV entries are request sockets)."""
+    time.sleep(args.restart_after)
+    queues = listen_queues(args.port)
+    lsock.close()
+    closed = time.time()
+    time.sleep(args.down_for)
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((args.host, args.port))
+    lsock.listen(args.backlog)
+    print(json.dumps({"restart": {**queues, "closed": closed, "listening_again": time.time()}}), flush=True)
+    return lsock
+
+
+def listen_queues(port: int) -> dict[str, int]:
+    """{"accept_queue": connections waiting for accept(), "syn_recv": request sockets} on `port`."""
+    accept_queue = syn_recv = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if int(fields[1].split(":")[1], 16) != port:
+                continue
+            if fields[3] == "0A":
+                accept_queue += int(fields[4].split(":")[1], 16)
+            elif fields[3] == "03":
+                syn_recv += 1
+    return {"accept_queue": accept_queue, "syn_recv": syn_recv}
 
 
 def keep_alive(conn: socket.socket, response: bytes, idle: float) -> None:
@@ -209,6 +262,11 @@ def concurrent(args: argparse.Namespace) -> int:
 
     lead = max(args.lead, 1 if args.first_alone else 0)
     for i in range(args.count):
+        if args.interval and i > lead:
+            # Connections at a steady pace, the earlier ones served meanwhile.
+            until = time.monotonic() + args.interval
+            while time.monotonic() < until:
+                pump(max(0.0, until - time.monotonic()))
         if 0 < i <= lead:
             wait_until = time.monotonic() + 2
             while not (results[-1]["sent"] or results[-1]["error"]) and time.monotonic() < wait_until:
@@ -326,10 +384,14 @@ def preconnect(args: argparse.Namespace) -> int:
     proxy's preconnect), then each in turn sends its request and reads the answer."""
     request = request_bytes(args.request)
     socks, results = [], []
-    for _ in range(args.count):
+    for i in range(args.count):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         result: dict[str, object] = {"port": None, "sent": 0, "received": 0, "error": None}
         try:
+            if args.source_port and i == 0:
+                # The first connection from a known port (a firewall rule can pick it out).
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("", args.source_port))
             connect(s, args.host, args.port, args.timeout, result)
         except OSError as e:
             result["error"] = repr(e)
@@ -391,7 +453,8 @@ def main() -> int:
                    help="sequential client: after a timeout, close with SO_LINGER 0 (an RST)")
     p.add_argument("--reply-delay", type=float, default=0.0, help="server: wait this long before answering")
     p.add_argument("--source", help="half-open: the SYNs' source address")
-    p.add_argument("--source-port", type=int, default=0, help="sequential client: bind every connection to this port")
+    p.add_argument("--source-port", type=int, default=0,
+                   help="sequential client: bind every connection to this port; preconnect: the first one")
     p.add_argument("--defer-accept", type=int, default=0, help="server: TCP_DEFER_ACCEPT, in seconds")
     p.add_argument("--rst-after-reply", action="store_true",
                    help="server: close with SO_LINGER 0 after the response (an RST)")
@@ -404,6 +467,11 @@ def main() -> int:
     p.add_argument("--keep-alive", type=float, default=0.0,
                    help="server: answer more requests on a connection until it is idle this long, then close")
     p.add_argument("--also", type=int, nargs="*", default=[], help="listen: more ports")
+    p.add_argument("--threads", action="store_true", help="server: each connection on its own thread")
+    p.add_argument("--interval", type=float, default=0.0, help="concurrent client: seconds between connects")
+    p.add_argument("--restart-after", type=float, default=0.0,
+                   help="server: close the listening socket after this long without accept() (see restart())")
+    p.add_argument("--down-for", type=float, default=1.5, help="server: seconds between close() and the new listen()")
     p.add_argument("--deadline", type=float, default=20.0)
     args = p.parse_args()
     if args.role == "server":

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from pcapq.diagnose import Finding
+from pcapq.causes.registry import title
+from pcapq.diagnose import Diagnosis, Finding
 from pcapq.report.clock import utc_clock
 from pcapq.report.evidence import finding_rows as evidence_rows
 
@@ -59,3 +60,13 @@ def finding_rows(f: Finding, capture_start: Optional[float], clock: Callable[[fl
     rows += [Row(label, text) for label, text in evidence_rows(f)]
     rows.append(Row("what to do", f.advice))
     return rows
+
+
+# The columns of the table of minor observations, in every report.
+MINOR_HEADER = ("cause", "where", "connections", "why minor")
+
+
+def minor_rows(d: Diagnosis) -> list[tuple[str, str, str, str]]:
+    """One line per minor observation: the cause's title, where, how many connections, why it is
+    minor (`Finding.minor`)."""
+    return [(title(f.cause), f.server, f"{f.connection_count:,}", f.minor or "") for f in d.minor_observations]

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from pcapq.diagnose import Diagnosis, Finding
 from pcapq.report.evidence import section_rows
-from pcapq.report.finding_rows import finding_rows
+from pcapq.report.finding_rows import MINOR_HEADER, finding_rows, minor_rows
 
 from pcapq.causes.registry import title
 
@@ -128,6 +128,16 @@ def render_finding(f: Finding, capture_start: float | None) -> FindingPanel:
     return FindingPanel(rows, title)
 
 
+def minor_table(d: Diagnosis) -> Table:
+    """The findings below their cause's materiality, a line each."""
+    t = Table(title="Minor observations", title_justify="left", show_edge=False, pad_edge=False)
+    for name in MINOR_HEADER:
+        t.add_column(name, justify="right" if name == "connections" else "left")
+    for row in minor_rows(d):
+        t.add_row(*row)
+    return t
+
+
 def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
     parts: list[object] = []
     if d.interrupted is not None:
@@ -136,6 +146,8 @@ def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
         parts.append(Text(d.nothing_found(), style="yellow" if d.no_tcp else "green"))
     for f in d.findings:
         parts.append(render_finding(f, capture_start))
+    if d.minor_observations:
+        parts.append(minor_table(d))
     parts.append(Text(f"Capture point: {d.capture_point.side} ({d.capture_point.reason})", style="dim"))
     for sentence in d.settings:
         parts.append(Text(f"Kernel: {sentence}", style="dim"))

@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from pcapq import _core
 from pcapq.report import timeline as tl
-from pcapq.report.finding_rows import finding_rows
+from pcapq.report.finding_rows import MINOR_HEADER, finding_rows, minor_rows
 from pcapq.report.escape import html_text as h
 from pcapq.report.escape import script_json
 from pcapq.causes.registry import title
@@ -187,6 +187,14 @@ def _findings(report: AnalyzeReport) -> list[str]:
         sure = " sure" if f.confidence >= 0.7 else ""
         heading = f"{title(f.cause)} on {f.server}"
         out.append(f'<section class="finding{sure}"><h3>{h(heading)}</h3><dl>{rows}</dl></section>')
+    if d.minor_observations:
+        head = "".join(f"<th>{h(name)}</th>" for name in MINOR_HEADER)
+        body = "".join(
+            f"<tr><td>{h(cause)}</td><td>{h(where)}</td><td class=num>{h(n)}</td><td class=wrap>{h(why)}</td></tr>"
+            for cause, where, n, why in minor_rows(d)
+        )
+        out.append(f'<h3 id="minor">Minor observations</h3><table class="conns minor"><thead><tr>{head}</tr></thead>'
+                   f"<tbody>{body}</tbody></table>")
     out.append(f'<p class="muted">Capture point: {h(d.capture_point.side)} ({h(d.capture_point.reason)})</p>')
     for sentence in d.settings:
         out.append(f'<p class="muted">Kernel: {h(sentence)}</p>')

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Collection, Optional
 
 from pcapq.report import timeline as tl
-from pcapq.report.finding_rows import finding_rows
+from pcapq.report.finding_rows import MINOR_HEADER, finding_rows, minor_rows
 from pcapq.report.escape import md_code, md_text
 from pcapq.causes.registry import title
 from pcapq.report.notes import note_rows
@@ -81,6 +81,9 @@ def render_analyze(report: AnalyzeReport) -> str:
             text = md_code(row.text) if row.kind == "code" else md_text(row.text)
             out.append(f"- **{row.label[0].upper() + row.label[1:]}:** {text}")
         out.append("")
+    if d.minor_observations:
+        out += ["## Minor observations", ""]
+        out += table(list(MINOR_HEADER), [[md_text(cell) for cell in row] for row in minor_rows(d)], right={2}) + [""]
     out += [f"Capture point: {md_code(d.capture_point.side)} ({md_text(d.capture_point.reason)})", ""]
     for sentence in d.settings:
         out.append(f"- Kernel: {md_text(sentence)}")

@@ -37,6 +37,7 @@ def render_side_by_side(points: Sequence[PointAnalysis], diagnoses: Sequence[Dia
     for label, key in ROWS:
         table.add_row(label, *[f"{s[key]:,}" for s in summaries])
     table.add_row("findings", *[str(len(d.findings)) for d in diagnoses])
+    table.add_row("minor observations", *[str(len(d.minor_observations)) for d in diagnoses])
     table.add_row("first finding", *[f"{d.findings[0].cause} on {d.findings[0].server}" if d.findings else "-" for d in diagnoses])
     return table
 

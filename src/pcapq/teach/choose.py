@@ -66,13 +66,15 @@ def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice
     if conn is not None:
         return _by_endpoint(analysis, conn)
     position = _positions(analysis)
-    findings = sorted(diagnosis.findings, key=lambda f: (-f.confidence, f.first))
+    # The material findings first (`minor` None), then the minor observations.
+    findings = sorted(diagnosis.every_finding(), key=lambda f: (f.minor is not None, -f.confidence, f.first))
     for finding in findings:
         kept = [p for p in map(position, sorted(finding.connections)) if p is not None][:CANDIDATES]
         named = [(json.loads(analysis.connection_json(i)), i) for i in kept]
         if named:
             index = max(named, key=lambda pair: _record_richness(pair[0]))[1]
-            return Choice(index, f"the richest connection of the most certain finding ({_cause(finding.cause)})", [])
+            which = "finding" if finding.minor is None else "minor observation (no finding matters)"
+            return Choice(index, f"the richest connection of the most certain {which} ({_cause(finding.cause)})", [])
     problems = analysis.connections(problems_only=True, lean=True)
     if problems:
         best = max(problems, key=_richness)

@@ -94,7 +94,7 @@ class _Context:
 
 
 def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None = None, matched: int = 1) -> Story:
-    finding = next((f for f in diagnosis.findings if conn["id"] in f.connections), None)
+    finding = next((f for f in diagnosis.every_finding() if conn["id"] in f.connections), None)
     ctx = _Context(conn, finding.cause if finding else None, diagnosis.capture_point.side)
     glossary = Glossary()
     intro = _intro(conn, finding, diagnosis)
@@ -160,6 +160,7 @@ def _intro(conn: dict, finding: Finding | None, diagnosis: Diagnosis) -> list[st
         lines.append(
             f"It belongs to the finding \"{phrase(finding.cause)} on {finding.server}\" "
             f"(confidence {finding.confidence:.2f}: {finding.confidence_reason})."
+            + (f" A minor observation: {finding.minor}." if finding.minor is not None else "")
         )
     cp = diagnosis.capture_point
     where = {"server": "next to the server", "client": "next to the client"}.get(cp.side)
