@@ -1,6 +1,7 @@
 """The core owns the vocabulary; the stub's Literal types and the Python side mirror it."""
 
 import typing
+from pathlib import Path
 
 import pcapq._core as core
 from pcapq.causes.registry import CAUSES, MODULES, SLUGS
@@ -72,3 +73,16 @@ def test_rules_name_only_marks_the_core_knows():
         for constant in re.findall(r'^[A-Z_]+ = \[([^\]]*)\]', source, re.M):
             for name in re.findall(r'"([a-z_]+)"', constant):
                 assert name in marks, f"{module.__name__}: {name}"
+
+
+def test_every_check_is_explained_in_the_diagnosis_doc():
+    """Each check of a sign's explanations (src/detect/checks.rs) has its row in docs/diagnosis.md,
+    its sentences and its citation."""
+    from pcapq._core import VOCABULARY
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "diagnosis.md").read_text()
+    assert VOCABULARY["checks"], "no checks exported"
+    for name in VOCABULARY["checks"]:
+        assert f"| `{name}` |" in doc, name
+        text = VOCABULARY["check_texts"][name]
+        assert text["held"] and text["failed"] and text["cites"], name
