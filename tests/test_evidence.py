@@ -291,9 +291,22 @@ def test_r15_firewall_drop_is_turned_away_from_the_listener() -> None:
     analysis = pcapq.analyze([str(CAPTURES / "firewall_drop.pcap")])
     d = diagnose(analysis)
     apply(analysis, d, read(nstat=(str(CAPTURES / "firewall_drop.nstat.txt"),)))
+    # The counters clear the listener: the cause, and so the title, is what dropped them before it.
+    assert not [f for f in d.findings if f.cause == "listen_drops"]
+    (f,) = [f for f in d.findings if f.cause == "syns_filtered"]
+    assert f.title == "SYNs dropped before the listener"
+    assert f.confirmed_by == ["nstat: TcpExtListenDrops unchanged: the listener dropped no SYN"] and not f.contradicted_by
+    assert "its listener dropped none of them, so a firewall or conntrack before it did" in f.confidence_reason
+
+
+def test_listen_drops_stays_when_the_listener_counted_them(tmp_path: Path) -> None:
+    nstat = tmp_path / "moved.txt"
+    nstat.write_text("#kernel\nTcpExtListenDrops 10 0.0\n")
+    analysis = pcapq.analyze([str(CAPTURES / "firewall_drop.pcap")])
+    d = diagnose(analysis)
+    apply(analysis, d, read(nstat=(str(nstat),)))
     (f,) = [f for f in d.findings if f.cause == "listen_drops"]
-    assert f.contradicted_by == ["nstat: TcpExtListenDrops unchanged: the listener dropped no SYN"]
-    assert "its listener did not drop them, a firewall or conntrack on the way did" in f.confidence_reason
+    assert f.title == "SYNs dropped by the listener" and not f.contradicted_by
 
 
 def test_r15_ss_backlog_against_the_estimate(tmp_path: Path) -> None:
@@ -346,7 +359,8 @@ def test_r15_every_report_format_shows_confirmations(fmt: str, tmp_path: Path) -
                str(CAPTURES / "firewall_drop.pcap"))
     assert r.exit_code == ExitCode.PROBLEMS, r.output
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", out.read_text()))
-    assert re.search(r"[Cc]ontradicted by\W+nstat: TcpExtListenDrops unchanged", text), text[:2000]
+    assert re.search(r"[Cc]onfirmed by\W+nstat: TcpExtListenDrops unchanged", text), text[:2000]
+    assert "SYNs dropped before the listener" in text
     assert "Evidence beyond the capture" in text
 
 

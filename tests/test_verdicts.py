@@ -796,8 +796,9 @@ def test_data_schedule_falls_back_only_for_the_side_that_resent_its_handshake_pa
 def test_data_schedule_with_timestamps_keeps_the_sample_after_a_resent_syn(tmp_path: Path) -> None:
     c = conversation()
     c.syn(0, options=TS)
-    c.syn(1.0, options=TS)
-    c.synack(1.0001, options=TS_REPLY)
+    # A re-sent SYN carries a new TSval (the same one would be the first SYN copied).
+    c.syn(1.0, options=[("MSS", 1460), ("SAckOK", b""), ("Timestamp", (2000, 0)), ("WScale", 7)])
+    c.synack(1.0001, options=[("MSS", 1460), ("SAckOK", b""), ("Timestamp", (3000, 2000)), ("WScale", 7)])
     c.ack("client", 1.0002)
     req = request(c, 1.001)
     resend(c, "client", req, 1.001 + RTO)

@@ -55,10 +55,11 @@ impl Tally {
         let new = now.new_since(c.tallied);
         let outcome = match counted_outcome(c.tallied) {
             // Counted before; a revived record knows too little to be judged again, but a late
-            // RST turns the outcome into a reset.
+            // RST turns the outcome into a reset, unless both sides had closed before it
+            // (detect::after_both_fins).
             Some(before) => {
                 let after = match c.milestones.first_rst() {
-                    Some(rst) if !matches!(before, Outcome::ResetByClient | Outcome::ResetByServer | Outcome::Refused) => {
+                    Some(rst) if !c.revived_after_close && !matches!(before, Outcome::ResetByClient | Outcome::ResetByServer | Outcome::Refused) => {
                         if rst.from == crate::flow::Side::Server { Outcome::ResetByServer } else { Outcome::ResetByClient }
                     }
                     _ => before,

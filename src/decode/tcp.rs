@@ -54,8 +54,8 @@ pub struct TcpHeader {
 }
 
 /// Parses the fixed header and, on SYN segments, whatever options were captured; of other
-/// segments only the first SACK block (parsing every option costs more than the rest of the
-/// header, and nothing else reads them).
+/// segments only the first SACK block and a timestamp laid out first as Linux lays it out
+/// (parsing every option costs more than the rest of the header, and nothing else reads them).
 /// A header cut by the snaplen before its 20 fixed bytes is `TcpHeaderCut`; cut options are
 /// parsed as far as they go.
 /// Inlined into `decode`, so that the header is not built and copied into the segment.
@@ -71,8 +71,10 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
     let options = if flag_bits & flags::SYN != 0 {
         segment.get(20..options_end).map(parse_options).unwrap_or_default()
     } else if header_len > 20 {
-        // Of the other segments' options only the first SACK block is read (D-SACK).
-        TcpOptions { first_sack: segment.get(20..options_end).and_then(first_sack), ..TcpOptions::default() }
+        // Of the other segments' options only the first SACK block (D-SACK) and a leading
+        // timestamp (copies, and which SYN-ACK a handshake ACK answers) are read.
+        let opts = segment.get(20..options_end).unwrap_or_default();
+        TcpOptions { first_sack: first_sack(opts), timestamp: leading_timestamp(opts), ..TcpOptions::default() }
     } else {
         TcpOptions::default()
     };
@@ -92,6 +94,15 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
 /// The options of nearly every segment after the handshake when timestamps are on: two NOPs
 /// and a timestamp (the layout of RFC 7323 Appendix A, which Linux sends), no SACK block.
 const NOP_NOP_TIMESTAMP: [u8; 4] = [OPT_NOP, OPT_NOP, OPT_TIMESTAMP, 10];
+
+/// TSval and TSecr when the options begin with two NOPs and a timestamp (RFC 7323 Appendix A),
+/// as Linux, the BSDs and macOS send them; other layouts are left unread.
+fn leading_timestamp(opts: &[u8]) -> Option<(u32, u32)> {
+    if opts.get(..4)? != NOP_NOP_TIMESTAMP {
+        return None;
+    }
+    be32(opts, 4).zip(be32(opts, 8))
+}
 
 /// The first SACK block's edges, if the options hold one.
 fn first_sack(mut opts: &[u8]) -> Option<(u32, u32)> {
@@ -200,9 +211,11 @@ mod tests {
     }
 
     #[test]
-    fn test_options_of_non_syn_segments_are_not_parsed() {
+    fn test_options_of_non_syn_segments_are_read_for_a_leading_timestamp_only() {
         let opts = [1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7];
-        assert_eq!(parse(&header(8, flags::ACK, &opts)).unwrap().options, TcpOptions::default());
+        assert_eq!(parse(&header(8, flags::ACK, &opts)).unwrap().options, TcpOptions { timestamp: Some((9, 7)), ..TcpOptions::default() });
+        let mss_first = [2, 4, 0x05, 0xb4, 1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7];
+        assert_eq!(parse(&header(9, flags::ACK, &mss_first)).unwrap().options, TcpOptions::default());
         assert_eq!(parse(&header(8, flags::SYN | flags::ACK, &opts)).unwrap().options.timestamp, Some((9, 7)));
     }
 

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
 
-use super::episodes::{Timings, EPISODE_GAP_NS};
+use super::timings::Timings;
 use super::facts::{self, Fact, Facts};
 use super::{Outcome, Symptom, Symptoms};
 use crate::flow::{Connection, Endpoint, FrameRef, Side};
@@ -26,6 +26,8 @@ pub const EXAMPLES_PER_EPISODE: u32 = 8;
 /// Listeners followed for that, at most (a scan makes one per port probed).
 const MAX_LISTENERS: usize = 65_536;
 const SECOND_NS: i64 = 1_000_000_000;
+/// Problem connections of one listener further apart than this are separate episodes.
+pub const EPISODE_GAP_NS: i64 = 30 * SECOND_NS;
 
 /// A probe's own facts, for the scan table (`scans::ScanBook::add`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -177,7 +179,7 @@ impl ExampleQuota {
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Digest {
     seeds: Vec<Seed>,
-    /// What their retransmission series show (`episodes::Timings`).
+    /// What their retransmission series show (`timings::Timings`).
     pub timings: Timings,
     /// Seeds whose first packets are in the same interval of this length are merged when alike
     /// (0: none merged yet).

@@ -4,6 +4,7 @@
 
 use super::{Outcome, Symptom, Symptoms};
 use crate::decode::icmp::IcmpClass;
+use crate::flow::seq::SeqNumber;
 use crate::flow::{Connection, PacketRole, Side};
 
 /// TIME-WAIT lasts 60 s on Linux (include/net/tcp.h: TCP_TIMEWAIT_LEN).
@@ -83,10 +84,24 @@ pub enum Fact {
     /// sign whose explanations `detect::checks` weighs (a full accept queue when none of its
     /// competitors' checks failed: `final_ack_dropped`).
     SynackAfterAck,
+    /// The server answered the client's request, but the client's close (FIN or RST), at least
+    /// `WAITED_MIN_NS` after the request, acknowledged none of the answer: the client gave up at
+    /// its own read timeout as the answer was on its way (`answer_crossed_close`).
+    AnswerCrossedClose,
+    /// The client sent its SYN again, yet its first SYN got through and so did the answer: the
+    /// server's first SYN-ACK, captured before the re-sent SYN, is the one the client's
+    /// handshake ACK echoes (RFC 7323 §3.2). The client's timer fired before a slow path brought
+    /// the answer; nothing was lost (`syn_resend_spurious`).
+    SynResendSpurious,
+    /// The server's address sent no packet the capture shows, yet clients sent it ACKs or data:
+    /// they heard from it, and the capture misses its direction (a one-way capture, or
+    /// asymmetric routing past the capture point). Nothing that needs the server's packets
+    /// (an unanswered SYN, a request left unanswered, a client giving up) can be told.
+    OneWay,
 }
 
 impl Fact {
-    pub const ALL: [Fact; 26] = [
+    pub const ALL: [Fact; 29] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -113,6 +128,9 @@ impl Fact {
         Fact::RequestAfterServerClose,
         Fact::AnsweredBefore,
         Fact::SynackAfterAck,
+        Fact::AnswerCrossedClose,
+        Fact::SynResendSpurious,
+        Fact::OneWay,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -143,6 +161,9 @@ impl Fact {
             Fact::RequestAfterServerClose => "request_after_close",
             Fact::AnsweredBefore => "answered_before",
             Fact::SynackAfterAck => "synack_after_ack",
+            Fact::AnswerCrossedClose => "answer_crossed_close",
+            Fact::SynResendSpurious => "syn_resend_spurious",
+            Fact::OneWay => "one_way",
         }
     }
 
@@ -170,7 +191,7 @@ impl Facts {
 }
 
 /// The facts one record shows on its own (the ones that need its listener or the whole capture,
-/// `ScanProbe`, `InQueueWindow` and `SilentHost`, are added by `episodes`).
+/// `ScanProbe`, `InQueueWindow`, `SilentHost` and `OneWay`, are added by `episodes`).
 pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     let mut f = Facts::default();
     let client = &c.counts[Side::Client.index()];
@@ -218,6 +239,12 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
             f.insert(Fact::RequestAfterServerClose);
         }
     }
+    if answer_crossed_close(c) {
+        f.insert(Fact::AnswerCrossedClose);
+    }
+    if syn_resend_spurious(c) {
+        f.insert(Fact::SynResendSpurious);
+    }
     if !super::checks::synacks_after_ack(c).is_empty() {
         f.insert(Fact::SynackAfterAck);
     }
@@ -245,6 +272,37 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
         f.insert(Fact::PmtuDiscovered);
     }
     f
+}
+
+/// The client closed without any of the server's answer: its FIN or RST, at least
+/// `WAITED_MIN_NS` after its request, acknowledges none of the server's data, which the server
+/// sent after that request. The answer crossed the close: the client gave up at its own read
+/// timeout (nginx's proxy_read_timeout: 504, error 110) just before the answer reached it, and
+/// its kernel answers the late data with RST (RFC 9293 §3.10.7.4; Linux v6.6 net/ipv4/tcp.c:
+/// tcp_close(), TcpExtTCPAbortOnData).
+pub fn answer_crossed_close(c: &Connection) -> bool {
+    let m = &c.milestones;
+    let (Some(ack), Some(isn), Some(answer), Some(closed), Some(request)) = (
+        m.client_close_ack,
+        c.base_seq[Side::Server.index()],
+        m.server_data_ns.get(),
+        m.client_closed_ns.get(),
+        m.client_data_ns.get(),
+    ) else {
+        return false;
+    };
+    let acked_none = !SeqNumber(ack).after(SeqNumber(isn.wrapping_add(1)));
+    c.handshake_completed() && answer > request && acked_none && closed - request >= WAITED_MIN_NS
+}
+
+/// See `Fact::SynResendSpurious`.
+pub fn syn_resend_spurious(c: &Connection) -> bool {
+    let (Some(echo), Some((_, first_synack_tsval)), Some(second_syn), Some(first_synack)) =
+        (c.handshake_ack_echo, c.handshake_ident[Side::Server.index()], second_syn_ns(c), c.synack_time_ns.get())
+    else {
+        return false;
+    };
+    first_synack < second_syn && echo == first_synack_tsval
 }
 
 /// When the client sent its SYN the second time, if it did.
@@ -327,4 +385,57 @@ fn data_after_server_close(c: &Connection) -> bool {
 /// The client sent a request after the server's first FIN.
 pub fn request_after_server_close(c: &Connection) -> bool {
     data_after_server_close(c) && c.milestones.client_bytes_after_server_close > TLS_ALERT_MAX_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::flags::PSH;
+    use crate::flow::wire::*;
+
+    /// A request at 3 ms, acknowledged at 4 ms, answered (500 bytes) at `answer_ms`; the client's
+    /// FIN at 1,003 ms acknowledging `fin_acks` bytes of the answer, and its RST at 1,005 ms.
+    fn read_timeout(answer_ms: i64, fin_acks: u32) -> Wire {
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(answer_ms, S, PSH | ACK, SISN + 1, CISN + 101, 500);
+        w.send(1_003, C, FIN | ACK, CISN + 101, SISN + 1 + fin_acks, 0);
+        w.send(1_005, C, RST, CISN + 102, 0, 0);
+        w
+    }
+
+    #[test]
+    fn test_close_acknowledging_none_of_the_answer_is_an_answer_that_crossed_it() {
+        // Captured at the server: the answer left at 970 ms, the client's FIN (its 1 s read
+        // timeout) was on its way and acknowledged none of it.
+        assert!(answer_crossed_close(read_timeout(970, 0).conn()));
+    }
+
+    /// Captured at the server, 1.4 s round trip: the client's SYN timer fires at 1 s, the server
+    /// answers the re-sent SYN, and the client's ACK comes back echoing `echoed` (TSval).
+    fn slow_handshake(echoed: u32) -> Wire {
+        use crate::decode::TcpOptions;
+        let ts = |val: u32, echo: u32| TcpOptions { timestamp: Some((val, echo)), ..plain() };
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 0, ts(100, 0));
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, ts(7_000, 100));
+        w.send_opts(1_000, C, SYN, CISN, 0, 0, ts(1_100, 0));
+        w.send_opts(1_001, S, SYN | ACK, SISN, CISN + 1, 0, ts(8_000, 100));
+        w.send_opts(1_401, C, ACK, CISN + 1, SISN + 1, 0, TcpOptions { timestamp: Some((1_500, echoed)), ..TcpOptions::default() });
+        w
+    }
+
+    #[test]
+    fn test_handshake_ack_echoing_the_first_synack_makes_the_syn_resend_spurious() {
+        assert!(syn_resend_spurious(slow_handshake(7_000).conn()));
+        // Echoing the second: the first SYN-ACK was lost on the way.
+        assert!(!syn_resend_spurious(slow_handshake(8_000).conn()));
+    }
+
+    #[test]
+    fn test_close_after_taking_the_answer_is_no_crossing() {
+        assert!(!answer_crossed_close(read_timeout(970, 500).conn()));
+    }
 }

@@ -46,7 +46,35 @@ pub fn pmtu_discovered(c: &Connection, symptoms: Symptoms) -> Option<Option<u32>
         return None;
     }
     let too_big: Vec<&IcmpAnswer> = c.icmp_answers().iter().filter(|a| a.kind.class() == IcmpClass::TooBig).collect();
-    (!too_big.is_empty()).then(|| too_big.iter().filter_map(|a| a.mtu).min())
+    if !too_big.is_empty() {
+        return Some(too_big.iter().filter_map(|a| a.mtu).min());
+    }
+    resegmented(c).map(|len| Some(len + headers(c)))
+}
+
+/// Path MTU discovery seen where the too-big error is not (at the receiver, or with the error
+/// filtered before the capture point): the sender re-sent a full-size segment cut in two, a
+/// smaller one and the rest, adjacent. After an MTU drop Linux re-sends what was in flight at the
+/// new size (Linux v6.6 net/ipv4/tcp_output.c: tcp_fragment() from tcp_simple_retransmit()),
+/// and the full-size originals never reached the capture point. A loss re-sends whole segments.
+/// The new segment size, if so.
+fn resegmented(c: &Connection) -> Option<u32> {
+    let log = c.retransmits.as_ref()?;
+    log.data.iter().find_map(|a| {
+        let full = full_size(c, a.from)?;
+        let first = a.last_len;
+        let cut = first > 0 && first < full;
+        let rest = log.data.iter().find(|b| b.from == a.from && b.seq == a.seq.wrapping_add(first))?;
+        (cut && first + rest.last_len == full).then_some(first)
+    })
+}
+
+/// The largest payload `from` may send: the MSS the peer's SYN (SYN-ACK) announced, less the
+/// timestamp option every segment carries once both SYNs offered it (RFC 7323 §3).
+fn full_size(c: &Connection, from: Side) -> Option<u32> {
+    let mss = u32::from(c.options[from.other().index()]?.mss?);
+    let timestamps = c.options.iter().all(|o| o.is_some_and(|o| o.timestamps));
+    Some(mss.saturating_sub(if timestamps { 12 } else { 0 }))
 }
 
 /// A path MTU black hole: a full-size data segment sent again and again and never
@@ -194,5 +222,32 @@ mod tests {
         assert_eq!(black_hole(&c), None);
         let c = with_icmp(c, answer(IcmpKind::FragNeeded, 5001, 3, Side::Server));
         assert_eq!(black_hole(&c).map(|h| (h.mtu, h.frag_needed)), Some((Some(1400), true)));
+    }
+
+    /// The client's stream seen at the server, its full-size segments (1,448 bytes) dropped on
+    /// the way: `segments` of (first byte, length) in the order they arrived.
+    fn receiver_side(segments: &[(u32, u32)]) -> Connection {
+        use crate::decode::TcpOptions;
+        use crate::flow::wire::*;
+        let ts = TcpOptions { timestamp: Some((1, 0)), ..plain() };
+        let mut w = Wire::new();
+        w.handshake_with(ts, ts);
+        for (i, &(seq, len)) in segments.iter().enumerate() {
+            w.send(3 + i as i64, C, ACK, CISN + seq, SISN + 1, len);
+        }
+        w.conn().clone()
+    }
+
+    #[test]
+    fn test_full_size_segments_resent_cut_in_two_at_the_receiver_are_pmtu_discovery() {
+        // After the router's error the client re-sent each 1,448-byte segment as 1,148 + 300.
+        let c = receiver_side(&[(1, 1148), (1149, 300), (14481, 1148), (1449, 1148), (2597, 300)]);
+        assert_eq!(pmtu_discovered(&c, Symptoms::default()), Some(Some(1148 + 52)));
+    }
+
+    #[test]
+    fn test_full_size_segments_resent_whole_at_the_receiver_are_loss() {
+        let c = receiver_side(&[(1, 1448), (2897, 1448), (1449, 1448)]);
+        assert_eq!(pmtu_discovered(&c, Symptoms::default()), None);
     }
 }

@@ -14,6 +14,7 @@ pub mod scans;
 pub mod schedule;
 pub mod servers;
 pub mod timeouts;
+pub mod timings;
 
 use crate::flow::connection::{Connection, RstFacts, Send};
 use crate::flow::{FrameRef, PacketRole, Side};
@@ -253,10 +254,17 @@ fn intervals(sends: &[Send]) -> Vec<i64> {
 }
 
 fn outcome(c: &Connection, end_ns: i64) -> Outcome {
+    // What the capture did not watch tells nothing: a gap after the connection ends it there.
+    let end_ns = c.seen_until_ns.get().map_or(end_ns, |gap| gap.min(end_ns));
     if c.partial {
         return Outcome::Partial;
     }
-    if let Some(rst) = c.milestones.first_rst().filter(|r| !answered_anyway(c, r)) {
+    // The client closed at its read timeout as the answer was on its way: what follows (its
+    // RSTs for the late answer) is the end of an exchange it had already given up.
+    if facts::answer_crossed_close(c) {
+        return Outcome::Abandoned;
+    }
+    if let Some(rst) = c.milestones.first_rst().filter(|r| !answered_anyway(c, r) && !after_both_fins(c, r)) {
         return match (rst.from, rst.answers) {
             (Side::Server, Some(PacketRole::Syn)) => Outcome::Refused,
             (Side::Server, _) => Outcome::ResetByServer,
@@ -400,6 +408,17 @@ fn answered_anyway(c: &Connection, rst: &RstFacts) -> bool {
     rst.answers == Some(PacketRole::Syn) && c.handshake_ack_time_ns.get().is_some_and(|t| t > rst.time_ns)
 }
 
+/// An RST after both sides had sent their FIN: the exchange had ended for both applications,
+/// and a socket already closed answers a late segment (a copy, a re-send that crossed the
+/// close) with RST (RFC 9293 §3.10.7.1; Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_send_reset()
+/// when no socket is left). It changes nothing of how the exchange went.
+fn after_both_fins(c: &Connection, rst: &RstFacts) -> bool {
+    let m = &c.milestones;
+    let fins = c.counts.iter().all(|d| d.fin);
+    let closed_before = |t: Option<i64>| t.is_some_and(|t| t < rst.time_ns);
+    c.revived_after_close || (fins && closed_before(m.client_closed_ns.get()) && closed_before(m.server_closed_ns.get()))
+}
+
 /// The server had neither acknowledged client data nor sent any: no socket was established on
 /// its side. tcp_abort_on_overflow's RST comes from there (Linux v6.6 net/ipv4/tcp_minisocks.c:
 /// tcp_check_req(): embryonic_reset); an application that answered and then reset is not it.
@@ -437,11 +456,15 @@ fn answers_first_data(c: &Connection, rst: &RstFacts) -> bool {
 /// listener answers every SYN. The SYN-ACK's MSS says nothing either: it is the route's advmss
 /// with or without a cookie (net/ipv4/tcp_output.c: tcp_make_synack()). But a cookie SYN-ACK
 /// without timestamps has no window scale and no SACK (net/ipv4/tcp_input.c:
-/// tcp_conn_request(): tcp_clear_options()), so one that has them was not a cookie.
+/// tcp_conn_request(): tcp_clear_options()), so one that has them was not a cookie. A request
+/// lost to a path MTU black hole stalls alike: not a cookie either.
 fn syncookie_suspected(c: &Connection, s: Symptoms) -> bool {
     let (Some(ack_ns), Some(data_ns)) = (c.handshake_ack_time_ns.get(), c.milestones.client_data_ns.get()) else { return false };
     let stalled_until = c.milestones.client_data_acked_ns.get().unwrap_or(c.last_time_ns);
-    let stalled = s.contains(Symptom::RequestUnacked) && stalled_until - data_ns.max(ack_ns) > COOKIE_STALL_NS;
+    // A request too big for the path stalls as long, with no cookie: smaller packets got through.
+    let stalled = s.contains(Symptom::RequestUnacked)
+        && !s.contains(Symptom::MtuBlackHole)
+        && stalled_until - data_ns.max(ack_ns) > COOKIE_STALL_NS;
     let timer_resent = c.retransmits.as_ref().is_some_and(|log| log.synack.iter().skip(1).any(|send| !send.triggered));
     let cookie_options = c.options[Side::Server.index()]
         .is_none_or(|o| o.timestamps || (o.window_scale.is_none() && !o.sack_permitted));
@@ -641,6 +664,36 @@ mod tests {
         w.handshake_plain();
         w.request(3, &[205, 609]);
         assert_eq!(w.verdict_at(10_000).outcome, Outcome::Abandoned);
+    }
+
+    #[test]
+    fn test_rst_after_both_fins_leaves_the_exchange_completed() {
+        // Both closed; a late copy of the answer reached the client's closed socket: its RST.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, PA, SISN + 1, CISN + 101, 50);
+        w.send(5, S, FIN | ACK, SISN + 51, CISN + 101, 0);
+        w.send(6, C, FIN | ACK, CISN + 101, SISN + 52, 0);
+        w.send(7, S, ACK, SISN + 52, CISN + 102, 0);
+        w.send(40, C, RST, CISN + 102, 0, 0);
+        assert_eq!(w.verdict().outcome, Outcome::Completed);
+    }
+
+    #[test]
+    fn test_syns_stopping_before_a_gap_in_the_capture_are_not_abandoned() {
+        // Two SYNs, then another connection's packet `later_ms` on: past the next SYN either way,
+        // but across a silence longer than any TCP timer the capture did not watch this one.
+        let judged = |later_ms: i64| {
+            let mut w = Wire::new();
+            w.syn(0);
+            w.syn(1_000);
+            w.client.port += 1;
+            w.syn(later_ms);
+            outcome(&w.conns()[0], later_ms * MS)
+        };
+        assert_eq!(judged(100_000), Outcome::Abandoned);
+        assert_eq!(judged(300_000), Outcome::Open);
     }
 
     #[test]

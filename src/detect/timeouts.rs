@@ -184,7 +184,14 @@ impl GiveUps {
 
 fn read_give_up_ns(c: &Connection) -> Option<i64> {
     let sent = c.milestones.client_data_ns.get()?;
-    if !c.handshake_completed() || c.milestones.server_data_ns.get().is_some() {
+    if !c.handshake_completed() {
+        return None;
+    }
+    if super::facts::answer_crossed_close(c) {
+        // The answer came too late: the client closed at its timeout, before it arrived.
+        return c.milestones.client_closed_ns.get().map(|closed| closed - sent);
+    }
+    if c.milestones.server_data_ns.get().is_some() {
         return None;
     }
     let client = &c.counts[Side::Client.index()];

@@ -171,6 +171,17 @@ pub struct Connection {
     /// The TSecr of the first SYN-ACK: the TSval of the SYN it answered (RFC 7323 §3.2).
     #[serde(default)]
     pub synack_echo: Option<u32>,
+    /// The TSecr of the client's handshake ACK: the TSval of the SYN-ACK it answered.
+    #[serde(default)]
+    pub handshake_ack_echo: Option<u32>,
+    /// The capture went silent for longer than any TCP timer after this time, while the
+    /// connection was live (`tracker::note_gap`): nothing of it was watched from then.
+    #[serde(default)]
+    pub seen_until_ns: OptNs,
+    /// A record revived by late packets of a connection both sides had closed (FIN) before it
+    /// was counted and dropped.
+    #[serde(default)]
+    pub revived_after_close: bool,
     #[serde(default)]
     pub server_ttl: Option<u8>,
 }
@@ -205,6 +216,10 @@ pub struct Milestones {
     /// Payload bytes the client sent after the server's first FIN: a request on a connection the
     /// server had closed, or a TLS client's close_notify alert answering the server's.
     pub client_bytes_after_server_close: u32,
+    /// The acknowledgement number of the client's first FIN or RST (with ACK): how much of the
+    /// server's data it had received when it closed.
+    #[serde(default)]
+    pub client_close_ack: Option<u32>,
 }
 
 /// The server's first FIN.
@@ -435,6 +450,9 @@ impl Connection {
             handshake_ident: [None, None],
             synack_ttl: None,
             synack_echo: None,
+            handshake_ack_echo: None,
+            seen_until_ns: OptNs::NONE,
+            revived_after_close: false,
             server_ttl: None,
         }
     }
@@ -445,6 +463,7 @@ impl Connection {
         let mut conn = Connection::new(id, client, server, tallied.is_partial(), at, time_ns);
         conn.set_state(state);
         conn.tallied = tallied;
+        conn.revived_after_close = state == ConnState::Closed;
         conn
     }
 

@@ -7,7 +7,8 @@ from pcapq.causes.cause import Cause, Connections
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
-NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked", "icmp_answered"]
+# one_way: whether the client gave up needs the server's packets, which the capture misses.
+NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked", "icmp_answered", "one_way"]
 
 
 def gave_up_evidence(c: dict) -> list[dict]:

@@ -19,7 +19,7 @@ MATERIALITY = Always(reason=(
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host", "scan_probe", "icmp_answered"])
+    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host", "one_way", "scan_probe", "icmp_answered"])
     if len(unanswered) < LISTEN_DROP_MIN:
         return None
     loopback = ctx.count(all_of=["syn_unanswered", "loopback"]) == len(unanswered)

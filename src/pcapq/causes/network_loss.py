@@ -25,15 +25,18 @@ MATERIALITY = Resends(share=0.2, rate=0.01, at_least=3, reason=(
 def rule(ctx: EpisodeContext) -> Finding | None:
     # Data re-sent, or a SYN re-sent; a request re-sent into a connection whose handshake the capture
     # did not show proves nothing (a capture that starts inside an accept-queue overflow looks so).
-    resent = ctx.select(any_of=["data_retransmitted", "syn_retransmitted"], none_of=NOT_LOSS)
+    # A SYN re-sent only because a slow path outran its timer is no loss: both first packets
+    # arrived (syn_resend_spurious).
+    resent = ctx.union(ctx.select(all_of=["data_retransmitted"], none_of=NOT_LOSS),
+                       ctx.select(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["syn_resend_spurious"]))
     request = ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + ["partial"])
     lost = ctx.union(resent, request)
     if not lost:
         return None
     data = ctx.count(any_of=["data_retransmitted", "request_unacked"], none_of=NOT_LOSS)
-    syns = ctx.count(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["data_retransmitted", "request_unacked"])
+    syns = ctx.count(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["data_retransmitted", "request_unacked", "syn_resend_spurious"])
     # A SYN sent again after the server's SYN-ACK: that SYN-ACK was lost on the way.
-    lost_synacks = ctx.count(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["syn_unanswered"])
+    lost_synacks = ctx.count(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["syn_unanswered", "syn_resend_spurious"])
     confidence = 0.6 if data or lost_synacks else 0.5
     reason = f"{plural(len(lost), 'connection')} re-sent data or handshake packets with no sign of a full listen queue"
     if not data and not lost_synacks:
@@ -50,7 +53,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         rests_on.append(f"{plural(syns - lost_synacks, 'SYN')} sent again with nothing back before the re-send")
     # Those that gave up stay for the give-up findings.
     ctx.claim(ctx.union(
-        ctx.select(any_of=["data_retransmitted", "syn_retransmitted"], none_of=NOT_LOSS + GAVE_UP),
+        ctx.union(ctx.select(all_of=["data_retransmitted"], none_of=NOT_LOSS + GAVE_UP),
+                  ctx.select(all_of=["syn_retransmitted"], none_of=NOT_LOSS + GAVE_UP + ["syn_resend_spurious"])),
         ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + GAVE_UP + ["partial"]),
     ))
     return ctx.finding(CAUSE, lost, confidence, reason, evidence, rests_on=rests_on)

@@ -17,20 +17,36 @@ MATERIALITY = Connections(at_least=3, share=0.2, reason=(
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    slow = ctx.select(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered", "client_waited"],
-                      none_of=["scan_probe", "stray_ack_reset"])
+    unanswered = ctx.select(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered", "client_waited"],
+                            none_of=["scan_probe", "stray_ack_reset"])
+    # The answer came, but too late: the client's close had acknowledged none of it.
+    crossed = ctx.select(all_of=["answer_crossed_close"], none_of=["scan_probe"])
+    slow = ctx.union(unanswered, crossed)
     if not slow:
         return None
     reason = (
-        f"the server took {plural(len(slow), 'request')} (acknowledged them) and sent nothing back while the client "
-        "waited, until the client gave up"
+        f"the server took {plural(len(slow), 'request')} and did not answer in time: the client waited, then gave up"
     )
+    timeout = ctx.capture.proxy_timeouts.get("read")
+    known = timeout.phrase() if timeout is not None and timeout.sure else "the client's read timeout"
+    rests_on = []
+    if unanswered:
+        rests_on += [
+            f"{plural(len(unanswered), 'request')} acknowledged by the server and not answered before the client's FIN "
+            "or RST, at least 0.2 s after the request",
+        ]
+    if crossed:
+        reason += (
+            f"; in {plural(len(crossed), 'connection')} the answer crossed the client's close (its FIN acknowledged none "
+            f"of it, and the client's kernel answered the late answer with RST): {known}"
+        )
+        rests_on.append(
+            f"{plural(len(crossed), 'close')} of the client at least 0.2 s after its request acknowledging none of the "
+            "server's answer (RFC 9293 §3.10.7.4: data for a closed socket is answered with RST)"
+        )
     evidence = [e for c in ctx.examples(slow) for e in gave_up_evidence(c)]
     ctx.claim(slow)
-    return ctx.finding(CAUSE, slow, 0.75, reason, evidence, rests_on=[
-        f"{plural(len(slow), 'request')} acknowledged by the server",
-        "no data from the server after the client's last request, and at least 0.2 s of waiting before the client's FIN or RST",
-    ])
+    return ctx.finding(CAUSE, slow, 0.75, reason, evidence, rests_on=rests_on)
 
 
 CAUSE = Cause(

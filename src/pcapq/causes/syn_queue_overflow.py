@@ -22,12 +22,12 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     if ctx.count(all_of=["queue_sign"], claimed=True):
         return None
     half_open = ctx.count(all_of=["half_open"])
-    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host"])
+    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host", "one_way"])
     if half_open < HALF_OPEN_MIN or not unanswered:
         return None
     # SYNs that got nothing and were never sent again belong to the same flood.
-    silent = ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host"])
-    involved = ctx.union(ctx.select(any_of=["half_open", "syn_unanswered"], none_of=["silent_host"]), silent)
+    silent = ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host", "one_way"])
+    involved = ctx.union(ctx.select(any_of=["half_open", "syn_unanswered"], none_of=["silent_host", "one_way"]), silent)
     reason = (
         f"{plural(half_open, 'half-open request')} (SYN-ACK sent, handshake never completed) held the SYN "
         f"queue while {plural(len(unanswered), 'other client')}'s SYNs went unanswered and were sent again"

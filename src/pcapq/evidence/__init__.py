@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
-from pcapq.causes import unix_socket_overflow
+from pcapq.causes import syns_filtered, unix_socket_overflow
 from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, listener_for, movement, read_counters, read_ss
 from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, read_log
 
@@ -97,15 +97,9 @@ def _judge_counters(f, m: Movement) -> None:
     elif f.cause == "listen_drops":
         moved, still = _counter_notes(m, ("TcpExtListenDrops",))
         f.confirmed_by += moved
-        if still:
-            f.contradicted_by += [s + ": the listener dropped no SYN" for s in still]
-            n = f.connection_count
-            f.confidence_reason = (
-                f"{n:,} client{'s' if n != 1 else ''}' SYNs went unanswered and were sent again on the backoff while "
-                f"{f.server} answered others, and TcpExtListenDrops did not move on the server: its listener did not "
-                "drop them, a firewall or conntrack on the way did (`nft list ruleset` counters, `iptables -vnL`, "
-                "`conntrack -S`: drop, insert_failed)"
-            )
+        if still and not moved:
+            # The listener's own counter clears it: the cause is what dropped them before it.
+            syns_filtered.from_listen_drops(f, still)
     elif f.cause == "network_loss":
         moved, still = _counter_notes(m, ("TcpExtTCPTimeouts", "TcpRetransSegs", "TcpExtTCPSynRetrans"))
         f.confirmed_by += moved

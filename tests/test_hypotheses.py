@@ -1,0 +1,138 @@
+"""Each competing explanation of a sign, on real kernel runs of twins that differ in one setting
+(captures/kernel_runs/, made by captures/kernel_runs/make.py; each run's .nstat.txt holds what the
+kernel counted). The method is in docs/diagnosis.md, "Hypotheses and their checks"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from scapy.all import rdpcap, wrpcap
+
+from conftest import REPO
+
+RUNS = REPO / "captures" / "kernel_runs"
+
+
+def report(path) -> dict:
+    proc = subprocess.run(["pcapq", "analyze", "--format", "json", str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def causes(doc: dict) -> set[str]:
+    return {f["cause"] for f in doc["findings"]} | {f["cause"] for f in doc.get("minor_observations", [])}
+
+
+def finding(doc: dict, cause: str) -> dict:
+    (f,) = [f for f in doc["findings"] if f["cause"] == cause]
+    return f
+
+
+# -----------------------------------------------------------------------------------------------
+# A SYN-ACK sent again after the client's ACK: a full accept queue, or one ACK lost on the way
+
+
+def test_full_queue_holds_every_check() -> None:
+    # ListenOverflows +39: the request stayed unacknowledged while the SYN-ACK was re-sent at 1, 3, 7 s.
+    f = finding(report(RUNS / "accept_queue_overflow.pcap"), "accept_queue_overflow")
+    assert f["confidence"] == 0.95
+    checks = {c["check"]: (c["held"], c["failed"]) for c in f["checks"]}
+    assert checks["request_held_back"][0] >= 1
+    assert all(failed == 0 for _, failed in checks.values()), checks
+
+
+@pytest.mark.parametrize("run", ["lost_ack", "lost_ack_on_path"])
+def test_one_lost_ack_is_no_full_queue(run: str) -> None:
+    # ListenOverflows 0: nft dropped one ACK; the request that followed was taken at once.
+    doc = report(RUNS / f"{run}.pcap")
+    assert "accept_queue_overflow" not in causes(doc)
+    if run == "lost_ack":
+        weighed = [c for c in doc["connections"] if c.get("checks")]
+        assert weighed and all("request_held_back" in c["checks"]["failed"] for c in weighed), weighed
+
+
+# -----------------------------------------------------------------------------------------------
+# A long path: re-sends that crossed the ACK, a SYN re-sent before a slow answer
+
+
+def test_resends_on_a_path_slower_than_the_timers_are_no_loss_at_the_server() -> None:
+    # Nothing dropped (the delay line's counters); RTT 1.4 s against 1 s timers.
+    doc = report(RUNS / "crossed_synack.pcap")
+    assert not causes(doc) & {"network_loss", "accept_queue_overflow"}, causes(doc)
+    assert any("syn_retransmitted" in c["symptoms"] for c in doc["connections"])
+
+
+def test_synack_resends_crossing_the_ack_at_the_client_are_no_full_queue() -> None:
+    doc = report(RUNS / "crossed_synack_client.pcap")
+    assert "accept_queue_overflow" not in causes(doc)
+
+
+# -----------------------------------------------------------------------------------------------
+# RSTs for the handshake ACK: tcp_abort_on_overflow, or a listener that closed
+
+
+def test_listener_restart_is_no_overflow_and_abort_on_overflow_is() -> None:
+    restart = report(RUNS / "listener_restart.pcap")
+    assert "accept_queue_overflow" not in causes(restart) and "closed_port" in causes(restart)
+    assert finding(report(RUNS / "abort_on_overflow.pcap"), "accept_queue_overflow")["confidence"] == 0.9
+
+
+# -----------------------------------------------------------------------------------------------
+# The proxy's read timeout crossing the answer
+
+
+def test_read_timeout_crossing_the_answer_is_a_slow_server_with_its_timeout() -> None:
+    doc = report(RUNS / "proxy_read_timeout.pcap")
+    f = finding(doc, "slow_server")
+    assert f["connections"]["count"] == 3 and "crossed the client's close" in f["confidence_reason"]
+    assert {c["outcome"] for c in doc["connections"]} == {"abandoned"}
+    assert doc["proxy_timeouts"]["read"]["seconds"] == pytest.approx(1.0, abs=0.1)
+    assert not causes(report(RUNS / "proxy_read_timeout_in_time.pcap"))
+
+
+# -----------------------------------------------------------------------------------------------
+# Re-sends that are no loss: path MTU discovery at the receiver, reordering
+
+
+def test_pmtu_discovery_seen_at_the_server_is_no_loss() -> None:
+    doc = report(RUNS / "pmtu_server_side.pcap")
+    assert "network_loss" not in causes(doc)
+
+
+def test_reordering_is_no_loss_and_its_twin_with_drops_is() -> None:
+    assert "network_loss" not in causes(report(RUNS / "reordering.pcap"))
+    assert "network_loss" in {f["cause"] for f in report(RUNS / "reordering_loss.pcap")["findings"]}
+
+
+# -----------------------------------------------------------------------------------------------
+# One stuck listener of a SO_REUSEPORT group
+
+
+@pytest.mark.parametrize("run", ["reuseport_stuck_listener", "reuseport_backlog1", "reuseport_backlog3_client"])
+def test_stuck_reuseport_listener_is_one_full_accept_queue(run: str) -> None:
+    doc = report(RUNS / f"{run}.pcap")
+    assert "accept_queue_overflow" in {f["cause"] for f in doc["findings"]}
+    assert not causes(doc) & {"slow_server", "listen_drops"}, causes(doc)
+
+
+# -----------------------------------------------------------------------------------------------
+# What the capture cannot see: one direction only
+
+
+def test_one_way_capture_claims_nothing_that_needs_the_servers_packets(tmp_path) -> None:
+    # The clients' packets of a real accept-queue overflow behind nginx, the server's left out.
+    packets = [p for p in rdpcap(str(REPO / "captures" / "nginx_php_fpm.pcap")) if p.haslayer("IP") and p["IP"].src == "10.231.1.1"]
+    one_way = tmp_path / "one_way.pcap"
+    wrpcap(str(one_way), packets)
+    doc = report(one_way)
+    assert not causes(doc) & {"client_gave_up", "listen_drops", "syn_queue_overflow", "slow_server", "silent_host"}, causes(doc)
+
+
+def test_request_lost_to_a_black_hole_is_no_cookie_stall() -> None:
+    # The router dropped its ICMP: the full-size request never got through, smaller packets did.
+    doc = report(RUNS / "mtu_black_hole_router.pcap")
+    assert "mtu_black_hole" in {f["cause"] for f in doc["findings"]}
+    (c,) = doc["connections"]
+    assert "mtu_black_hole" in c["symptoms"] and "syncookie_suspected" not in c["symptoms"]
