@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     EpisodeRule = Callable[[EpisodeContext], Optional[Finding]]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Materiality(ABC):
     """When a finding of a cause earns a panel in the reports (it is *material*); a finding below
     goes to the one table of minor observations instead (docs/diagnosis.md, "Materiality").
@@ -46,7 +46,7 @@ class Materiality(ABC):
         """The threshold in words (docs/diagnosis.md)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Always(Materiality):
     """Every finding is material: the rule's own evidence is already the threshold."""
 
@@ -57,7 +57,7 @@ class Always(Materiality):
         return "always"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Connections(Materiality):
     """Material with at least `at_least` connections, or at least `share` of the capture's own
     connections (one failure among many healthy connections is minor; a capture whose main
@@ -76,7 +76,7 @@ class Connections(Materiality):
         return f"at least {self.at_least} connections, or at least {_percent(self.share)} of the capture's own"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Resends(Materiality):
     """Material when its connections are at least `share` of the capture's own, or when its server
     (every endpoint of a folded finding) re-sent at least `at_least` data segments and at least
