@@ -136,3 +136,10 @@ def test_request_lost_to_a_black_hole_is_no_cookie_stall() -> None:
     assert "mtu_black_hole" in {f["cause"] for f in doc["findings"]}
     (c,) = doc["connections"]
     assert "mtu_black_hole" in c["symptoms"] and "syncookie_suspected" not in c["symptoms"]
+
+
+def test_loss_finding_lists_the_checks_of_its_resends() -> None:
+    f = finding(report(RUNS / "reordering_loss.pcap"), "network_loss")
+    checks = {c["check"]: (c["held"], c["failed"]) for c in f["checks"]}
+    assert checks["resend_not_dsacked"] == (4, 0) and checks["resent_whole"] == (4, 0)
+    assert not {"request_held_back", "same_sender"} & set(checks)

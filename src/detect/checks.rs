@@ -89,6 +89,34 @@ checks! {
         "Linux v6.6 net/ipv4/inet_connection_sock.c: reqsk_timer_handler(); include/net/tcp.h: TCP_TIMEOUT_INIT",
         "the SYN-ACK re-sends came at 1, 3, 7 ... s after the first SYN-ACK, the request timer's times",
         "the SYN-ACK re-sends do not fit Linux's request timer (another stack, or not a timer)";
+    /// Loss of a SYN or its answer: the client's handshake ACK does not echo the first SYN-ACK
+    /// captured before the re-sent SYN. Fails when it does: both arrived, on a path slower than
+    /// the SYN timer (`Fact::SynResendSpurious`).
+    FirstSynAnswerLost = "first_syn_answer_lost",
+        "RFC 7323 §3.2 (TSecr echoes the segment answered); Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer()",
+        "the client's handshake ACK answered a later SYN-ACK: the first SYN or its answer was lost",
+        "the client's handshake ACK echoes the first SYN-ACK: nothing was lost, the path was slower than the SYN timer";
+    /// Loss of data: the receiver never reports the re-sent segment as received twice. Fails
+    /// when it does (D-SACK): the re-send was spurious (reordering, an early timer).
+    ResendNotDsacked = "resend_not_dsacked",
+        "RFC 2883 §4 (D-SACK)",
+        "no re-sent segment was reported received twice (no D-SACK)",
+        "the receiver reported a re-sent segment as received twice (D-SACK): reordering or an early timer, not loss";
+    /// Loss of data re-sends the same segment whole. Fails when a full-size segment is re-sent
+    /// cut in two after the path MTU dropped: path MTU discovery, not loss.
+    ResentWhole = "resent_whole",
+        "Linux v6.6 net/ipv4/tcp_output.c: tcp_fragment() from tcp_simple_retransmit(); RFC 1191 §3",
+        "the re-sent segments were sent again whole",
+        "a full-size segment was re-sent cut in two after the path MTU dropped: path MTU discovery, not loss";
+}
+
+/// The sign a check weighs an explanation of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sign {
+    /// A SYN-ACK sent again after the client's handshake ACK: a full accept queue, or another.
+    SynackAfterAck,
+    /// A SYN or data sent again: loss on the path, or another.
+    Resent,
 }
 
 impl Check {
@@ -96,8 +124,15 @@ impl Check {
         self as usize
     }
 
-    /// Checks of explanations that compete with a full accept queue: one that failed explains
-    /// the sign otherwise. `OnRequestTimer` only describes the timing.
+    pub fn sign(self) -> Sign {
+        match self {
+            Check::FirstSynAnswerLost | Check::ResendNotDsacked | Check::ResentWhole => Sign::Resent,
+            _ => Sign::SynackAfterAck,
+        }
+    }
+
+    /// Failed, the check says another explanation than its sign's first one holds.
+    /// `OnRequestTimer` only describes the timing.
     pub fn vetoes(self) -> bool {
         !matches!(self, Check::OnRequestTimer)
     }
@@ -133,9 +168,10 @@ impl Checks {
         self.held == 0 && self.failed == 0
     }
 
-    /// A competing explanation holds: the sign says nothing of the server's accept queue.
+    /// A competing explanation of the SYN-ACK after the ACK holds: the sign says nothing of the
+    /// server's accept queue.
     pub fn explained_otherwise(self) -> bool {
-        Check::ALL.iter().any(|&c| c.vetoes() && self.failed(c))
+        Check::ALL.iter().any(|&c| c.sign() == Sign::SynackAfterAck && c.vetoes() && self.failed(c))
     }
 
     /// Held in the low 16 bits, failed in the high 16.
@@ -161,7 +197,16 @@ pub fn of(c: &Connection) -> Checks {
     let after_ack = synacks_after_ack(c);
     let Some(log) = &c.retransmits else { return Checks::default() };
     let deferred = super::defer_accept_suspected(c, &log.synack, &after_ack);
-    of_synack_after_ack(c, &after_ack, deferred).unwrap_or_default()
+    let mut checks = of_synack_after_ack(c, &after_ack, deferred).unwrap_or_default();
+    // A SYN or data re-sent: what loss predicts.
+    if log.syn.len() > 1 {
+        checks.set(Check::FirstSynAnswerLost, super::facts::first_syn_answer_lost(c));
+    }
+    if !log.data.is_empty() {
+        checks.set(Check::ResendNotDsacked, Some(!log.data.iter().any(|d| d.dsacked)));
+        checks.set(Check::ResentWhole, Some(super::icmp::resegmented(c).is_none()));
+    }
+    checks
 }
 
 /// `deferred`: the re-sends look like TCP_DEFER_ACCEPT's (`detect::defer_accept_suspected`).

@@ -297,12 +297,16 @@ pub fn answer_crossed_close(c: &Connection) -> bool {
 
 /// See `Fact::SynResendSpurious`.
 pub fn syn_resend_spurious(c: &Connection) -> bool {
-    let (Some(echo), Some((_, first_synack_tsval)), Some(second_syn), Some(first_synack)) =
-        (c.handshake_ack_echo, c.handshake_ident[Side::Server.index()], second_syn_ns(c), c.synack_time_ns.get())
-    else {
-        return false;
-    };
-    first_synack < second_syn && echo == first_synack_tsval
+    first_syn_answer_lost(c) == Some(false)
+}
+
+/// Whether the client's handshake ACK answered a later SYN-ACK than the first, which the capture
+/// saw before the re-sent SYN (so the first SYN or its answer was lost); None when the capture
+/// cannot tell (no timestamps, or no SYN-ACK before the re-send).
+pub fn first_syn_answer_lost(c: &Connection) -> Option<bool> {
+    let (echo, (_, first_synack_tsval), second_syn, first_synack) =
+        (c.handshake_ack_echo?, c.handshake_ident[Side::Server.index()]?, second_syn_ns(c)?, c.synack_time_ns.get()?);
+    (first_synack < second_syn).then_some(echo != first_synack_tsval)
 }
 
 /// When the client sent its SYN the second time, if it did.
@@ -429,9 +433,12 @@ mod tests {
 
     #[test]
     fn test_handshake_ack_echoing_the_first_synack_makes_the_syn_resend_spurious() {
+        use crate::detect::checks::{self, Check};
         assert!(syn_resend_spurious(slow_handshake(7_000).conn()));
+        assert!(checks::of(slow_handshake(7_000).conn()).failed(Check::FirstSynAnswerLost));
         // Echoing the second: the first SYN-ACK was lost on the way.
         assert!(!syn_resend_spurious(slow_handshake(8_000).conn()));
+        assert!(checks::of(slow_handshake(8_000).conn()).held(Check::FirstSynAnswerLost));
     }
 
     #[test]

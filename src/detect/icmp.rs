@@ -58,7 +58,7 @@ pub fn pmtu_discovered(c: &Connection, symptoms: Symptoms) -> Option<Option<u32>
 /// new size (Linux v6.6 net/ipv4/tcp_output.c: tcp_fragment() from tcp_simple_retransmit()),
 /// and the full-size originals never reached the capture point. A loss re-sends whole segments.
 /// The new segment size, if so.
-fn resegmented(c: &Connection) -> Option<u32> {
+pub(crate) fn resegmented(c: &Connection) -> Option<u32> {
     let log = c.retransmits.as_ref()?;
     log.data.iter().find_map(|a| {
         let full = full_size(c, a.from)?;
@@ -243,11 +243,14 @@ mod tests {
         // After the router's error the client re-sent each 1,448-byte segment as 1,148 + 300.
         let c = receiver_side(&[(1, 1148), (1149, 300), (14481, 1148), (1449, 1148), (2597, 300)]);
         assert_eq!(pmtu_discovered(&c, Symptoms::default()), Some(Some(1148 + 52)));
+        assert!(crate::detect::checks::of(&c).failed(crate::detect::checks::Check::ResentWhole));
     }
 
     #[test]
     fn test_full_size_segments_resent_whole_at_the_receiver_are_loss() {
         let c = receiver_side(&[(1, 1448), (2897, 1448), (1449, 1448)]);
         assert_eq!(pmtu_discovered(&c, Symptoms::default()), None);
+        let checks = crate::detect::checks::of(&c);
+        assert!(checks.held(crate::detect::checks::Check::ResentWhole) && checks.held(crate::detect::checks::Check::ResendNotDsacked));
     }
 }

@@ -323,7 +323,7 @@ fn symptoms(c: &Connection) -> Symptoms {
         let weighed = checks::of(c);
         if weighed.failed(checks::Check::NotDeferAccept) {
             s.insert(Symptom::DeferAcceptSuspected);
-        } else if !weighed.is_empty() && !weighed.explained_otherwise() {
+        } else if !checks::synacks_after_ack(c).is_empty() && !weighed.explained_otherwise() {
             s.insert(Symptom::FinalAckDropped);
         }
         if log.data.iter().any(|d| d.into_half_open) {
@@ -648,6 +648,7 @@ mod tests {
         let dsack = TcpOptions { sack_blocks: 1, first_sack: Some((CISN + 101, CISN + 201)), ..TcpOptions::default() };
         w.send_opts(211, S, ACK, SISN + 1, CISN + 201, 0, dsack);
         w.send(212, S, PA, SISN + 1, CISN + 201, 50);
+        assert!(checks::of(w.conn()).failed(checks::Check::ResendNotDsacked));
         let v = w.verdict();
         assert!(has(&v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
         assert!(!has(&v, Symptom::DataRetransmitted), "{:?}", v.symptoms);

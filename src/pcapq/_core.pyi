@@ -35,7 +35,7 @@ Fact = Literal[
 # The predictions a sign's explanations make of the capture (src/detect/checks.rs).
 CheckName = Literal[
     "request_held_back", "sent_after_ack_arrived", "not_answer_to_resent_syn", "same_sender", "not_defer_accept",
-    "on_request_timer",
+    "on_request_timer", "first_syn_answer_lost", "resend_not_dsacked", "resent_whole",
 ]
 Mark = Outcome | Symptom | Fact
 EventKind = Literal[
