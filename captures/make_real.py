@@ -47,18 +47,24 @@ def make(name: str) -> int:
     return 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("names", nargs="*", metavar="NAME", help=f"one of {', '.join(SCENARIOS)} (default: all)")
-    names = parser.parse_args().names or [name for name, s in SCENARIOS.items() if not s.shipped_in]
-    unknown = set(names) - set(SCENARIOS)
+def run_named(doc: str, known: list[str], default: list[str], make_one) -> int:
+    """The command line of a regeneration script: the names given (or `default`), each made
+    by `make_one`; the worst exit status."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"one of {', '.join(known)} (default: all)")
+    names = parser.parse_args().names or default
+    unknown = set(names) - set(known)
     if unknown:
         parser.error(f"unknown scenario {', '.join(sorted(unknown))}")
     try:
-        return max(make(name) for name in names)
+        return max(make_one(name) for name in names)
     except LabUnavailable as e:
         print(f"cannot run: {e}", file=sys.stderr)
         return 2
+
+
+def main() -> int:
+    return run_named(__doc__ or "", list(SCENARIOS), [name for name, s in SCENARIOS.items() if not s.shipped_in], make)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,15 @@ not go as meant (the scenario's own checks), or a capture over MAX_BYTES, fails 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from pcapq.lab.catalog import KERNEL_RUNS, SCENARIOS
-from pcapq.lab.errors import LabUnavailable
 from pcapq.lab.runner import run_scenario
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from make_real import run_named  # noqa: E402
 MAX_BYTES = 170_000
 # The twins of captures/ run again here.
 TWINS = ("accept_queue_overflow", "abort_on_overflow", "reuseport_stuck_listener", "pmtu_discovery",
@@ -50,17 +50,7 @@ def make(name: str, attempts: int = 2) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("names", nargs="*", metavar="NAME", help=f"one of {', '.join(RUNS)} (default: all)")
-    names = parser.parse_args().names or list(RUNS)
-    unknown = set(names) - set(RUNS)
-    if unknown:
-        parser.error(f"unknown run {', '.join(sorted(unknown))}")
-    try:
-        return max(make(name) for name in names)
-    except LabUnavailable as e:
-        print(f"cannot run: {e}", file=sys.stderr)
-        return 2
+    return run_named(__doc__ or "", list(RUNS), list(RUNS), make)
 
 
 if __name__ == "__main__":
