@@ -915,6 +915,7 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         t.set_item("held", held)?;
         t.set_item("failed", failed)?;
         t.set_item("competes", c.vetoes())?;
+        t.set_item("sign", c.sign().slug())?;
         texts.set_item(c.slug(), t)?;
     }
     d.set_item("check_texts", texts)?;

@@ -119,6 +119,15 @@ pub enum Sign {
     Resent,
 }
 
+impl Sign {
+    pub fn slug(self) -> &'static str {
+        match self {
+            Sign::SynackAfterAck => "synack_after_ack",
+            Sign::Resent => "resent",
+        }
+    }
+}
+
 impl Check {
     pub fn index(self) -> usize {
         self as usize

@@ -318,12 +318,13 @@ fn symptoms(c: &Connection) -> Symptoms {
         s.insert(Symptom::TfoFallback);
     }
     if let Some(log) = &c.retransmits {
-        // A SYN-ACK re-sent after the client's ACK: the ACK was dropped, unless a competing
-        // explanation's check says otherwise (detect::checks).
+        // A SYN-ACK re-sent after the client's ACK (its checks were weighed: not_defer_accept is
+        // always tested then): the ACK was dropped, unless a competing explanation's check says
+        // otherwise (detect::checks).
         let weighed = checks::of(c);
         if weighed.failed(checks::Check::NotDeferAccept) {
             s.insert(Symptom::DeferAcceptSuspected);
-        } else if !checks::synacks_after_ack(c).is_empty() && !weighed.explained_otherwise() {
+        } else if weighed.held(checks::Check::NotDeferAccept) && !weighed.explained_otherwise() {
             s.insert(Symptom::FinalAckDropped);
         }
         if log.data.iter().any(|d| d.into_half_open) {

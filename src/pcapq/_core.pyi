@@ -89,7 +89,9 @@ class _CheckText(TypedDict):
     held: str
     failed: str
     competes: bool
-    """Failed, a competing explanation holds: the sign says nothing of the server's accept queue."""
+    """Failed, a competing explanation of its sign holds."""
+    sign: Literal["synack_after_ack", "resent"]
+    """The sign whose explanations it weighs: a SYN-ACK re-sent after the client's ACK, or a SYN or data re-sent."""
 
 VOCABULARY: Final[_Vocabulary]
 

@@ -13,9 +13,6 @@ from pcapq.diagnose.timeouts import or_default
 SHARE_FOR_ONE_OF_SEVERAL = 0.5
 # Answers while the queue overflowed below which a service rate is noise.
 MIN_ANSWERS_FOR_RATE = 2
-# The checks of a SYN-ACK re-sent after the client's ACK (src/detect/checks.rs, sign "synack_after_ack").
-SIGN_CHECKS = ("request_held_back", "sent_after_ack_arrived", "not_answer_to_resent_syn", "same_sender", "not_defer_accept",
-               "on_request_timer")
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
@@ -40,7 +37,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     resets = 0 if restart else ctx.count(all_of=["reset_after_ack"])
     cookies = ctx.count(all_of=["syncookie_suspected"])
     # The checks of every SYN-ACK re-sent after the ACK, also those a competitor explained.
-    weighed = [c for c in ctx.checks(ctx.select(all_of=["synack_after_ack"], claimed=True)) if c["check"] in SIGN_CHECKS]
+    weighed = ctx.checks(ctx.select(all_of=["synack_after_ack"], claimed=True), "synack_after_ack")
     held_back = next((c["held"] for c in weighed if c["check"] == "request_held_back"), 0)
     cp = ctx.capture_point
     if resets:

@@ -70,14 +70,14 @@ class EpisodeContext:
     def claim(self, selection: Selection) -> None:
         self.episode.claim(selection)
 
-    def checks(self, selection: Selection) -> list[dict]:
-        """The checks the core could test on the selection's connections (detect::checks), each
-        with how many held and failed, what that says, and what it rests on."""
+    def checks(self, selection: Selection, sign: str) -> list[dict]:
+        """The checks of `sign`'s explanations the core could test on the selection's connections
+        (detect::checks), each with how many held and failed, what that says, and what it rests on."""
         texts, tested = VOCABULARY["check_texts"], selection.checks
         return [
             {"check": name, "held": held, "failed": failed, "competes": texts[name]["competes"],
              "says_held": texts[name]["held"], "says_failed": texts[name]["failed"], "cites": texts[name]["cites"]}
-            for name in VOCABULARY["checks"] if name in tested
+            for name in VOCABULARY["checks"] if name in tested and texts[name]["sign"] == sign
             for held, failed in [tested[name]]
         ]
 

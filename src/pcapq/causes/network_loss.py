@@ -58,9 +58,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + GAVE_UP + ["partial"]),
     ))
     # Loss's predictions, over every re-send of the episode, also those explained otherwise.
-    weighed = [c for c in ctx.checks(ctx.select(any_of=["syn_retransmitted", "data_retransmitted", "request_unacked",
-                                                          "spurious_retransmission", "pmtu_discovered"], claimed=True))
-               if c["check"] in RESENT_CHECKS]
+    weighed = ctx.checks(ctx.select(any_of=["syn_retransmitted", "data_retransmitted", "request_unacked",
+                                            "spurious_retransmission", "pmtu_discovered"], claimed=True), "resent")
     held = [f"{c['check']} ({c['held']:,})" for c in weighed if c["held"]]
     if held:
         rests_on.append("checks that held, in connections (docs/diagnosis.md): " + ", ".join(held))
@@ -69,9 +68,6 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         reason += "; not counted: " + "; ".join(f"{plural(c['failed'], 'connection')}: {c['says_failed']}" for c in failed)
     return ctx.finding(CAUSE, lost, confidence, reason, evidence, rests_on=rests_on, checks=weighed)
 
-
-# The checks of the re-sends loss predicts (src/detect/checks.rs, sign "resent").
-RESENT_CHECKS = ("first_syn_answer_lost", "resend_not_dsacked", "resent_whole")
 
 
 CAUSE = Cause(
