@@ -428,6 +428,14 @@ impl Analysis {
                 crate::flow::table::MAX_TOMBSTONES
             ));
         }
+        let lengths = &self.counted.servers.flow_lengths;
+        if let Some(limit) = lengths.trimmed_at() {
+            out.push(format!(
+                "the capture looks cut to the first {limit} frames of each flow: {} connections stop unclosed at that count and none is longer; \
+                 nothing is claimed of what did not follow in them",
+                lengths.unclosed_at_longest
+            ));
+        }
         for (linktype, n) in self.skipped.unknown_link_types() {
             out.push(format!("{n} packets of link type {linktype} ({}) were not decoded", CaptureReader::linktype_name(linktype)));
         }

@@ -143,3 +143,60 @@ def test_loss_finding_lists_the_checks_of_its_resends() -> None:
     checks = {c["check"]: (c["held"], c["failed"]) for c in f["checks"]}
     assert checks["resend_not_dsacked"] == (4, 0) and checks["resent_whole"] == (4, 0)
     assert not {"request_held_back", "same_sender"} & set(checks)
+
+
+# -----------------------------------------------------------------------------------------------
+# What the capture cannot see: a capture kept to the first packets of each flow (crafted: a tool
+# cuts it, no kernel does)
+
+
+def trimmed_capture(path, cut: bool) -> None:
+    """Three HTTP exchanges and two clients re-sending SYNs to a listener that drops them, every
+    flow kept to its first six frames when `cut`; with `cut` off the exchanges close instead. The
+    capture goes on for 100 s (a last short exchange): a Linux client would have sent its seventh
+    SYN at 63 s."""
+    from scapy.all import IP, TCP, Ether, Raw
+
+    server, frames = "10.0.0.2", []
+
+    def at(t: float, src: str, dst: str, sport: int, dport: int, flags: str, seq: int, ack: int = 0, data: bytes = b""):
+        p = Ether() / IP(src=src, dst=dst, ttl=64) / TCP(sport=sport, dport=dport, flags=flags, seq=seq, ack=ack, window=64240)
+        p = p / Raw(data) if data else p
+        p.time = t
+        frames.append(p)
+
+    for i in range(3):
+        client, port, t0 = f"10.0.0.{10 + i}", 40000 + i, 0.1 * i
+        at(t0, client, server, port, 80, "S", 1000)
+        at(t0 + 0.001, server, client, 80, port, "SA", 5000, 1001)
+        at(t0 + 0.002, client, server, port, 80, "A", 1001, 5001)
+        at(t0 + 0.003, client, server, port, 80, "PA", 1001, 5001, b"GET / HTTP/1.1\r\n\r\n")
+        at(t0 + 0.010, server, client, 80, port, "PA", 5001, 1019, b"HTTP/1.1 200 OK\r\n\r\n")
+        at(t0 + 0.011, client, server, port, 80, "A", 1019, 5020)
+        if not cut:
+            at(t0 + 0.020, client, server, port, 80, "FA", 1019, 5020)
+            at(t0 + 0.021, server, client, 80, port, "FA", 5020, 1020)
+            at(t0 + 0.022, client, server, port, 80, "A", 1020, 5021)
+    for i in range(2):
+        client, port, t0 = f"10.0.1.{10 + i}", 41000 + i, 1.0 + 0.1 * i
+        for t in (0, 1, 3, 7, 15, 31):
+            at(t0 + t, client, server, port, 80, "S", 7000)
+    at(100.0, "10.0.2.1", server, 42000, 80, "S", 9000)
+    at(100.001, server, "10.0.2.1", 80, 42000, "SA", 3000, 9001)
+    at(100.002, "10.0.2.1", server, 42000, 80, "FA", 9001, 3001)
+    at(100.003, server, "10.0.2.1", 80, 42000, "FA", 3001, 9002)
+    wrpcap(str(path), sorted(frames, key=lambda p: p.time))
+
+
+def test_flows_cut_by_the_capture_are_no_clients_giving_up(tmp_path) -> None:
+    whole, cut = tmp_path / "whole.pcap", tmp_path / "cut.pcap"
+    trimmed_capture(whole, cut=False)
+    trimmed_capture(cut, cut=True)
+    # Whole, two clients stopped re-sending their SYNs with retries left.
+    doc = report(whole)
+    assert "client_gave_up" in causes(doc) and not doc["warnings"], (causes(doc), doc["warnings"])
+    # Cut, their six SYNs are where the capture stopped every flow: nothing is claimed of what
+    # followed; the SYNs re-sent stay re-sent.
+    doc = report(cut)
+    assert any("first 6 frames of each flow" in w for w in doc["warnings"]), doc["warnings"]
+    assert "client_gave_up" not in causes(doc), causes(doc)

@@ -373,7 +373,7 @@ impl Analysis {
             this.settle();
             let this = &*this;
             let end_ns = this.inner.end_ns();
-            detect::episodes::Book::build(&this.inner.connections, &this.inner.counted.digest, end_ns, &this.server_stats())
+            detect::episodes::Book::build(&this.inner.connections, &this.inner.counted.digest, end_ns, &this.server_stats(), this.inner.counted.servers.flow_lengths.trimmed_at())
         };
         Ok(diagnosis::Problems::new(slf.unbind(), book))
     }
@@ -915,7 +915,7 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         t.set_item("held", held)?;
         t.set_item("failed", failed)?;
         t.set_item("competes", c.vetoes())?;
-        t.set_item("sign", c.sign().slug())?;
+        t.set_item("signs", c.signs().iter().map(|s| s.slug()).collect::<Vec<_>>())?;
         texts.set_item(c.slug(), t)?;
     }
     d.set_item("check_texts", texts)?;

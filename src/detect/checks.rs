@@ -108,22 +108,69 @@ checks! {
         "Linux v6.6 net/ipv4/tcp_output.c: tcp_fragment() from tcp_simple_retransmit(); RFC 1191 §3",
         "the re-sent segments were sent again whole",
         "a full-size segment was re-sent cut in two after the path MTU dropped: path MTU discovery, not loss";
+    /// A re-send, not a copy the capture made: a frame seen again with the same IP ID and the
+    /// same TSval is the same datagram (two interfaces, both directions of a SPAN, a link-layer
+    /// retry, a file appended to itself); the tracker counts those as copies, not re-sends.
+    /// Held when every repeat carried a new IP ID or TSval, failed when every repeat was a copy,
+    /// neither when only the delay told them apart (no timestamps, and the ID 0 or kept).
+    NotCaptureCopy = "not_capture_copy",
+        "RFC 7323 §3.2 (every segment sent carries the clock's current TSval); RFC 6864 §4 (the IPv4 ID of a datagram)",
+        "every frame seen again carried a new IP ID or TSval: the sender sent it again",
+        "the frames seen again were the same datagrams (same IP ID and TSval): copies the capture made, not re-sends";
+    /// Not a stack retrying a refused connect: a SYN sent again after the server's RST (Windows
+    /// retries twice, about 0.5 s apart), or after an ICMP error that answered it (a soft error
+    /// on which RFC 1122 lets TCP keep trying), is neither loss nor a listener's drop.
+    NotRetryAfterRefusal = "not_retry_after_refusal",
+        "RFC 9293 §3.10.7.3 (an RST in SYN-SENT ends the attempt); RFC 1122 §4.2.3.9 (soft ICMP errors)",
+        "no SYN was sent again after an RST or an ICMP error had answered the one before",
+        "SYNs were sent again after an RST or ICMP error had answered them: a stack retrying a refused connect, not loss";
+    /// Nothing from the server is claimed missing where the capture misses its direction: the
+    /// server's address sent packets the capture shows. Fails when it sent none while its
+    /// clients acknowledged it (a one-way capture, or asymmetric routing past the capture point).
+    BothDirectionsSeen = "both_directions_seen",
+        "RFC 9293 §3.4 (an acknowledgment number says what its sender received)",
+        "the capture shows the server's direction",
+        "the server's address sent nothing the capture shows while its clients acknowledged it: a one-way capture cannot say what the server did not send";
+    /// The capture watched the connection to its end: no gap longer than any TCP timer (the
+    /// capture stopped and started again, files merged days apart, a clock step) fell inside it.
+    WatchedThroughout = "watched_throughout",
+        "Linux v6.6 include/net/tcp.h: TCP_RTO_MAX (120 s, the longest a live connection stays silent while it waits)",
+        "the capture has no gap longer than any TCP timer in these connections",
+        "the capture stopped for longer than any TCP timer while these connections were live: what followed was not seen";
+    /// The connection's last frames are not where the capture was cut: a capture kept to the
+    /// first packets of each flow stops many flows at the same count, mid-exchange, while the
+    /// capture goes on; what did not follow says nothing of the hosts. (What came before the
+    /// cut, such as a SYN re-sent with nothing back before it, stands.)
+    FlowNotTrimmed = "flow_not_trimmed",
+        "RFC 9293 §3.8.1 (a sender re-sends what is unacknowledged until it gives up: a flow does not stop mid-exchange)",
+        "the connections did not stop at the capture's per-flow packet limit",
+        "the connection stopped at the packet count where the capture cut every long flow: it was trimmed, not silent";
 }
 
-/// The sign a check weighs an explanation of.
+/// A sign that explanations compete for; its checks weigh them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sign {
     /// A SYN-ACK sent again after the client's handshake ACK: a full accept queue, or another.
     SynackAfterAck,
     /// A SYN or data sent again: loss on the path, or another.
     Resent,
+    /// A SYN or request sent again with nothing back before the re-send, or a host that sent
+    /// nothing: the host did not answer, or the capture did not see the answer.
+    Unanswered,
+    /// Nothing followed a connection's last packet (a client that gave up, a handshake never
+    /// completed, a request never answered): nothing was sent, or the capture did not see it.
+    NothingFollowed,
 }
 
 impl Sign {
+    pub const ALL: [Sign; 4] = [Sign::SynackAfterAck, Sign::Resent, Sign::Unanswered, Sign::NothingFollowed];
+
     pub fn slug(self) -> &'static str {
         match self {
             Sign::SynackAfterAck => "synack_after_ack",
             Sign::Resent => "resent",
+            Sign::Unanswered => "unanswered",
+            Sign::NothingFollowed => "nothing_followed",
         }
     }
 }
@@ -133,10 +180,14 @@ impl Check {
         self as usize
     }
 
-    pub fn sign(self) -> Sign {
+    /// The signs whose explanations it weighs.
+    pub fn signs(self) -> &'static [Sign] {
         match self {
-            Check::FirstSynAnswerLost | Check::ResendNotDsacked | Check::ResentWhole => Sign::Resent,
-            _ => Sign::SynackAfterAck,
+            Check::FirstSynAnswerLost | Check::ResendNotDsacked | Check::ResentWhole | Check::NotRetryAfterRefusal => &[Sign::Resent],
+            Check::NotCaptureCopy => &[Sign::SynackAfterAck, Sign::Resent],
+            Check::BothDirectionsSeen | Check::WatchedThroughout => &[Sign::Unanswered, Sign::NothingFollowed],
+            Check::FlowNotTrimmed => &[Sign::NothingFollowed],
+            _ => &[Sign::SynackAfterAck],
         }
     }
 
@@ -157,7 +208,7 @@ pub struct Checks {
 const _: () = assert!(Check::ALL.len() <= 16, "Checks keeps a check in one bit of a u16");
 
 impl Checks {
-    fn set(&mut self, check: Check, result: Option<bool>) {
+    pub fn set(&mut self, check: Check, result: Option<bool>) {
         match result {
             Some(true) => self.held |= 1 << check.index(),
             Some(false) => self.failed |= 1 << check.index(),
@@ -173,6 +224,12 @@ impl Checks {
         self.failed & (1 << check.index()) != 0
     }
 
+    /// Both sets of checks (a check tested in both keeps `other`'s result).
+    pub fn with(self, other: Checks) -> Checks {
+        let tested = other.held | other.failed;
+        Checks { held: (self.held & !tested) | other.held, failed: (self.failed & !tested) | other.failed }
+    }
+
     pub fn is_empty(self) -> bool {
         self.held == 0 && self.failed == 0
     }
@@ -180,7 +237,7 @@ impl Checks {
     /// A competing explanation of the SYN-ACK after the ACK holds: the sign says nothing of the
     /// server's accept queue.
     pub fn explained_otherwise(self) -> bool {
-        Check::ALL.iter().any(|&c| c.sign() == Sign::SynackAfterAck && c.vetoes() && self.failed(c))
+        Check::ALL.iter().any(|&c| c.signs().contains(&Sign::SynackAfterAck) && c.vetoes() && self.failed(c))
     }
 
     /// Held in the low 16 bits, failed in the high 16.
@@ -200,22 +257,60 @@ pub fn synacks_after_ack(c: &Connection) -> Vec<Send> {
     log.synack.iter().skip(1).filter(|s| !s.triggered && s.time_ns > ack_ns).copied().collect()
 }
 
-/// The checks of a connection whose SYN-ACK was sent again after the client's handshake ACK;
-/// none for any other.
+/// The checks of a connection's re-sends: of a SYN-ACK sent again after the client's handshake
+/// ACK, and of a SYN or data sent again. None for a connection without either (nor copies).
 pub fn of(c: &Connection) -> Checks {
+    let mut checks = Checks::default();
+    checks.set(Check::NotCaptureCopy, not_capture_copy(c));
+    let Some(log) = &c.retransmits else { return checks };
     let after_ack = synacks_after_ack(c);
-    let Some(log) = &c.retransmits else { return Checks::default() };
     let deferred = super::defer_accept_suspected(c, &log.synack, &after_ack);
-    let mut checks = of_synack_after_ack(c, &after_ack, deferred).unwrap_or_default();
+    if let Some(synack) = of_synack_after_ack(c, &after_ack, deferred) {
+        checks = checks.with(synack);
+    }
     // A SYN or data re-sent: what loss predicts.
     if log.syn.len() > 1 {
         checks.set(Check::FirstSynAnswerLost, super::facts::first_syn_answer_lost(c));
+        checks.set(Check::NotRetryAfterRefusal, Some(!syn_resent_after_refusal(c)));
     }
     if !log.data.is_empty() {
         checks.set(Check::ResendNotDsacked, Some(!log.data.iter().any(|d| d.dsacked)));
         checks.set(Check::ResentWhole, Some(super::icmp::resegmented(c).is_none()));
     }
     checks
+}
+
+/// The checks of what the capture saw of a connection whose verdict rests on something it did
+/// not show (`Sign::Unanswered`, `Sign::NothingFollowed`) that the record alone can tell;
+/// `episodes` adds those that need the whole capture (`BothDirectionsSeen`, `FlowNotTrimmed`).
+pub fn of_silence(c: &Connection) -> Checks {
+    let mut checks = Checks::default();
+    checks.set(Check::WatchedThroughout, Some(c.seen_until_ns.get().is_none()));
+    checks
+}
+
+/// Held when every repeat of the connection carried a new IP ID or TSval (`same_segment`
+/// compares the ID; a repeat with the same TSval is a copy whatever its delay); none when some
+/// repeat had neither; failed when no re-send is left but copies were seen.
+fn not_capture_copy(c: &Connection) -> Option<bool> {
+    let resent = c.retransmits.as_ref().is_some_and(|log| log.syn.len() > 1 || log.synack.len() > 1 || !log.data.is_empty());
+    if !resent {
+        return (c.duplicates > 0).then_some(false);
+    }
+    (c.repeats_told_by_delay == 0).then_some(true)
+}
+
+/// A SYN sent again after the server's RST answered the one before (`syns_after_rst`), or after
+/// an ICMP error other than "too big" answered one of the client's SYNs.
+fn syn_resent_after_refusal(c: &Connection) -> bool {
+    let Some(log) = &c.retransmits else { return false };
+    let last_resend = log.syn.iter().skip(1).map(|s| s.time_ns).max();
+    c.milestones.syns_after_rst > 0
+        || c.icmp_answers().iter().any(|a| {
+            a.answers == crate::flow::Side::Client
+                && a.kind.class() != crate::decode::icmp::IcmpClass::TooBig
+                && last_resend.is_some_and(|t| t > a.time_ns)
+        })
 }
 
 /// `deferred`: the re-sends look like TCP_DEFER_ACCEPT's (`detect::defer_accept_suspected`).
@@ -304,7 +399,7 @@ mod tests {
     //! Each competing explanation, made by hand with the tracker, against a full accept queue.
 
     use super::*;
-    use crate::decode::flags::{ACK, SYN};
+    use crate::decode::flags::{ACK, RST, SYN};
     use crate::decode::TcpOptions;
     use crate::flow::wire::*;
 
@@ -453,11 +548,57 @@ mod tests {
         w.copy_at_us(400_000, synack);
         let c = w.conn();
         assert_eq!((c.synack_count, c.duplicates), (1, 1));
-        assert!(weighed(&w).is_empty());
+        assert_eq!(competing(&w), ["not_capture_copy"]);
         // The timer's re-send carries a new TSval (the checksum as captured on the sender may
         // not differ: offload fills it in later).
         w.send_opts(1_001, S, SYN | ACK, SISN, CISN + 1, 0, TcpOptions { timestamp: Some((2000, 0)), ..ts });
         assert_eq!((w.conn().synack_count, w.conn().duplicates), (2, 1));
-        assert!(!weighed(&w).is_empty());
+        assert!(weighed(&w).held(Check::NotCaptureCopy), "{:?}", weighed(&w));
+    }
+
+    #[test]
+    fn test_a_resend_told_from_a_copy_only_by_its_delay_leaves_the_copy_check_untested() {
+        // Linux SYN-ACKs carry IP ID 0; without timestamps, a re-send 1 s later is the same
+        // frame but for its time.
+        let mut w = Wire::new();
+        w.zero_ip_id = true;
+        w.handshake_plain();
+        w.send(1_001, S, SYN | ACK, SISN, CISN + 1, 0);
+        let k = weighed(&w);
+        assert!(!k.held(Check::NotCaptureCopy) && !k.failed(Check::NotCaptureCopy), "{k:?}");
+        assert_eq!(w.conn().repeats_told_by_delay, 1);
+    }
+
+    // -------------------------------------------------------------------------------------
+    // A stack retrying a refused connect
+
+    #[test]
+    fn test_syn_sent_again_after_the_servers_rst_is_a_retry_not_loss() {
+        // Windows: SYN, RST, the same SYN 0.5 s later.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1, S, RST | ACK, 0, CISN + 1, 0);
+        w.send(500, C, SYN, CISN, 0, 0);
+        assert!(weighed(&w).failed(Check::NotRetryAfterRefusal), "{:?}", weighed(&w));
+        // A SYN re-sent on its timer with nothing back is what loss predicts.
+        let mut lost = Wire::new();
+        lost.send(0, C, SYN, CISN, 0, 0);
+        lost.send(1_000, C, SYN, CISN, 0, 0);
+        lost.send(1_001, S, SYN | ACK, SISN, CISN + 1, 0);
+        assert!(weighed(&lost).held(Check::NotRetryAfterRefusal), "{:?}", weighed(&lost));
+    }
+
+    // -------------------------------------------------------------------------------------
+    // What the capture did not watch
+
+    #[test]
+    fn test_a_connection_live_across_a_capture_gap_was_not_watched_throughout() {
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        assert!(of_silence(w.conn()).held(Check::WatchedThroughout));
+        let mut c = w.conn().clone();
+        c.seen_until_ns.set(Some(4_000_000));
+        assert!(of_silence(&c).failed(Check::WatchedThroughout));
     }
 }

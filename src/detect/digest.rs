@@ -62,6 +62,13 @@ pub struct Seed {
     /// Its checks (`checks::Checks::bits`): only alike seeds with the same are merged.
     #[serde(default)]
     pub checks: u32,
+    /// Its verdict rests on something the capture did not show (`facts::rests_on_silence`).
+    #[serde(default)]
+    pub silence: bool,
+    /// Its frames, if it never closed (`trimmed::unclosed_frames`); once merged, only if every
+    /// one merged had the same.
+    #[serde(default)]
+    pub unclosed_frames: Option<u32>,
 }
 
 fn outcome_bit(o: Outcome) -> u64 {
@@ -87,6 +94,11 @@ impl Seed {
     /// The seed of `c`, judged `outcome` and `symptoms`.
     pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Seed {
         let f: Facts = facts::of(c, outcome, symptoms);
+        let silence = facts::rests_on_silence(outcome, symptoms, f);
+        let mut checks = super::checks::of(c);
+        if silence {
+            checks = checks.with(super::checks::of_silence(c));
+        }
         let marks = outcome_bit(outcome)
             | symptoms.iter().fold(0, |bits, s| bits | symptom_bit(s))
             | Fact::ALL.iter().filter(|&&x| f.contains(x)).fold(0, |bits, &x| bits | fact_bit(x));
@@ -115,7 +127,9 @@ impl Seed {
             probe,
             ack_ns: c.handshake_ack_time_ns.get(),
             weight: 1,
-            checks: super::checks::of(c).bits(),
+            checks: checks.bits(),
+            silence,
+            unclosed_frames: super::trimmed::unclosed_frames(c),
         }
     }
 
@@ -143,6 +157,9 @@ impl Seed {
             (a, b) => a.or(b),
         };
         self.weight = self.weight.saturating_add(other.weight);
+        if self.unclosed_frames != other.unclosed_frames {
+            self.unclosed_frames = None;
+        }
     }
 }
 
@@ -321,6 +338,8 @@ mod tests {
             ack_ns: Some(at_ns + 1),
             weight: 1,
             checks: 0,
+            silence: false,
+            unclosed_frames: None,
         }
     }
 

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::digest::{self, fact_bit, Digest, Seed, EPISODE_GAP_NS};
+use super::checks::{Check, Checks};
 use super::facts::Fact;
 use super::scans::ScanBook;
 use super::servers::ServerStats;
@@ -133,7 +134,9 @@ impl Book {
     /// Reads every kept record once, and the seeds of the problem connections not kept
     /// (`digest`); `servers` are the statistics of every connection (also the ones not kept),
     /// which say whether a host ever sent a packet.
-    pub fn build(connections: &[Connection], digest: &Digest, end_ns: i64, servers: &[&ServerStats]) -> Book {
+    /// `trimmed_at`: the frame count the capture cut every long flow at, if it was trimmed
+    /// (`trimmed::FlowLengths::trimmed_at`).
+    pub fn build(connections: &[Connection], digest: &Digest, end_ns: i64, servers: &[&ServerStats], trimmed_at: Option<u32>) -> Book {
         let mut book = Book::default();
         let mut spoke: FxHashMap<IpAddr, u64> = FxHashMap::default();
         for s in servers {
@@ -149,7 +152,7 @@ impl Book {
                 one_way.insert(ip);
             }
         }
-        let mut building = Building { silent, one_way, ..Building::default() };
+        let mut building = Building { silent, one_way, trimmed_at, ..Building::default() };
         for (index, c) in connections.iter().enumerate() {
             let (outcome, symptoms) = super::classify(c, end_ns);
             if !super::servers::has_problem(outcome, symptoms) {
@@ -220,6 +223,7 @@ struct Building {
     silent: FxHashSet<IpAddr>,
     /// Addresses that sent nothing the capture shows while their clients answered them.
     one_way: FxHashSet<IpAddr>,
+    trimmed_at: Option<u32>,
     /// Troubles (span, member position) and queue-full spans, per listener.
     troubles: FxHashMap<Endpoint, Vec<Trouble>>,
     spans: FxHashMap<Endpoint, Vec<(i64, i64)>>,
@@ -233,8 +237,19 @@ impl Building {
         if self.silent.contains(&seed.server.ip) {
             marks |= fact_bit(Fact::SilentHost);
         }
-        if self.one_way.contains(&seed.server.ip) {
+        let one_way = self.one_way.contains(&seed.server.ip);
+        if one_way {
             marks |= fact_bit(Fact::OneWay);
+        }
+        // Only a connection that never closed can have been cut.
+        let trimmed = self.trimmed_at.is_some_and(|limit| seed.unclosed_frames == Some(limit));
+        if trimmed {
+            marks |= fact_bit(Fact::FlowTrimmed);
+        }
+        let mut checks = Checks::from_bits(seed.checks);
+        if seed.silence {
+            checks.set(Check::BothDirectionsSeen, Some(!one_way));
+            checks.set(Check::FlowNotTrimmed, Some(!trimmed));
         }
         let members = book.by_server.entry(seed.server).or_default();
         let position = members.len();
@@ -257,7 +272,7 @@ impl Building {
             marks,
             ack_ns: seed.ack_ns,
             weight: seed.weight,
-            checks: seed.checks,
+            checks: checks.bits(),
             claimed: false,
         });
     }
@@ -341,13 +356,15 @@ mod tests {
             ack_ns: Some(at * S + 1),
             weight,
             checks: 0,
+            silence: false,
+            unclosed_frames: None,
         };
         let mut digest = Digest::default();
         // A queue-full sign at 10 s, a re-sent SYN beside it (5 alike merged), one far later.
         digest.push(seed(1, 10, Fact::QueueSign, 1));
         digest.push(seed(2, 11, Fact::SynUnanswered, 5));
         digest.push(seed(3, 100, Fact::SynUnanswered, 1));
-        let book = Book::build(&[], &digest, 200 * S, &[]);
+        let book = Book::build(&[], &digest, 200 * S, &[], None);
         let episodes = book.episodes(server);
         assert_eq!(episodes.len(), 2);
         assert_eq!((episodes[0].connections(), episodes[1].connections()), (6, 1));

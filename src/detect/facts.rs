@@ -98,10 +98,14 @@ pub enum Fact {
     /// asymmetric routing past the capture point). Nothing that needs the server's packets
     /// (an unanswered SYN, a request left unanswered, a client giving up) can be told.
     OneWay,
+    /// Its last frame is where the capture cut every long flow (a capture kept to the first
+    /// packets of each flow, `servers::FlowLengths::trimmed_at`): what did not follow was not
+    /// seen, not unsent.
+    FlowTrimmed,
 }
 
 impl Fact {
-    pub const ALL: [Fact; 29] = [
+    pub const ALL: [Fact; 30] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -131,6 +135,7 @@ impl Fact {
         Fact::AnswerCrossedClose,
         Fact::SynResendSpurious,
         Fact::OneWay,
+        Fact::FlowTrimmed,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -164,6 +169,7 @@ impl Fact {
             Fact::AnswerCrossedClose => "answer_crossed_close",
             Fact::SynResendSpurious => "syn_resend_spurious",
             Fact::OneWay => "one_way",
+            Fact::FlowTrimmed => "flow_trimmed",
         }
     }
 
@@ -190,8 +196,20 @@ impl Facts {
     }
 }
 
+/// Whether a verdict of `outcome`, `symptoms` and `f` rests on something the capture did not
+/// show: a SYN or request left unanswered, a handshake left half-open, a client that stopped
+/// waiting. Those are the connections the checks of `checks::Sign::Unanswered` and
+/// `checks::Sign::NothingFollowed` are weighed on.
+pub fn rests_on_silence(outcome: Outcome, symptoms: Symptoms, f: Facts) -> bool {
+    let unanswered = [Fact::SynUnanswered, Fact::HalfOpen, Fact::RequestUnanswered, Fact::NeverConnected, Fact::ClientWaited];
+    matches!(outcome, Outcome::TimedOut | Outcome::Abandoned | Outcome::ResetByClient)
+        || symptoms.contains(Symptom::RequestUnacked)
+        || unanswered.iter().any(|&x| f.contains(x))
+}
+
 /// The facts one record shows on its own (the ones that need its listener or the whole capture,
-/// `ScanProbe`, `InQueueWindow`, `SilentHost` and `OneWay`, are added by `episodes`).
+/// `ScanProbe`, `InQueueWindow`, `SilentHost`, `OneWay` and `FlowTrimmed`, are added by
+/// `episodes`).
 pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     let mut f = Facts::default();
     let client = &c.counts[Side::Client.index()];

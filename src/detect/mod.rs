@@ -15,6 +15,7 @@ pub mod schedule;
 pub mod servers;
 pub mod timeouts;
 pub mod timings;
+pub mod trimmed;
 
 use crate::flow::connection::{Connection, RstFacts, Send};
 use crate::flow::{FrameRef, PacketRole, Side};

@@ -201,6 +201,10 @@ pub struct ServerBook {
     pub untracked_port_pairs: u64,
     /// One-SYN connections to endpoints beyond `MAX_SERVERS_FOR_ONE_SYN`, not in `servers`.
     pub one_syn_without_server: u64,
+    /// The capture's longest connections, to tell a capture kept to the first packets of each
+    /// flow (`trimmed::FlowLengths`).
+    #[serde(default)]
+    pub flow_lengths: super::trimmed::FlowLengths,
     /// Every server's moments are sorted (`sort_moments`); adding or merging unsorts them.
     #[serde(skip)]
     sorted: bool,
@@ -215,6 +219,7 @@ pub const MAX_PORT_PAIRS: usize = 65_536;
 impl ServerBook {
     pub fn add(&mut self, c: &Connection, outcome: Outcome, symptoms: Symptoms) {
         self.sorted = false;
+        self.flow_lengths.add(c);
         let one_syn = probes::is_one_syn(c);
         if one_syn && self.servers.len() >= MAX_SERVERS_FOR_ONE_SYN && !self.servers.contains_key(&c.server) {
             // A scan of many hosts and ports would make an entry per endpoint probed: counted
@@ -298,6 +303,7 @@ impl ServerBook {
 
     pub fn merge(&mut self, other: ServerBook) {
         self.sorted = false;
+        self.flow_lengths.merge(other.flow_lengths);
         for (server, theirs) in other.servers {
             let s = self.servers.entry(server).or_insert_with(|| ServerStats::new(server));
             s.connections += theirs.connections;

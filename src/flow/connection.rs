@@ -146,6 +146,10 @@ pub struct Connection {
     /// Frames that were a copy of the frame before them in the same direction (`tracker::is_copy`),
     /// not counted as packets and not labelled.
     pub duplicates: u32,
+    /// Re-sends that repeat the frame before them with the same IP ID and no TSval: only the
+    /// delay told them from a copy (`tracker::is_copy`).
+    #[serde(default)]
+    pub repeats_told_by_delay: u32,
     /// In a mergeable analysis, the first segments of a connection that may have begun in the
     /// capture before this one (see `merge`).
     pub prefix: Option<Box<Prefix>>,
@@ -442,6 +446,7 @@ impl Connection {
             events_dropped: 0,
             snaplen_cut: 0,
             duplicates: 0,
+            repeats_told_by_delay: 0,
             prefix: None,
             tallied: Marks::default(),
             milestones: Milestones::default(),

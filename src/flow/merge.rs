@@ -145,6 +145,7 @@ fn graft<C: Counter>(tracker: &mut Tracker<C>, e: usize, key: FlowKey, later: Co
     conn.synack_count += later.synack_count - snapshot.synack_count;
     conn.snaplen_cut += later.snaplen_cut - snapshot.snaplen_cut;
     conn.duplicates += later.duplicates - snapshot.duplicates;
+    conn.repeats_told_by_delay += later.repeats_told_by_delay - snapshot.repeats_told_by_delay;
     conn.milestones.syns_after_rst += later.milestones.syns_after_rst - snapshot.milestones.syns_after_rst;
     conn.milestones.client_bytes_after_server_close += later.milestones.client_bytes_after_server_close
         - snapshot.milestones.client_bytes_after_server_close;

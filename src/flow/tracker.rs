@@ -474,11 +474,13 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     conn.last_time_ns = conn.last_time_ns.max(time_ns);
     // A copy of the frame before it (span port, `-i any`, bridge): counted, not labelled.
     let sent = Sent::of(seg, at, time_ns);
-    if is_copy(&sent, flow.direction[me].last_sent.as_ref(), flow.direction[peer].last_sent.as_ref())
-        || is_handshake_copy(conn, seg, side)
-    {
+    let last_sent = flow.direction[me].last_sent.as_ref();
+    if is_copy(&sent, last_sent, flow.direction[peer].last_sent.as_ref()) || is_handshake_copy(conn, seg, side) {
         conn.duplicates += 1;
         return;
+    }
+    if sent.tsval.is_none() && last_sent.is_some_and(|last| sent.same_segment(last)) {
+        conn.repeats_told_by_delay += 1;
     }
     if side == Side::Server && !seg.has(flags::SYN) && conn.server_ttl.is_none() {
         conn.server_ttl = Some(seg.ttl);

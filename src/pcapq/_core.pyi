@@ -30,13 +30,16 @@ Fact = Literal[
     "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window", "silent_host",
     "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
     "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered", "request_after_close", "answered_before",
-    "synack_after_ack", "answer_crossed_close", "syn_resend_spurious", "one_way",
+    "synack_after_ack", "answer_crossed_close", "syn_resend_spurious", "one_way", "flow_trimmed",
 ]
 # The predictions a sign's explanations make of the capture (src/detect/checks.rs).
 CheckName = Literal[
     "request_held_back", "sent_after_ack_arrived", "not_answer_to_resent_syn", "same_sender", "not_defer_accept",
-    "on_request_timer", "first_syn_answer_lost", "resend_not_dsacked", "resent_whole",
+    "on_request_timer", "first_syn_answer_lost", "resend_not_dsacked", "resent_whole", "not_capture_copy",
+    "not_retry_after_refusal", "both_directions_seen", "watched_throughout", "flow_not_trimmed",
 ]
+# The signs whose explanations the checks weigh.
+SignName = Literal["synack_after_ack", "resent", "unanswered", "nothing_followed"]
 Mark = Outcome | Symptom | Fact
 EventKind = Literal[
     "syn", "syn_retransmit", "synack", "synack_retransmit", "handshake_ack", "data_first", "data_retransmit",
@@ -90,8 +93,9 @@ class _CheckText(TypedDict):
     failed: str
     competes: bool
     """Failed, a competing explanation of its sign holds."""
-    sign: Literal["synack_after_ack", "resent"]
-    """The sign whose explanations it weighs: a SYN-ACK re-sent after the client's ACK, or a SYN or data re-sent."""
+    signs: list[SignName]
+    """The signs whose explanations it weighs: a SYN-ACK re-sent after the client's ACK, a SYN or data re-sent, a SYN
+    or request unanswered before its re-send, or nothing following a connection's last packet."""
 
 VOCABULARY: Final[_Vocabulary]
 

@@ -4,11 +4,10 @@ application, with no request the server had taken."""
 from __future__ import annotations
 
 from pcapq.causes.cause import Cause, Connections
-from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
+from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, frame, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
-# one_way: whether the client gave up needs the server's packets, which the capture misses.
-NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked", "icmp_answered", "one_way"]
+NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked", "icmp_answered"]
 
 
 def gave_up_evidence(c: dict) -> list[dict]:
@@ -31,15 +30,19 @@ MATERIALITY = Connections(at_least=3, share=0.2, reason=(
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    impatient = ctx.select(any_of=["abandoned", "reset_by_client"], none_of=NOT_A_CLIENT)
+    # Whether the client gave up needs what the server sent, which the capture may miss (UNSEEN).
+    impatient = ctx.select(any_of=["abandoned", "reset_by_client"], none_of=NOT_A_CLIENT + list(UNSEEN))
     if not impatient:
         return None
+    weighed = ctx.checks(ctx.select(any_of=["abandoned", "reset_by_client"], none_of=NOT_A_CLIENT), "nothing_followed")
     reason = f"{plural(len(impatient), 'client')} stopped before their kernel would have (a connect or read timeout)"
+    reason += checks_failed(weighed)
     evidence = [e for c in ctx.examples(impatient) for e in gave_up_evidence(c)]
     ctx.claim(impatient)
     return ctx.finding(CAUSE, impatient, 0.7, reason, evidence, rests_on=[
         f"{plural(len(impatient), 'connection')} ended by the client (FIN or RST, or its SYNs stopped) with retries left",
-    ])
+        *checks_held(weighed),
+    ], checks=weighed)
 
 
 CAUSE = Cause(
@@ -62,6 +65,8 @@ CAUSE = Cause(
         "a scanner's probes",
         "a client RST answering an ACK that came instead of a SYN-ACK (a 4-tuple still in TIME-WAIT)",
         "connections an ICMP error answered (the ICMP findings take them)",
+        "a capture that misses the server's direction, or cut the flow where the client's next packet would follow "
+        "(checks both_directions_seen, flow_not_trimmed)",
     ),
     disproved_by=("the proxy's error log without connect or read timeouts at those times",),
     proxy_log=("client_gone",),

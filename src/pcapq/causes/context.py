@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from pcapq.causes.cause import Cause
 
 MAX_EVIDENCE = 6
+# Facts that say the capture missed what a claim that nothing followed needs (the checks of the
+# "nothing_followed" sign, detect::checks): the server's direction (one_way), or the rest of a
+# flow the capture cut (flow_trimmed). A rule that claims nothing more was sent leaves these
+# connections out; one that claims a SYN went unanswered before its re-send needs only the
+# server's direction.
+UNSEEN = ("one_way", "flow_trimmed")
 
 
 @dataclass
@@ -77,7 +83,7 @@ class EpisodeContext:
         return [
             {"check": name, "held": held, "failed": failed, "competes": texts[name]["competes"],
              "says_held": texts[name]["held"], "says_failed": texts[name]["failed"], "cites": texts[name]["cites"]}
-            for name in VOCABULARY["checks"] if name in tested and texts[name]["sign"] == sign
+            for name in VOCABULARY["checks"] if name in tested and sign in texts[name]["signs"]
             for held, failed in [tested[name]]
         ]
 
@@ -107,6 +113,20 @@ class EpisodeContext:
             disproved_by=list(c.disproved_by),
             checks=[{k: v for k, v in check.items() if k != "competes"} for check in checks],
         )
+
+
+def checks_held(weighed: Sequence[dict]) -> list[str]:
+    """A `rests_on` line naming the checks that held (`EpisodeContext.checks`), if any did."""
+    held = [f"{c['check']} ({c['held']:,})" for c in weighed if c["held"]]
+    return ["checks that held, in connections (docs/diagnosis.md): " + ", ".join(held)] if held else []
+
+
+def checks_failed(weighed: Sequence[dict]) -> str:
+    """What the failed checks took out of the finding, as a clause for its reason ("" if none)."""
+    failed = [c for c in weighed if c["failed"]]
+    if not failed:
+        return ""
+    return "; not counted: " + "; ".join(f"{plural(c['failed'], 'connection')}: {c['says_failed']}" for c in failed)
 
 
 def frame(file: int, number: int, what: str) -> dict:

@@ -4,7 +4,7 @@ them, or something on the way did; the capture alone cannot say which."""
 from __future__ import annotations
 
 from pcapq.causes.cause import Always, Cause
-from pcapq.causes.context import EpisodeContext, plural, series_frame
+from pcapq.causes.context import EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
 # How many clients' SYNs must go unanswered together to blame the listener, not the path.
@@ -19,9 +19,13 @@ MATERIALITY = Always(reason=(
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host", "one_way", "scan_probe", "icmp_answered"])
+    not_a_listener = ["silent_host", "scan_probe", "icmp_answered"]
+    # No SYN-ACK before the re-send needs the server's direction; a capture cut after the re-sends
+    # takes nothing from it.
+    unanswered = ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener + ["one_way"])
     if len(unanswered) < LISTEN_DROP_MIN:
         return None
+    weighed = ctx.checks(ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener), "unanswered")
     loopback = ctx.count(all_of=["syn_unanswered", "loopback"]) == len(unanswered)
     reason = (
         f"{plural(len(unanswered), 'client')}' SYNs went unanswered and were sent again on the backoff while "
@@ -31,12 +35,14 @@ def rule(ctx: EpisodeContext) -> Finding | None:
            ": the listener dropped them (a full SYN or accept queue), or a firewall or conntrack on the way did")
         + "; the capture alone cannot tell which (nstat TcpExtListenDrops, nft or iptables counters and "
         "`conntrack -S` can)"
+        + checks_failed(weighed)
     )
     evidence = [e for c in ctx.examples(unanswered) for e in series_frame(c, "syn", "SYN sent again, unanswered")]
     ctx.claim(unanswered)
     return ctx.finding(CAUSE, unanswered, 0.6, reason, evidence, rests_on=[
         f"{plural(len(unanswered), 'SYN')} re-sent with no SYN-ACK nor RST before the re-send",
-    ])
+        *checks_held(weighed),
+    ], checks=weighed)
 
 
 CAUSE = Cause(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pcapq.causes.cause import Cause, Resends
-from pcapq.causes.context import EpisodeContext, plural, series_frame
+from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
 # What the path cannot have lost, or what another finding explains.
@@ -29,7 +29,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     # arrived (syn_resend_spurious).
     resent = ctx.union(ctx.select(all_of=["data_retransmitted"], none_of=NOT_LOSS),
                        ctx.select(all_of=["syn_retransmitted"], none_of=NOT_LOSS + ["syn_resend_spurious"]))
-    request = ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + ["partial"])
+    # A request left unacknowledged rests on what followed, in the server's direction (UNSEEN).
+    request = ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + ["partial", *UNSEEN])
     lost = ctx.union(resent, request)
     if not lost:
         return None
@@ -55,17 +56,13 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     ctx.claim(ctx.union(
         ctx.union(ctx.select(all_of=["data_retransmitted"], none_of=NOT_LOSS + GAVE_UP),
                   ctx.select(all_of=["syn_retransmitted"], none_of=NOT_LOSS + GAVE_UP + ["syn_resend_spurious"])),
-        ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + GAVE_UP + ["partial"]),
+        ctx.select(all_of=["request_unacked"], none_of=NOT_LOSS + GAVE_UP + ["partial", *UNSEEN]),
     ))
     # Loss's predictions, over every re-send of the episode, also those explained otherwise.
     weighed = ctx.checks(ctx.select(any_of=["syn_retransmitted", "data_retransmitted", "request_unacked",
                                             "spurious_retransmission", "pmtu_discovered"], claimed=True), "resent")
-    held = [f"{c['check']} ({c['held']:,})" for c in weighed if c["held"]]
-    if held:
-        rests_on.append("checks that held, in connections (docs/diagnosis.md): " + ", ".join(held))
-    failed = [c for c in weighed if c["failed"]]
-    if failed:
-        reason += "; not counted: " + "; ".join(f"{plural(c['failed'], 'connection')}: {c['says_failed']}" for c in failed)
+    rests_on += checks_held(weighed)
+    reason += checks_failed(weighed)
     return ctx.finding(CAUSE, lost, confidence, reason, evidence, rests_on=rests_on, checks=weighed)
 
 

@@ -4,7 +4,7 @@ re-sent: a host that is down or unreachable, or a firewall that drops without a 
 from __future__ import annotations
 
 from pcapq.causes.cause import Cause, Connections
-from pcapq.causes.context import EpisodeContext, plural, series_frame
+from pcapq.causes.context import EpisodeContext, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
 
@@ -30,10 +30,12 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     evidence = [e for c in ctx.examples(unanswered) for e in series_frame(c, "syn", "SYN sent again, nothing came back")]
     involved = ctx.select(all_of=["silent_host"], none_of=["scan_probe", "icmp_answered"])
     ctx.claim(involved)
+    weighed = ctx.checks(involved, "unanswered")
     return ctx.finding(CAUSE, involved, 0.6, reason, evidence, rests_on=[
         f"no packet from {address} in the whole capture",
         f"{plural(len(unanswered), 'SYN')} sent again",
-    ])
+        *checks_held(weighed),
+    ], checks=weighed)
 
 
 CAUSE = Cause(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pcapq.causes.cause import Cause, Connections
-from pcapq.causes.context import EpisodeContext, plural
+from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural
 from pcapq.causes.client_gave_up import gave_up_evidence
 from pcapq.diagnose.finding import Finding
 
@@ -17,8 +17,10 @@ MATERIALITY = Connections(at_least=3, share=0.2, reason=(
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    unanswered = ctx.select(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered", "client_waited"],
-                            none_of=["scan_probe", "stray_ack_reset"])
+    waited = dict(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered", "client_waited"])
+    # An unanswered request needs the server's direction, and the rest of the flow (UNSEEN).
+    unanswered = ctx.select(**waited, none_of=["scan_probe", "stray_ack_reset", *UNSEEN])
+    weighed = ctx.checks(ctx.select(**waited, none_of=["scan_probe", "stray_ack_reset"]), "nothing_followed")
     # The answer came, but too late: the client's close had acknowledged none of it.
     crossed = ctx.select(all_of=["answer_crossed_close"], none_of=["scan_probe"])
     slow = ctx.union(unanswered, crossed)
@@ -46,7 +48,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         )
     evidence = [e for c in ctx.examples(slow) for e in gave_up_evidence(c)]
     ctx.claim(slow)
-    return ctx.finding(CAUSE, slow, 0.75, reason, evidence, rests_on=rests_on)
+    reason += checks_failed(weighed)
+    return ctx.finding(CAUSE, slow, 0.75, reason, evidence, rests_on=rests_on + checks_held(weighed), checks=weighed)
 
 
 CAUSE = Cause(
@@ -69,6 +72,8 @@ CAUSE = Cause(
         "a server that answered (sent data) after the last request: answered keep-alive requests reset later",
         "a client that closed right after sending (within 0.2 s): a one-way upload, not a wait",
         "a scanner's probes",
+        "a capture that misses the server's direction, or cut the flow where its answer would follow (checks "
+        "both_directions_seen, flow_not_trimmed)",
     ),
     disproved_by=("the proxy's access log showing these requests answered (upstream_status 200)",),
     proxy_log=("read_timeout", "client_gone"),

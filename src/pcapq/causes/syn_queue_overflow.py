@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pcapq.causes.cause import Always, Cause
-from pcapq.causes.context import EpisodeContext, plural, series_frame
+from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
 # Half-open requests that point to a full SYN queue: a small backlog (net.ipv4.tcp_max_syn_backlog,
@@ -21,25 +21,31 @@ MATERIALITY = Always(reason=(
 def rule(ctx: EpisodeContext) -> Finding | None:
     if ctx.count(all_of=["queue_sign"], claimed=True):
         return None
-    half_open = ctx.count(all_of=["half_open"])
+    # A handshake never completed needs what followed (UNSEEN); a SYN unanswered before its re-send
+    # only the server's direction.
+    half_open = ctx.count(all_of=["half_open"], none_of=list(UNSEEN))
     unanswered = ctx.select(all_of=["syn_unanswered"], none_of=["silent_host", "one_way"])
     if half_open < HALF_OPEN_MIN or not unanswered:
         return None
     # SYNs that got nothing and were never sent again belong to the same flood.
-    silent = ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host", "one_way"])
-    involved = ctx.union(ctx.select(any_of=["half_open", "syn_unanswered"], none_of=["silent_host", "one_way"]), silent)
+    silent = ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host", *UNSEEN])
+    involved = ctx.union(ctx.union(ctx.select(all_of=["half_open"], none_of=["silent_host", *UNSEEN]), unanswered), silent)
+    weighed = ctx.checks(ctx.union(ctx.select(all_of=["half_open"], none_of=["silent_host"]),
+                                   ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host"])), "nothing_followed")
     reason = (
         f"{plural(half_open, 'half-open request')} (SYN-ACK sent, handshake never completed) held the SYN "
         f"queue while {plural(len(unanswered), 'other client')}'s SYNs went unanswered and were sent again"
+        + checks_failed(weighed)
     )
     evidence = [e for c in ctx.examples(unanswered) for e in series_frame(c, "syn", "SYN sent again, unanswered")]
-    half = ctx.select(all_of=["half_open"])
+    half = ctx.select(all_of=["half_open"], none_of=list(UNSEEN))
     evidence += [e for c in ctx.examples(half) for e in series_frame(c, "synack", "SYN-ACK sent again, never answered")]
     ctx.claim(involved)
     return ctx.finding(CAUSE, involved, 0.8, reason, evidence, rests_on=[
         f"{plural(half_open, 'request')} the server held half-open (its SYN-ACK, no ACK back)",
         f"{plural(len(unanswered), 'SYN')} unanswered in the same episode",
-    ])
+        *checks_held(weighed),
+    ], checks=weighed)
 
 
 CAUSE = Cause(
@@ -56,7 +62,12 @@ CAUSE = Cause(
     rule=rule,
     materiality=MATERIALITY,
     evidence=f"at least {HALF_OPEN_MIN} half-open requests (the server's SYN-ACK, never answered) and at least one other client's SYN unanswered",
-    exclusions=("a sign of a full accept queue in the episode (that finding comes first)", "a host that never sent a packet"),
+    exclusions=(
+        "a sign of a full accept queue in the episode (that finding comes first)",
+        "a host that never sent a packet",
+        "a capture that misses the server's direction, or cut the flow where the handshake would complete (checks "
+        "both_directions_seen, flow_not_trimmed)",
+    ),
     disproved_by=("TcpExtTCPReqQFullDrop and TcpExtListenDrops unchanged (`nstat -az` on the server)",),
     proxy_log=("timed_out",),
     confidence="0.8",
