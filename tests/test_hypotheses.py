@@ -67,6 +67,16 @@ def test_resends_on_a_path_slower_than_the_timers_are_no_loss_at_the_server() ->
 def test_synack_resends_crossing_the_ack_at_the_client_are_no_full_queue() -> None:
     doc = report(RUNS / "crossed_synack_client.pcap")
     assert "accept_queue_overflow" not in causes(doc)
+    # The first SYN-ACK came 0.38 s after the re-sent SYN, on a 1.4 s round trip (the request's):
+    # it answered the first SYN, so nothing was lost.
+    assert "network_loss" not in causes(doc), causes(doc)
+
+
+def test_first_synack_lost_at_the_client_is_loss() -> None:
+    # Its twin: the first SYN-ACK dropped by the server's nftables; the one that answers the
+    # re-sent SYN comes a round trip (0.6 s) after it, as only an answer to it can.
+    doc = report(RUNS / "lost_synack_client.pcap")
+    assert "network_loss" in causes(doc), causes(doc)
 
 
 # -----------------------------------------------------------------------------------------------

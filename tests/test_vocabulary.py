@@ -19,6 +19,8 @@ STUB_TYPES = {
     "icmp_kinds": "IcmpKind",
     "live_signs": "LiveSign",
     "episode_events": "EpisodeEventKind",
+    "checks": "CheckName",
+    "signs": "SignName",
 }
 
 

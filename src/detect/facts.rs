@@ -318,13 +318,39 @@ pub fn syn_resend_spurious(c: &Connection) -> bool {
     first_syn_answer_lost(c) == Some(false)
 }
 
-/// Whether the client's handshake ACK answered a later SYN-ACK than the first, which the capture
-/// saw before the re-sent SYN (so the first SYN or its answer was lost); None when the capture
-/// cannot tell (no timestamps, or no SYN-ACK before the re-send).
+/// Whether the first SYN or its answer was lost. Where the capture saw a SYN-ACK before the
+/// re-sent SYN (near the server): whether the client's handshake ACK answered a later one than
+/// that. Where the first SYN-ACK came after the re-sent SYN (near the client): not lost when it
+/// came sooner after the last SYN before it than a round trip, so it answered an earlier SYN
+/// (a SYN-ACK re-sent by the server's timer comes a round trip after the client's second SYN at
+/// the earliest: both timers are 1 s). None when the capture cannot tell.
 pub fn first_syn_answer_lost(c: &Connection) -> Option<bool> {
-    let (echo, (_, first_synack_tsval), second_syn, first_synack) =
-        (c.handshake_ack_echo?, c.handshake_ident[Side::Server.index()]?, second_syn_ns(c)?, c.synack_time_ns.get()?);
-    (first_synack < second_syn).then_some(echo != first_synack_tsval)
+    let (second_syn, first_synack) = (second_syn_ns(c)?, c.synack_time_ns.get()?);
+    if first_synack < second_syn {
+        let (echo, (_, first_synack_tsval)) = (c.handshake_ack_echo?, c.handshake_ident[Side::Server.index()]?);
+        return Some(echo != first_synack_tsval);
+    }
+    let log = c.retransmits.as_ref()?;
+    let last_syn = log.syn.iter().map(|s| s.time_ns).filter(|&t| t <= first_synack).max()?;
+    // This soon after a SYN, a SYN-ACK answers it where it was captured (at the server).
+    let gap = first_synack - last_syn;
+    let round_trip = round_trip_at_least_ns(c)?;
+    (gap > crate::flow::tracker::TRIGGERED_SYNACK_NS && gap < round_trip).then_some(false)
+}
+
+/// Linux delays an ACK by at most TCP_DELACK_MAX (include/net/tcp.h: 200 ms).
+const DELACK_MAX_NS: i64 = 200_000_000;
+
+/// The round trip at the capture point at least: from the client's first data to the server's
+/// ACK of it, less the longest an ACK may be delayed. None when that is nothing (captured near
+/// the server), the data was not acknowledged, or the client sent data again (a request held
+/// back, by a full accept queue, is acknowledged only after a re-send: its wait is no round trip).
+fn round_trip_at_least_ns(c: &Connection) -> Option<i64> {
+    if c.counts[Side::Client.index()].data_retransmits > 0 {
+        return None;
+    }
+    let (sent, acked) = (c.milestones.client_data_ns.get()?, c.milestones.client_data_acked_ns.get()?);
+    Some(acked - sent - DELACK_MAX_NS).filter(|&t| t > 0)
 }
 
 /// When the client sent its SYN the second time, if it did.
@@ -457,6 +483,30 @@ mod tests {
         // Echoing the second: the first SYN-ACK was lost on the way.
         assert!(!syn_resend_spurious(slow_handshake(8_000).conn()));
         assert!(checks::of(slow_handshake(8_000).conn()).held(Check::FirstSynAnswerLost));
+    }
+
+    /// Captured at the client on a path of `rtt` ms: SYN, SYN again at 1 s, the first SYN-ACK
+    /// `answer_after` ms after the second SYN, the request, its ACK a round trip later.
+    fn slow_handshake_at_client(rtt: i64, answer_after: i64) -> Wire {
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1_000, C, SYN, CISN, 0, 0);
+        let synack = 1_000 + answer_after;
+        w.send(synack, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(synack + 1, C, ACK, CISN + 1, SISN + 1, 0);
+        w.request(synack + 2, &[]);
+        w.send(synack + 2 + rtt, S, ACK, SISN + 1, CISN + 101, 0);
+        w
+    }
+
+    #[test]
+    fn test_synack_sooner_after_the_resent_syn_than_a_round_trip_answered_the_first_syn() {
+        // 1.4 s round trip: the answer to the first SYN came 0.4 s after the second was sent.
+        assert!(syn_resend_spurious(slow_handshake_at_client(1_400, 400).conn()));
+        // 0.3 s round trip, the answer 0.3 s after the second SYN: it may answer either.
+        assert_eq!(first_syn_answer_lost(slow_handshake_at_client(300, 300).conn()), None);
+        // A round trip within the longest delayed ACK tells nothing.
+        assert_eq!(first_syn_answer_lost(slow_handshake_at_client(150, 10).conn()), None);
     }
 
     #[test]

@@ -32,7 +32,7 @@ const SWEEP_EVERY: u32 = 4 * 1024;
 /// often is enough.
 const FULL_SWEEP_INTERVAL_NS: i64 = 15 * 1_000_000_000;
 /// A SYN-ACK this soon after a client SYN retransmission answers it.
-const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
+pub(crate) const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
 /// A copy of a frame with the same non-zero IPv4 ID comes at most this long after it (span and
 /// bridge copies: 0 to 33 ms in public captures). Linux gives every segment of a connected
 /// socket a new ID (Linux v6.6 include/net/ip.h: ip_select_ident_segs()); Windows keeps the ID

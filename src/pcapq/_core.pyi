@@ -84,6 +84,7 @@ class _Vocabulary(TypedDict):
     live_signs: list[LiveSign]
     episode_events: list[EpisodeEventKind]
     checks: list[CheckName]
+    signs: list[SignName]
     check_texts: dict[CheckName, _CheckText]
 
 class _CheckText(TypedDict):

@@ -172,6 +172,18 @@ TWIN_SCENARIOS = (
         shipped_in=KERNEL_RUNS,
     ),
     Scenario(
+        "lost_synack_client",
+        "the first SYN-ACK lost on a 0.6 s round trip, captured on the client's side",
+        "nftables on the server's output drops its first SYN-ACK; tcpdump on the client's veth. The client sends its "
+        "SYN again after 1 s and the SYN-ACK that answers it comes a round trip later: the twin of "
+        "crossed_synack_client, where the first SYN-ACK was only late.",
+        lambda net, pcap: twin_scenarios.lost_synack(net, pcap, one_way=0.3),
+        tools=("ip", "tcpdump", "nstat", "nft"),
+        network=NetnsDelayed,
+        capture_at="client",
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
         "crossed_synack_delay_step",
         "latency client->server rises from 0.2 s to 1 s after the SYN: only the server's SYN-ACK timer fires",
         "200 ms each way for the SYN and its SYN-ACK (no SYN re-send), then 1 s from the client to the server, "

@@ -26,6 +26,9 @@ from pcapq.lab.scenarios import PEERS, PORT, Run, _client, _nft_counters, _run, 
 LOST_ACK_TABLE = "pcapq_lost_ack"
 # A bare ACK from the client: 20 bytes of IP, 20 of TCP and 12 of timestamp option.
 BARE_ACK_LENGTH = 52
+LOST_SYNACK_TABLE = "pcapq_lost_synack"
+# A Linux SYN-ACK with MSS, SACK, timestamps and window scale: 20 + 40 bytes.
+SYNACK_LENGTH = 60
 
 
 def _need_path(net: NetnsPair) -> NetnsDelayed:
@@ -172,6 +175,64 @@ def crossed_synack(
          f"TcpExtTCPSynRetrans +{synack_resends} in the server namespace with an RTT of {2 * one_way:g} s"),
         (run.delta("TcpExtListenOverflows") == 0, "the accept queue overflowed (TcpExtListenOverflows moved)"),
         (syn_resends == 0 if step_cs else True, f"the client sent {syn_resends} SYNs again"),
+    )
+
+
+def lost_synack(
+    net: NetnsPair,
+    pcap: Path,
+    one_way: float = 0.3,
+    connections: int = 2,
+    request: int = 100,
+    response: int = 1000,
+    snaplen: int = 128,
+) -> Run:
+    """The first SYN-ACK is lost on a path of `one_way` s each way: nftables on the server's
+    output drops it, before the path and the client's capture point. The client sends its SYN
+    again after 1 s; the server answers it (and its own timer re-sends): that SYN-ACK reaches the
+    client a round trip after the second SYN. The twin of crossed_synack at the client, where
+    the first SYN-ACK was only late."""
+    path = _need_path(net)
+    match = (f"ip saddr {net.server_ip} ip daddr {net.client_ip} tcp sport {PORT} "
+             f"tcp flags & (syn | ack) == syn | ack")
+    rules = (f"table inet {LOST_SYNACK_TABLE} {{\n  chain output {{\n    type filter hook output priority 0; "
+             f"policy accept;\n    {match} counter quota until {SYNACK_LENGTH + 1} bytes counter drop\n  }}\n}}\n")
+    net.run(net.server_ns, ["nft", "-f", "-"], input=rules)
+    net.say("nftables in the server's output chain drops its first SYN-ACK")
+    path.start_path(delay_cs=one_way, delay_sc=one_way, deadline=40)
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    client_before = net.nstat(net.client_ns)
+    try:
+        server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "30")
+        try:
+            with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+                out = _client(net, "--count", str(connections), "--request", str(request), "--timeout", "10",
+                              "--deadline", "25")
+                time.sleep(one_way + 0.2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(3)
+        finally:
+            net.stop(server)
+    finally:
+        stats = path.stop_path()
+    client_after = net.nstat(net.client_ns)
+    seen, dropped = _nft_counters(net, net.server_ns, LOST_SYNACK_TABLE)
+    syn_resends = _delta(client_before, client_after, "TcpExtTCPSynRetrans")
+    setup = [
+        f"path: {path.path_settings} (RTT {2 * one_way:g} s)",
+        f"server listen() backlog 128, accepts at once; client: {connections} sequential connections, {request}-byte "
+        f"request, {response}-byte response; tcpdump -s {snaplen}",
+        f"nftables on the server's output: `{match} quota until {SYNACK_LENGTH + 1} bytes drop`: {seen} SYN-ACKs "
+        f"seen, {dropped} dropped; client namespace: TcpExtTCPSynRetrans +{syn_resends}",
+    ]
+    run = _run(net, pcap, out, cap, before, started, setup)
+    run.extra.update(path=stats, client_syn_resends=syn_resends, synacks_dropped=dropped)
+    return _expect(
+        run,
+        (dropped == 1, f"nftables dropped {dropped} SYN-ACKs, not 1"),
+        (syn_resends >= 1, "the client sent no SYN again"),
+        (run.delta("TcpExtListenOverflows") == 0, "the accept queue overflowed (TcpExtListenOverflows moved)"),
     )
 
 
