@@ -35,6 +35,7 @@ def analyze_and_report(
     nstat: tuple[str, ...],
     ss: str | None,
     watch_every: float | None = None,
+    log_format: str | None = None,
 ) -> NoReturn:
     """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves."""
     from pcapq.diagnose.timeouts import BadTimeouts, parse
@@ -59,9 +60,11 @@ def analyze_and_report(
         from pcapq.evidence import read as read_evidence
 
         try:
-            evidence = read_evidence(logs, nstat, ss)
+            evidence = read_evidence(logs, nstat, ss, log_format)
         except EvidenceError as e:
             fail(str(e), ExitCode.USAGE)
+        for warning in evidence.warnings:
+            warn(warning)
     if scheduler and "-" in paths:
         fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
     # JSON has every connection and its events. HTML draws ladders from the events of the

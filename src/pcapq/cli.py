@@ -106,7 +106,16 @@ def report_options(command: Callable) -> Callable:
             multiple=True,
             type=click.Path(dir_okay=False, allow_dash=False),
             metavar="FILE",
-            help="The proxy's nginx error.log or access.log (repeatable): each upstream error line is tied to its connection (docs/evidence.md).",
+            help="The proxy's nginx error.log or access.log (repeatable): each upstream error line is tied to its connection (docs/evidence.md). "
+            "A log pcapq cannot read is a warning; the report goes on without it.",
+        ),
+        click.option(
+            "--log-format",
+            "log_format",
+            metavar="FORMAT",
+            help="The access log's nginx log_format string, as in nginx.conf (its parts joined), for a format pcapq does not "
+            "recognise by itself: '$msec $status $upstream_addr $upstream_connect_time $upstream_response_time'. "
+            "It needs a time ($msec, $time_local or $time_iso8601) and $status.",
         ),
         click.option(
             "--nstat",
@@ -205,6 +214,7 @@ def watch(
     max_connections: int,
     proxy_timeouts: str | None,
     logs: tuple[str, ...] = (),
+    log_format: str | None = None,
     nstat: tuple[str, ...] = (),
     ss: str | None = None,
 ) -> None:
@@ -240,7 +250,8 @@ def watch(
     """
     if source != "-":
         fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, or use `pcapq analyze {source}`", ExitCode.USAGE)
-    analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss, watch_every=every)
+    analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss,
+                       watch_every=every, log_format=log_format)
 
 
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:

@@ -16,7 +16,7 @@ from typing import Optional
 
 from pcapq.causes import syns_filtered, unix_socket_overflow
 from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, listener_for, movement, read_counters, read_ss
-from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, read_log
+from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, compile_log_format, read_log
 
 __all__ = ["Evidence", "EvidenceError", "read", "apply"]
 
@@ -42,24 +42,54 @@ class Evidence:
     counters: list[Counters] = field(default_factory=list)
     listeners: list[Listener] = field(default_factory=list)
     ss_path: Optional[str] = None
+    warnings: list[str] = field(default_factory=list)
+    """Logs that could not be read: the run goes on without them."""
 
     def __bool__(self) -> bool:
         return bool(self.logs or self.counters or self.listeners)
 
 
-def read(logs: tuple[str, ...] = (), nstat: tuple[str, ...] = (), ss: Optional[str] = None) -> Evidence:
-    """Reads every file given.
+def _read_log(path: str, log_format: Optional[str]) -> LogFile:
+    """The log read with `log_format` (an access log), else by the format its lines have (an
+    error log beside it)."""
+    if log_format:
+        try:
+            return read_log(path, log_format)
+        except LogError as given:
+            try:
+                return read_log(path)
+            except LogError:
+                raise given from None
+    return read_log(path)
+
+
+def read(logs: tuple[str, ...] = (), nstat: tuple[str, ...] = (), ss: Optional[str] = None,
+         log_format: Optional[str] = None) -> Evidence:
+    """Reads every file given. A log that cannot be read is a warning, not a failed run: the
+    capture's report stands without it.
 
     Raises:
-        EvidenceError: a file is missing, unreadable or not of a format pcapq reads; more than two --nstat.
+        EvidenceError: an nstat or ss file is missing, unreadable or not of a format pcapq reads;
+        more than two --nstat; a --log-format without a time or a status.
     """
     if len(nstat) > 2:
         raise EvidenceError(f"--nstat takes one file or two (before and after), not {len(nstat)}")
+    if log_format:
+        try:
+            compile_log_format(log_format)
+        except LogError as e:
+            raise EvidenceError(f"--log-format: {e}") from None
+    ev = Evidence()
+    for path in logs:
+        try:
+            ev.logs.append(_read_log(path, log_format))
+        except LogError as e:
+            ev.warnings.append(f"{e}; the report goes on without it")
     try:
-        ev = Evidence([read_log(p) for p in logs], [read_counters(p) for p in nstat])
+        ev.counters = [read_counters(p) for p in nstat]
         if ss:
             ev.listeners, ev.ss_path = read_ss(ss), ss
-    except (LogError, CounterError) as e:
+    except CounterError as e:
         raise EvidenceError(str(e)) from None
     if len(ev.counters) == 2 and ev.counters[0].format != ev.counters[1].format:
         raise EvidenceError(f"--nstat files differ in format ({ev.counters[0].format}, {ev.counters[1].format}): give two of one kind")

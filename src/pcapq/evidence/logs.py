@@ -45,7 +45,8 @@ class LogLine:
 class LogFile:
     path: str
     format: str
-    """`error`, `combined`, `combined+upstream`, `json`."""
+    """`error`, `combined`, `combined+upstream`, `json`, `key_value` (`name=value` pairs after a
+    bare time and status), `log_format` (the one given)."""
     lines: list[LogLine] = field(default_factory=list)
     total: int = 0
     """Non-empty lines read."""
@@ -193,8 +194,11 @@ def _access_items(number: int, when: float, request_status: int, fields: dict[st
         kind = access_kind(request_status, None, False)
         return [LogLine(number, when, kind, None, request_status)] if kind else []
     items = []
-    for a, s, c in _attempts(addr, ustatus, connect):
-        status = int(s) if s and s.isdigit() else (request_status if a in (None, "-") and s is None else None)
+    attempts = _attempts(addr, ustatus, connect)
+    for i, (a, s, c) in enumerate(attempts):
+        # Without $upstream_status, the request's status is its last attempt's.
+        last = i == len(attempts) - 1 and ustatus is None
+        status = int(s) if s and s.isdigit() else (request_status if (a in (None, "-") or last) and s is None else None)
         endpoint, socket = _upstream_endpoint(a)
         if a in (None, "-"):
             continue  # nginx did not try an upstream (a static file, a cache hit, no live upstreams)
@@ -267,15 +271,106 @@ def _json_access(text: str) -> Optional[tuple[float, Optional[float], float, int
     return None
 
 
+# ---- key=value access lines: `$msec $status rt=$request_time uct="$upstream_connect_time" ...` ----
+
+EPOCH = re.compile(r"^(\d{9,10})(?:\.(\d{1,6}))?$")
+ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+STATUS_TOKEN = re.compile(r"^[1-5]\d\d$")
+TIME_LOCAL = re.compile(r"\[(\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\]")
+
+
+def _when(token: str) -> Optional[tuple[float, Optional[float], float]]:
+    """(epoch seconds, zone, resolution) of a time as nginx writes `$msec` or `$time_iso8601`."""
+    token = token.strip('"[]')
+    e = EPOCH.match(token)
+    if e:
+        return float(token), 0.0, (10.0 ** -len(e.group(2))) if e.group(2) else 1.0
+    if ISO_TIME.match(token):
+        try:
+            t = datetime.fromisoformat(token)
+        except ValueError:
+            return None
+        off = t.utcoffset()
+        return float(calendar.timegm(t.replace(tzinfo=None).timetuple())), (off.total_seconds() if off is not None else None), 1.0
+    return None
+
+
+def _key_value_access(text: str) -> Optional[tuple[float, Optional[float], float, int, dict[str, str]]]:
+    """A custom access line of a bare time (`$msec`, `$time_iso8601`, `[$time_local]`), a bare
+    status and `name=value` pairs with at least one upstream variable (`KEYS`): (time, zone,
+    resolution, status, fields)."""
+    fields = {k: v.strip('"') for k, v in KEY_VALUE.findall(text)}
+    if not any(k in fields for names in KEYS.values() for k in names):
+        return None
+    bare = KEY_VALUE.sub(" ", text)
+    local = TIME_LOCAL.search(bare)
+    if local:
+        parsed = _combined(0, f'- - - [{local.group(1)}] "-" 0 0')
+        when = (parsed[0], parsed[1], 1.0) if parsed else None
+        bare = bare.replace(local.group(0), " ")
+    else:
+        times = [fields.get("msec", ""), fields.get("time_iso8601", ""), fields.get("time", ""), *bare.split()]
+        when = next((w for w in map(_when, times) if w), None)
+    bare = bare.split()
+    status = fields.get("status") or next((t for t in bare if STATUS_TOKEN.match(t)), None)
+    if when is None or status is None or not status.isdigit():
+        return None
+    return when[0], when[1], when[2], int(status), fields
+
+
+# ---- a log_format given by the user (`--log-format`) ----
+
+VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+
+
+def compile_log_format(log_format: str) -> re.Pattern[str]:
+    """A regular expression matching the lines nginx writes with `log_format` (its string, the
+    parts joined): each variable a named group, the text between them literal.
+
+    Raises:
+        LogError: the format has no time variable ($msec, $time_local, $time_iso8601) or no $status.
+    """
+    pattern, names, at = "^", set(), 0
+    for m in VARIABLE.finditer(log_format):
+        pattern += re.escape(log_format[at:m.start()])
+        name = m.group(1) or m.group(2)
+        pattern += f"(?P<{name}>.*?)" if name not in names else ".*?"
+        names.add(name)
+        at = m.end()
+    pattern += re.escape(log_format[at:]) + "$"
+    if not names & {"msec", "time_local", "time_iso8601"}:
+        raise LogError("the log format has no time ($msec, $time_local or $time_iso8601): its lines cannot be placed in the capture")
+    if "status" not in names:
+        raise LogError("the log format has no $status")
+    return re.compile(pattern)
+
+
+def _formatted_access(pattern: re.Pattern[str], text: str) -> Optional[tuple[float, Optional[float], float, int, dict[str, str]]]:
+    m = pattern.match(text)
+    if not m:
+        return None
+    fields = {k: v for k, v in m.groupdict().items() if v is not None}
+    status = fields.get("status", "")
+    if not status.isdigit():
+        return None
+    if "time_local" in fields:
+        parsed = _combined(0, f'- - - [{fields["time_local"]}] "-" {status} 0')
+        return (parsed[0], parsed[1], 1.0, int(status), fields) if parsed else None
+    when = _when(fields.get("msec") or fields.get("time_iso8601", ""))
+    return (when[0], when[1], when[2], int(status), fields) if when else None
+
+
 # ---- either ----
 
 
-def read_log(path: str) -> LogFile:
-    """Reads an nginx error or access log; the format is found from its lines.
+def read_log(path: str, log_format: Optional[str] = None) -> LogFile:
+    """Reads an nginx error or access log; the format is found from its lines, or is the
+    access log's `log_format` string when given.
 
     Raises:
         LogError: the file cannot be read, or no line of it is an nginx log line.
     """
+    pattern = compile_log_format(log_format) if log_format else None
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -284,18 +379,27 @@ def read_log(path: str) -> LogFile:
     if b"\0" in raw[:4096]:
         raise LogError(f"{path}: not a text file, so not an nginx log")
     texts = raw.decode("utf-8", errors="replace").splitlines()
-    kinds = {"error": 0, "combined": 0, "json": 0}
+    kinds = {"error": 0, "combined": 0, "json": 0, "key_value": 0, "log_format": 0}
     for text in texts[:200]:
-        if ERROR_LINE.match(text):
+        if pattern is not None:
+            kinds["log_format"] += bool(_formatted_access(pattern, text))
+        elif ERROR_LINE.match(text):
             kinds["error"] += 1
         elif COMBINED.match(text):
             kinds["combined"] += 1
         elif text.startswith("{") and _json_access(text):
             kinds["json"] += 1
+        elif _key_value_access(text):
+            kinds["key_value"] += 1
     fmt = max(kinds, key=lambda k: kinds[k])
     if kinds[fmt] == 0:
         first = next((t for t in texts if t.strip()), "")
-        raise LogError(f"{path}: not an nginx error or access log (first line: {first[:80]!r})")
+        if pattern is not None:
+            raise LogError(f"{path}: no line matches the log format given (first line: {first[:80]!r})")
+        raise LogError(
+            f"{path}: not an nginx error or access log pcapq recognises (first line: {first[:80]!r}); "
+            "give its log_format with --log-format"
+        )
     log = LogFile(path, fmt)
     upstream_seen = False
     zones: list[float] = []
@@ -315,7 +419,11 @@ def read_log(path: str) -> LogFile:
                 upstream_seen |= has_upstream
                 items = _access_items(number, when, status, fields, has_upstream)
         else:
-            parsed_json = _json_access(text)
+            parsed_json = (
+                _json_access(text) if fmt == "json"
+                else _key_value_access(text) if fmt == "key_value"
+                else _formatted_access(pattern, text) if pattern is not None else None
+            )
             if parsed_json:
                 when, json_zone, resolution, status, fields = parsed_json
                 if json_zone is not None:
