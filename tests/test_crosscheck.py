@@ -41,6 +41,16 @@ def assert_all_explained(path: Path, *args: str) -> dict:
     return doc
 
 
+# The kernel runs: several RSTs per connection (a closed socket answers each late segment),
+# SYN-ACKs crossing ACKs, reordering, path MTU discovery.
+KERNEL_RUNS = sorted((REPO / "captures" / "kernel_runs").glob("*.pcap"))
+
+
+@pytest.mark.parametrize("path", KERNEL_RUNS, ids=[p.stem for p in KERNEL_RUNS])
+def test_kernel_runs_have_no_unexplained_disagreement(path):
+    assert_all_explained(path)
+
+
 @pytest.mark.parametrize("path", CATALOG, ids=[p.stem for p in CATALOG])
 def test_catalog_captures_have_no_unexplained_disagreement(path):
     doc = assert_all_explained(path)

@@ -83,9 +83,14 @@ const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
 
 /// Is `this` a copy of `last`, the frame sent before it the same way, rather than a re-send?
 /// `peer_last` is the last frame the other side sent. See COPY_SAME_ID_NS and COPY_NO_ID_NS.
-fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>) -> bool {
+/// `copies_seen`: the connection showed a copy before. A closed socket answers each segment
+/// that reaches it with an RST (RFC 9293 §3.10.7.1), all alike (no ID, no timestamp: Linux v6.6
+/// net/ipv4/tcp_ipv4.c: tcp_v4_send_reset()): two segments arriving together get two identical
+/// RSTs back to back. Such an RST is a copy only in a connection whose frames the capture
+/// already doubled.
+fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>, copies_seen: bool) -> bool {
     let Some(last) = last else { return false };
-    if !this.same_segment(last) {
+    if !this.same_segment(last) || (this.flags & flags::RST != 0 && !copies_seen) {
         return false;
     }
     let gap = (this.time_ns - last.time_ns).abs();
@@ -475,11 +480,11 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     // A copy of the frame before it (span port, `-i any`, bridge): counted, not labelled.
     let sent = Sent::of(seg, at, time_ns);
     let last_sent = flow.direction[me].last_sent.as_ref();
-    if is_copy(&sent, last_sent, flow.direction[peer].last_sent.as_ref()) || is_handshake_copy(conn, seg, side) {
+    if is_copy(&sent, last_sent, flow.direction[peer].last_sent.as_ref(), conn.duplicates > 0) || is_handshake_copy(conn, seg, side) {
         conn.duplicates += 1;
         return;
     }
-    if sent.tsval.is_none() && last_sent.is_some_and(|last| sent.same_segment(last)) {
+    if sent.tsval.is_none() && !seg.has(flags::RST) && last_sent.is_some_and(|last| sent.same_segment(last)) {
         conn.repeats_told_by_delay += 1;
     }
     if side == Side::Server && !seg.has(flags::SYN) && conn.server_ttl.is_none() {
@@ -1731,6 +1736,30 @@ mod tests {
         let c = w.conn();
         assert!(w.frames_of(DataRetransmit).is_empty(), "{:?}", w.kinds());
         assert_eq!((c.duplicates, c.counts[C.index()].packets, c.counts[C.index()].data_retransmits), (1, 3, 0));
+    }
+
+    #[test]
+    fn test_two_identical_rsts_answering_two_segments_are_both_rsts_unless_the_capture_doubles_frames() {
+        // proxy_read_timeout: the client closed; the server's late answer and its FIN arrive
+        // together and each gets an RST, alike (no ID, no timestamp), 45 µs apart.
+        let exchange = |doubled: bool| {
+            let mut w = Wire::new();
+            w.zero_ip_id = true;
+            w.handshake(CISN, SISN);
+            if doubled {
+                w.copy_at_us(2_010, 3);
+            }
+            w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+            w.send(1_000, C, FIN | ACK, CISN + 101, SISN + 1, 0);
+            w.send(1_001, S, PSH | ACK, SISN + 1, CISN + 101, 1000);
+            w.send(1_002, S, FIN | ACK, SISN + 1001, CISN + 101, 0);
+            let rst = w.send(1_070, C, RST, CISN + 101, 0, 0);
+            w.copy_at_us(1_070_045, rst);
+            (w.frames_of(EventKind::Rst).len(), w.conn().duplicates)
+        };
+        assert_eq!(exchange(false), (2, 0));
+        // A capture that showed a copy before: the second RST is one too.
+        assert_eq!(exchange(true), (1, 2));
     }
 
     #[test]
