@@ -499,3 +499,48 @@ def test_r15_lines_at_the_rst_tie_to_that_connection(tmp_path: Path, capture: st
     f = d.evidence["logs"]["files"][0]
     assert f["matched"] == len(resets) and f["by_kind"] == {kind: len(resets)}
     assert f["clock"]["zone"] == 7200.0 and abs(f["clock_offset"] - 7200.0) <= 1.0
+
+
+NGINX_CONF_WITH_FORMAT = """\
+# an nginx.conf as production has them: a log_format of its own, in parts, and an include
+http {
+    log_format upstream '$remote_addr [$time_local] "$request" '
+                        '$status up=$upstream_addr';
+    log_format js escape=json '{"msec":"$msec","status":"$status"}';
+    access_log /var/log/nginx/upstream_access.log upstream;
+    include conf.d/*.conf;
+}
+"""
+SITE_CONF = """\
+server {
+    location / {
+        fastcgi_pass 10.231.1.2:9000;
+        fastcgi_connect_timeout 2s;   # the connect timeout
+        fastcgi_read_timeout 1m;
+    }
+}
+"""
+
+
+def test_nginx_conf_gives_the_access_logs_format_and_the_timeouts(tmp_path: Path) -> None:
+    from pcapq.evidence.nginx_conf import read_nginx_conf
+
+    (tmp_path / "conf.d").mkdir()
+    write(tmp_path / "conf.d", "site.conf", SITE_CONF)
+    conf_path = write(tmp_path, "nginx.conf", NGINX_CONF_WITH_FORMAT)
+    conf = read_nginx_conf(conf_path)
+    assert conf.formats["upstream"] == '$remote_addr [$time_local] "$request" $status up=$upstream_addr'
+    assert conf.json_formats == {"js"}
+    assert conf.timeouts == {"connect": (2.0, "fastcgi_connect_timeout 2s"), "read": (60.0, "fastcgi_read_timeout 1m")}
+    lines = [f'{addr} [{when}] "{request}" {status} up=10.231.1.2:9000' for addr, when, request, status in _shipped_access_lines()]
+    log = write(tmp_path, "upstream_access.log", "\n".join(lines) + "\n")
+    r = invoke("--log", log, "--nginx-conf", conf_path, str(CAPTURES / "nginx_php_fpm.pcap"))
+    assert r.exit_code == ExitCode.PROBLEMS and not r.stderr, r.stderr
+    assert "17 of 17 upstream error lines tied" in _tied(r), _tied(r)
+    text = re.sub(r"[│\s]+", " ", r.stdout)
+    assert "2 s connect timeout (nginx.conf: fastcgi_connect_timeout 2s)" in text, text[:3000]
+
+
+def test_nginx_conf_that_cannot_be_read_is_a_usage_error(tmp_path: Path) -> None:
+    r = invoke("--nginx-conf", str(tmp_path / "nope.conf"), str(CAPTURES / "healthy.pcap"))
+    assert r.exit_code == ExitCode.USAGE and "cannot read the nginx configuration" in r.stderr

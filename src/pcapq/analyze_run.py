@@ -36,6 +36,7 @@ def analyze_and_report(
     ss: str | None,
     watch_every: float | None = None,
     log_format: str | None = None,
+    nginx_conf: str | None = None,
 ) -> NoReturn:
     """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves."""
     from pcapq.diagnose.timeouts import BadTimeouts, parse
@@ -54,17 +55,25 @@ def analyze_and_report(
         fail(str(e), ExitCode.UNREADABLE)
     refuse_overwriting_inputs(tuple(paths), output)
     evidence = None
-    if logs or nstat or ss:
+    said_by: dict[str, str] | None = None
+    if logs or nstat or ss or nginx_conf:
         # Imported only when asked for: a few ms of every other run.
         from pcapq.evidence import EvidenceError
         from pcapq.evidence import read as read_evidence
 
         try:
-            evidence = read_evidence(logs, nstat, ss, log_format)
+            evidence = read_evidence(logs, nstat, ss, log_format, nginx_conf)
         except EvidenceError as e:
             fail(str(e), ExitCode.USAGE)
         for warning in evidence.warnings:
             warn(warning)
+        conf = evidence.nginx_conf
+        if conf is not None and conf.timeouts:
+            # The configuration's timeouts, for the kinds --proxy-timeouts did not state.
+            given = stated or {}
+            stated = {**{kind: seconds for kind, (seconds, _) in conf.timeouts.items()}, **given}
+            name = os.path.basename(conf.path)
+            said_by = {kind: f"{name}: {directive}" for kind, (_, directive) in conf.timeouts.items() if kind not in given}
     if scheduler and "-" in paths:
         fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
     # JSON has every connection and its events. HTML draws ladders from the events of the
@@ -122,7 +131,7 @@ def analyze_and_report(
 
     from pcapq.diagnose import diagnose
 
-    diagnoses = [diagnose(p.analysis, stated) for p in points]
+    diagnoses = [diagnose(p.analysis, stated, said_by) for p in points]
     if evidence:
         from pcapq.evidence import apply as apply_evidence
 

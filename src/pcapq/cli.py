@@ -110,6 +110,15 @@ def report_options(command: Callable) -> Callable:
             "A log pcapq cannot read is a warning; the report goes on without it.",
         ),
         click.option(
+            "--nginx-conf",
+            "nginx_conf",
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="FILE",
+            help="The proxy's nginx.conf (its includes are followed): the log_format each --log access log is written "
+            "with, and the upstream connect and read timeouts (proxy_, fastcgi_, uwsgi_, scgi_, grpc_) where "
+            "--proxy-timeouts does not state them.",
+        ),
+        click.option(
             "--log-format",
             "log_format",
             metavar="FORMAT",
@@ -215,6 +224,7 @@ def watch(
     proxy_timeouts: str | None,
     logs: tuple[str, ...] = (),
     log_format: str | None = None,
+    nginx_conf: str | None = None,
     nstat: tuple[str, ...] = (),
     ss: str | None = None,
 ) -> None:
@@ -251,7 +261,7 @@ def watch(
     if source != "-":
         fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, or use `pcapq analyze {source}`", ExitCode.USAGE)
     analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss,
-                       watch_every=every, log_format=log_format)
+                       watch_every=every, log_format=log_format, nginx_conf=nginx_conf)
 
 
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:

@@ -74,16 +74,18 @@ class Diagnosis:
         return out
 
 
-def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] = None) -> Diagnosis:
+def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] = None,
+             said_by: Optional[Mapping[str, str]] = None) -> Diagnosis:
     """`proxy_timeouts`: the proxy's timeouts as the user stated them ({"connect": 2.0, "read":
-    3.0}); the kinds not stated are inferred from the capture."""
+    3.0}), and where each was said (`said_by`: "as stated" by default); the kinds not stated
+    are inferred from the capture."""
     # The causes import this package's Finding: imported here, not at the top.
     from pcapq.causes.context import CaptureContext, EpisodeContext
     from pcapq.causes.registry import in_order
 
     servers = analysis.servers()
     problems = analysis.problems()
-    timeouts = resolve(analysis, proxy_timeouts)
+    timeouts = resolve(analysis, proxy_timeouts, said_by)
     ctx = CaptureContext(analysis, problems, servers, infer(servers), proxy_timeouts=timeouts)
     findings: list[Finding] = []
     for cause in in_order("capture"):

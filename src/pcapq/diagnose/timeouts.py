@@ -25,6 +25,9 @@ class ProxyTimeout:
     # give-ups fall between SYNs around it: rounded to a whole second), "default" (a guess).
     source: str
     connections: int = 0
+    # Where a stated timeout was said: "as stated" (--proxy-timeouts), or the configuration's
+    # directive ("nginx.conf: fastcgi_read_timeout 3s").
+    said_by: str = "as stated"
 
     @property
     def sure(self) -> bool:
@@ -34,7 +37,7 @@ class ProxyTimeout:
         """"the proxy's 3 s read timeout (181 connections gave up after it)"; "probably" where
         the number is a guess."""
         if self.source == "stated":
-            return f"the proxy's {self.seconds:g} s {self.kind} timeout (as stated)"
+            return f"the proxy's {self.seconds:g} s {self.kind} timeout ({self.said_by})"
         if self.source == "measured":
             return f"the proxy's {self.seconds:g} s {self.kind} timeout ({self.connections:,} connections gave up after it)"
         if self.source == "bounded":
@@ -74,14 +77,17 @@ def parse(text: str) -> dict[str, float]:
     return stated
 
 
-def resolve(analysis: Analysis, stated: Optional[Mapping[str, float]] = None) -> dict[str, ProxyTimeout]:
-    """Each kind's timeout: stated, else inferred from the capture; absent when neither."""
+def resolve(analysis: Analysis, stated: Optional[Mapping[str, float]] = None,
+            said_by: Optional[Mapping[str, str]] = None) -> dict[str, ProxyTimeout]:
+    """Each kind's timeout: stated (where: `said_by`, "as stated" by default), else inferred
+    from the capture; absent when neither."""
     inferred = analysis.proxy_timeouts()
     out: dict[str, ProxyTimeout] = {}
     for kind in KINDS:
         if stated and kind in stated:
             seen = inferred.get(kind)
-            out[kind] = ProxyTimeout(kind, stated[kind], "stated", seen["connections"] if seen and seen["seconds"] == stated[kind] else 0)
+            out[kind] = ProxyTimeout(kind, stated[kind], "stated", seen["connections"] if seen and seen["seconds"] == stated[kind] else 0,
+                                     (said_by or {}).get(kind, "as stated"))
         elif kind in inferred:
             t = inferred[kind]
             out[kind] = ProxyTimeout(kind, t["seconds"], "measured" if t["measured"] else "bounded", t["connections"])

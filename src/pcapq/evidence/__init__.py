@@ -16,6 +16,7 @@ from typing import Optional
 
 from pcapq.causes import syns_filtered, unix_socket_overflow
 from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, listener_for, movement, read_counters, read_ss
+from pcapq.evidence.nginx_conf import NginxConf, NginxConfError, read_nginx_conf
 from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, compile_log_format, read_log
 
 __all__ = ["Evidence", "EvidenceError", "read", "apply"]
@@ -44,6 +45,7 @@ class Evidence:
     ss_path: Optional[str] = None
     warnings: list[str] = field(default_factory=list)
     """Logs that could not be read: the run goes on without them."""
+    nginx_conf: Optional[NginxConf] = None
 
     def __bool__(self) -> bool:
         return bool(self.logs or self.counters or self.listeners)
@@ -64,13 +66,14 @@ def _read_log(path: str, log_format: Optional[str]) -> LogFile:
 
 
 def read(logs: tuple[str, ...] = (), nstat: tuple[str, ...] = (), ss: Optional[str] = None,
-         log_format: Optional[str] = None) -> Evidence:
+         log_format: Optional[str] = None, nginx_conf: Optional[str] = None) -> Evidence:
     """Reads every file given. A log that cannot be read is a warning, not a failed run: the
-    capture's report stands without it.
+    capture's report stands without it. An access log's format is `log_format` when given,
+    else the one `nginx_conf` says it is written with, else found from its lines.
 
     Raises:
-        EvidenceError: an nstat or ss file is missing, unreadable or not of a format pcapq reads;
-        more than two --nstat; a --log-format without a time or a status.
+        EvidenceError: an nstat, ss or nginx configuration file is missing, unreadable or not of
+        a format pcapq reads; more than two --nstat; a --log-format without a time or a status.
     """
     if len(nstat) > 2:
         raise EvidenceError(f"--nstat takes one file or two (before and after), not {len(nstat)}")
@@ -80,9 +83,14 @@ def read(logs: tuple[str, ...] = (), nstat: tuple[str, ...] = (), ss: Optional[s
         except LogError as e:
             raise EvidenceError(f"--log-format: {e}") from None
     ev = Evidence()
+    if nginx_conf:
+        try:
+            ev.nginx_conf = read_nginx_conf(nginx_conf)
+        except NginxConfError as e:
+            raise EvidenceError(str(e)) from None
     for path in logs:
         try:
-            ev.logs.append(_read_log(path, log_format))
+            ev.logs.append(_read_log(path, log_format or (ev.nginx_conf.format_for(path) if ev.nginx_conf else None)))
         except LogError as e:
             ev.warnings.append(f"{e}; the report goes on without it")
     try:
