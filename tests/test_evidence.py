@@ -472,6 +472,50 @@ def test_r15_fresh_lab_run_ties_its_logs(tmp_path: Path, scenario: str) -> None:
         assert any(s.startswith("nstat: TcpExtListenOverflows +") for s in f.confirmed_by)
 
 
+# Access logs as production nginx writes them: three log_formats of its own.
+CUSTOM_FORMATS = {
+    "key_value": "'$msec $status rt=$request_time ua=$upstream_addr us=$upstream_status uct=$upstream_connect_time "
+                 "urt=$upstream_response_time'",
+    "json": "escape=json '{\"msec\":\"$msec\",\"status\":\"$status\",\"upstream_addr\":\"$upstream_addr\","
+            "\"upstream_status\":\"$upstream_status\",\"upstream_connect_time\":\"$upstream_connect_time\"}'",
+    "log_format": "'$time_iso8601|$status|$upstream_addr|$upstream_connect_time|$upstream_response_time|$request'",
+}
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(LAB_NGINX) is not None, reason=str(unavailable_reason(LAB_NGINX)))
+@pytest.mark.parametrize("read_as", list(CUSTOM_FORMATS))
+def test_real_nginx_access_logs_of_its_own_format_are_tied(tmp_path: Path, read_as: str) -> None:
+    import dataclasses
+
+    from pcapq.lab import scenarios
+    from pcapq.lab.catalog import SCENARIOS
+    from pcapq.lab.runner import run_scenario
+
+    name = f"nginx_php_fpm_{read_as}"
+    SCENARIOS[name] = dataclasses.replace(
+        SCENARIOS["nginx_php_fpm"], name=name,
+        run=lambda net, pcap: scenarios.nginx_php_fpm(net, pcap, pcap.with_suffix(""), log_format=CUSTOM_FORMATS[read_as]))
+    pcap = tmp_path / "ng.pcap"
+    try:
+        result = run_scenario(name, pcap)
+    finally:
+        del SCENARIOS[name]
+    assert result.problems == []
+    base = str(tmp_path / "ng")
+    analysis = pcapq.analyze([str(pcap)])
+    d = diagnose(analysis)
+    # key=value and JSON lines are recognised alone; the pipe-separated format is read with the
+    # configuration that defines it.
+    ev = read((base + ".error.log", base + ".access.log"), nginx_conf=base + ".nginx.conf" if read_as == "log_format" else None)
+    assert not ev.warnings and {log.format for log in ev.logs} == {"error", read_as}
+    apply(analysis, d, ev)
+    logs = d.evidence["logs"]
+    assert logs["lines"] and logs["matched"] / logs["lines"] >= 0.95, logs
+    (f,) = [f for f in d.findings if f.cause == "accept_queue_overflow"]
+    assert any("proxy log" in s for s in f.confirmed_by), f.confirmed_by
+
+
 # ---------------------------------------------------------------------------------------------
 # Tests for refused and reset lines, written from the captures' own RSTs
 
