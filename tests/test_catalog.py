@@ -36,7 +36,9 @@ REAL_ONLY = {"defer_accept", "reuseport_stuck_listener", "firewall_drop", "tfo_f
              # Issue 15: a slow script behind nginx, with its logs (tests/test_evidence.py reads them).
              "nginx_php_fpm_slow",
              # An upstream that closes before answering (tests/test_verdicts.py crafts the outcomes).
-             "nginx_php_fpm_killed", "keepalive_race", "nginx_php_fpm_max_requests"}
+             "nginx_php_fpm_killed", "keepalive_race", "nginx_php_fpm_max_requests",
+             # Issue 28: HAProxy in front of an overflowing accept queue, with its log.
+             "haproxy_overflow"}
 
 
 def crafted_names() -> list[str]:

@@ -516,6 +516,52 @@ def test_real_nginx_access_logs_of_its_own_format_are_tied(tmp_path: Path, read_
     assert any("proxy log" in s for s in f.confirmed_by), f.confirmed_by
 
 
+# HAProxy's log lines, from its configuration manual's examples (8.2.2, 8.2.3) and the states of
+# 8.5, syslog-prefixed or raw.
+@pytest.mark.parametrize("text, expected", [
+    ('Feb  6 12:14:14 localhost haproxy[14389]: 10.0.1.2:33317 [06/Feb/2009:12:14:14.655] http-in static/srv1 '
+     '10/0/30/69/109 200 2750 - - ---- 1/1/1/1/0 0/0 {1wt.eu} {} "GET /index.html HTTP/1.1"', (14.764, "answered", 200)),
+    ("haproxy[14387]: 10.0.1.2:33313 [06/Feb/2009:12:14:12.443] fnt bck/srv1 0/0/5007 212 -- 0/0/0/0/3 0/0",
+     (17.450, "answered", None)),
+    ('10.0.1.2:33318 [06/Feb/2009:12:14:10.000] http-in app/srv1 0/0/-1/-1/3001 503 212 - - sC-- 1/1/1/1/0 0/0 '
+     '"GET / HTTP/1.1"', (13.001, "connect_timeout", 503)),
+    ("10.0.1.2:33319 [06/Feb/2009:12:14:10.000] fnt bck/srv1 0/-1/2 0 SC 0/0/0/0/0 0/0", (10.002, "refused", None)),
+    ('10.0.1.2:33320 [06/Feb/2009:12:14:10.000] http-in app/srv1 0/0/1/-1/30001 504 194 - - sH-- 1/1/1/1/0 0/0 '
+     '"GET / HTTP/1.1"', (40.001, "read_timeout", 504)),
+    ('10.0.1.2:33321 [06/Feb/2009:12:14:10.000] http-in app/srv1 0/0/1/-1/5 502 204 - - SH-- 1/1/1/1/0 0/0 '
+     '"GET / HTTP/1.1"', (10.005, "premature_close", 502)),
+    ("10.0.1.2:33322 [06/Feb/2009:12:14:10.000] fnt bck/<NOSRV> 0/-1/0 0 SC 0/0/0/0/0 0/0", (10.0, "no_live_upstreams", None)),
+    ("10.0.1.2:33323 [06/Feb/2009:12:14:10.000] fnt bck/srv1 0/1/900 0 CD 0/0/0/0/0 0/0", (10.9, None, None)),
+])
+def test_haproxy_lines_say_when_and_how_the_upstream_failed(text: str, expected: tuple) -> None:
+    import calendar
+
+    from pcapq.evidence.haproxy import haproxy_line
+
+    when, kind, status = haproxy_line(text)
+    assert (round(when - calendar.timegm((2009, 2, 6, 12, 14, 0, 0, 0, 0)), 3), kind, status) == expected
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(("ip", "tcpdump", "nstat", "ss", "haproxy")) is not None,
+                    reason=str(unavailable_reason(("ip", "tcpdump", "nstat", "ss", "haproxy"))))
+def test_real_haproxy_log_is_tied_and_confirms_the_findings(tmp_path: Path) -> None:
+    from pcapq.lab.runner import run_scenario
+
+    pcap = tmp_path / "hp.pcap"
+    result = run_scenario("haproxy_overflow", pcap)
+    assert result.problems == []
+    analysis = pcapq.analyze([str(pcap)])
+    d = diagnose(analysis)
+    ev = read((str(tmp_path / "hp.haproxy.log"),))
+    assert not ev.warnings and [log.format for log in ev.logs] == ["haproxy"]
+    apply(analysis, d, ev)
+    logs = d.evidence["logs"]
+    assert logs["lines"] >= 5 and logs["matched"] / logs["lines"] >= 0.95, logs
+    assert d.findings and all(any("proxy log" in s for s in f.confirmed_by) for f in d.findings), \
+        [(f.cause, f.confirmed_by) for f in d.findings]
+
+
 # ---------------------------------------------------------------------------------------------
 # Tests for refused and reset lines, written from the captures' own RSTs
 

@@ -106,7 +106,7 @@ def report_options(command: Callable) -> Callable:
             multiple=True,
             type=click.Path(dir_okay=False, allow_dash=False),
             metavar="FILE",
-            help="The proxy's nginx error.log or access.log (repeatable): each upstream error line is tied to its connection (docs/evidence.md). "
+            help="The proxy's nginx error.log or access.log, or HAProxy's log (repeatable): each upstream error line is tied to its connection (docs/evidence.md). "
             "A log pcapq cannot read is a warning; the report goes on without it.",
         ),
         click.option(

@@ -1,4 +1,5 @@
-"""nginx's error.log and access.log, read into what the join needs (docs/evidence.md).
+"""nginx's error.log and access.log, and HAProxy's log (`evidence.haproxy`), read into what the
+join needs (docs/evidence.md).
 
 Each line becomes `LogLine`s: when (epoch seconds on the log's clock, read as UTC), about which
 upstream, and what happened (`kind`, a slug of the core's `VOCABULARY["log_kinds"]`, or one
@@ -14,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Optional
+
+from pcapq.evidence.haproxy import haproxy_line
 
 # Kinds no TCP connection of the capture can show: counted, never tied.
 UNTIED_KINDS = ("no_live_upstreams", "unix_eagain", "unix_refused", "unix_missing", "unix_other", "other")
@@ -46,7 +49,7 @@ class LogFile:
     path: str
     format: str
     """`error`, `combined`, `combined+upstream`, `json`, `key_value` (`name=value` pairs after a
-    bare time and status), `log_format` (the one given)."""
+    bare time and status), `log_format` (the one given), `haproxy` (httplog or tcplog)."""
     lines: list[LogLine] = field(default_factory=list)
     total: int = 0
     """Non-empty lines read."""
@@ -379,9 +382,11 @@ def read_log(path: str, log_format: Optional[str] = None) -> LogFile:
     if b"\0" in raw[:4096]:
         raise LogError(f"{path}: not a text file, so not an nginx log")
     texts = raw.decode("utf-8", errors="replace").splitlines()
-    kinds = {"error": 0, "combined": 0, "json": 0, "key_value": 0, "log_format": 0}
+    kinds = {"error": 0, "combined": 0, "json": 0, "key_value": 0, "log_format": 0, "haproxy": 0}
     for text in texts[:200]:
-        if pattern is not None:
+        if pattern is None and haproxy_line(text):
+            kinds["haproxy"] += 1
+        elif pattern is not None:
             kinds["log_format"] += bool(_formatted_access(pattern, text))
         elif ERROR_LINE.match(text):
             kinds["error"] += 1
@@ -411,6 +416,12 @@ def read_log(path: str, log_format: Optional[str] = None) -> LogFile:
         if fmt == "error":
             got = _error_line(number, text)
             items = None if got == "unreadable" else ([got] if isinstance(got, LogLine) else [])
+        elif fmt == "haproxy":
+            session = haproxy_line(text)
+            if session:
+                when, kind, status = session
+                log.resolution = 0.001
+                items = [LogLine(number, when, kind, None, status or STATUS.get(kind))] if kind else []
         elif fmt == "combined":
             parsed = _combined(number, text)
             if parsed:

@@ -380,6 +380,16 @@ SCENARIOS: dict[str, Scenario] = {
             tools=("ip", "tcpdump", "tc", "nstat", "nft"),
         ),
         Scenario(
+            "haproxy_overflow",
+            "HAProxy (mode tcp, tcplog) in front of a listener whose accept queue overflows",
+            "HAProxy in the client namespace passes 10 connections at once to a server with listen(1) that calls "
+            "accept() only after 6 s. The accept queue overflows; HAProxy gives up at its timeout connect (sC) or "
+            "timeout server (sD), and its log says so, next to the capture.",
+            lambda net, pcap: scenarios.haproxy_overflow(net, pcap, logs=pcap.with_suffix("")),
+            tools=("ip", "tcpdump", "nstat", "ss", "haproxy"),
+            client_error=("timed out", "reset", "closed"),
+        ),
+        Scenario(
             "nginx_php_fpm",
             "nginx in front of php-fpm with listen.backlog 2 under ab load: 502/504",
             "php-fpm serves 4 requests a second with a listen backlog of 2 while ab sends 20 at a "

@@ -68,9 +68,9 @@ def run_scenario(name: str, pcap: Path, say: Callable[[str], None] = lambda _lin
     nstat = companion(pcap, ".nstat.txt")
     nstat.write_text(counters.nstat_file(name, pcap.name, run.setup, run.sysctls, run.tcpdump, run.nstat_report()))
     files.append(nstat)
-    for suffix in (".error.log", ".access.log", ".ss.txt", ".nginx.conf"):
+    for suffix in (".error.log", ".access.log", ".ss.txt", ".nginx.conf", ".haproxy.log", ".haproxy.cfg"):
         log = companion(pcap, suffix)
-        if name.startswith("nginx_php_fpm") and log.exists():
+        if log.exists():
             files.append(log)
     problems = list(_problems(scenario, run))
     return LabResult(scenario, run, files, problems)

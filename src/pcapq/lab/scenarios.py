@@ -611,6 +611,84 @@ def nginx_php_fpm(
     return run
 
 
+HAPROXY_CFG = """\
+global
+    log stdout format raw local0
+defaults
+    mode {mode}
+    log global
+    option {mode}log
+    retries 0
+    timeout connect {connect_timeout}s
+    timeout client 30s
+    timeout server {server_timeout}s
+frontend in
+    bind 127.0.0.1:{port}
+    default_backend app
+backend app
+    server app1 {upstream}
+"""
+
+
+def haproxy_overflow(
+    net: NetnsPair,
+    pcap: Path,
+    logs: Path,
+    backlog: int = 1,
+    accept_delay: float = 6.0,
+    connections: int = 10,
+    connect_timeout: float = 2.0,
+    server_timeout: float = 3.0,
+    request: int = 100,
+    response: int = 1000,
+    snaplen: int = 128,
+) -> Run:
+    """HAProxy (mode tcp, option tcplog, retries 0) in the client namespace in front of a server
+    that listens with `backlog` and calls accept() only after `accept_delay` s, while
+    `connections` clients connect through it at once: the accept queue overflows; HAProxy gives
+    up at its `timeout connect` (state sC) or `timeout server` (sD). Its log (to stdout, raw)
+    is copied to `logs`.haproxy.log and its configuration to `logs`.haproxy.cfg."""
+    import shutil
+    import tempfile
+
+    if shutil.which("haproxy") is None:
+        raise LabError("haproxy is not installed; install with: apt-get install haproxy")
+    upstream = f"{net.server_ip}:{PORT}"
+    with tempfile.TemporaryDirectory(prefix="pcapq-haproxy-") as tmp_name:
+        tmp = Path(tmp_name)
+        cfg = tmp / "haproxy.cfg"
+        cfg.write_text(HAPROXY_CFG.format(mode="tcp", connect_timeout=f"{connect_timeout:g}",
+                                          server_timeout=f"{server_timeout:g}", port=NGINX_PORT, upstream=upstream))
+        log = tmp / "haproxy.log"
+        started = time.monotonic()
+        before = net.nstat(net.server_ns)
+        server = start_server(net, "--backlog", str(backlog), "--accept-delay", str(accept_delay), "--count",
+                              str(connections), "--response", str(response), "--deadline", "25")
+        with open(log, "w") as out:
+            proxy = net.popen(net.client_ns, ["haproxy", "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.DEVNULL)
+        try:
+            _wait_listening(net, net.client_ns, NGINX_PORT, proxy, "haproxy")
+            with net.capture(pcap, bpf=["tcp", "port", str(PORT)], snaplen=snaplen) as cap:
+                net.say(f"client load: {connections} connections at once through haproxy on 127.0.0.1:{NGINX_PORT}")
+                clients = net.run(net.client_ns, [*PEERS, "client", "127.0.0.1", str(NGINX_PORT), "--concurrent", "--count",
+                                                  str(connections), "--request", str(request), "--deadline", "15"],
+                                  timeout=30).stdout
+        finally:
+            net.stop(proxy)
+            net.stop(server)
+        shutil.copyfile(log, logs.with_name(logs.name + ".haproxy.log"))
+        shutil.copyfile(cfg, logs.with_name(logs.name + ".haproxy.cfg"))
+    setup = [
+        f"server listen() backlog {backlog}, first accept() {accept_delay:g} s after listen(); {response}-byte response",
+        f"client: haproxy 2 (mode tcp, option tcplog, retries 0, timeout connect {connect_timeout:g}s, timeout server "
+        f"{server_timeout:g}s) on 127.0.0.1:{NGINX_PORT}, server app1 {upstream}; {connections} connections at once "
+        f"through it, {request}-byte request each",
+        f"tcpdump -s {snaplen} port {PORT}",
+    ]
+    run = _run(net, pcap, clients, cap, before, started, setup)
+    return run
+
+
 def _fullest_listener(net: NetnsPair, load: subprocess.Popen, deadline: float) -> str:
     """`ss -lnt` on the upstream's port every 0.2 s while `load` runs: the snapshot whose Recv-Q
     (connections waiting to be accepted) was highest, with its time in a comment."""
