@@ -42,6 +42,8 @@ VARIATIONS = [
     ("lost_2acks", "lost_ack", lambda n, p: tw.lost_ack(n, p, acks=2, idle=2.5), None, set()),
     ("read_timeout_rtt", "proxy_read_timeout", lambda n, p: tw.proxy_read_timeout(n, p, one_way=0.15, timeout=2.0, reply_delay=1.8), None, {"slow_server"}),
     ("crossed_1p2", "crossed_synack_client", lambda n, p: tw.crossed_synack(n, p, one_way=0.6), "client", set()),
+    ("haproxy_b3_c12", "haproxy_overflow", lambda n, p: sc.haproxy_overflow(n, p, p.with_suffix(""), backlog=3, connections=12), None, {"accept_queue_overflow"}),
+    ("haproxy_client", "haproxy_overflow", lambda n, p: sc.haproxy_overflow(n, p, p.with_suffix("")), "client", {"accept_queue_overflow"}),
     ("lost_synack_rtt1", "lost_synack_client", lambda n, p: tw.lost_synack(n, p, one_way=0.5), "client", None),
 ]
 

@@ -167,6 +167,11 @@ impl Book {
         }
         let Building { mut troubles, spans, probes, .. } = building;
         for (server, members) in book.by_server.iter_mut() {
+            for i in stalled(members) {
+                if let Some(m) = members.get_mut(i) {
+                    m.marks |= fact_bit(Fact::ListenerStalled);
+                }
+            }
             if let Some(spans) = spans.get(server) {
                 let mut troubles = troubles.remove(server).unwrap_or_default();
                 for i in in_queue_windows(spans, &mut troubles) {
@@ -278,6 +283,51 @@ impl Building {
     }
 }
 
+/// The members of one listener that show it not taking connections: SYNs unanswered (their
+/// first SYN) while an earlier connection, its handshake done (its ACK before that SYN), waited
+/// with its request acknowledged by the kernel and never answered until its client closed; and
+/// those connections. The kernel acknowledges a request on a connection in the accept queue
+/// whether or not the application accepted it; with the queue full, it drops new SYNs.
+fn stalled(members: &[Member]) -> Vec<usize> {
+    let has = |m: &Member, f: Fact| m.marks & fact_bit(f) != 0;
+    // Held connections as (handshake ACK, last packet), by ACK; SYN drops as (first SYN, index).
+    let mut held: Vec<(i64, i64, usize)> = members
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| has(m, Fact::RequestAcked) && has(m, Fact::RequestUnanswered) && has(m, Fact::ClientWaited))
+        .filter_map(|(i, m)| Some((m.ack_ns?, m.last_ns, i)))
+        .collect();
+    let mut drops: Vec<(i64, usize)> =
+        members.iter().enumerate().filter(|(_, m)| has(m, Fact::SynUnanswered)).map(|(i, m)| (m.first_ns, i)).collect();
+    if held.is_empty() || drops.is_empty() {
+        return Vec::new();
+    }
+    held.sort_unstable();
+    drops.sort_unstable();
+    let mut out = Vec::new();
+    // A drop is inside a held span when a connection acknowledged before it still waited then.
+    let (mut k, mut latest_end) = (0, i64::MIN);
+    for &(at, i) in &drops {
+        while k < held.len() && held[k].0 <= at {
+            latest_end = latest_end.max(held[k].1);
+            k += 1;
+        }
+        if latest_end >= at {
+            out.push(i);
+        }
+    }
+    // A held connection is one when a drop falls in its span.
+    for &(ack, last, i) in &held {
+        let first_after = drops.partition_point(|&(at, _)| at < ack);
+        if drops.get(first_after).is_some_and(|&(at, _)| at <= last) {
+            out.push(i);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// The spans in which a listener showed a full accept queue, padded and joined.
 fn queue_windows(spans: &[(i64, i64)]) -> Vec<(i64, i64)> {
     let mut padded: Vec<(i64, i64)> =
@@ -385,6 +435,26 @@ mod tests {
         assert_eq!(mark_bit("completed"), Some(1));
         assert_eq!(mark_bit("syn_unanswered"), Some(fact_bit(Fact::SynUnanswered)));
         assert_eq!(mark_bit("no_such_mark"), None);
+    }
+
+    #[test]
+    fn test_syns_dropped_while_an_acknowledged_request_waits_unanswered_stall_the_listener() {
+        let member = |first: i64, last: i64, ack: Option<i64>, facts: &[Fact]| Member {
+            index: 0, id: 0, first_ns: first * S, last_ns: last * S, marks: facts.iter().fold(0, |b, &f| b | fact_bit(f)),
+            ack_ns: ack.map(|a| a * S), weight: 1, checks: 0, claimed: false,
+        };
+        let held = [Fact::RequestAcked, Fact::RequestUnanswered, Fact::ClientWaited];
+        let members = [
+            member(0, 3, Some(0), &held),
+            member(1, 3, None, &[Fact::SynUnanswered]),
+            // After the held connection's client gave up: not inside its wait.
+            member(5, 7, None, &[Fact::SynUnanswered]),
+            // A held connection with no SYN dropped while it waited.
+            member(10, 12, Some(10), &held),
+        ];
+        assert_eq!(stalled(&members), [0, 1]);
+        // Without the first held connection, the SYNs dropped fell in no wait.
+        assert!(stalled(&members[1..]).is_empty());
     }
 
     #[test]

@@ -102,10 +102,16 @@ pub enum Fact {
     /// packets of each flow, `servers::FlowLengths::trimmed_at`): what did not follow was not
     /// seen, not unsent.
     FlowTrimmed,
+    /// Its SYN went unanswered while the same listener held an earlier connection whose request
+    /// its kernel had acknowledged and nobody answered, or it was such a connection while SYNs
+    /// were dropped: the listener was not taking connections, its accept queue full (Linux v6.6
+    /// net/ipv4/tcp_input.c: tcp_conn_request() drops a SYN while sk_acceptq_is_full()).
+    /// See `episodes::stalled`.
+    ListenerStalled,
 }
 
 impl Fact {
-    pub const ALL: [Fact; 30] = [
+    pub const ALL: [Fact; 31] = [
         Fact::SynUnanswered,
         Fact::HalfOpen,
         Fact::OneSyn,
@@ -136,6 +142,7 @@ impl Fact {
         Fact::SynResendSpurious,
         Fact::OneWay,
         Fact::FlowTrimmed,
+        Fact::ListenerStalled,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -170,6 +177,7 @@ impl Fact {
             Fact::SynResendSpurious => "syn_resend_spurious",
             Fact::OneWay => "one_way",
             Fact::FlowTrimmed => "flow_trimmed",
+            Fact::ListenerStalled => "listener_stalled",
         }
     }
 

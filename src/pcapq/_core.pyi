@@ -31,6 +31,7 @@ Fact = Literal[
     "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
     "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered", "request_after_close", "answered_before",
     "synack_after_ack", "answer_crossed_close", "syn_resend_spurious", "one_way", "flow_trimmed",
+    "listener_stalled",
 ]
 # The predictions a sign's explanations make of the capture (src/detect/checks.rs).
 CheckName = Literal[

@@ -30,7 +30,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     not_restart = ["reset_after_ack"] if restart else []
     signs = ctx.select(all_of=["queue_sign"], none_of=not_restart)
     if not signs:
-        return None
+        return _stalled(ctx)
     window = ctx.select(all_of=["in_queue_window"], none_of=not_restart)
     involved = ctx.union(signs, window)
     dropped = ctx.count(all_of=["final_ack_dropped"])
@@ -109,6 +109,43 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         rests_on.append("checks that held, in connections (docs/diagnosis.md): " + ", ".join(held))
     return ctx.finding(CAUSE, involved, confidence, reason, evidence, rests_on=rests_on,
                        details=details, proxy_log=proxy_log, checks=weighed)
+
+
+# SYNs of at least this many clients dropped while connections the listener had taken waited.
+STALLED_DROPS_MIN = 3
+NOT_THE_LISTENER = ["one_way", "scan_probe", "icmp_answered", "silent_host"]
+
+
+def _stalled(ctx: EpisodeContext) -> Finding | None:
+    """No dropped ACK, overflow reset or cookie, but SYNs dropped while connections the listener
+    had taken waited with their requests acknowledged and unanswered (fact listener_stalled): its
+    accept queue full of connections the application did not accept. A steady arrival into a
+    full queue looks so: each new SYN finds it full (tcp_conn_request()), none reaches the ACK."""
+    drops = ctx.select(all_of=["syn_unanswered", "listener_stalled"], none_of=NOT_THE_LISTENER)
+    held = ctx.select(all_of=["request_acked", "listener_stalled"], none_of=NOT_THE_LISTENER)
+    if len(drops) < STALLED_DROPS_MIN or not held:
+        return None
+    involved = ctx.union(drops, held)
+    waiting = ctx.capture.analysis.waiting_at(ctx.server, [drops.first - 1e-6])[0]
+    reason = (
+        f"{plural(len(drops), 'client')}' SYNs were dropped while {plural(len(held), 'connection')} the listener had "
+        "taken (their requests acknowledged by its kernel) waited unanswered: its accept queue was full of "
+        "connections the application did not accept, and a full accept queue drops new SYNs; a firewall dropping "
+        "SYNs while the application stalled would look the same: TcpExtListenOverflows tells them apart"
+    )
+    details: dict = {"first_drop": drops.first, "waiting_at_first_drop": waiting}
+    if waiting >= 1:
+        details["estimated_backlog"] = waiting - 1
+        details["estimate_note"] = (
+            f"{plural(waiting, 'connection was', 'connections were')} established and waiting for an answer when the "
+            f"first SYN was dropped; the accept queue holds backlog+1, so the effective backlog is about {waiting - 1}"
+        )
+    evidence = [e for c in ctx.examples(drops) for e in series_frame(c, "syn", "SYN sent again while the queue was full")]
+    ctx.claim(involved)
+    return ctx.finding(CAUSE, involved, 0.7, reason, evidence, rests_on=[
+        f"{plural(len(drops), 'SYN')} re-sent with nothing back, each while an earlier connection waited",
+        f"{plural(len(held), 'request')} acknowledged by the server's kernel and not answered before the client gave up",
+    ], details=details, proxy_log=["timed_out", "read_timeout"])
 
 
 def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
