@@ -54,6 +54,8 @@ ANALYZE_DEFAULTS: dict[str, Any] = dict(
     proxy_timeouts=None,
     scheduler=None,
     logs=(),
+    log_format=None,
+    nginx_conf=None,
     nstat=(),
     ss=None,
 )
