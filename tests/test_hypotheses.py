@@ -210,3 +210,17 @@ def test_flows_cut_by_the_capture_are_no_clients_giving_up(tmp_path) -> None:
     doc = report(cut)
     assert any("first 6 frames of each flow" in w for w in doc["warnings"]), doc["warnings"]
     assert "client_gave_up" not in causes(doc), causes(doc)
+
+
+# -----------------------------------------------------------------------------------------------
+# A listener not taking connections: SYNs dropped while connections it took wait unanswered
+
+
+def test_syns_dropped_while_taken_requests_wait_are_a_full_accept_queue() -> None:
+    # HAProxy in front of listen(1), accept() after 6 s: two connections queued, their requests
+    # acknowledged by the kernel; eight SYNs dropped meanwhile (ListenOverflows +16). No ACK was
+    # dropped: every SYN that came while the queue was full was dropped first.
+    doc = report(REPO / "captures" / "haproxy_overflow.pcap")
+    f = finding(doc, "accept_queue_overflow")
+    assert f["connections"]["count"] == 10 and f["confidence"] == 0.7
+    assert not {"listen_drops", "slow_server"} & causes(doc), causes(doc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pcapq.causes.cause import Always, Cause
 from pcapq.causes.context import EpisodeContext, plural, reset_frame, series_frame
+from pcapq.causes.syn_queue_overflow import HALF_OPEN_MIN
 from pcapq.diagnose.finding import Finding
 from pcapq.diagnose.timeouts import or_default
 
@@ -124,6 +125,9 @@ def _stalled(ctx: EpisodeContext) -> Finding | None:
     drops = ctx.select(all_of=["syn_unanswered", "listener_stalled"], none_of=NOT_THE_LISTENER)
     held = ctx.select(all_of=["request_acked", "listener_stalled"], none_of=NOT_THE_LISTENER)
     if len(drops) < STALLED_DROPS_MIN or not held:
+        return None
+    if ctx.count(all_of=["half_open"]) >= HALF_OPEN_MIN:
+        # Requests held half-open fill the SYN queue: that finding explains the drops better.
         return None
     involved = ctx.union(drops, held)
     waiting = ctx.capture.analysis.waiting_at(ctx.server, [drops.first - 1e-6])[0]
