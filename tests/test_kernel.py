@@ -475,8 +475,12 @@ def test_packet_loss(net, tmp_path):
     connections, response = 20, 16000
     run = packet_loss(net, tmp_path / "loss.pcap", connections=connections, loss_percent=4, response=response)
     doc = analyze_json(run.pcap)
-    # The finding names what the kernel did (src/pcapq/diagnose).
-    assert "network_loss" in causes(doc) and not causes(doc) & QUEUE_CAUSES, doc["findings"]
+    # The finding names what the kernel did (src/pcapq/diagnose). The drops are random: a panel
+    # when a fifth of the connections re-sent (network_loss's materiality), else a minor line.
+    found = causes(doc) | {f["cause"] for f in doc["minor_observations"]}
+    assert "network_loss" in found and not found & QUEUE_CAUSES, (doc["findings"], doc["minor_observations"])
+    if doc["summary"]["with_data_retransmits"] >= 0.2 * connections:
+        assert "network_loss" in causes(doc), doc["minor_observations"]
     report = f"{run.extra}\n{run.nstat_report()}"
     assert run.tcpdump_dropped == 0, run.tcpdump
     assert [(c["error"], c["received"]) for c in run.clients] == [(None, response)] * connections, run.clients
