@@ -44,7 +44,7 @@ VARIATIONS = [
     ("crossed_1p2", "crossed_synack_client", lambda n, p: tw.crossed_synack(n, p, one_way=0.6), "client", set()),
     ("haproxy_b3_c12", "haproxy_overflow", lambda n, p: sc.haproxy_overflow(n, p, p.with_suffix(""), backlog=3, connections=12), None, {"accept_queue_overflow"}),
     ("haproxy_client", "haproxy_overflow", lambda n, p: sc.haproxy_overflow(n, p, p.with_suffix("")), "client", {"accept_queue_overflow"}),
-    ("lost_synack_rtt1", "lost_synack_client", lambda n, p: tw.lost_synack(n, p, one_way=0.5), "client", None),
+    ("lost_synack_rtt1", "lost_synack_client", lambda n, p: tw.lost_synack(n, p, one_way=0.5), "client", {"network_loss"}),
 ]
 
 

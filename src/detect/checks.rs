@@ -111,8 +111,9 @@ checks! {
     /// A re-send, not a copy the capture made: a frame seen again with the same IP ID and the
     /// same TSval is the same datagram (two interfaces, both directions of a SPAN, a link-layer
     /// retry, a file appended to itself); the tracker counts those as copies, not re-sends.
-    /// Held when every repeat carried a new IP ID or TSval, failed when every repeat was a copy,
-    /// neither when only the delay told them apart (no timestamps, and the ID 0 or kept).
+    /// Held when every re-send that repeats the frame before it (the ones a copy could be) carried
+    /// a new TSval or IP ID, failed when every repeat was a copy, neither when only the delay told
+    /// them apart (no timestamps, and the ID 0 or kept).
     NotCaptureCopy = "not_capture_copy",
         "RFC 7323 §3.2 (every segment sent carries the clock's current TSval); RFC 6864 §4 (the IPv4 ID of a datagram)",
         "every frame seen again carried a new IP ID or TSval: the sender sent it again",

@@ -99,7 +99,7 @@ pub enum Fact {
     /// (an unanswered SYN, a request left unanswered, a client giving up) can be told.
     OneWay,
     /// Its last frame is where the capture cut every long flow (a capture kept to the first
-    /// packets of each flow, `servers::FlowLengths::trimmed_at`): what did not follow was not
+    /// packets of each flow, `trimmed::FlowLengths::trimmed_at`): what did not follow was not
     /// seen, not unsent.
     FlowTrimmed,
     /// Its SYN went unanswered while the same listener held an earlier connection whose request

@@ -81,16 +81,17 @@ impl Default for TrackerOptions {
 /// retries end after 131 s with tcp_syn_linear_timeouts=4 (127 s classic).
 const JOIN_WINDOW_NS: i64 = 135 * 1_000_000_000;
 
-/// Is `this` a copy of `last`, the frame sent before it the same way, rather than a re-send?
-/// `peer_last` is the last frame the other side sent. See COPY_SAME_ID_NS and COPY_NO_ID_NS.
+/// Is `this` a copy of `repeated`, the frame sent before it the same way when `this` repeats it
+/// (`Sent::same_segment`), rather than a re-send? `peer_last` is the last frame the other side
+/// sent. See COPY_SAME_ID_NS and COPY_NO_ID_NS.
 /// `copies_seen`: the connection showed a copy before. A closed socket answers each segment
 /// that reaches it with an RST (RFC 9293 §3.10.7.1), all alike (no ID, no timestamp: Linux v6.6
 /// net/ipv4/tcp_ipv4.c: tcp_v4_send_reset()): two segments arriving together get two identical
 /// RSTs back to back. Such an RST is a copy only in a connection whose frames the capture
 /// already doubled.
-fn is_copy(this: &Sent, last: Option<&Sent>, peer_last: Option<&Sent>, copies_seen: bool) -> bool {
-    let Some(last) = last else { return false };
-    if !this.same_segment(last) || (this.flags & flags::RST != 0 && !copies_seen) {
+fn is_copy(this: &Sent, repeated: Option<&Sent>, peer_last: Option<&Sent>, copies_seen: bool) -> bool {
+    let Some(last) = repeated else { return false };
+    if this.flags & flags::RST != 0 && !copies_seen {
         return false;
     }
     let gap = (this.time_ns - last.time_ns).abs();
@@ -479,12 +480,14 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     conn.last_time_ns = conn.last_time_ns.max(time_ns);
     // A copy of the frame before it (span port, `-i any`, bridge): counted, not labelled.
     let sent = Sent::of(seg, at, time_ns);
-    let last_sent = flow.direction[me].last_sent.as_ref();
-    if is_copy(&sent, last_sent, flow.direction[peer].last_sent.as_ref(), conn.duplicates > 0) || is_handshake_copy(conn, seg, side) {
+    let repeated = flow.direction[me].last_sent.as_ref().filter(|last| sent.same_segment(last));
+    if is_copy(&sent, repeated, flow.direction[peer].last_sent.as_ref(), conn.duplicates > 0) || is_handshake_copy(conn, seg, side) {
         conn.duplicates += 1;
         return;
     }
-    if sent.tsval.is_none() && !seg.has(flags::RST) && last_sent.is_some_and(|last| sent.same_segment(last)) {
+    // A repeat kept as a re-send: without a TSval, only its delay told it from a copy (an RST
+    // answers a segment, it is no re-send).
+    if repeated.is_some() && sent.tsval.is_none() && !seg.has(flags::RST) {
         conn.repeats_told_by_delay += 1;
     }
     if side == Side::Server && !seg.has(flags::SYN) && conn.server_ttl.is_none() {

@@ -4,7 +4,8 @@ net.ipv4.tcp_abort_on_overflow=1, reset it), and dropped new SYNs while full."""
 from __future__ import annotations
 
 from pcapq.causes.cause import Always, Cause
-from pcapq.causes.context import EpisodeContext, plural, reset_frame, series_frame
+from pcapq.causes.context import EpisodeContext, checks_held, plural, reset_frame, series_frame
+from pcapq.causes.listen_drops import LISTEN_DROP_MIN
 from pcapq.causes.syn_queue_overflow import HALF_OPEN_MIN
 from pcapq.diagnose.finding import Finding
 from pcapq.diagnose.timeouts import or_default
@@ -105,15 +106,11 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     never_connected = ctx.count(all_of=["never_connected", "in_queue_window"], claimed=True)
     proxy_log = (["read_timeout"] if dropped or cookies else []) + (["reset_by_server"] if resets else []) + (
         ["timed_out"] if never_connected else [])
-    held = [f"{c['check']} ({c['held']:,})" for c in weighed if c["held"]]
-    if held:
-        rests_on.append("checks that held, in connections (docs/diagnosis.md): " + ", ".join(held))
+    rests_on += checks_held(weighed)
     return ctx.finding(CAUSE, involved, confidence, reason, evidence, rests_on=rests_on,
                        details=details, proxy_log=proxy_log, checks=weighed)
 
 
-# SYNs of at least this many clients dropped while connections the listener had taken waited.
-STALLED_DROPS_MIN = 3
 NOT_THE_LISTENER = ["one_way", "scan_probe", "icmp_answered", "silent_host"]
 
 
@@ -124,7 +121,8 @@ def _stalled(ctx: EpisodeContext) -> Finding | None:
     full queue looks so: each new SYN finds it full (tcp_conn_request()), none reaches the ACK."""
     drops = ctx.select(all_of=["syn_unanswered", "listener_stalled"], none_of=NOT_THE_LISTENER)
     held = ctx.select(all_of=["request_acked", "listener_stalled"], none_of=NOT_THE_LISTENER)
-    if len(drops) < STALLED_DROPS_MIN or not held:
+    # As many clients' SYNs as blame a listener rather than the path (listen_drops).
+    if len(drops) < LISTEN_DROP_MIN or not held:
         return None
     if ctx.count(all_of=["half_open"]) >= HALF_OPEN_MIN:
         # Requests held half-open fill the SYN queue: that finding explains the drops better.

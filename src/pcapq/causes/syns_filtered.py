@@ -5,13 +5,14 @@ Found only with `--nstat` (`pcapq.evidence`): the capture alone cannot tell the 
 from __future__ import annotations
 
 from pcapq.causes.cause import Always, Cause
+from pcapq.causes.listen_drops import LISTEN_DROP_MIN
 from pcapq.diagnose.finding import Finding
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
 MATERIALITY = Always(reason=(
-    "made from a listener-drops finding (3 clients' SYNs dropped while others were answered) that the server's "
-    "counters clear: the same connects delayed or failed, by something else"
+    f"made from a listener-drops finding ({LISTEN_DROP_MIN} clients' SYNs dropped while others were answered) that "
+    "the server's counters clear: the same connects delayed or failed, by something else"
 ))
 
 
@@ -51,8 +52,8 @@ CAUSE = Cause(
     rule=no_capture_rule,
     materiality=MATERIALITY,
     evidence=(
-        "a `listen_drops` finding (at least 3 connections whose SYN was re-sent unanswered while the listener "
-        "answered others) and the server's TcpExtListenDrops unchanged over the capture (read with --nstat)"
+        f"a `listen_drops` finding (at least {LISTEN_DROP_MIN} connections whose SYN was re-sent unanswered while the "
+        "listener answered others) and the server's TcpExtListenDrops unchanged over the capture (read with --nstat)"
     ),
     exclusions=("TcpExtListenDrops moved: the listener dropped them (`listen_drops`)",),
     disproved_by=(

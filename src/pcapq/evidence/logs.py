@@ -132,8 +132,11 @@ def _error_line(number: int, text: str) -> Optional[LogLine] | str:
 # ---- access.log ----
 
 MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+# `$time_local`: 21/Nov/2026:08:29:34 +0000.
+TIME_LOCAL = r"\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}"
+TIME_LOCAL_PARTS = re.compile(r"(\d\d)/(\w{3})/(\d{4}):(\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)")
 COMBINED = re.compile(
-    r'^(\S+) \S+ (\S+) \[(\d\d)/(\w{3})/(\d{4}):(\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)\] "((?:[^"\\]|\\.)*)" (\d{3}) (\S+)'
+    rf'^(\S+) \S+ (\S+) \[({TIME_LOCAL})\] "((?:[^"\\]|\\.)*)" (\d{{3}}) (\S+)'
     r'(?: "((?:[^"\\]|\\.)*)" "((?:[^"\\]|\\.)*)")?(.*)$'
 )
 KEY_VALUE = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
@@ -216,20 +219,29 @@ def _access_items(number: int, when: float, request_status: int, fields: dict[st
     return items
 
 
+def _time_local(value: str) -> Optional[tuple[float, float]]:
+    """(epoch seconds on the log's clock read as UTC, zone in seconds) of a `$time_local`."""
+    m = TIME_LOCAL_PARTS.fullmatch(value)
+    if not m or m.group(2) not in MONTHS:
+        return None
+    day, mon, year, hh, mm, ss = m.group(1), MONTHS[m.group(2)], m.group(3), m.group(4), m.group(5), m.group(6)
+    try:
+        when = calendar.timegm((int(year), mon, int(day), int(hh), int(mm), int(ss), 0, 0, 0))
+        datetime(int(year), mon, int(day), int(hh), int(mm), int(ss))
+    except ValueError:
+        return None
+    return float(when), float((1 if m.group(7) == "+" else -1) * (int(m.group(8)) * 3600 + int(m.group(9)) * 60))
+
+
 def _combined(number: int, text: str) -> Optional[tuple[float, float, int, dict[str, str], bool]]:
     m = COMBINED.match(text)
     if not m:
         return None
-    day, mon, year, hh, mm, ss = m.group(3), m.group(4), m.group(5), m.group(6), m.group(7), m.group(8)
-    if mon not in MONTHS:
+    local = _time_local(m.group(3))
+    if local is None:
         return None
-    try:
-        when = calendar.timegm((int(year), MONTHS[mon], int(day), int(hh), int(mm), int(ss), 0, 0, 0))
-        datetime(int(year), MONTHS[mon], int(day), int(hh), int(mm), int(ss))
-    except ValueError:
-        return None
-    zone = (1 if m.group(9) == "+" else -1) * (int(m.group(10)) * 3600 + int(m.group(11)) * 60)
-    rest = m.group(17) or ""
+    when, zone = local
+    rest = m.group(9) or ""
     fields = {k: v for k, v in KEY_VALUE.findall(rest)}
     if not fields:
         # Positional: `$upstream_addr $upstream_status ...` after the combined fields.
@@ -239,7 +251,7 @@ def _combined(number: int, text: str) -> Optional[tuple[float, float, int, dict[
             if len(tokens) > 1:
                 fields["upstream_status"] = tokens[1]
     has_upstream = any(k in fields for k in KEYS["addr"])
-    return float(when), float(zone), int(m.group(13)), fields, has_upstream
+    return when, zone, int(m.group(5)), fields, has_upstream
 
 
 def _json_access(text: str) -> Optional[tuple[float, Optional[float], float, int, dict[str, str]]]:
@@ -250,28 +262,19 @@ def _json_access(text: str) -> Optional[tuple[float, Optional[float], float, int
     if not isinstance(doc, dict):
         return None
     fields = {str(k): str(v) for k, v in doc.items()}
-    status = fields.get("status", "")
-    if not status.isdigit():
+    return _timed(fields, fields.get("status", ""))
+
+
+def _timed(fields: dict[str, str], status: Optional[str]) -> Optional[tuple[float, Optional[float], float, int, dict[str, str]]]:
+    """(time, zone, resolution, status, fields) of an access line whose fields hold its time
+    (`msec`, `time_iso8601`, `time` or `time_local`) and whose status is `status`."""
+    if status is None or not status.isdigit():
         return None
-    if "msec" in fields:
-        try:
-            return float(fields["msec"]), 0.0, 0.001, int(status), fields
-        except ValueError:
-            return None
-    for key in ("time_iso8601", "time"):
-        if key in fields:
-            try:
-                t = datetime.fromisoformat(fields[key])
-            except ValueError:
-                return None
-            off = t.utcoffset()
-            naive = t.replace(tzinfo=None)
-            return float(calendar.timegm(naive.timetuple())), (off.total_seconds() if off is not None else None), 1.0, int(status), fields
-    if "time_local" in fields:
-        parsed = _combined(0, f'- - - [{fields["time_local"]}] "-" {status} 0')
-        if parsed:
-            return parsed[0], parsed[1], 1.0, int(status), fields
-    return None
+    when = next((w for w in map(_when, (fields.get(k, "") for k in ("msec", "time_iso8601", "time"))) if w), None)
+    if when is None and "time_local" in fields:
+        local = _time_local(fields["time_local"])
+        when = (local[0], local[1], 1.0) if local else None
+    return (when[0], when[1], when[2], int(status), fields) if when else None
 
 
 # ---- key=value access lines: `$msec $status rt=$request_time uct="$upstream_connect_time" ...` ----
@@ -279,11 +282,12 @@ def _json_access(text: str) -> Optional[tuple[float, Optional[float], float, int
 EPOCH = re.compile(r"^(\d{9,10})(?:\.(\d{1,6}))?$")
 ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 STATUS_TOKEN = re.compile(r"^[1-5]\d\d$")
-TIME_LOCAL = re.compile(r"\[(\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\]")
+BRACKETED_TIME_LOCAL = re.compile(rf"\[({TIME_LOCAL})\]")
 
 
 def _when(token: str) -> Optional[tuple[float, Optional[float], float]]:
-    """(epoch seconds, zone, resolution) of a time as nginx writes `$msec` or `$time_iso8601`."""
+    """(epoch seconds, zone, resolution) of a time as nginx writes `$msec` or `$time_iso8601`
+    (quoted or bracketed)."""
     token = token.strip('"[]')
     e = EPOCH.match(token)
     if e:
@@ -305,20 +309,18 @@ def _key_value_access(text: str) -> Optional[tuple[float, Optional[float], float
     fields = {k: v.strip('"') for k, v in KEY_VALUE.findall(text)}
     if not any(k in fields for names in KEYS.values() for k in names):
         return None
+    # The bare tokens: the time and status written without a name.
     bare = KEY_VALUE.sub(" ", text)
-    local = TIME_LOCAL.search(bare)
+    local = BRACKETED_TIME_LOCAL.search(bare)
     if local:
-        parsed = _combined(0, f'- - - [{local.group(1)}] "-" 0 0')
-        when = (parsed[0], parsed[1], 1.0) if parsed else None
+        fields.setdefault("time_local", local.group(1))
         bare = bare.replace(local.group(0), " ")
-    else:
-        times = [fields.get("msec", ""), fields.get("time_iso8601", ""), fields.get("time", ""), *bare.split()]
-        when = next((w for w in map(_when, times) if w), None)
-    bare = bare.split()
-    status = fields.get("status") or next((t for t in bare if STATUS_TOKEN.match(t)), None)
-    if when is None or status is None or not status.isdigit():
-        return None
-    return when[0], when[1], when[2], int(status), fields
+    tokens = bare.split()
+    if not any(k in fields for k in ("msec", "time_iso8601", "time", "time_local")):
+        epoch_or_iso = next((t for t in tokens if _when(t)), None)
+        if epoch_or_iso is not None:
+            fields["msec"] = epoch_or_iso.strip('"[]')
+    return _timed(fields, fields.get("status") or next((t for t in tokens if STATUS_TOKEN.match(t)), None))
 
 
 # ---- a log_format given by the user (`--log-format`) ----
@@ -353,14 +355,7 @@ def _formatted_access(pattern: re.Pattern[str], text: str) -> Optional[tuple[flo
     if not m:
         return None
     fields = {k: v for k, v in m.groupdict().items() if v is not None}
-    status = fields.get("status", "")
-    if not status.isdigit():
-        return None
-    if "time_local" in fields:
-        parsed = _combined(0, f'- - - [{fields["time_local"]}] "-" {status} 0')
-        return (parsed[0], parsed[1], 1.0, int(status), fields) if parsed else None
-    when = _when(fields.get("msec") or fields.get("time_iso8601", ""))
-    return (when[0], when[1], when[2], int(status), fields) if when else None
+    return _timed(fields, fields.get("status", ""))
 
 
 # ---- either ----

@@ -117,6 +117,33 @@ def lost_ack(
     )
 
 
+def _sequential_over_path(net: NetnsPair, path, pcap: Path, connections: int, request: int, response: int,
+                          snaplen: int, settle: float):
+    """`connections` sequential clients over the delay line `path` (started), to a server that
+    accepts at once, while tcpdump writes `pcap`; `settle` s more for the last packets still on
+    the path; then the path stopped. (client output, capture, server counters before, start,
+    the path's counts, the client's SYNs sent again)."""
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    client_before = net.nstat(net.client_ns)
+    try:
+        server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "30")
+        try:
+            with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+                out = _client(net, "--count", str(connections), "--request", str(request), "--timeout", "10",
+                              "--deadline", "25")
+                # The client's last ACK and FIN are still on the path.
+                time.sleep(settle + 0.2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(3)
+        finally:
+            net.stop(server)
+    finally:
+        stats = path.stop_path()
+    syn_resends = _delta(client_before, net.nstat(net.client_ns), "TcpExtTCPSynRetrans")
+    return out, cap, before, started, stats, syn_resends
+
+
 def crossed_synack(
     net: NetnsPair,
     pcap: Path,
@@ -137,25 +164,8 @@ def crossed_synack(
     client sends no SYN twice, and only the server's SYN-ACK timer fires (one_way + step_cs > 1)."""
     path = _need_path(net)
     path.start_path(delay_cs=one_way, delay_sc=one_way, step_after=1 if step_cs else 0, step_cs=step_cs, deadline=40)
-    started = time.monotonic()
-    before = net.nstat(net.server_ns)
-    client_before = net.nstat(net.client_ns)
-    try:
-        server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "30")
-        try:
-            with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-                out = _client(net, "--count", str(connections), "--request", str(request), "--timeout", "10",
-                              "--deadline", "25")
-                # The client's last ACK and FIN are still on the path.
-                time.sleep(max(one_way, step_cs) + 0.2)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                server.wait(3)
-        finally:
-            net.stop(server)
-    finally:
-        stats = path.stop_path()
-    client_after = net.nstat(net.client_ns)
-    syn_resends = _delta(client_before, client_after, "TcpExtTCPSynRetrans")
+    done = _sequential_over_path(net, path, pcap, connections, request, response, snaplen, settle=max(one_way, step_cs))
+    out, cap, before, started, stats, syn_resends = done
     setup = [
         f"path: {path.path_settings} (RTT {2 * one_way:g} s"
         + (f", {one_way + step_cs:g} s after the SYN" if step_cs else "")
@@ -200,25 +210,9 @@ def lost_synack(
     net.run(net.server_ns, ["nft", "-f", "-"], input=rules)
     net.say("nftables in the server's output chain drops its first SYN-ACK")
     path.start_path(delay_cs=one_way, delay_sc=one_way, deadline=40)
-    started = time.monotonic()
-    before = net.nstat(net.server_ns)
-    client_before = net.nstat(net.client_ns)
-    try:
-        server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "30")
-        try:
-            with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-                out = _client(net, "--count", str(connections), "--request", str(request), "--timeout", "10",
-                              "--deadline", "25")
-                time.sleep(one_way + 0.2)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                server.wait(3)
-        finally:
-            net.stop(server)
-    finally:
-        stats = path.stop_path()
-    client_after = net.nstat(net.client_ns)
+    out, cap, before, started, stats, syn_resends = _sequential_over_path(
+        net, path, pcap, connections, request, response, snaplen, settle=one_way)
     seen, dropped = _nft_counters(net, net.server_ns, LOST_SYNACK_TABLE)
-    syn_resends = _delta(client_before, client_after, "TcpExtTCPSynRetrans")
     setup = [
         f"path: {path.path_settings} (RTT {2 * one_way:g} s)",
         f"server listen() backlog 128, accepts at once; client: {connections} sequential connections, {request}-byte "
