@@ -118,11 +118,13 @@ def lost_ack(
 
 
 def _sequential_over_path(net: NetnsPair, path, pcap: Path, connections: int, request: int, response: int,
-                          snaplen: int, settle: float):
-    """`connections` sequential clients over the delay line `path` (started), to a server that
-    accepts at once, while tcpdump writes `pcap`; `settle` s more for the last packets still on
-    the path; then the path stopped. (client output, capture, server counters before, start,
-    the path's counts, the client's SYNs sent again)."""
+                          snaplen: int, settle: float | None,
+                          client: tuple[str, ...] = ("--timeout", "10", "--deadline", "25")):
+    """`connections` sequential clients (peers.py client with `client`'s options) over the delay
+    line `path` (started), to a server that accepts at once, while tcpdump writes `pcap`;
+    `settle` s more (and 0.2) for the last packets still on the path, if given; then the path
+    stopped. (client output, capture, server counters before, start, the path's counts, the
+    client's SYNs sent again)."""
     started = time.monotonic()
     before = net.nstat(net.server_ns)
     client_before = net.nstat(net.client_ns)
@@ -130,10 +132,10 @@ def _sequential_over_path(net: NetnsPair, path, pcap: Path, connections: int, re
         server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "30")
         try:
             with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-                out = _client(net, "--count", str(connections), "--request", str(request), "--timeout", "10",
-                              "--deadline", "25")
-                # The client's last ACK and FIN are still on the path.
-                time.sleep(settle + 0.2)
+                out = _client(net, "--count", str(connections), "--request", str(request), *client)
+                if settle is not None:
+                    # The client's last ACK and FIN are still on the path.
+                    time.sleep(settle + 0.2)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.wait(3)
         finally:
@@ -392,20 +394,8 @@ def reordering(
         path.start_path(delay_cs=one_way, delay_sc=one_way, drop_every=every, deadline=40)
     else:
         path.start_path(delay_cs=one_way, delay_sc=one_way, hold_every=every, hold_for=hold_for, deadline=40)
-    started = time.monotonic()
-    before = net.nstat(net.server_ns)
-    try:
-        server = start_server(net, "--count", str(connections), "--response", str(response), "--deadline", "30")
-        try:
-            with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
-                out = _client(net, "--count", str(connections), "--request", str(request), "--pause", "0.1",
-                              "--deadline", "20")
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                server.wait(3)
-        finally:
-            net.stop(server)
-    finally:
-        stats = path.stop_path()
+    out, cap, before, started, stats, _ = _sequential_over_path(
+        net, path, pcap, connections, request, response, snaplen, settle=None, client=("--pause", "0.1", "--deadline", "20"))
     held, dropped = stats.get("held", []), stats.get("dropped", [])
     setup = [
         f"path: {path.path_settings}; the delay line {'dropped' if drop else 'held back'} "
