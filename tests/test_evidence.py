@@ -255,8 +255,8 @@ def _join(name: str, ss: bool = False) -> tuple[dict, dict]:
     error = ev.logs[0]
     items = [x for x in error.lines if x.kind in RIGHT_SHAPE]
     result = analysis.join_log([x.time for x in items], [0] * len(items), [x.upstream for x in items],
-                               [x.kind for x in items], [1.0], [None])
-    shapes = {items[pos].line: (items[pos].kind, shape) for pos, _id, _index, shape in result["ties"]}
+                               [None] * len(items), [x.kind for x in items], [1.0], [None])
+    shapes = {items[pos].line: (items[pos].kind, shape) for pos, _id, _index, shape, *_timings in result["ties"]}
     return d.to_json(), {"lines": items, "shapes": shapes}
 
 
@@ -348,7 +348,9 @@ def test_r15_json_has_evidence_and_proxy_log_per_connection() -> None:
     assert logs["lines"] == 34 and logs["matched"] == 34
     assert logs["by_kind"] == {"gateway_timeout": 17, "connect_timeout": 15, "read_timeout": 2}
     tied = [c["proxy_log"] for c in doc["connections"] if "proxy_log" in c]
-    assert {"file": base + ".error.log", "line": 1, "status": 504, "kind": "connect_timeout"} in tied
+    first = next(t for t in tied if t["file"] == base + ".error.log" and t["line"] == 1)
+    assert first["status"] == 504 and first["kind"] == "connect_timeout" and not first["exact"]
+    assert first["text"].startswith("20") and "while connecting to upstream" in first["text"]
     assert sum(1 for t in tied if t["file"].endswith("error.log")) == 17
 
 

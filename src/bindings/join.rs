@@ -19,13 +19,14 @@ pub fn join_log<'py>(
     times: Vec<f64>,
     files: Vec<u32>,
     upstreams: Vec<Option<String>>,
+    local_ports: Vec<Option<u16>>,
     kinds: Vec<String>,
     resolutions: Vec<f64>,
     zones: Vec<Option<f64>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let n = times.len();
-    if files.len() != n || upstreams.len() != n || kinds.len() != n {
-        return Err(pyo3::exceptions::PyValueError::new_err("times, files, upstreams and kinds differ in length"));
+    if files.len() != n || upstreams.len() != n || local_ports.len() != n || kinds.len() != n {
+        return Err(pyo3::exceptions::PyValueError::new_err("times, files, upstreams, local_ports and kinds differ in length"));
     }
     let mut lines = Vec::with_capacity(n);
     for i in 0..n {
@@ -42,6 +43,7 @@ pub fn join_log<'py>(
             time_ns: (times.get(i).copied().unwrap_or(0.0) * 1e9).round() as i64,
             resolution_ns: (resolution * 1e9).round() as i64,
             upstream,
+            local_port: local_ports.get(i).copied().flatten(),
             kind,
         }));
     }
@@ -69,7 +71,8 @@ pub fn join_log<'py>(
             if let Some(x) = tied.get_mut(t.candidate) {
                 *x = true;
             }
-            ties_out.append((line, c.id, c.index, c.shape.slug()))?;
+            let seconds = |ns: Option<i64>| ns.map(|n| n as f64 / 1e9);
+            ties_out.append((line, c.id, c.index, c.shape.slug(), seconds(c.connect_ns), seconds(c.first_byte_ns)))?;
         }
         let d = PyDict::new(py);
         d.set_item("ties", j.ties.len())?;

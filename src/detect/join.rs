@@ -7,7 +7,8 @@
 //! one connection of a matching shape on the same upstream whose give-up moment falls in the
 //! line's second, or, when the capture does not show that moment, which was still waiting then;
 //! lines are taken in time order and the earliest waiting connection first (a proxy's timeouts
-//! expire in the order the connections began).
+//! expire in the order the connections began). A line that names the proxy's source port ties
+//! to the connection from that port open in its second, whatever its shape.
 //!
 //! The log's clock is not the capture's: nginx writes local time with 1 s resolution. The
 //! offset is searched in steps of a quarter hour (time zones) among those that put the lines
@@ -49,12 +50,14 @@ pub enum LineKind {
     GatewayTimeout,
     /// An access-log 502 that does not say which failure.
     BadGateway,
+    /// The connect failed, without saying how (Envoy's `UF`: refused, timed out or reset).
+    ConnectFailure,
     /// An access-log line whose upstream answered.
     Answered,
 }
 
 impl LineKind {
-    pub const ALL: [LineKind; 9] = [
+    pub const ALL: [LineKind; 10] = [
         LineKind::ConnectTimeout,
         LineKind::ReadTimeout,
         LineKind::SendTimeout,
@@ -63,6 +66,7 @@ impl LineKind {
         LineKind::PrematureClose,
         LineKind::GatewayTimeout,
         LineKind::BadGateway,
+        LineKind::ConnectFailure,
         LineKind::Answered,
     ];
 
@@ -76,6 +80,7 @@ impl LineKind {
             LineKind::PrematureClose => "premature_close",
             LineKind::GatewayTimeout => "gateway_timeout",
             LineKind::BadGateway => "bad_gateway",
+            LineKind::ConnectFailure => "connect_failure",
             LineKind::Answered => "answered",
         }
     }
@@ -94,6 +99,7 @@ impl LineKind {
             LineKind::PrematureClose => shape == Shape::ServerClosed,
             LineKind::GatewayTimeout => matches!(shape, Shape::NoHandshake | Shape::Unanswered),
             LineKind::BadGateway => matches!(shape, Shape::Refused | Shape::Reset | Shape::ServerClosed),
+            LineKind::ConnectFailure => matches!(shape, Shape::NoHandshake | Shape::Refused),
             LineKind::Answered => shape == Shape::Answered,
         }
     }
@@ -143,7 +149,13 @@ pub struct Candidate {
     pub index: u32,
     pub id: u64,
     pub server: Endpoint,
+    /// The proxy's source port: a line that names it ties exactly.
+    pub client_port: u16,
     pub shape: Shape,
+    /// From the first SYN to the handshake's ACK (the proxy's connect() returned), and to the
+    /// server's first byte, when the capture shows them.
+    pub connect_ns: Option<i64>,
+    pub first_byte_ns: Option<i64>,
     pub first_ns: i64,
     pub last_ns: i64,
     /// When the client gave up or the exchange ended, if a packet shows it.
@@ -224,11 +236,16 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
         (None, Some(span)) => span,
         (None, None) => (c.last_time_ns, if ongoing { end_ns + AFTER_END_NS } else { c.last_time_ns + waited + 2 * NS }),
     };
+    let syn = c.syn_time_ns.get();
+    let since_syn = |t: Option<i64>| syn.zip(t).map(|(s, t)| t - s).filter(|d| *d >= 0);
     Some(Candidate {
         index,
         id: c.id,
         server: c.server,
+        client_port: c.client.port,
         shape,
+        connect_ns: since_syn(c.handshake_ack_time_ns.get()),
+        first_byte_ns: since_syn(server_data),
         first_ns: c.first_time_ns,
         last_ns: c.last_time_ns,
         end_ns: end,
@@ -245,6 +262,9 @@ pub struct Line {
     pub resolution_ns: i64,
     /// None: any upstream (an access log without `$upstream_addr`).
     pub upstream: Option<Endpoint>,
+    /// The proxy's source port when the line says it (HAProxy's `%bp`, Envoy's
+    /// `%UPSTREAM_LOCAL_ADDRESS%`): the tie is then exact, whatever the shape.
+    pub local_port: Option<u16>,
     pub kind: LineKind,
 }
 
@@ -293,16 +313,56 @@ fn groups(candidates: &[Candidate]) -> Vec<Group> {
     out
 }
 
+fn by_client_port(candidates: &[Candidate]) -> rustc_hash::FxHashMap<u16, Vec<usize>> {
+    let mut by: rustc_hash::FxHashMap<u16, Vec<usize>> = Default::default();
+    for (i, c) in candidates.iter().enumerate() {
+        by.entry(c.client_port).or_default().push(i);
+    }
+    by
+}
+
+/// The connection from the line's source port to its upstream that was open in the line's
+/// second (a port is used again by later connections: the one whose span holds the line, else
+/// the nearest within `SLACK_NS`).
+fn exact(
+    line: &Line, port: u16, start: i64, stop: i64, by_port: &rustc_hash::FxHashMap<u16, Vec<usize>>, candidates: &[Candidate],
+    taken: &[bool],
+) -> Option<usize> {
+    let mut best: Option<(i64, usize)> = None;
+    for &ci in by_port.get(&port)? {
+        let Some(c) = candidates.get(ci) else { continue };
+        if taken.get(ci).copied().unwrap_or(true) || line.upstream.is_some_and(|u| u != c.server) {
+            continue;
+        }
+        let (from, to) = (c.first_ns, c.latest_ns.max(c.last_ns));
+        let distance = if stop < from { from - stop } else if start > to { start - to } else { 0 };
+        if distance <= SLACK_NS && best.is_none_or(|(d, _)| distance < d) {
+            best = Some((distance, ci));
+        }
+    }
+    best.map(|(_, ci)| ci)
+}
+
 /// Ties lines to candidates for one clock offset (log minus capture). Lines in time order.
 fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64) -> Vec<Tie> {
     let base = candidates.iter().map(|c| c.earliest_ns).min().unwrap_or(0);
     let mut taken = vec![false; candidates.len()];
     let mut groups = groups(candidates);
+    let by_port = by_client_port(candidates);
     let mut ties = Vec::new();
     for &li in order {
         let Some(line) = lines.get(li) else { continue };
         let start = line.time_ns - offset_ns;
         let stop = start + line.resolution_ns;
+        if let Some(port) = line.local_port {
+            if let Some(ci) = exact(line, port, start, stop, &by_port, candidates, &taken) {
+                if let Some(t) = taken.get_mut(ci) {
+                    *t = true;
+                }
+                ties.push(Tie { line: li, candidate: ci });
+            }
+            continue;
+        }
         let mut best: Option<(i64, usize)> = None;
         for g in groups.iter_mut() {
             if !line.kind.fits(g.shape) || line.upstream.is_some_and(|u| u != g.server) {
@@ -407,7 +467,10 @@ mod tests {
             index,
             id: index as u64,
             server: upstream(),
+            client_port: 40_000 + index as u16,
             shape,
+            connect_ns: None,
+            first_byte_ns: None,
             first_ns: ns(first_s),
             last_ns: ns(last_s),
             end_ns: end_s.map(ns),
@@ -417,7 +480,7 @@ mod tests {
     }
 
     fn line(second: i64, kind: LineKind) -> Line {
-        Line { time_ns: second * NS, resolution_ns: NS, upstream: Some(upstream()), kind }
+        Line { time_ns: second * NS, resolution_ns: NS, upstream: Some(upstream()), local_port: None, kind }
     }
 
     // ---- Tests for lines whose moment the capture shows ----
@@ -477,6 +540,40 @@ mod tests {
         c.latest_ns = 106_900_000_000;
         assert_eq!(join(&[line(103, LineKind::ReadTimeout)], &[c], Some(0), (99 * NS, 108 * NS)).ties.len(), 1);
         assert!(join(&[line(108, LineKind::ReadTimeout)], &[c], Some(0), (99 * NS, 110 * NS)).ties.is_empty());
+    }
+
+    // ---- Tests for lines that name the proxy's source port ----
+
+    #[test]
+    fn test_source_port_ties_exactly_whatever_the_order() {
+        // Two connect timeouts waiting at once: ports tie each line to its own connection,
+        // though the earliest-first rule would pick the other.
+        let c = [cand(0, Shape::NoHandshake, 100.0, 101.0, None), cand(1, Shape::NoHandshake, 100.1, 101.1, None)];
+        let mut l = line(102, LineKind::ConnectTimeout);
+        l.local_port = Some(40_001);
+        let j = join(&[l], &c, Some(0), (100 * NS, 110 * NS));
+        assert_eq!(j.ties, vec![Tie { line: 0, candidate: 1 }]);
+    }
+
+    #[test]
+    fn test_source_port_ties_a_line_whose_kind_the_capture_contradicts() {
+        // The log says connect timeout; the capture shows an answer: tied all the same, for the
+        // finding to weigh.
+        let c = [cand(0, Shape::Answered, 100.0, 100.5, Some(100.5))];
+        let mut l = line(100, LineKind::ConnectTimeout);
+        l.local_port = Some(40_000);
+        assert_eq!(join(&[l], &c, Some(0), (100 * NS, 110 * NS)).ties.len(), 1);
+    }
+
+    #[test]
+    fn test_source_port_used_again_ties_the_connection_open_then() {
+        let mut c = [cand(0, Shape::Answered, 100.0, 100.5, Some(100.5)), cand(1, Shape::Answered, 200.0, 200.5, Some(200.5))];
+        c[1].client_port = 40_000;
+        let mut l = line(200, LineKind::Answered);
+        l.local_port = Some(40_000);
+        assert_eq!(join(&[l], &c, Some(0), (100 * NS, 210 * NS)).ties, vec![Tie { line: 0, candidate: 1 }]);
+        l.time_ns = 150 * NS;
+        assert!(join(&[l], &c, Some(0), (100 * NS, 210 * NS)).ties.is_empty());
     }
 
     #[test]

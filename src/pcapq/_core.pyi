@@ -51,7 +51,7 @@ SeriesKind = Literal["syn", "synack", "data"]
 PacketRole = Literal["syn", "synack", "handshake_ack", "ack", "data", "retransmit", "fin", "rst"]
 LogKind = Literal[
     "connect_timeout", "read_timeout", "send_timeout", "refused", "reset", "premature_close", "gateway_timeout",
-    "bad_gateway", "answered",
+    "bad_gateway", "connect_failure", "answered",
 ]
 LogShape = Literal["no_handshake", "unanswered", "refused", "reset", "server_closed", "answered"]
 IcmpKind = Literal[
@@ -267,17 +267,21 @@ class Analysis:
         times: list[float],
         files: list[int],
         upstreams: list[str | None],
+        local_ports: list[int | None],
         kinds: list[str],
         resolutions: list[float],
         zones: list[float | None],
     ) -> dict[str, Any]:
         """Ties log lines to the connections they describe (docs/evidence.md). Line i is at
         times[i] (epoch seconds on the log's clock, read as UTC), in file files[i], about
-        upstream upstreams[i] (an endpoint, or None for any), of kind kinds[i] (a LogKind). Per
+        upstream upstreams[i] (an endpoint, or None for any), from the proxy's source port
+        local_ports[i] (None: not said; said, the tie is exact), of kind kinds[i] (a LogKind). Per
         file: resolutions[file] (seconds a line's time stands for) and zones[file] (log clock
         minus UTC when the file says so; None: searched by quarter hours).
 
-        Returns: {"ties": [(line, connection id, connection index, LogShape)], "files": [{"ties",
+        Returns: {"ties": [(line, connection id, connection index, LogShape, connect, first
+        byte)] (seconds from the first SYN to the handshake's ACK and to the server's first
+        byte, or None), "files": [{"ties",
         "zone", "zone_searched", "skew", "skew_pairs"}], "silent": {LogShape: {"count", "ids"}}
         (failed connections no line describes), "capture": (first, last)}.
 

@@ -17,9 +17,9 @@ from typing import Optional
 from pcapq.causes import syns_filtered, unix_socket_overflow
 from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, listener_for, movement, read_counters, read_ss
 from pcapq.evidence.nginx_conf import NginxConf, NginxConfError, read_nginx_conf
-from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, compile_log_format, read_log
+from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, LogLine, compile_log_format, read_log
 
-__all__ = ["Evidence", "EvidenceError", "read", "apply"]
+__all__ = ["Evidence", "EvidenceError", "Ties", "read", "apply", "tie_connections"]
 
 # Failed connections no line describes, shown at most.
 SILENT_SHOWN = 10
@@ -207,31 +207,59 @@ def apply(analysis, diagnosis, ev: Evidence) -> None:
     diagnosis.evidence = section
 
 
-def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
+@dataclass
+class Ties:
+    """The logs' lines tied to the capture's connections (`tie_connections`)."""
+    result: dict
+    """`Analysis.join_log`'s answer."""
+    items: list[tuple[int, LogLine]]
+    """(file index, line) of every line offered to the join, in the order the ties refer to."""
+    by_id: dict[int, dict]
+    """Connection id -> its `proxy_log` note (the JSON field of docs/json.md)."""
+    tied_lines: set[tuple[int, int]]
+    """(file index, line number) of each tied line."""
+
+
+def tie_connections(analysis, logs: list[LogFile]) -> Ties:
+    """Ties the lines of `logs` to the connections of `analysis` (in the core) and notes each
+    tied connection's `proxy_log` in its JSON record."""
     from pcapq._core import VOCABULARY
 
     joinable = set(VOCABULARY["log_kinds"])
-    items = [(fi, line) for fi, log in enumerate(ev.logs) for line in log.lines if line.kind in joinable]
+    items = [(fi, line) for fi, log in enumerate(logs) for line in log.lines if line.kind in joinable]
     result = analysis.join_log(
         [line.time for _, line in items],
         [fi for fi, _ in items],
         [line.upstream for _, line in items],
+        [line.local_port for _, line in items],
         [line.kind for _, line in items],
-        [log.resolution for log in ev.logs],
-        [log.zone for log in ev.logs],
+        [log.resolution for log in logs],
+        [log.zone for log in logs],
     )
-    notes: dict[int, dict] = {}
     tied_lines: set[tuple[int, int]] = set()
     by_id: dict[int, dict] = {}
-    for position, conn_id, _index, shape in result["ties"]:
+    for position, conn_id, _index, shape, connect, first_byte in result["ties"]:
         fi, line = items[position]
         tied_lines.add((fi, line.line))
-        note = {"file": ev.logs[fi].path, "line": line.line, "status": line.status or STATUS.get(line.kind),
-                "kind": line.kind}
+        note = {"file": logs[fi].path, "line": line.line, "status": line.status or STATUS.get(line.kind),
+                "kind": line.kind, "text": line.text, "exact": line.local_port is not None}
+        if line.timings:
+            note["timings"] = line.timings
+        if connect is not None or first_byte is not None:
+            note["capture"] = {"connect": connect, "first_byte": first_byte}
         # An error-log line says more than an access-log line about the same connection.
-        if conn_id not in by_id or ev.logs[fi].format == "error":
+        if conn_id not in by_id or logs[fi].format == "error":
             by_id[conn_id] = note
     analysis.note_connections({i: json.dumps({"proxy_log": n}) for i, n in by_id.items()})
+    return Ties(result, items, by_id, tied_lines)
+
+
+def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
+    ties = tie_connections(analysis, ev.logs)
+    result, by_id, tied_lines = ties.result, ties.by_id, ties.tied_lines
+    from pcapq._core import VOCABULARY
+
+    joinable = set(VOCABULARY["log_kinds"])
     for f in diagnosis.every_finding():
         # Over the tied connections (as many as lines), not the finding's.
         kinds = Counter(by_id[i]["kind"] for i in sorted(by_id.keys() & f.connections))

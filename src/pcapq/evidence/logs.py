@@ -21,6 +21,7 @@ from pcapq.evidence.haproxy import haproxy_line
 # Kinds no TCP connection of the capture can show: counted, never tied.
 UNTIED_KINDS = ("no_live_upstreams", "unix_eagain", "unix_refused", "unix_missing", "unix_other", "other")
 UNREADABLE_KEPT = 5
+TEXT_KEPT = 300
 
 # What nginx returns for each kind (ngx_http_upstream_next(): timeouts 504, the rest 502).
 STATUS = {
@@ -42,6 +43,14 @@ class LogLine:
     status: Optional[int] = None
     socket: Optional[str] = None
     """A unix socket's path."""
+    local_port: Optional[int] = None
+    """The proxy's source port toward the upstream, when the line says it (HAProxy's `%bp`,
+    Envoy's `%UPSTREAM_LOCAL_ADDRESS%`): the tie is then exact."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """This attempt's seconds as the proxy measured them: `connect` (the upstream's connect()),
+    `header` (to the response's first byte, from the attempt's start), `response`, `total`."""
+    text: str = ""
+    """The line as written (its first `TEXT_KEPT` characters)."""
 
 
 @dataclass
@@ -158,15 +167,33 @@ def _field(fields: dict[str, str], what: str) -> Optional[str]:
     return None
 
 
-def _attempts(addr: Optional[str], status: Optional[str], connect: Optional[str]) -> list[tuple[Optional[str], Optional[str], Optional[str]]]:
-    """One entry per upstream tried ("10.0.0.2:9000, 10.0.0.3:9000" and "502, 504")."""
-    def split(v: Optional[str]) -> list[str]:
-        return [p.strip() for p in re.split(r"[,:] (?=\S)", v)] if v else []
+def _split(value: Optional[str]) -> list[str]:
+    """The attempts of an upstream variable: "10.0.0.2:9000, 10.0.0.3:9000 : 10.0.0.4:9000"
+    (a comma between servers of one group, a colon between groups)."""
+    return [p.strip() for p in re.split(r"[,:] (?=\S)", value)] if value else []
 
-    addrs, statuses, connects = split(addr), split(status), split(connect)
+
+def _seconds(value: Optional[str]) -> Optional[float]:
+    try:
+        return float(value) if value not in (None, "", "-") else None
+    except ValueError:
+        return None
+
+
+def _attempts(fields: dict[str, str]) -> list[tuple[Optional[str], Optional[str], Optional[str], dict[str, float]]]:
+    """(upstream, status, connect time, timings) of each upstream the request tried."""
+    addrs, statuses = _split(_field(fields, "addr")), _split(_field(fields, "status"))
+    timed = {what: _split(_field(fields, what)) for what in ("connect", "header", "response")}
     n = max(len(addrs), len(statuses), 1)
-    return [(addrs[i] if i < len(addrs) else None, statuses[i] if i < len(statuses) else None,
-             connects[i] if i < len(connects) else None) for i in range(n)]
+
+    def at(values: list[str], i: int) -> Optional[str]:
+        return values[i] if i < len(values) else None
+
+    out = []
+    for i in range(n):
+        timings = {what: t for what, values in timed.items() if (t := _seconds(at(values, i))) is not None}
+        out.append((at(addrs, i), at(statuses, i), at(timed["connect"], i), timings))
+    return out
 
 
 def access_kind(status: Optional[int], connect: Optional[str], knows_connect: bool) -> Optional[str]:
@@ -194,14 +221,14 @@ def _upstream_endpoint(addr: Optional[str]) -> tuple[Optional[str], Optional[str
 
 
 def _access_items(number: int, when: float, request_status: int, fields: dict[str, str], fmt_has_upstream: bool) -> list[LogLine]:
-    addr, ustatus, connect = _field(fields, "addr"), _field(fields, "status"), _field(fields, "connect")
+    ustatus = _field(fields, "status")
     knows_connect = any(k in fields for k in KEYS["connect"])
     if not fmt_has_upstream:
         kind = access_kind(request_status, None, False)
         return [LogLine(number, when, kind, None, request_status)] if kind else []
     items = []
-    attempts = _attempts(addr, ustatus, connect)
-    for i, (a, s, c) in enumerate(attempts):
+    attempts = _attempts(fields)
+    for i, (a, s, c, timings) in enumerate(attempts):
         # Without $upstream_status, the request's status is its last attempt's.
         last = i == len(attempts) - 1 and ustatus is None
         status = int(s) if s and s.isdigit() else (request_status if (a in (None, "-") or last) and s is None else None)
@@ -215,7 +242,7 @@ def _access_items(number: int, when: float, request_status: int, fields: dict[st
             kind = "unix_other" if kind != "answered" else "answered"
             if kind == "answered":
                 continue
-        items.append(LogLine(number, when, kind, endpoint, status, socket))
+        items.append(LogLine(number, when, kind, endpoint, status, socket, timings=timings))
     return items
 
 
@@ -443,6 +470,8 @@ def read_log(path: str, log_format: Optional[str] = None) -> LogFile:
             if len(log.unreadable_examples) < UNREADABLE_KEPT:
                 log.unreadable_examples.append((number, text[:120]))
             continue
+        for item in items:
+            item.text = text[:TEXT_KEPT]
         log.lines.extend(items)
     if fmt == "combined" and upstream_seen:
         log.format = "combined+upstream"
