@@ -304,3 +304,32 @@ def test_parquet_into_a_directory_that_cannot_be_made_exits_74(tmp_path: Path) -
     proc = pcapq("analyze", "--format", "parquet", "-o", f"{blocker}/sub/", str(CAPTURES / "healthy.pcap"))
     assert proc.returncode == 74
     assert proc.stderr.startswith("pcapq: cannot make the directory") and proc.stderr.count("\n") == 1
+
+
+def test_parquet_proxy_log_columns_are_the_json_proxy_log(tmp_path: Path) -> None:
+    # nginx's error and access logs beside a real overflow: the tied line of each connection,
+    # in the table as in the JSON document.
+    base = CAPTURES / "nginx_php_fpm"
+    logs = ["--log", f"{base}.error.log", "--log", f"{base}.access.log"]
+    doc = json.loads(pcapq("analyze", *logs, "--format", "json", f"{base}.pcap").stdout)
+    expected = {c["id"]: c["proxy_log"] for c in doc["connections"] if "proxy_log" in c}
+    assert len(expected) >= 20
+    out = tmp_path / "c.parquet"
+    proc = pcapq("analyze", *logs, "--format", "parquet", "-o", str(out), f"{base}.pcap")
+    assert proc.returncode in (0, 1), proc.stderr
+    table = pq.read_table(out).to_pylist()
+    got = {r["id"]: r for r in table if r["proxy_log_file"] is not None}
+    assert got.keys() == expected.keys()
+    for i, note in expected.items():
+        row = got[i]
+        assert (row["proxy_log_file"], row["proxy_log_line"], row["proxy_log_kind"], row["proxy_log_status"],
+                row["proxy_log_exact"], row["proxy_log_text"]) == (
+            note["file"], note["line"], note["kind"], note["status"], note["exact"], note["text"])
+    assert all(r["proxy_log_kind"] is None for r in table if r["id"] not in expected)
+
+
+def test_parquet_without_logs_has_null_proxy_log_columns(tmp_path: Path) -> None:
+    out = tmp_path / "c.parquet"
+    assert pcapq("analyze", "--format", "parquet", "-o", str(out), str(CAPTURES / "healthy.pcap")).returncode == 0
+    rows = pq.read_table(out).to_pylist()
+    assert rows and all(r["proxy_log_line"] is None and r["proxy_log_text"] is None for r in rows)

@@ -882,7 +882,13 @@ fn write_parquet(py: Python<'_>, target: std::path::PathBuf, points: Vec<(Py<Ana
         }
         let findings: Vec<parquet::Finding> =
             serde_json::from_str(findings).map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("findings: {e}")))?;
-        tables.push(parquet::Point { analysis: &mut analysis.inner, name: name.clone(), findings });
+        // The proxy log's line of each connection (`note_connections`).
+        let proxy_logs = analysis
+            .notes
+            .iter()
+            .filter_map(|(&id, fields)| Some((id, serde_json::from_value(fields.get("proxy_log")?.clone()).ok()?)))
+            .collect();
+        tables.push(parquet::Point { analysis: &mut analysis.inner, name: name.clone(), findings, proxy_logs });
     }
     let where_to = if directory { parquet::Target::Directory(&target) } else { parquet::Target::File(&target) };
     let written = catch(|| parquet::write(&mut tables, where_to))?;

@@ -23,7 +23,7 @@ use crate::flow::{Connection, Detail, Side};
 
 /// The version of the tables' schema, in each file's key-value metadata (`pcapq.schema_version`).
 /// Later versions only add columns.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Rows per row group: a group is held twice while it is written (the rows, then the columns),
 /// about 15 MB of connections.
@@ -58,12 +58,27 @@ pub struct FindingConnections {
     pub ids: Vec<u64>,
 }
 
-/// One capture point's analysis, its name, and its findings in precedence order: a connection
-/// claimed by several findings gets the cause of the first.
+/// The proxy's log line tied to a connection (the JSON's `proxy_log`, docs/evidence.md).
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct ProxyLog {
+    pub file: String,
+    pub line: u32,
+    pub kind: String,
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub exact: bool,
+}
+
+/// One capture point's analysis, its name, its findings in precedence order (a connection
+/// claimed by several findings gets the cause of the first), and the proxy log's line of each
+/// connection a log line was tied to.
 pub struct Point<'a> {
     pub analysis: &'a mut Analysis,
     pub name: String,
     pub findings: Vec<Finding>,
+    pub proxy_logs: FxHashMap<u64, ProxyLog>,
 }
 
 /// Which tables to write.
@@ -84,10 +99,13 @@ pub fn write(points: &mut [Point<'_>], target: Target<'_>) -> io::Result<()> {
     let mut events = more.map(|dir| Table::create(&dir.join("events.parquet"), "events", event_columns)).transpose()?;
     for point in points.iter_mut() {
         let claims = claims(&point.findings);
+        let proxy_logs = &point.proxy_logs;
         let end_ns = point.analysis.end_ns();
         let name: Arc<str> = Arc::from(point.name.as_str());
         point.analysis.for_each_connection(|c| {
-            connections.push(connection_row(&name, c, end_ns, claims.get(&c.id).copied()))?;
+            let mut row = connection_row(&name, c, end_ns, claims.get(&c.id).copied());
+            row.proxy_log = proxy_logs.get(&c.id).cloned();
+            connections.push(row)?;
             if let Some(events) = &mut events {
                 for e in &c.events {
                     events.push(event_row(&name, c, e))?;
@@ -241,6 +259,7 @@ struct ConnectionRow {
     sides: [crate::flow::connection::DirectionCounts; 2],
     added_latency_ns: i64,
     cause: Option<String>,
+    proxy_log: Option<ProxyLog>,
 }
 
 fn connection_row(capture_point: &Arc<str>, c: &Connection, end_ns: i64, cause: Option<&str>) -> ConnectionRow {
@@ -277,6 +296,7 @@ fn connection_row(capture_point: &Arc<str>, c: &Connection, end_ns: i64, cause: 
         sides: c.counts,
         added_latency_ns: verdict.added_latency_ns,
         cause: cause.map(str::to_string),
+        proxy_log: None,
     }
 }
 
@@ -335,6 +355,12 @@ fn connection_columns(rows: &[ConnectionRow]) -> Vec<Column> {
         ("server_rst", bools(rows.iter().map(|r| r.sides[server].rst)), false),
         ("added_latency", f64s(rows.iter().map(|r| seconds(r.added_latency_ns))), false),
         ("cause", optional_strings(rows.iter().map(|r| r.cause.as_deref())), true),
+        ("proxy_log_file", optional_strings(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.file.as_str()))), true),
+        ("proxy_log_line", Arc::new(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.line)).collect::<UInt32Array>()), true),
+        ("proxy_log_kind", optional_strings(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.kind.as_str()))), true),
+        ("proxy_log_status", Arc::new(rows.iter().map(|r| r.proxy_log.as_ref().and_then(|p| p.status)).collect::<UInt16Array>()), true),
+        ("proxy_log_exact", Arc::new(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.exact)).collect::<BooleanArray>()), true),
+        ("proxy_log_text", optional_strings(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.text.as_str()))), true),
     ]
 }
 
