@@ -255,7 +255,7 @@ def _join(name: str, ss: bool = False) -> tuple[dict, dict]:
     error = ev.logs[0]
     items = [x for x in error.lines if x.kind in RIGHT_SHAPE]
     result = analysis.join_log([x.time for x in items], [0] * len(items), [x.upstream for x in items],
-                               [None] * len(items), [x.kind for x in items], [1.0], [None])
+                               [None] * len(items), [(None, None)] * len(items), [x.kind for x in items], [1.0], [None])
     shapes = {items[pos].line: (items[pos].kind, shape) for pos, _id, _index, shape, *_timings in result["ties"]}
     return d.to_json(), {"lines": items, "shapes": shapes}
 
@@ -387,6 +387,30 @@ def test_a_log_that_cannot_be_read_is_a_warning_and_the_report_goes_on(tmp_path:
     assert "No failures found" in r.stdout and "Traceback" not in r.output
 
 
+def test_a_log_of_another_day_is_a_warning_and_ties_nothing(tmp_path: Path) -> None:
+    # The shipped error log moved a day back: no time zone puts it over the capture.
+    base = CAPTURES / "nginx_php_fpm"
+    lines = (base.with_suffix(".error.log")).read_text().splitlines()
+    moved = [re.sub(r"^(\d{4})/(\d\d)/(\d\d)", lambda m: f"{m[1]}/{m[2]}/{int(m[3]) - 1:02d}", x) for x in lines]
+    old = write(tmp_path, "old.error.log", "\n".join(moved) + "\n")
+    r = invoke("--format", "json", "--log", old, str(base.with_suffix(".pcap")))
+    assert r.exit_code == ExitCode.PROBLEMS, r.output
+    assert r.stderr.count("\n") == 1 and "none can be about the capture's connections" in r.stderr, r.stderr
+    logs = json.loads(r.stdout)["evidence"]["logs"]
+    assert logs["matched"] == 0 and logs["files"][0]["warning"].startswith(old)
+
+
+def test_truncated_and_garbled_lines_are_counted_and_the_rest_tied(tmp_path: Path) -> None:
+    base = CAPTURES / "nginx_php_fpm"
+    lines = (base.with_suffix(".error.log")).read_text().splitlines()
+    mixed = [lines[0][:25], "\x00\x7f\ufffd garbage", *lines[1:], lines[-1][:40]]
+    log = write(tmp_path, "mixed.error.log", "\n".join(mixed) + "\n")
+    r = invoke("--format", "json", "--log", log, str(base.with_suffix(".pcap")))
+    assert r.exit_code == ExitCode.PROBLEMS and "Traceback" not in r.output, r.output
+    f = json.loads(r.stdout)["evidence"]["logs"]["files"][0]
+    assert f["unreadable"] == 3 and f["matched"] == f["upstream_lines"] == len(lines) - 1, f
+
+
 def test_missing_evidence_file_and_three_nstat(tmp_path: Path) -> None:
     r = invoke("--log", str(tmp_path / "nope.log"), str(CAPTURES / "healthy.pcap"))
     assert r.exit_code == ExitCode.OK and "cannot read the log" in r.stderr
@@ -477,7 +501,7 @@ def test_r15_fresh_lab_run_ties_its_logs(tmp_path: Path, scenario: str) -> None:
 # Access logs as production nginx writes them: three log_formats of its own.
 CUSTOM_FORMATS = {
     "key_value": "'$msec $status rt=$request_time ua=$upstream_addr us=$upstream_status uct=$upstream_connect_time "
-                 "urt=$upstream_response_time'",
+                 "uht=$upstream_header_time urt=$upstream_response_time'",
     "json": "escape=json '{\"msec\":\"$msec\",\"status\":\"$status\",\"upstream_addr\":\"$upstream_addr\","
             "\"upstream_status\":\"$upstream_status\",\"upstream_connect_time\":\"$upstream_connect_time\"}'",
     "log_format": "'$time_iso8601|$status|$upstream_addr|$upstream_connect_time|$upstream_response_time|$request'",
@@ -516,6 +540,14 @@ def test_real_nginx_access_logs_of_its_own_format_are_tied(tmp_path: Path, read_
     assert logs["lines"] and logs["matched"] / logs["lines"] >= 0.95, logs
     (f,) = [f for f in d.findings if f.cause == "accept_queue_overflow"]
     assert any("proxy log" in s for s in f.confirmed_by), f.confirmed_by
+    if read_as in ("key_value", "json"):
+        # nginx's own connect (and header) times agree with the handshakes (and first bytes) of
+        # the connections their lines were tied to: every answered request tied right.
+        measures = ("connect", "header") if read_as == "key_value" else ("connect",)
+        for measure in measures:
+            c = logs["timings"][measure]
+            assert c["pairs"] >= 10 and c["agree"] == c["pairs"], (measure, c)
+        assert any("connect times agree" in s for s in f.confirmed_by), f.confirmed_by
 
 
 # HAProxy's log lines, from its configuration manual's examples (8.2.2, 8.2.3) and the states of
@@ -531,7 +563,7 @@ def test_real_nginx_access_logs_of_its_own_format_are_tied(tmp_path: Path, read_
     ('10.0.1.2:33320 [06/Feb/2009:12:14:10.000] http-in app/srv1 0/0/1/-1/30001 504 194 - - sH-- 1/1/1/1/0 0/0 '
      '"GET / HTTP/1.1"', (40.001, "read_timeout", 504)),
     ('10.0.1.2:33321 [06/Feb/2009:12:14:10.000] http-in app/srv1 0/0/1/-1/5 502 204 - - SH-- 1/1/1/1/0 0/0 '
-     '"GET / HTTP/1.1"', (10.005, "premature_close", 502)),
+     '"GET / HTTP/1.1"', (10.005, "upstream_closed", 502)),
     ("10.0.1.2:33322 [06/Feb/2009:12:14:10.000] fnt bck/<NOSRV> 0/-1/0 0 SC 0/0/0/0/0 0/0", (10.0, "no_live_upstreams", None)),
     ("10.0.1.2:33323 [06/Feb/2009:12:14:10.000] fnt bck/srv1 0/1/900 0 CD 0/0/0/0/0 0/0", (10.9, None, None)),
 ])
@@ -540,8 +572,68 @@ def test_haproxy_lines_say_when_and_how_the_upstream_failed(text: str, expected:
 
     from pcapq.evidence.haproxy import haproxy_line
 
-    when, kind, status = haproxy_line(text)
-    assert (round(when - calendar.timegm((2009, 2, 6, 12, 14, 0, 0, 0, 0)), 3), kind, status) == expected
+    s = haproxy_line(text)
+    assert (round(s.time - calendar.timegm((2009, 2, 6, 12, 14, 0, 0, 0, 0)), 3), s.kind, s.status) == expected
+
+
+# A custom log-format (8.2.4): the backend connection's source and target, dates with a zone
+# or as a timestamp, quoted fields, a syslog prefix.
+@pytest.mark.parametrize("log_format, text, expected", [
+    ("%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %bi:%bp %si:%sp %{+Q}r",
+     'Nov 28 21:10:35 lb haproxy[7]: 127.0.0.1:34262 [28/Nov/2026:21:10:35.696] in app/app1 0/0/-1/-1/2001 503 217 '
+     'sC-- 10/10/9/9/0 0/0 10.231.1.1:38284 10.231.1.2:9000 "GET / HTTP/1.0"',
+     (37.697, None, "connect_timeout", 503, "10.231.1.2:9000", 38284, {"total": 2.001})),
+    ("%Ts.%ms %b/%s %bi:%bp %si:%sp %Tc/%Tr/%Tt %ts %ST",
+     "1795900235.100 app/app1 10.0.0.1:40001 10.0.0.2:9000 1/30/31 -- 200",
+     (35.131, 0.0, "answered", 200, "10.0.0.2:9000", 40001, {"connect": 0.001, "header": 0.031, "total": 0.031})),
+    ("%{+Q}o %T %b %s %si %sp %bp %Tt %ts",
+     '"28/Nov/2026:22:10:35 +0100" "app" "app1" "fd00::2" "8080" "40002" "3000" "sD"',
+     (35 + 3.0 - 3600 + 3600, 3600.0, "read_timeout", None, "[fd00::2]:8080", 40002, {"total": 3.0})),
+])
+def test_haproxy_custom_log_format_names_the_connection(log_format: str, text: str, expected: tuple) -> None:
+    import calendar
+
+    from pcapq.evidence.haproxy import compile_haproxy_format, haproxy_line
+
+    s = haproxy_line(text, compile_haproxy_format(log_format))
+    base = 1795900200 if "Ts" in log_format else calendar.timegm((2026, 11, 28, 21, 10, 0, 0, 0, 0)) + (3600 if "%T " in log_format else 0)
+    assert s is not None
+    assert (round(s.time - base, 3), s.zone, s.kind, s.status, s.upstream, s.local_port, s.timings) == expected
+
+
+def test_haproxy_log_format_without_a_date_is_a_usage_error() -> None:
+    from pcapq.evidence import EvidenceError
+
+    with pytest.raises(EvidenceError, match="no date"):
+        read((), log_format="%ci:%cp %b/%s %ts")
+
+
+def test_haproxy_cfg_gives_format_servers_and_timeouts(tmp_path: Path) -> None:
+    from pcapq.evidence.haproxy_cfg import read_haproxy_cfg
+
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(
+        "global\n    log stdout format raw local0\n"
+        "defaults\n    mode http\n    timeout connect 5000\n    timeout server 30s  # the answer\n"
+        'frontend web\n    bind :80\n    log-format "%ci:%cp\\ [%tr] %b/%s %ts %bi:%bp"\n    default_backend app\n'
+        "backend app\n    server a1 10.0.0.2:9000 check\n    server a2 [fd00::2]:9000\n    server a3 app3.internal:9000\n"
+    )
+    got = read_haproxy_cfg(str(cfg))
+    assert got.custom_format() == "%ci:%cp [%tr] %b/%s %ts %bi:%bp"
+    assert got.servers == {("app", "a1"): "10.0.0.2:9000", ("app", "a2"): "[fd00::2]:9000"}
+    assert got.timeouts == {"connect": (5.0, "timeout connect 5000"), "read": (30.0, "timeout server 30s")}
+
+
+def test_haproxy_cfg_with_two_server_timeouts_states_neither(tmp_path: Path) -> None:
+    from pcapq.evidence.haproxy_cfg import read_haproxy_cfg
+
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text("defaults\n    option tcplog\nbackend a\n    timeout server 3s\nbackend b\n    timeout server 5s\n")
+    assert read_haproxy_cfg(str(cfg)).timeouts == {}
+    (tmp_path / "nginx.conf").write_text("events {}\n")
+    from pcapq.evidence import EvidenceError
+    with pytest.raises(EvidenceError, match="no HAProxy section"):
+        read((), haproxy_cfg=str(tmp_path / "nginx.conf"))
 
 
 @pytest.mark.kernel
@@ -562,6 +654,79 @@ def test_real_haproxy_log_is_tied_and_confirms_the_findings(tmp_path: Path) -> N
     assert logs["lines"] >= 5 and logs["matched"] / logs["lines"] >= 0.95, logs
     assert d.findings and all(any("proxy log" in s for s in f.confirmed_by) for f in d.findings), \
         [(f.cause, f.confirmed_by) for f in d.findings]
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(("ip", "tcpdump", "nstat", "ss", "haproxy")) is not None,
+                    reason=str(unavailable_reason(("ip", "tcpdump", "nstat", "ss", "haproxy"))))
+def test_real_haproxy_log_with_source_ports_ties_every_line_exactly(tmp_path: Path) -> None:
+    # HTTP mode, a log-format with %bi:%bp: each line names its connection's source port.
+    from pcapq.lab.runner import run_scenario
+
+    pcap = tmp_path / "hx.pcap"
+    result = run_scenario("haproxy_http_overflow", pcap)
+    assert result.problems == []
+    analysis = pcapq.analyze([str(pcap)])
+    d = diagnose(analysis)
+    ev = read((str(tmp_path / "hx.haproxy.log"),), haproxy_cfg=str(tmp_path / "hx.haproxy.cfg"))
+    assert not ev.warnings and [log.format for log in ev.logs] == ["haproxy"]
+    apply(analysis, d, ev)
+    logs = d.evidence["logs"]
+    assert logs["lines"] >= 5 and logs["matched"] == logs["lines"] == logs["files"][0]["exact"], logs
+    ports = {c["id"]: int(c["client"].rsplit(":", 1)[1]) for c in analysis.connections()}
+    said = {line.line: line.local_port for line in ev.logs[0].lines}
+    from pcapq.evidence import tie_connections
+
+    tied = tie_connections(pcapq.analyze([str(pcap)]), ev.logs).by_id
+    assert len(tied) == logs["lines"] and all(note["exact"] and said[note["line"]] == ports[i] for i, note in tied.items())
+    assert d.findings and all(any("proxy log" in s for s in f.confirmed_by) for f in d.findings), \
+        [(f.cause, f.confirmed_by) for f in d.findings]
+
+
+# HAProxy in front of an upstream that refuses (no listener: SC) or resets each request unanswered
+# (SO_LINGER 0 after reading it: SD in TCP mode, SH in HTTP mode), with tcplog or the log-format
+# that names the source port.
+HAPROXY_FAILURES = {
+    "refused": (dict(server_options=None), "refused", "closed_port"),
+    "reset": (dict(server_options=("--rst-before-reply", "--threads"), accept_delay=0.0, backlog=16), "upstream_closed",
+              "server_closed"),
+}
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(unavailable_reason(("ip", "tcpdump", "nstat", "ss", "haproxy")) is not None,
+                    reason=str(unavailable_reason(("ip", "tcpdump", "nstat", "ss", "haproxy"))))
+@pytest.mark.parametrize("mode", ["tcp", "http"])
+@pytest.mark.parametrize("failure", list(HAPROXY_FAILURES))
+def test_real_haproxy_refused_and_reset_upstreams_are_tied(tmp_path: Path, failure: str, mode: str) -> None:
+    import dataclasses
+
+    from pcapq.lab import scenarios
+    from pcapq.lab.catalog import SCENARIOS
+    from pcapq.lab.runner import run_scenario
+
+    options, kind, cause = HAPROXY_FAILURES[failure]
+    name = f"haproxy_{failure}_{mode}"
+    SCENARIOS[name] = dataclasses.replace(
+        SCENARIOS["haproxy_overflow"], name=name, client_error=("reset", "closed", "refused", "timed out"),
+        run=lambda net, pcap: scenarios.haproxy_overflow(
+            net, pcap, logs=pcap.with_suffix(""), mode=mode, connections=5,
+            log_format=scenarios.HAPROXY_EXACT_LOG if mode == "http" else None, **options))
+    pcap = tmp_path / "hf.pcap"
+    try:
+        result = run_scenario(name, pcap)
+    finally:
+        del SCENARIOS[name]
+    assert result.problems == []
+    r = invoke("--format", "json", "--log", str(tmp_path / "hf.haproxy.log"), "--haproxy-cfg", str(tmp_path / "hf.haproxy.cfg"),
+               str(pcap))
+    assert r.exit_code == ExitCode.PROBLEMS and not r.stderr, r.output
+    doc = json.loads(r.stdout)
+    logs = doc["evidence"]["logs"]
+    assert logs["by_kind"] == {kind: 5} and logs["matched"] == 5, logs
+    assert logs["files"][0]["exact"] == (5 if mode == "http" else 0)
+    (f,) = [f for f in doc["findings"] if f["cause"] == cause]
+    assert any("5 lines of the kind predicted" in s for s in f["confirmed_by"]) and not f["contradicted_by"], f
 
 
 # ---------------------------------------------------------------------------------------------

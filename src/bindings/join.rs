@@ -20,13 +20,14 @@ pub fn join_log<'py>(
     files: Vec<u32>,
     upstreams: Vec<Option<String>>,
     local_ports: Vec<Option<u16>>,
+    timings: Vec<(Option<f64>, Option<f64>)>,
     kinds: Vec<String>,
     resolutions: Vec<f64>,
     zones: Vec<Option<f64>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let n = times.len();
-    if files.len() != n || upstreams.len() != n || local_ports.len() != n || kinds.len() != n {
-        return Err(pyo3::exceptions::PyValueError::new_err("times, files, upstreams, local_ports and kinds differ in length"));
+    if files.len() != n || upstreams.len() != n || local_ports.len() != n || timings.len() != n || kinds.len() != n {
+        return Err(pyo3::exceptions::PyValueError::new_err("times, files, upstreams, local_ports, timings and kinds differ in length"));
     }
     let mut lines = Vec::with_capacity(n);
     for i in 0..n {
@@ -44,6 +45,8 @@ pub fn join_log<'py>(
             resolution_ns: (resolution * 1e9).round() as i64,
             upstream,
             local_port: local_ports.get(i).copied().flatten(),
+            connect_ns: timings.get(i).and_then(|t| t.0).map(|s| (s * 1e9).round() as i64),
+            header_ns: timings.get(i).and_then(|t| t.1).map(|s| (s * 1e9).round() as i64),
             kind,
         }));
     }
@@ -72,7 +75,10 @@ pub fn join_log<'py>(
                 *x = true;
             }
             let seconds = |ns: Option<i64>| ns.map(|n| n as f64 / 1e9);
-            ties_out.append((line, c.id, c.index, c.shape.slug(), seconds(c.connect_ns), seconds(c.first_byte_ns)))?;
+            let agree = |logged: Option<i64>, seen: Option<i64>| logged.zip(seen).map(|(l, s)| join::times_agree(l, s));
+            let said = lines.get(line).map(|(_, l)| *l);
+            let (connect_agrees, header_agrees) = said.map_or((None, None), |l| (agree(l.connect_ns, c.connect_ns), agree(l.header_ns, c.first_byte_ns)));
+            ties_out.append((line, c.id, c.index, c.shape.slug(), (seconds(c.connect_ns), seconds(c.first_byte_ns)), (connect_agrees, header_agrees)))?;
         }
         let d = PyDict::new(py);
         d.set_item("ties", j.ties.len())?;

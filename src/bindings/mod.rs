@@ -381,25 +381,28 @@ impl Analysis {
     /// Ties log lines to the connections they describe (docs/evidence.md). Line `i` is at
     /// `times[i]` (epoch seconds on the log's clock, read as UTC), in file `files[i]`, about
     /// upstream `upstreams[i]` (an endpoint, or None for any), from the proxy's source port
-    /// `local_ports[i]` (None: not said; said, the tie is exact), of kind `kinds[i]`
+    /// `local_ports[i]` (None: not said; said, the tie is exact), with the attempt's connect
+    /// time and time to the first byte as the proxy measured them `timings[i]` (seconds or
+    /// None: a connection whose own differ is tied only when no other fits), of kind `kinds[i]`
     /// (`VOCABULARY["log_kinds"]`). Per file: `resolutions[file]` (seconds a line's time stands
     /// for) and `zones[file]` (log clock minus UTC when the file says so; None: searched).
-    /// Returns ties ([(line, connection id, connection index, shape, connect, first byte)]: the
-    /// last two seconds from the first SYN to the handshake's ACK and to the server's first
-    /// byte, or None), files ([{ties, zone,
+    /// Returns ties ([(line, connection id, connection index, shape, (connect, first byte),
+    /// (connect agrees, first byte agrees))]: seconds from the first SYN to the handshake's ACK
+    /// and to the server's first byte, or None; whether the line's timings agree with them, or
+    /// None), files ([{ties, zone,
     /// zone_searched, skew, skew_pairs}]), silent ({shape: {count, ids}}: failed connections
     /// no line describes) and capture ((first, last) epoch seconds).
     ///
     /// Raises:
     ///     ValueError: the arrays differ in length, a kind is unknown or an upstream is not an endpoint.
-    #[pyo3(signature = (times, files, upstreams, local_ports, kinds, resolutions, zones))]
+    #[pyo3(signature = (times, files, upstreams, local_ports, timings, kinds, resolutions, zones))]
     #[allow(clippy::too_many_arguments)]
     fn join_log<'py>(
         &mut self, py: Python<'py>, times: Vec<f64>, files: Vec<u32>, upstreams: Vec<Option<String>>, local_ports: Vec<Option<u16>>,
-        kinds: Vec<String>, resolutions: Vec<f64>, zones: Vec<Option<f64>>,
+        timings: Vec<(Option<f64>, Option<f64>)>, kinds: Vec<String>, resolutions: Vec<f64>, zones: Vec<Option<f64>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.settle();
-        join::join_log(py, &self.inner, times, files, upstreams, local_ports, kinds, resolutions, zones)
+        join::join_log(py, &self.inner, times, files, upstreams, local_ports, timings, kinds, resolutions, zones)
     }
 
     /// Adds fields to connections in the JSON document: `notes` maps a connection id to a JSON

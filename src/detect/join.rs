@@ -52,12 +52,15 @@ pub enum LineKind {
     BadGateway,
     /// The connect failed, without saying how (Envoy's `UF`: refused, timed out or reset).
     ConnectFailure,
+    /// The upstream closed or reset the connection before its answer was complete, without
+    /// saying which (HAProxy's `SH`, `SD`; Envoy's `UC`).
+    UpstreamClosed,
     /// An access-log line whose upstream answered.
     Answered,
 }
 
 impl LineKind {
-    pub const ALL: [LineKind; 10] = [
+    pub const ALL: [LineKind; 11] = [
         LineKind::ConnectTimeout,
         LineKind::ReadTimeout,
         LineKind::SendTimeout,
@@ -67,6 +70,7 @@ impl LineKind {
         LineKind::GatewayTimeout,
         LineKind::BadGateway,
         LineKind::ConnectFailure,
+        LineKind::UpstreamClosed,
         LineKind::Answered,
     ];
 
@@ -81,6 +85,7 @@ impl LineKind {
             LineKind::GatewayTimeout => "gateway_timeout",
             LineKind::BadGateway => "bad_gateway",
             LineKind::ConnectFailure => "connect_failure",
+            LineKind::UpstreamClosed => "upstream_closed",
             LineKind::Answered => "answered",
         }
     }
@@ -100,6 +105,7 @@ impl LineKind {
             LineKind::GatewayTimeout => matches!(shape, Shape::NoHandshake | Shape::Unanswered),
             LineKind::BadGateway => matches!(shape, Shape::Refused | Shape::Reset | Shape::ServerClosed),
             LineKind::ConnectFailure => matches!(shape, Shape::NoHandshake | Shape::Refused),
+            LineKind::UpstreamClosed => matches!(shape, Shape::Reset | Shape::ServerClosed),
             LineKind::Answered => shape == Shape::Answered,
         }
     }
@@ -265,7 +271,26 @@ pub struct Line {
     /// The proxy's source port when the line says it (HAProxy's `%bp`, Envoy's
     /// `%UPSTREAM_LOCAL_ADDRESS%`): the tie is then exact, whatever the shape.
     pub local_port: Option<u16>,
+    /// The attempt's connect time and time to the response's first byte as the proxy measured
+    /// them (nginx's `$upstream_connect_time`, `$upstream_header_time`; HAProxy's `%Tc`,
+    /// `%Tc + %Tr`): a connection whose own times differ is tied only when no other fits.
+    pub connect_ns: Option<i64>,
+    pub header_ns: Option<i64>,
     pub kind: LineKind,
+}
+
+/// Two measures of one span, the proxy's and the capture's, agree: within 10 ms and a tenth
+/// (a capture point between the hosts moves each end by less than a round trip).
+pub fn times_agree(logged_ns: i64, seen_ns: i64) -> bool {
+    (logged_ns - seen_ns).abs() <= 10_000_000 + logged_ns.max(seen_ns) / 10
+}
+
+impl Line {
+    /// How many of the line's timings the candidate's own contradict.
+    fn timings_differ(&self, c: &Candidate) -> i64 {
+        let differ = |logged: Option<i64>, seen: Option<i64>| logged.zip(seen).is_some_and(|(l, s)| !times_agree(l, s));
+        i64::from(differ(self.connect_ns, c.connect_ns)) + i64::from(differ(self.header_ns, c.first_byte_ns))
+    }
 }
 
 /// A line tied to a connection.
@@ -391,7 +416,7 @@ fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64
                     // Not shown: the earliest waiting first (a proxy's timeouts expire in the
                     // order they were set).
                     None => NS * 3600 + (c.earliest_ns - base).max(0) / 1000,
-                };
+                } + line.timings_differ(c) * NS * 7200;
                 if best.is_none_or(|(s, _)| score < s) {
                     best = Some((score, ci));
                 }
@@ -480,7 +505,7 @@ mod tests {
     }
 
     fn line(second: i64, kind: LineKind) -> Line {
-        Line { time_ns: second * NS, resolution_ns: NS, upstream: Some(upstream()), local_port: None, kind }
+        Line { time_ns: second * NS, resolution_ns: NS, upstream: Some(upstream()), local_port: None, connect_ns: None, header_ns: None, kind }
     }
 
     // ---- Tests for lines whose moment the capture shows ----
@@ -574,6 +599,24 @@ mod tests {
         assert_eq!(join(&[l], &c, Some(0), (100 * NS, 210 * NS)).ties, vec![Tie { line: 0, candidate: 1 }]);
         l.time_ns = 150 * NS;
         assert!(join(&[l], &c, Some(0), (100 * NS, 210 * NS)).ties.is_empty());
+    }
+
+    #[test]
+    fn test_the_proxys_timings_pick_the_connection_they_describe() {
+        // Two answers ending in one second: the line's connect time of 0 s is the connection
+        // whose handshake took no time, not the one that waited 1 s for a re-sent SYN, though
+        // that one ended nearer the line's time.
+        let mut slow = cand(0, Shape::Answered, 100.0, 102.45, Some(102.45));
+        slow.connect_ns = Some(1_030_000_000);
+        let mut quick = cand(1, Shape::Answered, 101.0, 102.6, Some(102.6));
+        quick.connect_ns = Some(100_000);
+        let mut l = line(102, LineKind::Answered);
+        l.resolution_ns = 1_000_000;
+        l.time_ns = 102_450_000_000;
+        l.connect_ns = Some(0);
+        assert_eq!(join(&[l], &[slow, quick], Some(0), (100 * NS, 110 * NS)).ties, vec![Tie { line: 0, candidate: 1 }]);
+        l.connect_ns = None;
+        assert_eq!(join(&[l], &[slow, quick], Some(0), (100 * NS, 110 * NS)).ties, vec![Tie { line: 0, candidate: 0 }]);
     }
 
     #[test]

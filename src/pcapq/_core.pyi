@@ -51,7 +51,7 @@ SeriesKind = Literal["syn", "synack", "data"]
 PacketRole = Literal["syn", "synack", "handshake_ack", "ack", "data", "retransmit", "fin", "rst"]
 LogKind = Literal[
     "connect_timeout", "read_timeout", "send_timeout", "refused", "reset", "premature_close", "gateway_timeout",
-    "bad_gateway", "connect_failure", "answered",
+    "bad_gateway", "connect_failure", "upstream_closed", "answered",
 ]
 LogShape = Literal["no_handshake", "unanswered", "refused", "reset", "server_closed", "answered"]
 IcmpKind = Literal[
@@ -268,6 +268,7 @@ class Analysis:
         files: list[int],
         upstreams: list[str | None],
         local_ports: list[int | None],
+        timings: list[tuple[float | None, float | None]],
         kinds: list[str],
         resolutions: list[float],
         zones: list[float | None],
@@ -275,13 +276,16 @@ class Analysis:
         """Ties log lines to the connections they describe (docs/evidence.md). Line i is at
         times[i] (epoch seconds on the log's clock, read as UTC), in file files[i], about
         upstream upstreams[i] (an endpoint, or None for any), from the proxy's source port
-        local_ports[i] (None: not said; said, the tie is exact), of kind kinds[i] (a LogKind). Per
+        local_ports[i] (None: not said; said, the tie is exact), with the attempt's connect time
+        and time to the first byte as the proxy measured them timings[i] (seconds or None: a
+        connection whose own differ is tied only when no other fits), of kind kinds[i] (a LogKind). Per
         file: resolutions[file] (seconds a line's time stands for) and zones[file] (log clock
         minus UTC when the file says so; None: searched by quarter hours).
 
-        Returns: {"ties": [(line, connection id, connection index, LogShape, connect, first
-        byte)] (seconds from the first SYN to the handshake's ACK and to the server's first
-        byte, or None), "files": [{"ties",
+        Returns: {"ties": [(line, connection id, connection index, LogShape, (connect, first
+        byte), (connect agrees, first byte agrees))] (seconds from the first SYN to the
+        handshake's ACK and to the server's first byte, or None; whether the line's timings
+        agree with them, or None), "files": [{"ties",
         "zone", "zone_searched", "skew", "skew_pairs"}], "silent": {LogShape: {"count", "ids"}}
         (failed connections no line describes), "capture": (first, last)}.
 

@@ -37,6 +37,7 @@ def analyze_and_report(
     watch_every: float | None = None,
     log_format: str | None = None,
     nginx_conf: str | None = None,
+    haproxy_cfg: str | None = None,
 ) -> NoReturn:
     """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves."""
     from pcapq.diagnose.timeouts import BadTimeouts, parse
@@ -56,24 +57,26 @@ def analyze_and_report(
     refuse_overwriting_inputs(tuple(paths), output)
     evidence = None
     said_by: dict[str, str] | None = None
-    if logs or nstat or ss or nginx_conf:
+    if logs or nstat or ss or nginx_conf or haproxy_cfg:
         # Imported only when asked for: a few ms of every other run.
         from pcapq.evidence import EvidenceError
         from pcapq.evidence import read as read_evidence
 
         try:
-            evidence = read_evidence(logs, nstat, ss, log_format, nginx_conf)
+            evidence = read_evidence(logs, nstat, ss, log_format, nginx_conf, haproxy_cfg)
         except EvidenceError as e:
             fail(str(e), ExitCode.USAGE)
         for warning in evidence.warnings:
             warn(warning)
-        conf = evidence.nginx_conf
-        if conf is not None and conf.timeouts:
-            # The configuration's timeouts, for the kinds --proxy-timeouts did not state.
+        for conf in (evidence.nginx_conf, evidence.haproxy_cfg):
+            if conf is None or not conf.timeouts:
+                continue
+            # The configuration's timeouts, for the kinds --proxy-timeouts (or a configuration
+            # read before) did not state.
             given = stated or {}
             stated = {**{kind: seconds for kind, (seconds, _) in conf.timeouts.items()}, **given}
             name = os.path.basename(conf.path)
-            said_by = {kind: f"{name}: {directive}" for kind, (_, directive) in conf.timeouts.items() if kind not in given}
+            said_by = {**(said_by or {}), **{kind: f"{name}: {directive}" for kind, (_, directive) in conf.timeouts.items() if kind not in given}}
     if scheduler and "-" in paths:
         fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
     # JSON has every connection and its events. HTML draws ladders from the events of the
@@ -82,16 +85,17 @@ def analyze_and_report(
     size = record_bytes(tuple(paths))
     every_connection = fmt in ("json", "parquet") or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
     parquet_dir = fmt == "parquet" and (output.endswith(os.sep) or os.path.isdir(output))
-    # The join of log lines needs the FINs and RSTs of the connections with a problem (events).
+    # The join of log lines needs every connection in memory (a line about an answered request
+    # describes a healthy one) and the FINs and RSTs of the connections with a problem (events).
     keep = dict(
-        keep_connections=every_connection,
+        keep_connections=every_connection or bool(logs),
         keep_events=fmt in ("json", "html") or parquet_dir or bool(logs),
         max_connections=max_connections,
     )
     # JSON and Parquet (from files or standard input) have every connection handed, as it
     # finishes, to a temporary file beside the output instead of kept in memory
     # (docs/performance.md).
-    spill_dir = _spill_dir(output, parquet_dir) if fmt in ("json", "parquet") else None
+    spill_dir = _spill_dir(output, parquet_dir) if fmt in ("json", "parquet") and not logs else None
     read = None  # how reading standard input ended (pcapq.live.StdinRead)
     try:
         if scheduler:
@@ -135,8 +139,11 @@ def analyze_and_report(
     if evidence:
         from pcapq.evidence import apply as apply_evidence
 
-        for p, d in zip(points, diagnoses):
-            apply_evidence(p.analysis, d, evidence)
+        # A log far from every capture point's time is said once.
+        far = [apply_evidence(p.analysis, d, evidence) for p, d in zip(points, diagnoses)]
+        for path, warning in (far[0] if far else {}).items():
+            if all(path in other for other in far):
+                warn(warning)
     if read is not None and read.interrupted:
         warn(read.sentence())
         for d in diagnoses:

@@ -13,6 +13,7 @@ from pcapq.analyze_run import analyze_and_report, exit_code
 from pcapq.causes.registry import SLUGS
 from pcapq.exitcodes import ExitCode
 from pcapq.output import console_for, deliver, exit_on_errors, fail, refuse_overwriting_inputs, say, warn
+from pcapq.proxy_logs import lines_by_connection, read_logs
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -73,6 +74,62 @@ analyze_output_option = click.option(
 )
 
 
+def log_options(tied: str, output: str, conf_timeouts: bool = False) -> Callable[[Callable], Callable]:
+    """--log, --nginx-conf and --log-format: the proxy's logs, each line tied to the capture's
+    connection it describes (docs/evidence.md), read by `pcapq.evidence.read`. `tied` says what
+    the tied lines do in the command, `output` what goes on without a log pcapq cannot read;
+    with `conf_timeouts`, nginx.conf also gives the upstream timeouts (analyze and watch)."""
+    timeouts = (
+        ", and the upstream connect and read timeouts (proxy_, fastcgi_, uwsgi_, scgi_, grpc_) where "
+        "--proxy-timeouts does not state them"
+        if conf_timeouts
+        else ""
+    )
+    options = [
+        click.option(
+            "--log",
+            "logs",
+            multiple=True,
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="FILE",
+            help=f"The proxy's log (repeatable): nginx's error.log or access.log, HAProxy's log or Envoy's access log: {tied} "
+            f"(docs/evidence.md). A log pcapq cannot read is a warning; the {output} goes on without it.",
+        ),
+        click.option(
+            "--nginx-conf",
+            "nginx_conf",
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="FILE",
+            help=f"The proxy's nginx.conf (its includes are followed): the log_format each --log access log is written "
+            f"with{timeouts}.",
+        ),
+        click.option(
+            "--haproxy-cfg",
+            "haproxy_cfg",
+            type=click.Path(dir_okay=False, allow_dash=False),
+            metavar="FILE",
+            help="HAProxy's haproxy.cfg: the log-format its frontends write, its servers' addresses (a line names its "
+            f"server, the capture its address){', and its timeout connect and timeout server' if conf_timeouts else ''}.",
+        ),
+        click.option(
+            "--log-format",
+            "log_format",
+            metavar="FORMAT",
+            help="The log's format string, for a format pcapq does not recognise by itself: nginx's log_format as in "
+            "nginx.conf (its parts joined: '$msec $status $upstream_addr $upstream_connect_time'; it needs a time and "
+            "$status), HAProxy's log-format ('%ci:%cp [%tr] %b/%s %Tc %ST %ts %bi:%bp'; it needs a date) or Envoy's "
+            "format ('[%START_TIME%] %RESPONSE_CODE% %RESPONSE_FLAGS% %UPSTREAM_HOST% %UPSTREAM_LOCAL_ADDRESS%').",
+        ),
+    ]
+
+    def decorate(command: Callable) -> Callable:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 def report_options(command: Callable) -> Callable:
     """The options of the report `analyze` and `watch` write, and the evidence it weighs."""
     options = [
@@ -100,32 +157,7 @@ def report_options(command: Callable) -> Callable:
             "for the sizing sentence and the predicted proxy log. Without it, they are inferred from when connections gave up, "
             "and said to be a guess where the capture does not show them.",
         ),
-        click.option(
-            "--log",
-            "logs",
-            multiple=True,
-            type=click.Path(dir_okay=False, allow_dash=False),
-            metavar="FILE",
-            help="The proxy's nginx error.log or access.log, or HAProxy's log (repeatable): each upstream error line is tied to its connection (docs/evidence.md). "
-            "A log pcapq cannot read is a warning; the report goes on without it.",
-        ),
-        click.option(
-            "--nginx-conf",
-            "nginx_conf",
-            type=click.Path(dir_okay=False, allow_dash=False),
-            metavar="FILE",
-            help="The proxy's nginx.conf (its includes are followed): the log_format each --log access log is written "
-            "with, and the upstream connect and read timeouts (proxy_, fastcgi_, uwsgi_, scgi_, grpc_) where "
-            "--proxy-timeouts does not state them.",
-        ),
-        click.option(
-            "--log-format",
-            "log_format",
-            metavar="FORMAT",
-            help="The access log's nginx log_format string, as in nginx.conf (its parts joined), for a format pcapq does not "
-            "recognise by itself: '$msec $status $upstream_addr $upstream_connect_time $upstream_response_time'. "
-            "It needs a time ($msec, $time_local or $time_iso8601) and $status.",
-        ),
+        log_options("each upstream error line is tied to its connection", "report", conf_timeouts=True),
         click.option(
             "--nstat",
             "nstat",
@@ -225,6 +257,7 @@ def watch(
     logs: tuple[str, ...] = (),
     log_format: str | None = None,
     nginx_conf: str | None = None,
+    haproxy_cfg: str | None = None,
     nstat: tuple[str, ...] = (),
     ss: str | None = None,
 ) -> None:
@@ -261,7 +294,7 @@ def watch(
     if source != "-":
         fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, or use `pcapq analyze {source}`", ExitCode.USAGE)
     analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss,
-                       watch_every=every, log_format=log_format, nginx_conf=nginx_conf)
+                       watch_every=every, log_format=log_format, nginx_conf=nginx_conf, haproxy_cfg=haproxy_cfg)
 
 
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:
@@ -299,10 +332,12 @@ OUTCOMES = list(_core.VOCABULARY["outcomes"])
 @format_option("text: tables for a terminal. json: rows and notes as data. markdown: tables for a ticket. html: one self-contained page with ladder diagrams.", REPORT_FORMATS)
 @output_option
 @click.option("--no-color", is_flag=True, help="No colour, even on a terminal (NO_COLOR=1 does the same).")
+@log_options("each connection shown gets the line tied to it", "timeline")
 def timeline(
     files: tuple[str, ...], conn: str | None, failed: bool, outcomes: tuple[str, ...], causes: tuple[str, ...],
     server: str | None, since: str | None, until: str | None, limit: int, aggregate: bool, bucket: int | None,
-    fmt: str, output: str, no_color: bool,
+    fmt: str, output: str, no_color: bool, logs: tuple[str, ...] = (), nginx_conf: str | None = None,
+    log_format: str | None = None, haproxy_cfg: str | None = None,
 ) -> None:
     """Annotated packet-by-packet timelines of connections, and the capture's timeline.
 
@@ -322,6 +357,7 @@ def timeline(
       $ pcapq timeline --outcome timed_out --since 10:15:00 --until 10:16:00 dump.pcap
       $ pcapq timeline --aggregate --bucket 10 dump.pcap
       $ pcapq timeline --failed --format html -o ladders.html dump.pcap
+      $ pcapq timeline --failed --log error.log --log access.log dump.pcap   with nginx's lines
 
     \b
     Exit codes: 0 shown; 2 usage error (also a bad --conn, --server, --since or --until, or a
@@ -344,11 +380,14 @@ def timeline(
     # The times' form is checked before reading; seconds into the capture need its first packet.
     for text, option in ((since, "--since"), (until, "--until")):
         _parse_when(text, 0.0, option)
-    # Connections with a problem are kept with their events in any case; every record only
-    # when the selection may want a connection without one.
+    # The logs too: a bad --log-format or --nginx-conf stops the run before the capture is read.
+    proxy_logs = read_logs(logs, log_format, nginx_conf, haproxy_cfg)
+    # Connections with a problem are kept with their events in any case; every record when the
+    # selection may want a connection without one, or for the logs' join (a line about an
+    # answered request describes a healthy connection), as analyze keeps them.
     if causes:
         selection.connection_ids = set()  # filled from the findings below
-    every_record = show_connections and not selection.wants_problems_only()
+    every_record = show_connections and (not selection.wants_problems_only() or bool(proxy_logs))
     result = _read(files, keep_connections=every_record, keep_events=show_connections)
     starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
     start = min(starts) if starts else 0.0
@@ -368,6 +407,10 @@ def timeline(
     if show_connections:
         indices, matched = tl.select(result, selection)
         timelines = [tl.connection_timeline(result, i) for i in indices]
+    if proxy_logs and timelines:
+        tied = lines_by_connection(result, proxy_logs)
+        for t in timelines:
+            t.proxy_log = tied.get(t.id)
     if conn is not None:
         if not matched:
             fail(f"--conn {conn} matches no connection (neither a connection id nor a client port or endpoint "
@@ -558,7 +601,11 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
     "connection's ladder diagram, svg for the ladder alone.",
 )
 @output_option
-def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> None:
+@log_options("the story ends with the line tied to the connection, set against the line pcapq predicted", "story")
+def explain(
+    files: tuple[str, ...], conn: str | None, fmt: str, output: str, logs: tuple[str, ...] = (),
+    nginx_conf: str | None = None, log_format: str | None = None, haproxy_cfg: str | None = None,
+) -> None:
     """Walk through one connection, packet by packet, for someone learning TCP.
 
     For each step: the frame, what the client's and the server's kernel did and why, the
@@ -575,6 +622,7 @@ def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> 
       $ pcapq explain --format markdown -o story.md dump.pcap
       $ pcapq explain --format html -o story.html dump.pcap
       $ pcapq explain --format svg -o ladder.svg dump.pcap
+      $ pcapq explain --log error.log --log access.log dump.pcap   with what nginx logged
 
     \b
     Exit codes: 0 explained; 2 usage error (--conn matches nothing or is not PORT or
@@ -586,11 +634,13 @@ def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> 
     from pcapq.teach.render import RENDERERS
 
     refuse_overwriting_inputs(files, output)
+    proxy_logs = read_logs(logs, log_format, nginx_conf, haproxy_cfg)
     try:
         # Without --conn the story is one of the connections with a problem: only those are
         # kept (with their events), so memory follows the live connections. A capture with no
         # problem at all is read again keeping every record, for its first healthy connection.
-        every_record = conn is not None or "-" in files  # standard input cannot be read twice
+        # Standard input cannot be read twice; the logs' join wants every record, as in analyze.
+        every_record = conn is not None or "-" in files or bool(proxy_logs)
         result = _core.analyze(list(files), keep_connections=every_record, keep_events=True)
         if len(result) == 0 and result.summary()["connections"] > 0:
             result = _core.analyze(list(files))
@@ -600,8 +650,9 @@ def explain(files: tuple[str, ...], conn: str | None, fmt: str, output: str) -> 
         warn(warning)
     if result.summary()["tcp_segments"] == 0:
         fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
+    tied = lines_by_connection(result, proxy_logs)
     try:
-        story = tell_story(result, conn)
+        story = tell_story(result, conn, tied)
     except (NoSuchConnection, ValueError) as e:
         fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
     deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)

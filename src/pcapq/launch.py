@@ -56,6 +56,7 @@ ANALYZE_DEFAULTS: dict[str, Any] = dict(
     logs=(),
     log_format=None,
     nginx_conf=None,
+    haproxy_cfg=None,
     nstat=(),
     ss=None,
 )

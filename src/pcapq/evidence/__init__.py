@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Optional
 
 from pcapq.causes import syns_filtered, unix_socket_overflow
+from pcapq.evidence import timings
 from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, listener_for, movement, read_counters, read_ss
+from pcapq.evidence.haproxy import FormatError, compile_haproxy_format, is_haproxy_format
+from pcapq.evidence.haproxy_cfg import HaproxyCfg, HaproxyCfgError, read_haproxy_cfg
 from pcapq.evidence.nginx_conf import NginxConf, NginxConfError, read_nginx_conf
 from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, LogLine, compile_log_format, read_log
 
-__all__ = ["Evidence", "EvidenceError", "Ties", "read", "apply", "tie_connections"]
+__all__ = ["Evidence", "EvidenceError", "Ties", "read", "apply", "tie_connections", "predicted"]
 
 # Failed connections no line describes, shown at most.
 SILENT_SHOWN = 10
@@ -28,9 +32,13 @@ ACCEPTS = {
     "timed_out": {"connect_timeout", "gateway_timeout"},
     "read_timeout": {"read_timeout", "send_timeout", "gateway_timeout"},
     "refused": {"refused", "bad_gateway"},
-    "reset_by_server": {"reset", "bad_gateway", "premature_close"},
-    "premature_close": {"premature_close", "reset", "bad_gateway"},
+    "reset_by_server": {"reset", "bad_gateway", "premature_close", "upstream_closed"},
+    "premature_close": {"premature_close", "reset", "bad_gateway", "upstream_closed"},
 }
+
+
+# A note's fields about the proxy's timings, kept together when two lines tie one connection.
+TIMED = ("timings", "capture", "timings_agree")
 
 
 class EvidenceError(ValueError):
@@ -46,41 +54,52 @@ class Evidence:
     warnings: list[str] = field(default_factory=list)
     """Logs that could not be read: the run goes on without them."""
     nginx_conf: Optional[NginxConf] = None
+    haproxy_cfg: Optional[HaproxyCfg] = None
 
     def __bool__(self) -> bool:
         return bool(self.logs or self.counters or self.listeners)
 
 
-def _read_log(path: str, log_format: Optional[str]) -> LogFile:
-    """The log read with `log_format` (an access log), else by the format its lines have (an
-    error log beside it)."""
+def _read_log(path: str, log_format: Optional[str], haproxy: Optional[HaproxyCfg] = None) -> LogFile:
+    """The log read with `log_format` (an access log's, or HAProxy's log-format), else by the
+    format its lines have (an error log beside it)."""
+    haproxy_format = haproxy.custom_format() if haproxy else None
+    if log_format and is_haproxy_format(log_format):
+        haproxy_format, log_format = log_format, None
+    servers = haproxy.servers if haproxy else None
     if log_format:
         try:
             return read_log(path, log_format)
         except LogError as given:
             try:
-                return read_log(path)
+                return read_log(path, haproxy_format=haproxy_format, servers=servers)
             except LogError:
                 raise given from None
-    return read_log(path)
+    return read_log(path, haproxy_format=haproxy_format, servers=servers)
 
 
 def read(logs: tuple[str, ...] = (), nstat: tuple[str, ...] = (), ss: Optional[str] = None,
-         log_format: Optional[str] = None, nginx_conf: Optional[str] = None) -> Evidence:
+         log_format: Optional[str] = None, nginx_conf: Optional[str] = None,
+         haproxy_cfg: Optional[str] = None) -> Evidence:
     """Reads every file given. A log that cannot be read is a warning, not a failed run: the
     capture's report stands without it. An access log's format is `log_format` when given,
-    else the one `nginx_conf` says it is written with, else found from its lines.
+    else the one `nginx_conf` says it is written with, else found from its lines; HAProxy's is
+    `log_format` when it is an HAProxy log-format, else the one `haproxy_cfg` says.
 
     Raises:
-        EvidenceError: an nstat, ss or nginx configuration file is missing, unreadable or not of
-        a format pcapq reads; more than two --nstat; a --log-format without a time or a status.
+        EvidenceError: an nstat, ss, nginx or HAProxy configuration file is missing, unreadable
+        or not of a format pcapq reads; more than two --nstat; a --log-format without a time or
+        a status.
     """
     if len(nstat) > 2:
         raise EvidenceError(f"--nstat takes one file or two (before and after), not {len(nstat)}")
     if log_format:
         try:
-            compile_log_format(log_format)
-        except LogError as e:
+            if is_haproxy_format(log_format):
+                compile_haproxy_format(log_format)
+            else:
+                compile_log_format(log_format)
+        except (LogError, FormatError) as e:
             raise EvidenceError(f"--log-format: {e}") from None
     ev = Evidence()
     if nginx_conf:
@@ -88,9 +107,17 @@ def read(logs: tuple[str, ...] = (), nstat: tuple[str, ...] = (), ss: Optional[s
             ev.nginx_conf = read_nginx_conf(nginx_conf)
         except NginxConfError as e:
             raise EvidenceError(str(e)) from None
+    if haproxy_cfg:
+        try:
+            ev.haproxy_cfg = read_haproxy_cfg(haproxy_cfg)
+            if ev.haproxy_cfg.custom_format():
+                compile_haproxy_format(ev.haproxy_cfg.custom_format() or "")
+        except (HaproxyCfgError, FormatError) as e:
+            raise EvidenceError(f"{haproxy_cfg}: {e}" if isinstance(e, FormatError) else str(e)) from None
     for path in logs:
         try:
-            ev.logs.append(_read_log(path, log_format or (ev.nginx_conf.format_for(path) if ev.nginx_conf else None)))
+            given = log_format or (ev.nginx_conf.format_for(path) if ev.nginx_conf else None)
+            ev.logs.append(_read_log(path, given, ev.haproxy_cfg))
         except LogError as e:
             ev.warnings.append(f"{e}; the report goes on without it")
     try:
@@ -180,8 +207,10 @@ def _judge_listener(f, listeners: list[Listener], ss_path: str) -> None:
         f.confirmed_by.append(said)
 
 
-def apply(analysis, diagnosis, ev: Evidence) -> None:
-    """Ties the logs to the connections and sets every finding's confirmations and contradictions."""
+def apply(analysis, diagnosis, ev: Evidence) -> dict[str, str]:
+    """Ties the logs to the connections and sets every finding's confirmations and contradictions.
+    Returns warnings: log path -> a sentence, for the logs whose lines all lie far from the
+    capture's time."""
     for f in diagnosis.every_finding():
         f.checked = True
     section: dict = {}
@@ -205,6 +234,7 @@ def apply(analysis, diagnosis, ev: Evidence) -> None:
             {"local": x.local, "recv_q": x.recv_q, "send_q": x.send_q, "unix": x.unix} for x in ev.listeners
         ]
     diagnosis.evidence = section
+    return {x["path"]: x["warning"] for x in section.get("logs", {}).get("files", []) if x.get("warning")}
 
 
 @dataclass
@@ -232,13 +262,14 @@ def tie_connections(analysis, logs: list[LogFile]) -> Ties:
         [fi for fi, _ in items],
         [line.upstream for _, line in items],
         [line.local_port for _, line in items],
+        [(line.timings.get("connect"), line.timings.get("header")) for _, line in items],
         [line.kind for _, line in items],
         [log.resolution for log in logs],
         [log.zone for log in logs],
     )
     tied_lines: set[tuple[int, int]] = set()
     by_id: dict[int, dict] = {}
-    for position, conn_id, _index, shape, connect, first_byte in result["ties"]:
+    for position, conn_id, _index, shape, (connect, first_byte), (connect_agrees, header_agrees) in result["ties"]:
         fi, line = items[position]
         tied_lines.add((fi, line.line))
         note = {"file": logs[fi].path, "line": line.line, "status": line.status or STATUS.get(line.kind),
@@ -247,9 +278,18 @@ def tie_connections(analysis, logs: list[LogFile]) -> Ties:
             note["timings"] = line.timings
         if connect is not None or first_byte is not None:
             note["capture"] = {"connect": connect, "first_byte": first_byte}
-        # An error-log line says more than an access-log line about the same connection.
-        if conn_id not in by_id or logs[fi].format == "error":
+        agreement = {measure: a for measure, a in (("connect", connect_agrees), ("header", header_agrees)) if a is not None}
+        if agreement:
+            note["timings_agree"] = agreement
+        # An error-log line says more than an access-log line about the same connection; the
+        # access line's timings are kept with it.
+        before = by_id.get(conn_id)
+        if before is None or logs[fi].format == "error":
+            if before is not None and "timings" in before and "timings" not in note:
+                note.update({k: before[k] for k in TIMED if k in before})
             by_id[conn_id] = note
+        elif "timings" in note and "timings" not in before:
+            before.update({k: note[k] for k in TIMED if k in note})
     analysis.note_connections({i: json.dumps({"proxy_log": n}) for i, n in by_id.items()})
     return Ties(result, items, by_id, tied_lines)
 
@@ -269,10 +309,13 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
         others = sum(n for k, n in kinds.items() if k != "answered") - fits
         if fits:
             f.confirmed_by.append(f"proxy log: {fits} line{'s' if fits != 1 else ''} of the kind predicted tied to its connections")
+        confirming, contradicting = timings.sentences(timings.compare((i, by_id[i]) for i in sorted(by_id.keys() & f.connections)))
+        f.confirmed_by += confirming
+        f.contradicted_by += contradicting
         if others:
             odd = ", ".join(f"{n} {k}" for k, n in kinds.items()
                             if k != "answered" and not any(k in ACCEPTS.get(e, ()) for e in expected))
-            f.contradicted_by.append(f"proxy log: {odd} tied to its connections, not what this cause makes nginx log")
+            f.contradicted_by.append(f"proxy log: {odd} tied to its connections, not what this cause makes a proxy log")
     files: list[dict] = []
     for fi, log in enumerate(ev.logs):
         kinds_all = Counter(line.kind for line in log.lines)
@@ -280,6 +323,7 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
         tied_here = {ln for f2, ln in tied_lines if f2 == fi}
         untied = [line for line in upstream_lines if line.line not in tied_here and line.kind in joinable]
         clock = result["files"][fi] if fi < len(result["files"]) else {}
+        elsewhere = _elsewhere(log, result["capture"]) if not tied_here else None
         files.append({
             "path": log.path,
             "format": log.format,
@@ -288,11 +332,13 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
             "unreadable_examples": [{"line": n, "text": t} for n, t in log.unreadable_examples],
             "upstream_lines": len(upstream_lines),
             "matched": len({line.line for line in upstream_lines if line.line in tied_here}),
+            "exact": len({line.line for line in log.lines if line.line in tied_here and line.local_port is not None}),
             "answered_matched": len({line.line for line in log.lines if line.kind == "answered" and line.line in tied_here}),
             "by_kind": dict(kinds_all.most_common()),
             "untied": [{"line": line.line, "kind": line.kind, "upstream": line.upstream} for line in untied[:SILENT_SHOWN]],
             "untied_count": len(untied),
             "clock_offset": _offset(clock),
+            **({"warning": elsewhere} if elsewhere else {}),
             "clock": clock,
         })
         unix = [line for line in log.lines if line.kind.startswith("unix_")]
@@ -310,6 +356,7 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
         "by_kind": dict(by_kind.most_common()),
         "files": files,
         "connections_tied": len(by_id),
+        "timings": {measure: c.to_json() for measure, c in timings.compare(sorted(by_id.items())).items()},
         "no_line": {shape: {"count": s["count"], "ids": s["ids"][:SILENT_SHOWN]} for shape, s in silent.items()},
         "not_tied_by_nature": {k: sum(x["by_kind"].get(k, 0) for x in files) for k in UNTIED_KINDS
                                if any(x["by_kind"].get(k) for x in files)},
@@ -321,6 +368,37 @@ def _expected_keys(f) -> set[str]:
 
     # A predicted line may carry words around nginx's own ("probably ...", the timeout it follows).
     return {key for key, text in LINES.items() for said in f.proxy_log if text in said}
+
+
+def predicted(f, kind: str) -> bool:
+    """Whether a line of `kind` is one finding `f` says the proxy logged (its `proxy_log`), as the
+    findings' `confirmed_by` counts them."""
+    return any(kind in ACCEPTS.get(key, ()) for key in _expected_keys(f))
+
+
+# How far a log's clock may be from the capture's: any time zone when the log does not say
+# its own, else a few minutes (a proxy's timeout after the capture's end).
+ANY_ZONE = 14 * 3600 + 60
+KNOWN_ZONE = 300
+
+
+def _elsewhere(log: LogFile, capture: tuple[float, float]) -> Optional[str]:
+    """A sentence when every line of `log` lies too far from the capture's span to be about its
+    connections (a log of another day, a capture of another host), else None."""
+    if not log.lines:
+        return None
+    zone = log.zone or 0.0
+    margin = ANY_ZONE if log.zone is None else KNOWN_ZONE
+    first, last = min(x.time for x in log.lines) - zone, max(x.time for x in log.lines) - zone
+    if first <= capture[1] + margin and last >= capture[0] - margin:
+        return None
+
+    def when(t: float) -> str:
+        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+    clock = "UTC" if log.zone is not None else "the log's local time read as UTC"
+    return (f"{log.path}: its lines run from {when(first)} to {when(last)} ({clock}), the capture from "
+            f"{when(capture[0])} to {when(capture[1])} UTC: none can be about the capture's connections")
 
 
 def _offset(clock: dict) -> Optional[float]:

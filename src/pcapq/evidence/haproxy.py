@@ -1,25 +1,37 @@
-"""HAProxy's logs (`option httplog`, `option tcplog`), syslog-prefixed or raw: when the
-session ended, on which backend server, and how, from its timers and termination state
-(HAProxy's configuration manual, "8.2.2 TCP log format", "8.2.3 HTTP log format", "8.5
-Session state at disconnection")."""
+"""HAProxy's logs: `option httplog`, `option tcplog` and any `log-format`, syslog-prefixed or
+not. Each line is one session: when it ended, on which server, from which source port, how
+long its connect and response took, and how it ended (HAProxy's configuration manual, "8.2.2
+TCP log format", "8.2.3 HTTP log format", "8.2.4 Custom log format", "8.5 Session state at
+disconnection")."""
 
 from __future__ import annotations
 
 import calendar
 import re
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Optional
 
-# `%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc ...` (1.x: Tq/Tw/Tc/Tr/Tt).
+# The formats `option httplog` and `option tcplog` stand for (8.2.2, 8.2.3).
+HTTPLOG = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %hr %hs %{+Q}r"
+TCPLOG = "%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc %sq/%bq"
+
+# The default formats, read loosely: 1.x wrote Tq/Tw/Tc/Tr/Tt where 2.x writes TR/Tw/Tc/Tr/Ta, and
+# formats made from httplog's often drop the captured cookies (%CC %CS) or add fields at the end.
 HTTP_LINE = re.compile(
-    r"(?P<client>\S+):(?P<cport>\d+) \[(?P<date>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3})\] (?P<frontend>\S+) "
-    r"(?P<backend>[^/\s]+)/(?P<server>\S+) (?P<timers>-?\d+/-?\d+/-?\d+/-?\d+/\+?-?\d+) (?P<status>-?\d+) "
-    r"\+?\d+ \S+ \S+ (?P<state>[A-Za-z-]{4}) "
+    r"(?P<ci>\S+):(?P<cp>\d+) \[(?P<tr>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3})\] (?P<ft>\S+) "
+    r"(?P<b>[^/\s]+)/(?P<s>\S+) (?P<timers>-?\d+/-?\d+/-?\d+/-?\d+/\+?-?\d+) (?P<ST>-?\d+) "
+    r"\+?\d+ (?:\S+ \S+ )?(?P<tsc>[A-Za-z-]{4}) \d+/\d+/\d+/\d+/(?P<rc>\+?\d+) "
 )
-# `%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts ...`
 TCP_LINE = re.compile(
-    r"(?P<client>\S+):(?P<cport>\d+) \[(?P<date>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3})\] (?P<frontend>\S+) "
-    r"(?P<backend>[^/\s]+)/(?P<server>\S+) (?P<timers>-?\d+/-?\d+/\+?-?\d+) \+?\d+ (?P<state>[A-Za-z-]{2}) "
+    r"(?P<ci>\S+):(?P<cp>\d+) \[(?P<t>\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3})\] (?P<ft>\S+) "
+    r"(?P<b>[^/\s]+)/(?P<s>\S+) (?P<timers>-?\d+/-?\d+/\+?-?\d+) \+?\d+ (?P<ts>[A-Za-z-]{2}) \d+/\d+/\d+/\d+/(?P<rc>\+?\d+) "
+)
+
+# A syslog header before the line: `<134>`, `Nov 28 20:59:43 host haproxy[1234]: ` or RFC 5424's
+# `2026-11-28T20:59:43.123+00:00 host haproxy 1234 - - `.
+SYSLOG_PREFIX = re.compile(
+    r"^(?:<\d+>\d?\s?)?(?:\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) \S+ [\w./-]+(?:\[\d+\]:| \d+ \S+ \S+) "
 )
 
 # The session's state at disconnection: who ended it (first letter) in which phase (second).
@@ -30,40 +42,147 @@ SERVER_STATES = {
     "sC": "connect_timeout",   # timeout connect: no SYN-ACK
     "SC": "refused",           # the server refused the connect (RST, or ICMP)
     "sH": "read_timeout",      # timeout server, waiting for the response headers
-    "SH": "premature_close",   # the server closed or reset before the headers
+    "SH": "upstream_closed",   # the server closed or reset before the headers
     "sD": "read_timeout",      # timeout server, during the data
-    "SD": "premature_close",   # the server closed or reset during the data
+    "SD": "upstream_closed",   # the server closed or reset during the data
 }
 
+# ---- custom log-format (8.2.4) ----
 
-def is_haproxy(text: str) -> bool:
-    return bool(HTTP_LINE.search(text) or TCP_LINE.search(text))
+DATE_MS = r"\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3}"
+DATE_ZONE = r"\d\d/\w{3}/\d{4}:\d\d:\d\d [+-]\d{4}"
+IP = r"[0-9A-Fa-f:.]+|-"
+NUMBER = r"[+-]?\d+|-"
+# What each variable's value looks like; the others (names, headers, the request) are any text.
+VALUES = {
+    **dict.fromkeys(("t", "tr"), DATE_MS),
+    **dict.fromkeys(("T", "Tl", "trg", "trl"), DATE_ZONE),
+    **dict.fromkeys(("ci", "bi", "si", "fi"), IP),
+    **dict.fromkeys(("cp", "bp", "sp", "fp", "B", "U", "ac", "fc", "bc", "sc", "sq", "bq", "ST", "lc", "pid", "rt", "ms",
+                     "Ts", "Ta", "Tc", "Td", "Th", "Ti", "Tq", "TR", "Tr", "Tt", "Tu", "Tw"), NUMBER),
+    "rc": r"\+?\d+|-",
+    "ts": r"[A-Za-z-]{2}",
+    "tsc": r"[A-Za-z-]{4}",
+}
+# `%var`, `%{flags}var` or `%[sample]`; `%%` is a percent sign.
+VARIABLE = re.compile(r"%%|%(?:\{([^}]*)\})?(\[(?:[^\]\\]|\\.)*\]|[A-Za-z]+)")
+QUOTED = r'"(?:[^"\\]|\\.)*"'
 
 
-def _end_time(date: str, total_ms: str) -> Optional[float]:
-    """When the session ended: its accept date (the host's local time, to the ms) plus its total
-    time, in epoch seconds on the log's clock read as UTC."""
+class FormatError(ValueError):
+    """A log-format pcapq cannot place in time."""
+
+
+def compile_haproxy_format(log_format: str) -> re.Pattern[str]:
+    """A regular expression matching the lines HAProxy writes with `log_format`: each variable a
+    named group (as HAProxy names it: `%bp` is `bp`), the text between literal.
+
+    Raises:
+        FormatError: the format has no date (%t, %tr, %T, %Tl, %trg, %trl, %Ts).
+    """
+    pattern, names, at, quote_all = "", set(), 0, False
+    for m in VARIABLE.finditer(log_format):
+        pattern += re.escape(log_format[at:m.start()].replace("\\ ", " "))
+        at = m.end()
+        if m.group(2) == "o":  # flags for every variable after it; it writes nothing
+            quote_all = "+Q" in (m.group(1) or "")
+            at += log_format[at:at + 1] == " "
+            continue
+        if m.group(0) == "%%":
+            pattern += "%"
+            continue
+        flags, name = m.group(1) or "", m.group(2)
+        quoted = "+Q" in flags or (quote_all and "-Q" not in flags)
+        value = VALUES.get(name, r".*?")
+        if quoted:
+            value = QUOTED
+        if name.startswith("[") or name in names:
+            pattern += f"(?:{value})"
+        else:
+            pattern += f"(?P<{name}>{value})"
+            names.add(name)
+    pattern += re.escape(log_format[at:].replace("\\ ", " "))
+    if not names & {"t", "tr", "T", "Tl", "trg", "trl", "Ts"}:
+        raise FormatError("the log-format has no date (%t, %tr, %T, %Tl, %trg, %trl or %Ts): its lines cannot be placed in the capture")
+    return re.compile(pattern + "$")
+
+
+@dataclass
+class Session:
+    """One HAProxy log line."""
+    time: float
+    """When the session ended: its date plus its total time, epoch seconds on the log's clock."""
+    zone: Optional[float]
+    """Log clock minus UTC, seconds, when the date says it (`%T`, `%Tl`, `%Ts`)."""
+    resolution: float
+    kind: Optional[str]
+    """What happened to the upstream (`logs.LogLine.kind`); None: nothing about it."""
+    status: Optional[int] = None
+    upstream: Optional[str] = None
+    """The server's address (`%si:%sp`, or the server named in haproxy.cfg)."""
+    local_port: Optional[int] = None
+    """`%bp`: the port HAProxy connected from."""
+    timings: dict[str, float] = field(default_factory=dict)
+    retries: int = 0
+
+
+MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+DATE_PARTS = re.compile(r"(\d\d)/(\w{3})/(\d{4}):(\d\d):(\d\d):(\d\d)(?:\.(\d{3}))?(?: ([+-])(\d\d)(\d\d))?")
+
+
+def _date(value: str) -> Optional[tuple[float, Optional[float]]]:
+    """(epoch seconds on the log's clock read as UTC, zone or None) of an HAProxy date."""
+    m = DATE_PARTS.fullmatch(value)
+    if not m or m.group(2) not in MONTHS:
+        return None
+    day, year, hh, mm, ss = int(m.group(1)), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(6))
     try:
-        start = datetime.strptime(date, "%d/%b/%Y:%H:%M:%S.%f")
+        datetime(year, MONTHS[m.group(2)], day, hh, mm, ss)
     except ValueError:
         return None
-    return calendar.timegm(start.timetuple()) + start.microsecond / 1e6 + max(int(total_ms.lstrip("+")), 0) / 1000
+    when = calendar.timegm((year, MONTHS[m.group(2)], day, hh, mm, ss, 0, 0, 0)) + int(m.group(7) or 0) / 1000
+    zone = None
+    if m.group(8):
+        zone = (1 if m.group(8) == "+" else -1) * (int(m.group(9)) * 3600 + int(m.group(10)) * 60)
+    return float(when), (float(zone) if zone is not None else None)
 
 
-def haproxy_line(text: str) -> Optional[tuple[float, Optional[str], Optional[int]]]:
-    """(when the session ended, what happened to its upstream (`logs.LogLine.kind`; None: not
-    about the upstream), the HTTP status or None) of one HAProxy log line; None when it is not
-    one."""
-    m = HTTP_LINE.search(text)
-    http = m is not None
-    m = m or TCP_LINE.search(text)
-    if m is None:
+def _ms(fields: dict[str, str], name: str) -> Optional[int]:
+    value = fields.get(name, "").lstrip("+")
+    return int(value) if value.lstrip("-").isdigit() else None
+
+
+def _start(fields: dict[str, str]) -> Optional[tuple[float, Optional[float], float, bool]]:
+    """(when, zone, resolution, whether it is the HTTP request's date) of the line's date."""
+    for name, request in (("tr", True), ("trg", True), ("trl", True), ("t", False), ("T", False), ("Tl", False)):
+        if name in fields:
+            parsed = _date(fields[name])
+            if parsed is None:
+                return None
+            has_ms = name in ("t", "tr") or "ms" in fields
+            extra = (_ms(fields, "ms") or 0) / 1000 if name not in ("t", "tr") else 0.0
+            return parsed[0] + extra, parsed[1], 0.001 if has_ms else 1.0, request
+    if fields.get("Ts", "").isdigit():
+        ms = _ms(fields, "ms")
+        return float(fields["Ts"]) + (ms or 0) / 1000, 0.0, 0.001 if ms is not None else 1.0, False
+    return None
+
+
+def session(fields: dict[str, str], servers: Optional[dict[tuple[str, str], str]] = None) -> Optional[Session]:
+    """The session of a line's fields (named as HAProxy's variables); None when its date cannot
+    be read. `servers`: (backend, server name) -> address, from haproxy.cfg."""
+    start = _start(fields)
+    if start is None:
         return None
-    when = _end_time(m.group("date"), m.group("timers").rsplit("/", 1)[1])
-    if when is None:
-        return None
-    state, server = m.group("state")[:2], m.group("server")
-    status = int(m.group("status")) if http and m.group("status").isdigit() else None
+    when, zone, resolution, request_date = start
+    # The request's date ends Ta later, the accept date Tt later.
+    total = _ms(fields, "Ta") if request_date else _ms(fields, "Tt")
+    if total is None:
+        total = _ms(fields, "Tt") if request_date else _ms(fields, "Ta")
+    when += max(total or 0, 0) / 1000
+    state = (fields.get("tsc") or fields.get("ts") or "--")[:2]
+    server = fields.get("s", "")
+    status = _ms(fields, "ST")
     if server == "<NOSRV>":
         kind = "no_live_upstreams" if state[0] not in "cC" else None
     elif state in SERVER_STATES:
@@ -74,4 +193,69 @@ def haproxy_line(text: str) -> Optional[tuple[float, Optional[str], Optional[int
         kind = "other"
     else:
         kind = None  # the client left or timed out: nothing about the upstream
-    return when, kind, status
+    upstream = None
+    si, sp = fields.get("si", "-"), fields.get("sp", "-")
+    if si not in ("-", "") and sp.isdigit():
+        upstream = f"[{si}]:{sp}" if ":" in si else f"{si}:{sp}"
+    elif servers and (fields.get("b"), server) in servers:
+        upstream = servers[(fields.get("b", ""), server)]
+    bp = fields.get("bp", "-")
+    local_port = int(bp) if bp.isdigit() and 0 < int(bp) < 65536 else None
+    timings = {}
+    connect, response = _ms(fields, "Tc"), _ms(fields, "Tr")
+    if connect is not None and connect >= 0:
+        timings["connect"] = connect / 1000
+        if response is not None and response >= 0:
+            timings["header"] = (connect + response) / 1000
+    if total is not None and total >= 0:
+        timings["total"] = total / 1000
+    retries = _ms(fields, "rc") or 0
+    return Session(when, zone, resolution, kind, status if status and status > 0 else None, upstream, local_port,
+                   timings, max(retries, 0))
+
+
+def _default_fields(text: str) -> Optional[dict[str, str]]:
+    """The fields of an `option httplog` or `option tcplog` line."""
+    m = HTTP_LINE.search(text)
+    if m:
+        fields = {k: v for k, v in m.groupdict().items() if v is not None}
+        timers = fields.pop("timers").split("/")
+        fields.update(zip(("TR", "Tw", "Tc", "Tr", "Ta"), timers))
+        return fields
+    m = TCP_LINE.search(text)
+    if m:
+        fields = {k: v for k, v in m.groupdict().items() if v is not None}
+        fields.update(zip(("Tw", "Tc", "Tt"), fields.pop("timers").split("/")))
+        return fields
+    return None
+
+
+def line_fields(text: str, pattern: Optional[re.Pattern[str]] = None) -> Optional[dict[str, str]]:
+    """The fields of one line, in `pattern` (a compiled log-format) or the default formats; None
+    when it is not such a line."""
+    if pattern is None:
+        return _default_fields(text)
+    body = SYSLOG_PREFIX.sub("", text, count=1)
+    m = pattern.match(body.lstrip()) or pattern.match(text)
+    if not m:
+        return None
+    return {k: v.strip('"') for k, v in m.groupdict().items() if v is not None}
+
+
+def is_haproxy_format(log_format: str) -> bool:
+    """Whether a format string is HAProxy's (`%ci:%cp [%tr] ...`), not nginx's (`$msec ...`)
+    nor Envoy's (`%START_TIME%`)."""
+    if "$" in log_format or re.search(r"%[A-Z_]{2,}(?:\([^)]*\))?(?::\d+)?%", log_format):
+        return False
+    return any(m.group(2) in VALUES for m in VARIABLE.finditer(log_format) if m.group(2))
+
+
+def is_haproxy(text: str) -> bool:
+    return _default_fields(text) is not None
+
+
+def haproxy_line(text: str, pattern: Optional[re.Pattern[str]] = None,
+                 servers: Optional[dict[tuple[str, str], str]] = None) -> Optional[Session]:
+    """The session of one line (in `pattern`, else the default formats); None when it is not one."""
+    fields = line_fields(text, pattern)
+    return session(fields, servers) if fields is not None else None

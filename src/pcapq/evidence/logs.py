@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Optional
 
-from pcapq.evidence.haproxy import haproxy_line
+from pcapq.evidence.haproxy import Session, compile_haproxy_format, haproxy_line
 
 # Kinds no TCP connection of the capture can show: counted, never tied.
 UNTIED_KINDS = ("no_live_upstreams", "unix_eagain", "unix_refused", "unix_missing", "unix_other", "other")
@@ -58,7 +58,8 @@ class LogFile:
     path: str
     format: str
     """`error`, `combined`, `combined+upstream`, `json`, `key_value` (`name=value` pairs after a
-    bare time and status), `log_format` (the one given), `haproxy` (httplog or tcplog)."""
+    bare time and status), `log_format` (the one given, nginx's or Envoy's), `haproxy` (httplog or
+    tcplog), `envoy` (Envoy's default format, or Istio's), `envoy_json` (Envoy's JSON lines)."""
     lines: list[LogLine] = field(default_factory=list)
     total: int = 0
     """Non-empty lines read."""
@@ -284,7 +285,7 @@ def _combined(number: int, text: str) -> Optional[tuple[float, float, int, dict[
 def _json_access(text: str) -> Optional[tuple[float, Optional[float], float, int, dict[str, str]]]:
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(doc, dict):
         return None
@@ -357,11 +358,17 @@ VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 
 def compile_log_format(log_format: str) -> re.Pattern[str]:
     """A regular expression matching the lines nginx writes with `log_format` (its string, the
-    parts joined): each variable a named group, the text between them literal.
+    parts joined): each variable a named group, the text between them literal. An Envoy format
+    string (`%COMMAND%` operators, no `$variable`) is compiled by `envoy.compile_envoy_format`.
 
     Raises:
-        LogError: the format has no time variable ($msec, $time_local, $time_iso8601) or no $status.
+        LogError: the format has no time variable ($msec, $time_local, $time_iso8601) or no $status
+        (Envoy's: no %START_TIME%, or neither %RESPONSE_FLAGS% nor %UPSTREAM_HOST%).
     """
+    from pcapq.evidence.envoy import compile_envoy_format, is_envoy_format  # envoy imports this module
+
+    if is_envoy_format(log_format):
+        return compile_envoy_format(log_format)
     pattern, names, at = "^", set(), 0
     for m in VARIABLE.finditer(log_format):
         pattern += re.escape(log_format[at:m.start()])
@@ -385,37 +392,60 @@ def _formatted_access(pattern: re.Pattern[str], text: str) -> Optional[tuple[flo
     return _timed(fields, fields.get("status", ""))
 
 
+# ---- HAProxy ----
+
+
+def _haproxy_item(number: int, session: Session) -> LogLine:
+    kind = session.kind or "other"
+    # HAProxy's own status (503 for a failed connect, 504 for a server timeout; none in TCP mode).
+    return LogLine(number, session.time, kind, session.upstream, session.status,
+                   local_port=session.local_port, timings=session.timings)
+
+
 # ---- either ----
 
 
-def read_log(path: str, log_format: Optional[str] = None) -> LogFile:
-    """Reads an nginx error or access log; the format is found from its lines, or is the
-    access log's `log_format` string when given.
+def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Optional[str] = None,
+             servers: Optional[dict[tuple[str, str], str]] = None) -> LogFile:
+    """Reads an nginx error or access log, an Envoy or an HAProxy log; the format is found from
+    its lines, or is the access log's `log_format` string when given. HAProxy's lines are also
+    read in `haproxy_format` (a `log-format`), their servers' addresses taken from `servers`
+    ((backend, server) -> address, haproxy.cfg's).
 
     Raises:
         LogError: the file cannot be read, or no line of it is an nginx log line.
     """
+    from pcapq.evidence.envoy import envoy_line, is_envoy_format  # envoy imports this module
+
     pattern = compile_log_format(log_format) if log_format else None
+    haproxy_pattern = compile_haproxy_format(haproxy_format) if haproxy_format else None
+    envoy_format = log_format is not None and is_envoy_format(log_format)
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as e:
         raise LogError(f"{path}: cannot read the log: {e.strerror or e}") from None
-    if b"\0" in raw[:4096]:
+    head = raw[:4096]
+    # A stray control byte is a garbled line; a tenth of them is a binary file.
+    if head and sum(b < 32 and b not in (9, 10, 13) for b in head) > len(head) // 10:
         raise LogError(f"{path}: not a text file, so not an nginx log")
     texts = raw.decode("utf-8", errors="replace").splitlines()
-    kinds = {"error": 0, "combined": 0, "json": 0, "key_value": 0, "log_format": 0, "haproxy": 0}
+    kinds = {"error": 0, "combined": 0, "json": 0, "key_value": 0, "log_format": 0, "haproxy": 0, "envoy": 0, "envoy_json": 0}
     for text in texts[:200]:
-        if pattern is None and haproxy_line(text):
+        if pattern is None and haproxy_line(text, haproxy_pattern):
             kinds["haproxy"] += 1
         elif pattern is not None:
-            kinds["log_format"] += bool(_formatted_access(pattern, text))
+            kinds["log_format"] += bool(envoy_line(0, text, pattern) if envoy_format else _formatted_access(pattern, text))
         elif ERROR_LINE.match(text):
             kinds["error"] += 1
         elif COMBINED.match(text):
             kinds["combined"] += 1
+        elif text.startswith("{") and envoy_line(0, text):
+            kinds["envoy_json"] += 1
         elif text.startswith("{") and _json_access(text):
             kinds["json"] += 1
+        elif envoy_line(0, text):
+            kinds["envoy"] += 1
         elif _key_value_access(text):
             kinds["key_value"] += 1
     fmt = max(kinds, key=lambda k: kinds[k])
@@ -439,11 +469,12 @@ def read_log(path: str, log_format: Optional[str] = None) -> LogFile:
             got = _error_line(number, text)
             items = None if got == "unreadable" else ([got] if isinstance(got, LogLine) else [])
         elif fmt == "haproxy":
-            session = haproxy_line(text)
+            session = haproxy_line(text, haproxy_pattern, servers)
             if session:
-                when, kind, status = session
-                log.resolution = 0.001
-                items = [LogLine(number, when, kind, None, status or STATUS.get(kind))] if kind else []
+                log.resolution = session.resolution
+                if session.zone is not None:
+                    zones.append(session.zone)
+                items = [_haproxy_item(number, session)] if session.kind else []
         elif fmt == "combined":
             parsed = _combined(number, text)
             if parsed:
@@ -451,6 +482,11 @@ def read_log(path: str, log_format: Optional[str] = None) -> LogFile:
                 zones.append(zone)
                 upstream_seen |= has_upstream
                 items = _access_items(number, when, status, fields, has_upstream)
+        elif fmt in ("envoy", "envoy_json") or envoy_format:
+            envoy_read = envoy_line(number, text, pattern if envoy_format else None)
+            if envoy_read:
+                items, envoy_zone, log.resolution = envoy_read
+                zones.append(envoy_zone)
         else:
             parsed_json = (
                 _json_access(text) if fmt == "json"

@@ -390,6 +390,17 @@ SCENARIOS: dict[str, Scenario] = {
             client_error=("timed out", "reset", "closed"),
         ),
         Scenario(
+            "haproxy_http_overflow",
+            "HAProxy (mode http, a log-format with %bi:%bp) in front of a listener whose accept queue overflows",
+            "As haproxy_overflow, in HTTP mode, with a log-format that adds the backend source address and port "
+            "(%bi:%bp) and the server's (%si:%sp) to httplog's fields: each line names the connection it was about, "
+            "so it is tied to it exactly.",
+            lambda net, pcap: scenarios.haproxy_overflow(net, pcap, logs=pcap.with_suffix(""), mode="http",
+                                                         log_format=scenarios.HAPROXY_EXACT_LOG),
+            tools=("ip", "tcpdump", "nstat", "ss", "haproxy"),
+            client_error=("timed out", "reset", "closed"),
+        ),
+        Scenario(
             "nginx_php_fpm",
             "nginx in front of php-fpm with listen.backlog 2 under ab load: 502/504",
             "php-fpm serves 4 requests a second with a listen backlog of 2 while ab sends 20 at a "

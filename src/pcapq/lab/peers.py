@@ -34,8 +34,18 @@ import time
 from typing import cast
 
 
-def request_bytes(size: int) -> bytes:
+def request_bytes(size: int, http: bool = False) -> bytes:
+    if http:
+        # An HTTP/1.0 GET padded to `size` bytes with a header; it ends with a newline too.
+        head = b"GET / HTTP/1.0\r\nHost: upstream\r\nX-Pad: "
+        return head + b"q" * max(size - len(head) - 4, 1) + b"\r\n\r\n"
     return b"q" * (size - 1) + b"\n"
+
+
+def response_bytes(size: int, http: bool = False) -> bytes:
+    if http:
+        return b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % size + b"r" * size
+    return b"r" * size
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -55,7 +65,7 @@ def serve(args: argparse.Namespace) -> int:
         time.sleep(args.accept_delay)
     print("accepting", flush=True)
     served = 0
-    response = b"r" * args.response
+    response = response_bytes(args.response, args.http)
     workers: list[threading.Thread] = []
     while (args.count == 0 or served < args.count) and time.monotonic() < deadline:
         lsock.settimeout(max(0.05, deadline - time.monotonic()))
@@ -85,6 +95,10 @@ def answer(conn: socket.socket, args: argparse.Namespace, response: bytes) -> No
             read_request(conn)
             if args.reply_delay:
                 time.sleep(args.reply_delay)
+            if args.rst_before_reply:
+                # SO_LINGER on, 0 s: close() sends an RST with the request unanswered.
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return
             if args.rst_after_reply:
                 # SO_LINGER on, 0 s: close() sends an RST right after the response.
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -236,7 +250,7 @@ def concurrent(args: argparse.Namespace) -> int:
     datagrams to the server's discard port go out first, so that the SYNs queue behind them on
     a shaped link."""
     deadline = time.monotonic() + args.deadline
-    request = request_bytes(args.request)
+    request = request_bytes(args.request, args.http)
     sel = selectors.DefaultSelector()
     results: list[dict] = []
 
@@ -458,6 +472,8 @@ def main() -> int:
     p.add_argument("--defer-accept", type=int, default=0, help="server: TCP_DEFER_ACCEPT, in seconds")
     p.add_argument("--rst-after-reply", action="store_true",
                    help="server: close with SO_LINGER 0 after the response (an RST)")
+    p.add_argument("--rst-before-reply", action="store_true",
+                   help="server: close with SO_LINGER 0 after reading the request, without answering (an RST)")
     p.add_argument("--delayed-ack", action="store_true", help="sequential client: TCP_QUICKACK 0 after connect")
     p.add_argument("--fastopen", action="store_true", help="sequential client: request in the SYN (MSG_FASTOPEN)")
     p.add_argument("--listeners", type=int, default=4, help="reuseport: SO_REUSEPORT listeners on the port")
@@ -472,6 +488,8 @@ def main() -> int:
     p.add_argument("--restart-after", type=float, default=0.0,
                    help="server: close the listening socket after this long without accept() (see restart())")
     p.add_argument("--down-for", type=float, default=1.5, help="server: seconds between close() and the new listen()")
+    p.add_argument("--http", action="store_true",
+                   help="server: answer with an HTTP/1.0 response; concurrent client: send an HTTP/1.0 GET")
     p.add_argument("--deadline", type=float, default=20.0)
     args = p.parse_args()
     if args.role == "server":

@@ -611,13 +611,17 @@ def nginx_php_fpm(
     return run
 
 
+# httplog's fields and the backend connection's source (%bi:%bp) and target (%si:%sp).
+HAPROXY_EXACT_LOG = ("%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq "
+                     "%bi:%bp %si:%sp %{+Q}r")
+
 HAPROXY_CFG = """\
 global
     log stdout format raw local0
 defaults
     mode {mode}
     log global
-    option {mode}log
+    {log}
     retries 0
     timeout connect {connect_timeout}s
     timeout client 30s
@@ -642,12 +646,17 @@ def haproxy_overflow(
     request: int = 100,
     response: int = 1000,
     snaplen: int = 128,
+    mode: str = "tcp",
+    log_format: str | None = None,
+    server_options: tuple[str, ...] | None = (),
 ) -> Run:
-    """HAProxy (mode tcp, option tcplog, retries 0) in the client namespace in front of a server
-    that listens with `backlog` and calls accept() only after `accept_delay` s, while
-    `connections` clients connect through it at once: the accept queue overflows; HAProxy gives
-    up at its `timeout connect` (state sC) or `timeout server` (sD). Its log (to stdout, raw)
-    is copied to `logs`.haproxy.log and its configuration to `logs`.haproxy.cfg."""
+    """HAProxy (`mode` tcp or http, option tcplog or httplog unless `log_format` is given,
+    retries 0) in the client namespace in front of a server that listens with `backlog` and
+    calls accept() only after `accept_delay` s, while `connections` clients connect through it
+    at once: the accept queue overflows; HAProxy gives up at its `timeout connect` (state sC)
+    or `timeout server` (sD, sH). `server_options` are the server's further options (peers.py
+    server); None: no server at all, so the kernel refuses each connect (SC). Its log (to
+    stdout, raw) is copied to `logs`.haproxy.log and its configuration to `logs`.haproxy.cfg."""
     import shutil
     import tempfile
 
@@ -657,30 +666,37 @@ def haproxy_overflow(
     with tempfile.TemporaryDirectory(prefix="pcapq-haproxy-") as tmp_name:
         tmp = Path(tmp_name)
         cfg = tmp / "haproxy.cfg"
-        cfg.write_text(HAPROXY_CFG.format(mode="tcp", connect_timeout=f"{connect_timeout:g}",
+        log = f'log-format "{log_format}"' if log_format else f"option {mode}log"
+        cfg.write_text(HAPROXY_CFG.format(mode=mode, log=log, connect_timeout=f"{connect_timeout:g}",
                                           server_timeout=f"{server_timeout:g}", port=NGINX_PORT, upstream=upstream))
-        log = tmp / "haproxy.log"
+        log_path = tmp / "haproxy.log"
+        http = ["--http"] if mode == "http" else []
         started = time.monotonic()
         before = net.nstat(net.server_ns)
-        server = start_server(net, "--backlog", str(backlog), "--accept-delay", str(accept_delay), "--count",
-                              str(connections), "--response", str(response), "--deadline", "25")
-        with open(log, "w") as out:
+        server = None if server_options is None else start_server(
+            net, "--backlog", str(backlog), "--accept-delay", str(accept_delay), "--count", str(connections),
+            "--response", str(response), "--deadline", "25", *http, *server_options)
+        with open(log_path, "w") as out:
             proxy = net.popen(net.client_ns, ["haproxy", "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.DEVNULL)
         try:
             _wait_listening(net, net.client_ns, NGINX_PORT, proxy, "haproxy")
             with net.capture(pcap, bpf=["tcp", "port", str(PORT)], snaplen=snaplen) as cap:
                 net.say(f"client load: {connections} connections at once through haproxy on 127.0.0.1:{NGINX_PORT}")
                 clients = net.run(net.client_ns, [*PEERS, "client", "127.0.0.1", str(NGINX_PORT), "--concurrent", "--count",
-                                                  str(connections), "--request", str(request), "--deadline", "15"],
+                                                  str(connections), "--request", str(request), "--deadline", "15", *http],
                                   timeout=30).stdout
         finally:
             net.stop(proxy)
-            net.stop(server)
-        shutil.copyfile(log, logs.with_name(logs.name + ".haproxy.log"))
+            if server is not None:
+                net.stop(server)
+        shutil.copyfile(log_path, logs.with_name(logs.name + ".haproxy.log"))
         shutil.copyfile(cfg, logs.with_name(logs.name + ".haproxy.cfg"))
+    serving = (f"server listen() backlog {backlog}, first accept() {accept_delay:g} s after listen(); {response}-byte response"
+               + (f" ({' '.join(server_options)})" if server_options else "")) if server_options is not None else "no server listening"
     setup = [
-        f"server listen() backlog {backlog}, first accept() {accept_delay:g} s after listen(); {response}-byte response",
-        f"client: haproxy 2 (mode tcp, option tcplog, retries 0, timeout connect {connect_timeout:g}s, timeout server "
+        serving,
+        f"client: haproxy 2 (mode {mode}, " + (f"log-format {log_format!r}" if log_format else f"option {mode}log")
+        + f", retries 0, timeout connect {connect_timeout:g}s, timeout server "
         f"{server_timeout:g}s) on 127.0.0.1:{NGINX_PORT}, server app1 {upstream}; {connections} connections at once "
         f"through it, {request}-byte request each",
         f"tcpdump -s {snaplen} port {PORT}",

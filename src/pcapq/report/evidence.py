@@ -48,6 +48,7 @@ def section_rows(d: Diagnosis) -> list[tuple[str, str]]:
             kinds = ", ".join(f"{n} {k}" for k, n in x["by_kind"].items()) or "no upstream line"
             rows.append((x["path"], f"{x['format']} format, {x['lines']} lines: {kinds}; {x['matched']} of "
                          f"{x['upstream_lines']} upstream error lines tied" +
+                         (f" ({x['exact']} lines tied by the proxy's source port)" if x.get("exact") else "") +
                          (f", {x['answered_matched']} answered requests tied" if x["answered_matched"] else "")))
             rows.append(("  clock", _offset(x)))
             if x["unreadable"]:
@@ -56,6 +57,11 @@ def section_rows(d: Diagnosis) -> list[tuple[str, str]]:
             if x["untied_count"]:
                 which = ", ".join(f"line {u['line']} ({u['kind']})" for u in x["untied"][:SHOWN])
                 rows.append(("  tied to nothing", f"{x['untied_count']}: {which}" + (" ..." if x["untied_count"] > SHOWN else "")))
+        for measure, c in logs.get("timings", {}).items():
+            what = {"connect": "connect times", "header": "times to the first byte"}.get(measure, measure)
+            differ = "; ".join(f"connection {e['connection']}: {e['logged']:.3f} s logged, {e['seen']:.3f} s seen" for e in c["examples"])
+            rows.append(("  timings", f"the proxy's {what} agree with the capture on {c['agree']} of {c['pairs']} tied connections"
+                         + (f" ({differ})" if differ else "")))
         for kind, n in logs.get("not_tied_by_nature", {}).items():
             rows.append(("  not in the capture", f"{n} {kind} (no TCP connection of the capture can show it)"))
         for shape, s in logs.get("no_line", {}).items():

@@ -617,6 +617,18 @@ def page_parts(title: str, body: list[str], script: Optional[str] = None) -> lis
     return parts
 
 
+def _proxy_log(note: dict) -> str:
+    """The proxy's line tied to a connection, above its ladder: where, status and kind, the line
+    as written, and the proxy's times against the capture's."""
+    from pcapq.report.proxy_line import timing_sentence, verdict, where
+
+    rows = f"<tr><th>proxy log</th><td>{h(where(note))}, {h(verdict(note))}<br><code>{h(note['text'])}</code></td></tr>"
+    sentence = timing_sentence(note)
+    if sentence is not None:
+        rows += f"<tr><th>timings</th><td>{h(sentence)}</td></tr>"
+    return f'<table class="notes"><tbody>{rows}</tbody></table>'
+
+
 def render_timelines(
     timelines: list[tl.ConnectionTimeline], aggregate: Optional[tl.Aggregate], matched: int, source: str
 ) -> str:
@@ -635,8 +647,9 @@ def render_timelines(
             f"<td class=num>{r.length}</td><td class=wrap>{h(r.note)}</td></tr>"
             for r in t.rows
         )
+        logged = _proxy_log(t.proxy_log) if t.proxy_log is not None else ""
         body.append(
-            f'<section class="ladder" id="ladder-{t.id}"><h3>{h(head)}</h3>{ladder_svg(t)}'
+            f'<section class="ladder" id="ladder-{t.id}"><h3>{h(head)}</h3>{logged}{ladder_svg(t)}'
             '<table class="conns"><thead><tr><th>frame</th><th>time (s)</th><th>dir</th><th>flags</th><th>seq</th>'
             f"<th>ack</th><th>len</th><th>what it means</th></tr></thead><tbody>{rows}</tbody></table></section>"
         )

@@ -12,6 +12,7 @@ from pcapq.causes.registry import title
 from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport, ConnectionRow
 from pcapq.report.clock import utc_clock
+from pcapq.report.proxy_line import timing_sentence, verdict, where
 from pcapq.report.evidence import section_rows
 
 
@@ -122,6 +123,16 @@ def render_analyze(report: AnalyzeReport) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def proxy_log_lines(note: dict) -> list[str]:
+    """The proxy's line tied to a connection, as written (escaped: a log's text is no Markdown), and
+    the proxy's times against the capture's."""
+    out = [f"**Proxy log** {md_text(where(note))}, {md_text(verdict(note))}: \"{md_text(note['text'])}\"", ""]
+    sentence = timing_sentence(note)
+    if sentence is not None:
+        out += [md_text(sentence), ""]
+    return out
+
+
 def connection_section(t: tl.ConnectionTimeline) -> list[str]:
     symptoms = ", ".join(md_code(s) for s in t.symptoms) or "no symptom"
     out = [
@@ -131,6 +142,8 @@ def connection_section(t: tl.ConnectionTimeline) -> list[str]:
         + (f", {t.added_latency:.3f} s added by retransmissions" if t.added_latency else ""),
         "",
     ]
+    if t.proxy_log is not None:
+        out += proxy_log_lines(t.proxy_log)
     rows = [
         [
             str(r.frame) + (f" (file {r.file})" if r.file else ""), f"{r.offset:.6f}", r.arrow, md_code(r.flags),

@@ -97,6 +97,8 @@ class ConnectionTimeline:
     rows: list[Row]
     slots: list[Slot] = field(default_factory=list)
     events_dropped: int = 0
+    proxy_log: Optional[dict[str, Any]] = None
+    """With --log: the proxy's line tied to this connection (`pcapq.evidence.Ties.by_id`)."""
 
     @property
     def failed(self) -> bool:
@@ -106,6 +108,9 @@ class ConnectionTimeline:
         out = asdict(self)
         for row in out["rows"]:
             row["arrow"] = "→" if row["side"] == "client" else "←"
+        if out["proxy_log"] is None:
+            # As in analyze's JSON: only a connection a line is tied to has the field.
+            del out["proxy_log"]
         return out
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from pcapq.report.model import ConnectionRow
 from pcapq.report.clock import utc_clock
+from pcapq.report.proxy_line import timing_sentence, verdict, where
 
 if TYPE_CHECKING:
     from pcapq.report.aggregate import Aggregate
@@ -109,6 +110,17 @@ def aggregate_table(agg: Aggregate) -> Group:
     return Group(t, note)
 
 
+def proxy_log_lines(note: dict[str, Any]) -> list[Text]:
+    """The proxy's line tied to a connection, under its header: where it is, its status and
+    kind, the line as written; then the proxy's times against the capture's, when it has them."""
+    quoted = '"' + note["text"] + '"'
+    lines = [Text.assemble(("proxy log  ", "bold"), f"{where(note)}  {verdict(note)}  ", (quoted, "dim"))]
+    sentence = timing_sentence(note)
+    if sentence is not None:
+        lines.append(Text(sentence, style="dim"))
+    return lines
+
+
 def connection_table(t: ConnectionTimeline) -> Group:
     symptoms = ", ".join(s.replace("_", " ") for s in t.symptoms) or "no symptom"
     latency = f", {t.added_latency:.3f} s added by retransmissions" if t.added_latency else ""
@@ -132,7 +144,10 @@ def connection_table(t: ConnectionTimeline) -> Group:
             str(r.frame) + (f"/{r.file}" if r.file else ""), f"{r.offset:.6f}", r.arrow, r.flags,
             "" if r.seq is None else str(r.seq), "" if r.ack is None else str(r.ack), str(r.length), Text(r.note, style=style),
         )
-    parts: list[Any] = [head, table]
+    parts: list[Any] = [head]
+    if t.proxy_log is not None:
+        parts += proxy_log_lines(t.proxy_log)
+    parts.append(table)
     if t.events_dropped:
         parts.append(Text(f"{t.events_dropped} later events were not kept.", style="dim"))
     parts.append(Text(""))

@@ -14,8 +14,10 @@ from pcapq.teach.narrate import Story, tell
 __all__ = ["NoSuchConnection", "Story", "explain"]
 
 
-def explain(analysis: Analysis, conn: str | None = None) -> Story:
+def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, dict] | None = None) -> Story:
     """The story of the connection `conn` (PORT or IP:PORT) or of the most instructive one.
+    `proxy_logs` (connection id -> the proxy's line tied to it, `pcapq.evidence.Ties.by_id`):
+    the story ends with the line the proxy wrote about this connection.
 
     Raises:
         NoSuchConnection: nothing matches `conn`, or the capture has no connection.
@@ -24,4 +26,5 @@ def explain(analysis: Analysis, conn: str | None = None) -> Story:
     diagnosis = diagnose(analysis)
     choice = choose(analysis, diagnosis, conn)
     record = json.loads(analysis.connection_json(choice.index))
-    return tell(record, diagnosis, choice.reason, choice.others, choice.matched)
+    proxy_log = (proxy_logs or {}).get(record["id"])
+    return tell(record, diagnosis, choice.reason, choice.others, choice.matched, proxy_log)

@@ -59,10 +59,14 @@ class Story:
     ending: list[str]
     others: list[int] = field(default_factory=list)
     matched: int = 1
+    proxy_log: dict | None = None
+    """With --log: the proxy's line tied to this connection (`pcapq.evidence.Ties.by_id`)."""
+    proxy_log_agrees: bool | None = None
+    """Whether that line is the one pcapq predicted; None when it predicted none."""
 
     def to_json(self) -> dict:
         c = self.connection
-        return {
+        out = {
             "schema": "pcapq.explain",
             "schema_version": 1,
             "connection": {k: c[k] for k in ("id", "client", "server", "outcome", "symptoms", "first_frame",
@@ -75,6 +79,10 @@ class Story:
             "steps": [s.to_json() for s in self.steps],
             "ending": self.ending,
         }
+        if self.proxy_log is not None:
+            out["proxy_log"] = self.proxy_log
+            out["proxy_log_agrees"] = self.proxy_log_agrees
+        return out
 
 
 @dataclass
@@ -93,7 +101,8 @@ class _Context:
         return self.capture_side == "server"
 
 
-def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None = None, matched: int = 1) -> Story:
+def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None = None, matched: int = 1,
+         proxy_log: dict | None = None) -> Story:
     finding = next((f for f in diagnosis.every_finding() if conn["id"] in f.connections), None)
     ctx = _Context(conn, finding.cause if finding else None, diagnosis.capture_point.side)
     glossary = Glossary()
@@ -122,7 +131,9 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
         step.terms = glossary.first_use(["frame", "kernel", *terms] if not steps else terms)
         steps.append(step)
         ctx.seen.add(kind)
-    return Story(conn, reason, finding, intro, steps, _ending(conn, finding, ctx), others or [], matched)
+    logged, agrees = _logged(conn, finding, proxy_log) if proxy_log is not None else ([], None)
+    ending = _ending(conn, finding, ctx, logged)
+    return Story(conn, reason, finding, intro, steps, ending, others or [], matched, proxy_log, agrees)
 
 
 def _events_and_icmp(conn: dict) -> list[dict]:
@@ -172,12 +183,14 @@ def _intro(conn: dict, finding: Finding | None, diagnosis: Diagnosis) -> list[st
     return lines
 
 
-def _ending(conn: dict, finding: Finding | None, ctx: _Context) -> list[str]:
+def _ending(conn: dict, finding: Finding | None, ctx: _Context, logged: list[str]) -> list[str]:
+    """`logged`: what the proxy did log (`_logged`), after what pcapq predicts it logs."""
     lines = [f"What the applications saw: {_application_outcome(conn, ctx)}"]
     if finding and finding.proxy_log:
         when = ("If such a wait passes the proxy's timeout, nginx logs: " if conn["outcome"] == "completed"
                 else "What nginx logs in such a case: ")
         lines.append(when + "; ".join(finding.proxy_log) + ".")
+    lines += logged
     if conn["added_latency"]:
         lines.append(f"Time lost to retransmissions: {conn['added_latency']:.3f} s.")
     if finding:
@@ -186,6 +199,34 @@ def _ending(conn: dict, finding: Finding | None, ctx: _Context) -> list[str]:
     if counters:
         lines.append(f"To confirm on the server: nstat -az {' '.join(counters)} (the counters move when this happens).")
     return lines
+
+
+# The ending's sentence that quotes the proxy's line (Markdown escapes it: the log's text is no markup).
+LOGGED = "What the proxy logged for this connection"
+
+
+def _logged(conn: dict, finding: Finding | None, note: dict) -> tuple[list[str], bool | None]:
+    """The proxy's line tied to the connection, and whether it is the one pcapq predicted: the
+    sentences, and True, False, or None when pcapq predicted no line."""
+    from pcapq.evidence import predicted
+    from pcapq.report.proxy_line import timing_sentence, verdict, where
+
+    quoted = f'{LOGGED} ({where(note)}, {verdict(note)}): "{note["text"]}".'
+    answered = conn["request"]["answered"] is not None
+    agrees: bool | None
+    if note["kind"] == "answered":
+        agrees = answered
+        said = ("As the capture shows: the server answered, and the proxy logged its answer." if answered else
+                "Not what the capture shows: the proxy logged an answer, and the capture has none from the server.")
+    elif finding and finding.proxy_log:
+        agrees = predicted(finding, note["kind"])
+        said = ("It is the line pcapq predicted above." if agrees else
+                f"It is not the line pcapq predicted above: the proxy logged a line of kind {note['kind']}.")
+    else:
+        agrees = None
+        said = "pcapq predicted no line for this connection to set it against."
+    timing = timing_sentence(note)
+    return [quoted, said + (f" {timing}" if timing else "")], agrees
 
 
 def _counters(ctx: _Context) -> list[str]:

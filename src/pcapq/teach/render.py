@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import textwrap
 
-from pcapq.teach.narrate import Story, Step
+from pcapq.report.escape import md_text
+from pcapq.teach.narrate import LOGGED, Story, Step
 
 WIDTH = 100
 
@@ -73,7 +74,8 @@ def markdown(story: Story) -> str:
         for term, meaning in step.terms.items():
             out.append(f"   - **{term}**: {meaning}")
     out += ["", "## What it meant", ""]
-    out += [f"- {line}" for line in story.ending]
+    # The sentence quoting the proxy's log is escaped: the log's text is no Markdown.
+    out += [f"- {md_text(line) if line.startswith(LOGGED) else line}" for line in story.ending]
     return "\n".join(out) + "\n"
 
 
