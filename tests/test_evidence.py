@@ -452,7 +452,7 @@ def test_log_format_given_reads_a_format_of_its_own(tmp_path: Path) -> None:
     log = write(tmp_path, "access.log", "\n".join(lines) + "\n")
     # Not recognised alone ("up" is no name pcapq knows): a warning, and the report.
     r = invoke("--log", log, str(CAPTURES / "nginx_php_fpm.pcap"))
-    assert r.exit_code == ExitCode.PROBLEMS and "give its log_format with --log-format" in r.stderr
+    assert r.exit_code == ExitCode.PROBLEMS and "give its format with --log-format" in r.stderr
     r = invoke("--log", log, "--log-format", fmt, str(CAPTURES / "nginx_php_fpm.pcap"))
     assert r.exit_code == ExitCode.PROBLEMS and not r.stderr, r.stderr
     assert "17 of 17 upstream error lines tied" in _tied(r), _tied(r)
@@ -639,11 +639,24 @@ def test_haproxy_cfg_with_two_server_timeouts_states_neither(tmp_path: Path) -> 
 @pytest.mark.kernel
 @pytest.mark.skipif(unavailable_reason(("ip", "tcpdump", "nstat", "ss", "haproxy")) is not None,
                     reason=str(unavailable_reason(("ip", "tcpdump", "nstat", "ss", "haproxy"))))
-def test_real_haproxy_log_is_tied_and_confirms_the_findings(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["tcp", "http"])
+def test_real_haproxy_log_is_tied_and_confirms_the_findings(tmp_path: Path, mode: str) -> None:
+    # option tcplog, and option httplog in HTTP mode.
+    import dataclasses
+
+    from pcapq.lab import scenarios
+    from pcapq.lab.catalog import SCENARIOS
     from pcapq.lab.runner import run_scenario
 
+    name = f"haproxy_overflow_{mode}log"
+    SCENARIOS[name] = dataclasses.replace(
+        SCENARIOS["haproxy_overflow"], name=name,
+        run=lambda net, pcap: scenarios.haproxy_overflow(net, pcap, logs=pcap.with_suffix(""), mode=mode))
     pcap = tmp_path / "hp.pcap"
-    result = run_scenario("haproxy_overflow", pcap)
+    try:
+        result = run_scenario(name, pcap)
+    finally:
+        del SCENARIOS[name]
     assert result.problems == []
     analysis = pcapq.analyze([str(pcap)])
     d = diagnose(analysis)

@@ -71,7 +71,7 @@ class LogFile:
 
 
 class LogError(ValueError):
-    """A file that is not an nginx log pcapq can read."""
+    """A file that is not a proxy log pcapq can read."""
 
 
 # ---- error.log ----
@@ -413,7 +413,7 @@ def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Option
     ((backend, server) -> address, haproxy.cfg's).
 
     Raises:
-        LogError: the file cannot be read, or no line of it is an nginx log line.
+        LogError: the file cannot be read, or no line of it is a line of a log pcapq reads.
     """
     from pcapq.evidence.envoy import envoy_line, is_envoy_format  # envoy imports this module
 
@@ -428,7 +428,7 @@ def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Option
     head = raw[:4096]
     # A stray control byte is a garbled line; a tenth of them is a binary file.
     if head and sum(b < 32 and b not in (9, 10, 13) for b in head) > len(head) // 10:
-        raise LogError(f"{path}: not a text file, so not an nginx log")
+        raise LogError(f"{path}: not a text file, so not a proxy's log")
     texts = raw.decode("utf-8", errors="replace").splitlines()
     kinds = {"error": 0, "combined": 0, "json": 0, "key_value": 0, "log_format": 0, "haproxy": 0, "envoy": 0, "envoy_json": 0}
     for text in texts[:200]:
@@ -454,8 +454,8 @@ def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Option
         if pattern is not None:
             raise LogError(f"{path}: no line matches the log format given (first line: {first[:80]!r})")
         raise LogError(
-            f"{path}: not an nginx error or access log pcapq recognises (first line: {first[:80]!r}); "
-            "give its log_format with --log-format"
+            f"{path}: not an nginx, HAProxy or Envoy log pcapq recognises (first line: {first[:80]!r}); "
+            "give its format with --log-format (nginx's log_format, HAProxy's log-format or Envoy's format string)"
         )
     log = LogFile(path, fmt)
     upstream_seen = False
