@@ -97,11 +97,11 @@ def test_text_timeline_has_the_icmp_row_between_the_segment_and_the_next() -> No
 
 def test_ladder_notes_resends_after_frag_needed_as_at_once_never_an_empty_timing() -> None:
     from pcapq import analyze
-    from pcapq.report.timeline import _Annotator
+    from pcapq.report.timeline import connection_timeline
 
-    (conn,) = analyze([str(CAPTURES / "pmtu_discovery.pcap")]).connections()
-    annotator = _Annotator(conn)
-    notes = {e["frame"]: annotator.note(e) for e in conn["events"] if e["kind"] == "data_retransmit"}
+    analysis = analyze([str(CAPTURES / "pmtu_discovery.pcap")])
+    (conn,) = analysis.connections()
+    notes = {r.frame: r.note for r in connection_timeline(analysis, 0).rows if r.kind == "data_retransmit"}
     assert notes and not [n for n in notes.values() if n.rstrip().endswith(":")]
     triggered = {t["frame"] for s in conn["series"] for t in s["sends"] if t["triggered"]}
     assert triggered and all(("at once and smaller, after the too-big ICMP error" in n) == (f in triggered)

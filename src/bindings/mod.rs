@@ -428,6 +428,54 @@ impl Analysis {
         Ok(json::connection_json(c, self.inner.end_ns()))
     }
 
+    /// The words pcapq writes on the packets of connection `index` (output/labels.rs), as
+    /// (file, frame, text): one per event, in event order, then one per ICMP error that
+    /// answered one of its packets.
+    fn connection_labels(&mut self, index: usize) -> PyResult<Vec<(u32, u64, String)>> {
+        self.settle();
+        let c = self.inner.connections.get(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("no such connection"))?;
+        let labels = crate::output::labels::connection_labels(c, self.inner.end_ns());
+        Ok(labels.into_iter().map(|label| (label.file, label.frame, label.text)).collect())
+    }
+
+    /// Writes the capture `paths` (the files this analysis read, in the same order) back as
+    /// pcapng at `output`, every record kept, with pcapq's words as packet comments on the
+    /// packets of the connections kept (`ids`: only these) and `section` on each section
+    /// header (docs/wireshark.md). `findings`: (title, connection ids) of each finding, naming
+    /// the finding of each problem connection on its first packet. Returns {packets,
+    /// commented, records, connections}.
+    ///
+    /// Raises:
+    ///     CaptureError: an input could not be opened, or broke off (args: message, kind,
+    ///         path; the output holds the records before the break).
+    ///     OSError: the output could not be written.
+    #[pyo3(signature = (paths, output, ids, findings, section))]
+    fn write_annotated<'py>(
+        &mut self, py: Python<'py>, paths: Vec<String>, output: std::path::PathBuf, ids: Option<Vec<u64>>,
+        findings: Vec<(String, Vec<u64>)>, section: String,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        use crate::output::{annotate, comments};
+        self.settle();
+        let inner = &self.inner;
+        let wanted: Option<rustc_hash::FxHashSet<u64>> = ids.map(|ids| ids.into_iter().collect());
+        let result = py.allow_threads(|| {
+            catch(|| {
+                let selected = inner.connections.iter().filter(|c| wanted.as_ref().is_none_or(|w| w.contains(&c.id)));
+                let notes = comments::packet_comments(selected, inner.end_ns(), &findings);
+                let lookup = |file: u32, frame: u64| notes.get(file, frame).map(std::borrow::Cow::Borrowed);
+                let written = annotate::write_annotated(&paths, &output, &annotate::Comments { packet: &lookup, section: &section });
+                written.map(|w| (w, notes.connections))
+            })
+        })?;
+        let (written, connections) = result.map_err(|e| annotate_error(e, &output))?;
+        let d = PyDict::new(py);
+        d.set_item("packets", written.packets)?;
+        d.set_item("commented", written.commented)?;
+        d.set_item("records", written.records)?;
+        d.set_item("connections", connections)?;
+        Ok(d)
+    }
+
     /// Joins the analysis of the capture that came right after this one (made with
     /// `mergeable=True`). Both are used up: they are empty afterwards.
     fn merge(&mut self, later: &mut Analysis) -> PyResult<Analysis> {
@@ -630,6 +678,18 @@ fn parse_endpoint(text: &str) -> PyResult<crate::flow::Endpoint> {
     let addr: std::net::SocketAddr =
         text.parse().map_err(|_| pyo3::exceptions::PyValueError::new_err(format!("not an endpoint: {text}")))?;
     Ok(crate::flow::Endpoint { ip: addr.ip(), port: addr.port() })
+}
+
+/// An error of `annotate::write_annotated` as Python sees it: an input that would not open or
+/// broke off is a CaptureError, the rest an OSError about the output.
+fn annotate_error(e: io::Error, output: &std::path::Path) -> PyErr {
+    if let Some(stopped) = e.get_ref().and_then(|inner| inner.downcast_ref::<crate::output::annotate::InputStopped>()) {
+        return CaptureError::new_err((stopped.to_string(), stopped.stop.kind(), stopped.path.clone()));
+    }
+    if let Some(read) = e.get_ref().and_then(|inner| inner.downcast_ref::<crate::reader::ReadError>()) {
+        return errors::capture_error(read);
+    }
+    pyo3::exceptions::PyOSError::new_err((e.raw_os_error().unwrap_or(0), e.to_string(), output.to_path_buf()))
 }
 
 /// The named tuples of `pcapq.diagnose.lean`.

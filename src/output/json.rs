@@ -18,13 +18,13 @@ pub const SCHEMA_NAME: &str = "pcapq.analysis";
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// A duration in seconds.
-fn seconds(ns: i64) -> f64 {
+pub(super) fn seconds(ns: i64) -> f64 {
     ns as f64 / 1e9
 }
 
 /// A point in time as Unix epoch seconds, rounded to the microsecond: an f64 cannot hold
 /// nanoseconds at today's epoch, and rounding first keeps the printed number short and exact.
-fn epoch(ns: i64) -> f64 {
+pub(super) fn epoch(ns: i64) -> f64 {
     let us = ns.div_euclid(1000) + i64::from(ns.rem_euclid(1000) >= 500);
     us as f64 / 1e6
 }

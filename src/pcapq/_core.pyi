@@ -308,6 +308,40 @@ class Analysis:
             IndexError: no such connection.
         """
 
+    def write_annotated(
+        self,
+        paths: list[str],
+        output: str,
+        ids: list[int] | None,
+        findings: list[tuple[str, list[int]]],
+        section: str,
+    ) -> dict[str, int]:
+        """Writes the capture `paths` (the files this analysis read, in that order) back as
+        pcapng at `output`: every record kept, bytes, timestamps and frame numbers unchanged,
+        pcapq's words (`connection_labels`, prefixed "pcapq: ") as packet comments on the
+        packets of the connections kept (only those of `ids` when given), `section` on each
+        section header. `findings`: (title, connection ids) of each finding; the first packet
+        of each connection with a problem says its outcome, symptoms and finding. Returns
+        {"packets", "commented", "records", "connections"}.
+
+        Raises:
+            CaptureError: an input could not be opened or broke off (the output then holds
+                the records before the break).
+            OSError: the output could not be written.
+        """
+        ...
+
+    def connection_labels(self, index: int) -> list[tuple[int, int, str]]:
+        """What each labelled packet of connection `index` means, in plain words, as
+        (file, frame, text): one per event of `connection_json(index)["events"]`, in that
+        order, then one per ICMP error of its `icmp`, in that order. A packet with two events
+        (data with a FIN) has two. The words of `pcapq timeline`'s notes and of the packet
+        comments `pcapq annotate` writes.
+
+        Raises:
+            IndexError: no such connection.
+        """
+
     def merge(self, later: Analysis) -> Analysis:
         """Joins the analysis of the capture that came right after this one.
 

@@ -661,6 +661,81 @@ def explain(
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, allow_dash=False), metavar="OUT.pcapng",
+    help="The annotated capture (pcapng)  [default: the first FILE's name with .pcapq.pcapng, in the current directory].",
+)
+@click.option("--failed", is_flag=True, help="Label only the connections with a problem (a failed outcome or any symptom).")
+@click.option("--cause", "causes", multiple=True, type=click.Choice(CAUSES),
+              help="Label only the connections of findings (or minor observations) with this cause (repeatable).")
+@click.option("--coloring-rules", "coloring", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE",
+              help="Also write Wireshark colouring rules that mark pcapq's labels (View > Coloring Rules > Import); "
+              "'-' for standard output.")
+def annotate(files: tuple[str, ...], output: str | None, failed: bool, causes: tuple[str, ...], coloring: str | None) -> None:
+    """Write the capture back as pcapng, with pcapq's words on each packet it labels.
+
+    Every packet of the input is kept, its bytes, timestamp and frame number unchanged;
+    each packet pcapq labels gets a packet comment saying what `pcapq timeline` says of it
+    ("SYN-ACK #2, spurious: the client already ACKed in frame 23 ..."), and the first packet
+    of each problem connection also its outcome and its finding. The section header carries
+    the findings and pcapq's version. Open it in Wireshark: the comments show in the packet
+    detail, `frame.comment contains "pcapq: "` filters on them, and --coloring-rules marks
+    them in the packet list (docs/wireshark.md). Comments already in a pcapng input are
+    kept, pcapq's after them.
+
+    \b
+    Examples:
+      $ pcapq annotate dump.pcap                      writes dump.pcapq.pcapng
+      $ pcapq annotate --failed -o out.pcapng dump.pcap.gz
+      $ pcapq annotate --cause accept_queue_overflow --coloring-rules pcapq.colorfilters dump.pcap
+      $ tshark -r dump.pcapq.pcapng -Y 'frame.comment contains "spurious"'
+
+    \b
+    Exit codes: 0 written; 2 usage error; 3 a capture could not be read; 4 a capture is
+    damaged (written up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the
+    output could not be written.
+    """
+    from pcapq import annotate as labels
+
+    if "-" in files:
+        fail("annotate reads its input twice (once to analyse, once to write it back): give files, not standard input", ExitCode.USAGE)
+    target = output or os.path.basename(files[0]).removesuffix(".gz").rsplit(".", 1)[0] + ".pcapq.pcapng"
+    refuse_overwriting_inputs(files, target)
+    try:
+        # Every connection's record when every connection is labelled; the problem ones only otherwise.
+        result = _core.analyze(list(files), keep_connections=not (failed or causes), keep_events=True)
+    except _core.CaptureError as e:
+        fail(e.args[0], ExitCode.UNREADABLE)
+    for warning in result.warnings():
+        warn(warning)
+    if result.summary()["tcp_segments"] == 0:
+        fail(f"no TCP segments to annotate in {', '.join(files)}", ExitCode.NO_TCP)
+    from pcapq.diagnose import diagnose
+
+    diagnosis = diagnose(result)
+    ids = sorted({i for f in diagnosis.every_finding() if f.cause in causes for i in f.connections}) if causes else None
+    selection = (f"the connections of {', '.join(causes)}" if causes else
+                 "the connections with a problem" if failed else "every connection")
+    section = labels.section_comment(files, diagnosis.findings, diagnosis.minor_observations, selection)
+    names = labels.finding_names(diagnosis.findings + diagnosis.minor_observations)
+    try:
+        written = result.write_annotated(list(files), target, ids, names, section)
+    except _core.CaptureError as e:
+        warn(f"{e.args[0]}; {target} holds the packets before it")
+        written = None
+    except OSError as e:
+        fail(f"cannot write {target}: {e.strerror or e}", ExitCode.CANT_WRITE)
+    if coloring:
+        deliver(coloring, True, lambda out, _colourless: (out.write(labels.coloring_rules()), out.flush()) and None)
+    if written is not None:
+        click.echo(f"pcapq: wrote {target}: {written['packets']:,} packets, {written['commented']:,} with pcapq's words "
+                   f"({selection}); in Wireshark: frame.comment contains \"pcapq: \"", err=True)
+    if written is None or any(c["read_stop"] in ("corrupt", "io_error") for c in result.captures()):
+        sys.exit(int(ExitCode.DAMAGED))
+
+
+@cli.command(context_settings=CONTEXT)
 @click.argument("scenario", required=False, metavar="SCENARIO")
 @click.option("--list", "list_", is_flag=True, help="List the scenarios and what each shows.")
 @click.option(

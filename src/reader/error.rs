@@ -45,7 +45,7 @@ impl ReadError {
     }
 }
 
-fn shown(path: &str) -> &str {
+pub(crate) fn shown(path: &str) -> &str {
     if path == "-" {
         "standard input"
     } else {

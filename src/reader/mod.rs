@@ -5,10 +5,10 @@
 //! next frame number, as Wireshark numbers them: 1-based, counting every record in the file.
 
 mod ahead;
-mod error;
+pub(crate) mod error;
 pub mod notes;
-mod pcap;
-mod source;
+pub(crate) mod pcap;
+pub(crate) mod source;
 
 pub use error::{ReadError, ReadStop};
 pub use notes::CaptureNotes;
@@ -26,16 +26,16 @@ use pcap_parser::{PcapBlockOwned, PcapError};
 /// then parsed from the processor's cache. Small enough to stay there (128 and 256 KiB
 /// measured best, 512 KiB to 2 MiB slower at the median), large enough that the calls are few
 /// (docs/performance.md: faster than a memory map of the file).
-const BUFFER_LEN: usize = 256 * 1024;
+pub(crate) const BUFFER_LEN: usize = 256 * 1024;
 /// The classic pcap file header: magic, version, thiszone, sigfigs, snaplen, network.
-const PCAP_HEADER_LEN: usize = 24;
+pub(crate) const PCAP_HEADER_LEN: usize = 24;
 
 /// The largest record we accept. libpcap's MAXIMUM_SNAPLEN is 262144; pcapng blocks add options.
 /// A length field above this is corrupt, not a jumbo packet.
 pub const MAX_RECORD_LEN: usize = 4 * 1024 * 1024;
 
 /// pcapng Obsolete Packet Block (block type 2), which `pcap-parser` hands over as unknown.
-const OPB_BLOCK_TYPE: u32 = 0x0000_0002;
+pub(crate) const OPB_BLOCK_TYPE: u32 = 0x0000_0002;
 
 /// LINKTYPE_RAW, and the DLT_RAW values some old captures carry instead of it.
 const LINKTYPE_RAW: u32 = 101;
@@ -421,7 +421,7 @@ fn option_value<'o>(option: &'o pcap_parser::PcapNGOption<'_>) -> &'o [u8] {
 }
 
 /// A block type read little-endian, as the section's byte order reads it.
-fn section_order(block_type_le: u32, big_endian: bool) -> u32 {
+pub(crate) fn section_order(block_type_le: u32, big_endian: bool) -> u32 {
     if big_endian {
         block_type_le.swap_bytes()
     } else {
@@ -441,7 +441,7 @@ fn file_linktype(linktype: u32) -> u32 {
 
 /// The length a record claims in its own header: pcap's 16-byte record header plus caplen, or a
 /// pcapng block's total length. `None` until the length field is in `data`.
-fn claimed_record_len(format: Format, data: &[u8], big_endian: bool) -> Option<u64> {
+pub(crate) fn claimed_record_len(format: Format, data: &[u8], big_endian: bool) -> Option<u64> {
     let u32_at = |at: usize, be: bool| -> Option<u32> {
         let bytes: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
         Some(if be { u32::from_be_bytes(bytes) } else { u32::from_le_bytes(bytes) })
@@ -511,17 +511,17 @@ fn ticks_to_ns(ticks: u64, units_per_second: u64, offset_seconds: i64) -> i64 {
     ns.saturating_add(offset_seconds.saturating_mul(1_000_000_000))
 }
 
-struct ObsoletePacket<'a> {
-    interface: u16,
-    ticks: u64,
-    orig_len: u32,
-    data: &'a [u8],
+pub(crate) struct ObsoletePacket<'a> {
+    pub(crate) interface: u16,
+    pub(crate) ticks: u64,
+    pub(crate) orig_len: u32,
+    pub(crate) data: &'a [u8],
 }
 
 /// pcapng appendix (Obsolete Packet Block): interface id u16, drops count u16, timestamp
 /// high/low u32, captured length u32, packet length u32, then the data. `body` is the block
 /// between the two length fields.
-fn parse_obsolete_packet(body: &[u8], be: bool) -> Option<ObsoletePacket<'_>> {
+pub(crate) fn parse_obsolete_packet(body: &[u8], be: bool) -> Option<ObsoletePacket<'_>> {
     let field = |at: usize| -> Option<u32> {
         let bytes: [u8; 4] = body.get(at..at + 4)?.try_into().ok()?;
         Some(if be { u32::from_be_bytes(bytes) } else { u32::from_le_bytes(bytes) })
@@ -539,7 +539,7 @@ fn parse_obsolete_packet(body: &[u8], be: bool) -> Option<ObsoletePacket<'_>> {
     })
 }
 
-fn header_reason(e: &PcapError<&[u8]>) -> String {
+pub(crate) fn header_reason(e: &PcapError<&[u8]>) -> String {
     match e {
         PcapError::Incomplete(_) | PcapError::UnexpectedEof => "the file header is cut short".into(),
         PcapError::HeaderNotRecognized => "the file header is not recognised".into(),
@@ -548,7 +548,7 @@ fn header_reason(e: &PcapError<&[u8]>) -> String {
     }
 }
 
-fn record_reason(e: &PcapError<&[u8]>) -> String {
+pub(crate) fn record_reason(e: &PcapError<&[u8]>) -> String {
     match e {
         PcapError::HeaderNotRecognized => "a block header is not recognised".into(),
         _ => "a record's length fields are inconsistent".into(),

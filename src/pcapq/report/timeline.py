@@ -4,7 +4,7 @@ renderers share (the aggregate timeline of a capture is in `pcapq.report.aggrega
 A connection's timeline is one row per event the core recorded (docs/json.md, `events[]`):
 frame, time since the connection's first packet, direction, flags, relative seq/ack/len, and
 what the packet means in plain words, with the retransmission timings set against the kernel's
-schedule (docs/diagnosis.md).
+schedule (docs/diagnosis.md): the core's labels (`Analysis.connection_labels`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from pcapq._core import Analysis
-from pcapq.causes.icmp_words import ROLES
 # The aggregate timeline has a module of its own (the text report needs only it); its names
 # are this module's too, as the renderers and tests use them.
 from pcapq.report.aggregate import (  # noqa: F401
@@ -29,24 +28,14 @@ from pcapq.report.aggregate import (  # noqa: F401
     choose_width,
 )
 
+# The schedules in words, for the ladders' dashed lines (the notes' words are the core's:
+# src/output/labels.rs).
 SCHEDULE_NAMES = {
     "syn_linear": "the linear SYN schedule",
     "syn_exponential": "the doubling SYN schedule",
     "syn_legacy": "the pre-3.1 SYN schedule",
     "synack": "the SYN-ACK schedule",
     "data_rto": "the RTO schedule",
-}
-
-# What an RST answered (the `answers` field of an `rst` event), in words.
-ANSWERED = {
-    "syn": "SYN",
-    "synack": "SYN-ACK",
-    "handshake_ack": "handshake ACK",
-    "ack": "ACK",
-    "data": "data",
-    "retransmit": "re-sent segment",
-    "fin": "FIN",
-    "rst": "RST",
 }
 
 
@@ -114,176 +103,6 @@ class ConnectionTimeline:
         return out
 
 
-def _s(seconds: float) -> str:
-    """Seconds for a sentence: 0.81 s, 63.1 s, 4.2 ms, 0.042 ms."""
-    if seconds < 0.001:
-        return f"{seconds * 1000:.3f} ms"
-    if seconds < 0.01:
-        return f"{seconds * 1000:.1f} ms"
-    if seconds < 10:
-        return f"{seconds:.2f} s"
-    return f"{seconds:.1f} s"
-
-
-def _ordinal_send(attempt: Optional[int]) -> str:
-    return f"#{attempt}" if attempt is not None else "again"
-
-
-class _Annotator:
-    """Writes the note of each event of one connection, knowing the whole connection."""
-
-    def __init__(self, conn: dict[str, Any]) -> None:
-        self.conn = conn
-        self.symptoms = set(conn["symptoms"])
-        events = conn["events"]
-        self.handshake_ack = next((e for e in events if e["kind"] == "handshake_ack"), None)
-        self.first_synack = next((e for e in events if e["kind"] == "synack"), None)
-        self.request = next((e for e in events if e["kind"] == "data_first" and e["from"] == "client"), None)
-        self.spurious = next(
-            (e for e in events if e["kind"] == "synack_retransmit" and e.get("after_handshake_ack")), None
-        )
-        self.answer = next((e for e in events if e["kind"] == "data_first" and e["from"] == "server"), None)
-        # The request's last copy before the answer is the one the server finally took.
-        self.request_taken = None
-        if self.answer is not None:
-            copies = [
-                e
-                for e in events
-                if e["kind"] == "data_retransmit" and e["from"] == "client" and e["seq"] == 1
-                and e["time"] <= self.answer["time"]
-            ]
-            self.request_taken = copies[-1] if copies else None
-        # Duplicate ACKs each side received since it last sent data again (fast retransmit).
-        self.dup_acks_seen = {"client": 0, "server": 0}
-        # (file, frame) -> (expected interval, schedule, triggered) of every re-send in a series.
-        self.expected: dict[tuple[int, int], tuple[Optional[float], str, bool]] = {}
-        for series in conn["series"]:
-            for send in series["sends"]:
-                self.expected[(send["file"], send["frame"])] = (send["expected"], series["schedule"], send["triggered"])
-
-    def _timing(self, e: dict[str, Any]) -> str:
-        waited = e.get("since_previous")
-        expected, schedule, _ = self.expected.get((e["file"], e["frame"]), (None, "", False))
-        if waited is None:
-            return ""
-        text = f"waited {_s(waited)}"
-        if expected is not None:
-            text += f", {SCHEDULE_NAMES.get(schedule, schedule)} predicts {_s(expected)}"
-        return text
-
-    def note(self, e: dict[str, Any], previous: Optional[dict[str, Any]] = None) -> str:
-        """What event `e` means; `previous` is the event before it."""
-        kind, side = e["kind"], e["from"]
-        attempt = e.get("attempt")
-        if kind == "syn":
-            return "SYN: the client opens the connection"
-        if kind == "syn_retransmit":
-            return f"SYN {_ordinal_send(attempt)}, same ISN: no SYN-ACK came; {self._timing(e)}"
-        if kind == "synack":
-            if "syncookie_suspected" in self.symptoms:
-                # A cookie SYN-ACK leaves no request socket behind (net/ipv4/syncookies.c).
-                return "SYN-ACK: the server's kernel answers, probably with a SYN cookie: it holds no half-open request"
-            return "SYN-ACK: the server's kernel answers and holds a half-open request"
-        if kind == "synack_retransmit":
-            triggered = self.expected.get((e["file"], e["frame"]), (None, "", False))[2]
-            if e.get("after_handshake_ack") and self.handshake_ack is not None:
-                return (
-                    f"SYN-ACK {_ordinal_send(attempt)}, spurious: the client already ACKed in frame "
-                    f"{self.handshake_ack['frame']}, so the server dropped that ACK (accept queue full)"
-                )
-            if triggered:
-                return f"SYN-ACK {_ordinal_send(attempt)}, sent at once in answer to the re-sent SYN"
-            return f"SYN-ACK {_ordinal_send(attempt)}: no ACK from the client; {self._timing(e)}"
-        if kind == "handshake_ack":
-            text = "ACK completing the handshake: established for the client, its connect() returns"
-            if self.spurious is not None:
-                text += f"; the server did not take it (SYN-ACK again in frame {self.spurious['frame']})"
-            return text
-        if kind == "data_first":
-            if side == "client":
-                return f"request: the client's first data, {e['len']} bytes"
-            after = f", {_s(e['time'] - self.request['time'])} after the request" if self.request else ""
-            return f"answer: the server's first data, {e['len']} bytes{after}"
-        if kind == "dup_ack":
-            self.dup_acks_seen["server" if side == "client" else "client"] += 1
-        if kind == "data_retransmit":
-            what = "request re-sent" if side == "client" and e["seq"] == 1 else f"data re-sent by the {side}"
-            dup_acks, self.dup_acks_seen[side] = self.dup_acks_seen[side], 0
-            expected = self.expected.get((e["file"], e["frame"]), (None, "", False))[0]
-            waited = e.get("since_previous")
-            # RFC 5681 §3.2: three duplicate ACKs trigger a retransmission before the RTO.
-            if dup_acks >= 3 and waited is not None and (expected is None or waited < expected / 2):
-                return (
-                    f"{what}, attempt {attempt}: a fast retransmit after {dup_acks} duplicate ACKs, "
-                    f"{_s(waited)} after the previous send (no timeout)"
-                )
-            if self.expected.get((e["file"], e["frame"]), (None, "", False))[2]:
-                # tcp_v4_mtu_reduced() -> tcp_simple_retransmit(): smaller, at once, no timer.
-                text = f"{what}, attempt {attempt}: at once and smaller, after the too-big ICMP error (no timeout)"
-            else:
-                timing = self._timing(e)
-                text = f"{what}, attempt {attempt}" + (f": {timing}" if timing else "")
-            if e is self.request_taken and self.answer is not None:
-                text += f"; this copy got through: the server answered it in frame {self.answer['frame']}"
-            elif side == "client" and "request_unacked" in self.symptoms and e.get("after_handshake_ack"):
-                if "syncookie_suspected" in self.symptoms:
-                    text += "; never acknowledged: the server's kernel has no connection for it (a SYN cookie whose ACK it did not take)"
-                else:
-                    text += "; never acknowledged: sent into a half-open connection"
-            return text
-        if kind == "fin_retransmit":
-            return f"FIN re-sent by the {side}, attempt {attempt}: {self._timing(e)}"
-        if kind == "dup_ack":
-            of = e.get("dup_of") or {}
-            text = f"duplicate ACK #{e.get('dup_count', 1)} of frame {of.get('frame', '?')}"
-            if previous is not None and previous["kind"] in ("synack_retransmit", "syn_retransmit") and previous["from"] != side:
-                return f"{text}: the {side} answers the re-sent {'SYN-ACK' if side == 'client' else 'SYN'}"
-            return f"{text}: the {side} is missing data, or got a segment twice"
-        if kind == "zero_window":
-            return f"zero window: the {side}'s receive buffer is full, the peer must wait"
-        if kind == "fin":
-            return self._fin_note(e)
-        if kind == "rst":
-            return self._rst_note(e)
-        return kind.replace("_", " ")
-
-    def _fin_note(self, e: dict[str, Any]) -> str:
-        side = e["from"]
-        answered = self.conn["request"]["answered"]
-        if self.request is not None and (answered is None or answered > e["time"]):
-            if side == "client":
-                return "FIN from the client before any answer: it gave up waiting (a read timeout)"
-            return "FIN from the server before any answer: the upstream closed without answering"
-        return f"FIN: the {side} is done sending"
-
-    def _rst_note(self, e: dict[str, Any]) -> str:
-        side, answers = e["from"], e.get("answers", "nothing")
-        peer = "server" if side == "client" else "client"
-        answered = f"the {peer}'s {ANSWERED.get(answers, answers.replace('_', ' '))}"
-        answered_frame = (e.get("answers_frame") or {}).get("frame")
-        after = e.get("after")
-        if side == "server" and answers == "syn":
-            return "RST from the server answers the SYN: connection refused, nothing listens on the port"
-        if side == "server" and "reset_after_expiry" in self.symptoms and self.first_synack is not None:
-            since = e["time"] - self.first_synack["time"]
-            return f"RST from the server {_s(since)} after the first SYN-ACK: the half-open request had expired"
-        if side == "server" and "reset_after_ack" in self.symptoms:
-            return (
-                f"RST from the server answering {answered}: the accept queue was full and "
-                "net.ipv4.tcp_abort_on_overflow is 1"
-            )
-        what = f"RST from the {side}"
-        if answered_frame is not None and after is not None:
-            what += f", {_s(after)} after {answered} in frame {answered_frame}"
-        if side == "client" and self.conn["outcome"] != "reset_by_client":
-            # The connection went on: this RST was the client's kernel refusing one segment
-            # (a stale or unexpected one), not the application closing.
-            what += f": the client's kernel refused a segment it did not expect; the connection went on ({self.conn['outcome'].replace('_', ' ')})"
-        elif side == "client":
-            what += ": the client gave up (a timeout in the application)"
-        return what
-
-
 def _slots(conn: dict[str, Any]) -> list[Slot]:
     """The kernel's schedule for each timed retransmission series: where the n-th send was due
     if every wait had been exactly what the schedule predicts, from the series' first send."""
@@ -303,20 +122,7 @@ def _slots(conn: dict[str, Any]) -> list[Slot]:
     return out
 
 
-def icmp_note(a: dict[str, Any]) -> str:
-    """An ICMP error answering one of the connection's packets, in plain words (docs/json.md
-    `connections[].icmp`)."""
-    answered = ROLES.get(a["answers_role"] or "", "packet")
-    where = f" (frame {a['answers_frame']['frame']})" if a["answers_frame"] else ""
-    note = f"ICMP {a['meaning']} from {a['sender']}, answering the {a['answers']}'s {answered}{where}"
-    if a["mtu"]:
-        note += f": next-hop MTU {a['mtu']:,}, the packet was {a['quoted_len']:,} bytes"
-    if a["errno"] is not None and a["answers"] == "client" and a["answers_role"] == "syn":
-        note += f"; a Linux connect() fails at once with {a['errno']} ({a['errno_text']})"
-    return note
-
-
-def icmp_row(conn: dict[str, Any], a: dict[str, Any]) -> Row:
+def icmp_row(conn: dict[str, Any], a: dict[str, Any], note: str) -> Row:
     """An ICMP error as a timeline row: it travels towards the side whose packet it quotes."""
     return Row(
         file=a["file"],
@@ -329,13 +135,17 @@ def icmp_row(conn: dict[str, Any], a: dict[str, Any]) -> Row:
         ack=None,
         length=0,
         kind="icmp",
-        note=icmp_note(a),
+        note=note,
     )
 
 
-def annotate(conn: dict[str, Any]) -> ConnectionTimeline:
-    """The timeline of one connection, from its JSON object (docs/json.md)."""
-    notes = _Annotator(conn)
+def annotate(conn: dict[str, Any], labels: list[tuple[int, int, str]]) -> ConnectionTimeline:
+    """The timeline of one connection, from its JSON object (docs/json.md) and the core's words
+    on its packets (`Analysis.connection_labels`: one per event, then one per ICMP error)."""
+    events, icmp = conn["events"], conn.get("icmp", [])
+    if len(labels) != len(events) + len(icmp):
+        raise ValueError(f"connection {conn['id']}: {len(labels)} labels for {len(events) + len(icmp)} packets")
+    notes = [text for _file, _frame, text in labels]
     rows = [
         Row(
             file=e["file"],
@@ -348,11 +158,12 @@ def annotate(conn: dict[str, Any]) -> ConnectionTimeline:
             ack=e["ack"],
             length=e["len"],
             kind=e["kind"],
-            note=notes.note(e, previous),
+            note=note,
         )
-        for previous, e in zip([None, *conn["events"]], conn["events"])
+        for e, note in zip(events, notes)
     ]
-    rows = sorted(rows + [icmp_row(conn, a) for a in conn.get("icmp", ())], key=lambda r: (r.file, r.frame))
+    icmp_rows = [icmp_row(conn, a, note) for a, note in zip(icmp, notes[len(events):])]
+    rows = sorted(rows + icmp_rows, key=lambda r: (r.file, r.frame))
     return ConnectionTimeline(
         id=conn["id"],
         client=conn["client"],
@@ -371,7 +182,7 @@ def annotate(conn: dict[str, Any]) -> ConnectionTimeline:
 def connection_timeline(analysis: Analysis, index: int) -> ConnectionTimeline:
     import json  # ladders only; the terminal report does not load it
 
-    return annotate(json.loads(analysis.connection_json(index)))
+    return annotate(json.loads(analysis.connection_json(index)), analysis.connection_labels(index))
 
 
 # ---- choosing connections ----

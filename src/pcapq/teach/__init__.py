@@ -27,4 +27,6 @@ def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, d
     choice = choose(analysis, diagnosis, conn)
     record = json.loads(analysis.connection_json(choice.index))
     proxy_log = (proxy_logs or {}).get(record["id"])
-    return tell(record, diagnosis, choice.reason, choice.others, choice.matched, proxy_log)
+    story = tell(record, diagnosis, choice.reason, choice.others, choice.matched, proxy_log)
+    story.labels = analysis.connection_labels(choice.index)
+    return story

@@ -63,6 +63,8 @@ class Story:
     """With --log: the proxy's line tied to this connection (`pcapq.evidence.Ties.by_id`)."""
     proxy_log_agrees: bool | None = None
     """Whether that line is the one pcapq predicted; None when it predicted none."""
+    labels: list[tuple[int, int, str]] = field(default_factory=list)
+    """The core's words on the connection's packets (`Analysis.connection_labels`), for its ladder."""
 
     def to_json(self) -> dict:
         c = self.connection

@@ -87,7 +87,7 @@ def _ladder(story: Story) -> str:
     from pcapq.report.html import ladder_svg
     from pcapq.report.timeline import annotate
 
-    return ladder_svg(annotate(story.connection))
+    return ladder_svg(annotate(story.connection, story.labels))
 
 
 def svg(story: Story) -> str:
