@@ -46,7 +46,9 @@ def finding_rows(f: Finding, capture_start: Optional[float], clock: Callable[[fl
         Row("when", f"{clock(f.first)} to {clock(f.last)} UTC{offset}"),
         Row("connections", f"{f.connection_count:,} (ids {ids})" if ids else f"{f.connection_count:,}"),
         Row("confidence", f"{f.confidence:.2f}: {f.confidence_reason}"),
-        Row("open in Wireshark", f"frames {frames}" if frames else "-", "frames",
+        # `pcapq annotate` writes the capture with pcapq's words on these frames (docs/wireshark.md).
+        Row("open in Wireshark", f"frames {frames} (with pcapq's words on them: pcapq annotate --cause {f.cause})"
+            if frames else "-", "frames",
             tuple((e["file"], e["frame"], e["what"]) for e in in_frame_order(f))),
     ]
     if f.rests_on:

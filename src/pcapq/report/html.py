@@ -179,6 +179,8 @@ def _findings(report: AnalyzeReport) -> list[str]:
                 evidence = "".join(
                     f"<li><code>frame {frame}</code>{_file_note(file)}: {h(what)}</li>" for file, frame, what in row.frames
                 )
+                if evidence:
+                    evidence += f"<li>with pcapq's words on them in Wireshark: <code>pcapq annotate --cause {h(f.cause)}</code></li>"
                 rows += f"<dt>evidence</dt><dd><ul>{evidence or '<li>-</li>'}</ul></dd>"
             elif row.kind == "code":
                 rows += f"<dt>{h(row.label)}</dt><dd><code>{h(row.text)}</code></dd>"
