@@ -110,6 +110,14 @@ def test_comments_are_the_timeline_notes_frame_for_frame(tmp_path: Path, name: s
     assert packets(out) == packets(files[0])
 
 
+@pytest.mark.parametrize("run", sorted(p.stem for p in (CAPTURES / "kernel_runs").glob("*.pcap")))
+def test_real_kernel_runs_are_annotated_frame_for_frame(tmp_path: Path, run: str) -> None:
+    files = [CAPTURES / "kernel_runs" / f"{run}.pcap"]
+    out = annotate(tmp_path, files)
+    assert_comments_are_timeline_notes(out, files)
+    assert packets(out) == packets(files[0])
+
+
 def test_the_spurious_synack_and_each_resent_request_say_why(tmp_path: Path) -> None:
     # The picture: on the shipped overflow, the SYN-ACK sent again after the client's
     # ACK, and each request re-sent into a connection the server did not take.
