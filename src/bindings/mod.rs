@@ -460,11 +460,17 @@ impl Analysis {
         let wanted: Option<rustc_hash::FxHashSet<u64>> = ids.map(|ids| ids.into_iter().collect());
         let result = py.allow_threads(|| {
             catch(|| {
-                let selected = inner.connections.iter().filter(|c| wanted.as_ref().is_none_or(|w| w.contains(&c.id)));
-                let notes = comments::packet_comments(selected, inner.end_ns(), &findings);
-                let lookup = |file: u32, frame: u64| notes.get(file, frame).map(std::borrow::Cow::Borrowed);
-                let written = annotate::write_annotated(&paths, &output, &annotate::Comments { packet: &lookup, section: &section });
-                written.map(|w| (w, notes.connections))
+                let selected: Vec<&crate::flow::Connection> =
+                    inner.connections.iter().filter(|c| wanted.as_ref().is_none_or(|w| w.contains(&c.id))).collect();
+                let end_ns = inner.end_ns();
+                // The connections are labelled on a thread of their own as the capture is copied.
+                std::thread::scope(|scope| {
+                    let notes = comments::packet_comments(scope, &selected, end_ns, &findings)?;
+                    let lookup = |file: u32, frame: u64, out: &mut String| notes.write_comment(file, frame, out);
+                    let written = annotate::write_annotated(&paths, &output, &annotate::Comments { packet: &lookup, section: &section });
+                    let connections = notes.finish();
+                    written.map(|w| (w, connections))
+                })
             })
         })?;
         let (written, connections) = result.map_err(|e| annotate_error(e, &output))?;

@@ -7,11 +7,12 @@
 //! those of the JSON document (docs/json.md): times are its epoch seconds, rounded to the
 //! microsecond, so a time between two packets reads as the difference of the two shown.
 
-use rustc_hash::FxHashMap;
+use std::fmt::{self, Write as _};
+use std::ops::Range;
 
 use super::json::{epoch, relative_seq_ack, seconds};
 use crate::detect::schedule::Schedule;
-use crate::detect::{self, Outcome, Symptom, Symptoms};
+use crate::detect::{self, Outcome, Symptom, Symptoms, Verdict};
 use crate::flow::icmp::IcmpAnswer;
 use crate::flow::{Connection, Detail, Event, EventKind, FrameRef, PacketRole, Side};
 
@@ -28,29 +29,53 @@ pub struct Label {
 /// with two events (data with a FIN) has two labels.
 pub fn connection_labels(c: &Connection, end_ns: i64) -> Vec<Label> {
     let verdict = detect::judge(c, end_ns);
+    let mut text = String::new();
+    let mut spans = Vec::with_capacity(c.events.len() + c.icmp_answers().len());
+    write_labels(c, &verdict, &mut text, "", |at, span| spans.push((at, span)));
+    spans
+        .into_iter()
+        .map(|(at, span)| Label { file: at.file, frame: at.frame, text: text.get(span).unwrap_or_default().to_string() })
+        .collect()
+}
+
+/// Writes the labels of connection `c` (`connection_labels`), `verdict` its `detect::judge`,
+/// one after the other into `text`, each after `before_each`; tells `written` the packet of each
+/// and where it is in `text`, `before_each` included.
+pub fn write_labels(
+    c: &Connection, verdict: &Verdict, text: &mut String, before_each: &str, mut written: impl FnMut(FrameRef, Range<usize>),
+) {
     let mut writer = EventWriter::new(c, verdict.symptoms, verdict.outcome, &verdict.series);
-    let mut labels = Vec::with_capacity(c.events.len() + c.icmp_answers().len());
     let mut previous: Option<&Event> = None;
     for (index, e) in c.events.iter().enumerate() {
-        labels.push(Label { file: e.at.file, frame: e.at.frame, text: writer.note(index, e, previous) });
+        let start = text.len();
+        text.push_str(before_each);
+        writer.note(text, index, e, previous);
+        written(e.at, start..text.len());
         previous = Some(e);
     }
     for a in c.icmp_answers() {
-        labels.push(Label { file: a.at.file, frame: a.at.frame, text: icmp_note(a) });
+        let start = text.len();
+        text.push_str(before_each);
+        icmp_note(text, a);
+        written(a.at, start..text.len());
     }
-    labels
 }
 
 /// Seconds for a sentence: 0.81 s, 63.1 s, 4.2 ms, 0.042 ms.
-fn seconds_text(seconds: f64) -> String {
-    if seconds < 0.001 {
-        format!("{:.3} ms", seconds * 1000.0)
-    } else if seconds < 0.01 {
-        format!("{:.1} ms", seconds * 1000.0)
-    } else if seconds < 10.0 {
-        format!("{seconds:.2} s")
-    } else {
-        format!("{seconds:.1} s")
+struct Seconds(f64);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seconds = self.0;
+        if seconds < 0.001 {
+            write!(f, "{:.3} ms", seconds * 1000.0)
+        } else if seconds < 0.01 {
+            write!(f, "{:.1} ms", seconds * 1000.0)
+        } else if seconds < 10.0 {
+            write!(f, "{seconds:.2} s")
+        } else {
+            write!(f, "{seconds:.1} s")
+        }
     }
 }
 
@@ -97,13 +122,27 @@ fn frame_number(at: FrameRef) -> u64 {
 }
 
 /// Which send a SYN or SYN-ACK sent again is: "#3", or "again" when not numbered.
-fn ordinal_send(attempt: Option<u32>) -> String {
-    attempt.map_or_else(|| "again".to_string(), |n| format!("#{n}"))
+struct OrdinalSend(Option<u32>);
+
+impl fmt::Display for OrdinalSend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(n) => write!(f, "#{n}"),
+            None => f.write_str("again"),
+        }
+    }
 }
 
 /// A re-sent segment's attempt number ("?" when not numbered: the tracker numbers every re-send).
-fn attempt_number(attempt: Option<u32>) -> String {
-    attempt.map_or_else(|| "?".to_string(), |n| n.to_string())
+struct AttemptNumber(Option<u32>);
+
+impl fmt::Display for AttemptNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(n) => write!(f, "{n}"),
+            None => f.write_str("?"),
+        }
+    }
 }
 
 /// The send number of a retransmission (2 = the first retransmission).
@@ -140,6 +179,7 @@ struct SendFacts {
 
 /// Writes the note of each event of one connection, knowing the whole connection. The events
 /// are given in order: duplicate ACKs are counted as they come, for the re-send they trigger.
+/// Writing into a `String` cannot fail: the `fmt::Result`s of `write!` are let go.
 struct EventWriter<'a> {
     c: &'a Connection,
     symptoms: Symptoms,
@@ -154,18 +194,27 @@ struct EventWriter<'a> {
     request_taken: Option<usize>,
     /// Duplicate ACKs each side received since it last sent data again (fast retransmit).
     dup_acks_seen: [u32; 2],
-    /// Every send of a timed series, by where it is.
-    sends: FxHashMap<FrameRef, SendFacts>,
+    /// Every send of a timed series and where it is, sorted by where; of two at one packet,
+    /// the later send's facts count.
+    sends: Vec<(FrameRef, SendFacts)>,
 }
 
 impl<'a> EventWriter<'a> {
     fn new(c: &'a Connection, symptoms: Symptoms, outcome: Outcome, series: &[detect::Series]) -> EventWriter<'a> {
         let events = &c.events;
-        // The first event of this kind (from this side).
-        let first = |kind: EventKind, from: Option<Side>| {
-            events.iter().find(|e| e.kind == kind && from.is_none_or(|side| e.from == side))
-        };
-        let answer = first(EventKind::DataFirst, Some(Side::Server));
+        // The first event of each kind the notes name, in one pass.
+        let (mut handshake_ack, mut first_synack, mut request, mut answer, mut spurious_synack) = (None, None, None, None, None);
+        for e in events {
+            let first = match e.kind {
+                EventKind::HandshakeAck => &mut handshake_ack,
+                EventKind::Synack => &mut first_synack,
+                EventKind::DataFirst if e.from == Side::Client => &mut request,
+                EventKind::DataFirst => &mut answer,
+                EventKind::SynackRetransmit if after_handshake_ack(e) => &mut spurious_synack,
+                _ => continue,
+            };
+            first.get_or_insert(e);
+        }
         let request_taken = answer.and_then(|answer| {
             let answered = epoch(answer.time_ns);
             events.iter().rposition(|e| {
@@ -175,21 +224,23 @@ impl<'a> EventWriter<'a> {
                     && epoch(e.time_ns) <= answered
             })
         });
-        let mut sends = FxHashMap::default();
+        let mut sends = Vec::new();
         for s in series {
             for send in &s.sends {
                 let facts = SendFacts { expected: send.expected_ns.map(seconds), schedule: s.schedule, triggered: send.triggered };
-                sends.insert(send.at, facts);
+                sends.push((send.at, facts));
             }
         }
+        // Stable: two sends at one packet stay in order.
+        sends.sort_by_key(|&(at, _)| at);
         EventWriter {
             c,
             symptoms,
             outcome,
-            handshake_ack: first(EventKind::HandshakeAck, None),
-            first_synack: first(EventKind::Synack, None),
-            request: first(EventKind::DataFirst, Some(Side::Client)),
-            spurious_synack: events.iter().find(|e| e.kind == EventKind::SynackRetransmit && after_handshake_ack(e)),
+            handshake_ack,
+            first_synack,
+            request,
+            spurious_synack,
             answer,
             request_taken,
             dup_acks_seen: [0, 0],
@@ -202,203 +253,235 @@ impl<'a> EventWriter<'a> {
     }
 
     fn send_facts(&self, e: &Event) -> Option<SendFacts> {
-        self.sends.get(&e.at).copied()
+        let after = self.sends.partition_point(|&(at, _)| at <= e.at);
+        let (at, facts) = self.sends.get(after.checked_sub(1)?)?;
+        (*at == e.at).then_some(*facts)
     }
 
     fn triggered(&self, e: &Event) -> bool {
         self.send_facts(e).is_some_and(|f| f.triggered)
     }
 
-    /// "waited 1.00 s, the SYN-ACK schedule predicts 1.00 s"; empty without a wait.
-    fn timing(&self, e: &Event) -> String {
+    /// "waited 1.00 s, the SYN-ACK schedule predicts 1.00 s"; nothing without a wait
+    /// (`since_previous`).
+    fn timing(&self, out: &mut String, e: &Event) {
         let Some(waited) = since_previous(e) else {
-            return String::new();
+            return;
         };
-        let mut text = format!("waited {}", seconds_text(waited));
+        let _ = write!(out, "waited {}", Seconds(waited));
         if let Some(SendFacts { expected: Some(expected), schedule, .. }) = self.send_facts(e) {
-            text += &format!(", {} predicts {}", schedule_name(schedule), seconds_text(expected));
+            let _ = write!(out, ", {} predicts {}", schedule_name(schedule), Seconds(expected));
         }
-        text
     }
 
-    /// What event number `index`, `e`, means; `previous` is the event before it.
-    fn note(&mut self, index: usize, e: &Event, previous: Option<&Event>) -> String {
+    /// Writes what event number `index`, `e`, means; `previous` is the event before it.
+    fn note(&mut self, out: &mut String, index: usize, e: &Event, previous: Option<&Event>) {
         let side = e.from.name();
         match e.kind {
-            EventKind::Syn => "SYN: the client opens the connection".to_string(),
+            EventKind::Syn => out.push_str("SYN: the client opens the connection"),
             EventKind::SynRetransmit => {
-                format!("SYN {}, same ISN: no SYN-ACK came; {}", ordinal_send(attempt(e)), self.timing(e))
+                let _ = write!(out, "SYN {}, same ISN: no SYN-ACK came; ", OrdinalSend(attempt(e)));
+                self.timing(out, e);
             }
             EventKind::Synack if self.has(Symptom::SyncookieSuspected) => {
                 // A cookie SYN-ACK leaves no request socket behind (net/ipv4/syncookies.c).
-                "SYN-ACK: the server's kernel answers, probably with a SYN cookie: it holds no half-open request".to_string()
+                out.push_str("SYN-ACK: the server's kernel answers, probably with a SYN cookie: it holds no half-open request");
             }
-            EventKind::Synack => "SYN-ACK: the server's kernel answers and holds a half-open request".to_string(),
+            EventKind::Synack => out.push_str("SYN-ACK: the server's kernel answers and holds a half-open request"),
             EventKind::SynackRetransmit => {
-                let ordinal = ordinal_send(attempt(e));
+                let ordinal = OrdinalSend(attempt(e));
                 match self.handshake_ack {
-                    Some(ack) if after_handshake_ack(e) => format!(
-                        "SYN-ACK {ordinal}, spurious: the client already ACKed in frame {}, so the server dropped that ACK (accept queue full)",
-                        frame_number(ack.at)
-                    ),
-                    _ if self.triggered(e) => format!("SYN-ACK {ordinal}, sent at once in answer to the re-sent SYN"),
-                    _ => format!("SYN-ACK {ordinal}: no ACK from the client; {}", self.timing(e)),
+                    Some(ack) if after_handshake_ack(e) => {
+                        let _ = write!(
+                            out,
+                            "SYN-ACK {ordinal}, spurious: the client already ACKed in frame {}, so the server dropped that ACK (accept queue full)",
+                            frame_number(ack.at)
+                        );
+                    }
+                    _ if self.triggered(e) => {
+                        let _ = write!(out, "SYN-ACK {ordinal}, sent at once in answer to the re-sent SYN");
+                    }
+                    _ => {
+                        let _ = write!(out, "SYN-ACK {ordinal}: no ACK from the client; ");
+                        self.timing(out, e);
+                    }
                 }
             }
             EventKind::HandshakeAck => {
-                let mut text = "ACK completing the handshake: established for the client, its connect() returns".to_string();
+                out.push_str("ACK completing the handshake: established for the client, its connect() returns");
                 if let Some(spurious) = self.spurious_synack {
-                    text += &format!("; the server did not take it (SYN-ACK again in frame {})", frame_number(spurious.at));
+                    let _ = write!(out, "; the server did not take it (SYN-ACK again in frame {})", frame_number(spurious.at));
                 }
-                text
             }
-            EventKind::DataFirst if e.from == Side::Client => format!("request: the client's first data, {} bytes", e.len),
+            EventKind::DataFirst if e.from == Side::Client => {
+                let _ = write!(out, "request: the client's first data, {} bytes", e.len);
+            }
             EventKind::DataFirst => {
-                let after = self
-                    .request
-                    .map(|request| format!(", {} after the request", seconds_text(epoch(e.time_ns) - epoch(request.time_ns))))
-                    .unwrap_or_default();
-                format!("answer: the server's first data, {} bytes{after}", e.len)
+                let _ = write!(out, "answer: the server's first data, {} bytes", e.len);
+                if let Some(request) = self.request {
+                    let _ = write!(out, ", {} after the request", Seconds(epoch(e.time_ns) - epoch(request.time_ns)));
+                }
             }
-            EventKind::DataRetransmit => self.data_retransmit_note(index, e),
+            EventKind::DataRetransmit => self.data_retransmit_note(out, index, e),
             EventKind::FinRetransmit => {
-                format!("FIN re-sent by the {side}, attempt {}: {}", attempt_number(attempt(e)), self.timing(e))
+                let _ = write!(out, "FIN re-sent by the {side}, attempt {}: ", AttemptNumber(attempt(e)));
+                self.timing(out, e);
             }
             EventKind::DupAck => {
                 // The duplicate ACK tells the data sender, the other side, that a segment is missing.
                 self.dup_acks_seen[e.from.other().index()] += 1;
-                let (count, of_frame) = match e.detail {
-                    Detail::DupAck { count, of } => (count, frame_number(of).to_string()),
-                    _ => (1, "?".to_string()),
+                let (count, of) = match e.detail {
+                    Detail::DupAck { count, of } => (count, Some(frame_number(of))),
+                    _ => (1, None),
                 };
-                let text = format!("duplicate ACK #{count} of frame {of_frame}");
+                let _ = write!(out, "duplicate ACK #{count} of frame ");
+                match of {
+                    Some(frame) => {
+                        let _ = write!(out, "{frame}");
+                    }
+                    None => out.push('?'),
+                }
                 match previous {
                     Some(p) if matches!(p.kind, EventKind::SynackRetransmit | EventKind::SynRetransmit) && p.from != e.from => {
                         let resent = if e.from == Side::Client { "SYN-ACK" } else { "SYN" };
-                        format!("{text}: the {side} answers the re-sent {resent}")
+                        let _ = write!(out, ": the {side} answers the re-sent {resent}");
                     }
-                    _ => format!("{text}: the {side} is missing data, or got a segment twice"),
+                    _ => {
+                        let _ = write!(out, ": the {side} is missing data, or got a segment twice");
+                    }
                 }
             }
-            EventKind::ZeroWindow => format!("zero window: the {side}'s receive buffer is full, the peer must wait"),
-            EventKind::Fin => self.fin_note(e),
-            EventKind::Rst => self.rst_note(e),
+            EventKind::ZeroWindow => {
+                let _ = write!(out, "zero window: the {side}'s receive buffer is full, the peer must wait");
+            }
+            EventKind::Fin => self.fin_note(out, e),
+            EventKind::Rst => self.rst_note(out, e),
         }
     }
 
-    fn data_retransmit_note(&mut self, index: usize, e: &Event) -> String {
+    fn data_retransmit_note(&mut self, out: &mut String, index: usize, e: &Event) {
         let side = e.from.name();
-        let what = if e.from == Side::Client && relative_seq_ack(self.c, e).0 == Some(1) {
-            "request re-sent".to_string()
+        if e.from == Side::Client && relative_seq_ack(self.c, e).0 == Some(1) {
+            out.push_str("request re-sent");
         } else {
-            format!("data re-sent by the {side}")
-        };
-        let attempt = attempt_number(attempt(e));
+            let _ = write!(out, "data re-sent by the {side}");
+        }
+        let attempt = AttemptNumber(attempt(e));
         let dup_acks = std::mem::take(&mut self.dup_acks_seen[e.from.index()]);
         let facts = self.send_facts(e);
         let expected = facts.and_then(|f| f.expected);
         // RFC 5681 §3.2: three duplicate ACKs trigger a retransmission before the RTO.
         if let Some(waited) = since_previous(e) {
             if dup_acks >= 3 && expected.is_none_or(|expected| waited < expected / 2.0) {
-                return format!(
-                    "{what}, attempt {attempt}: a fast retransmit after {dup_acks} duplicate ACKs, {} after the previous send (no timeout)",
-                    seconds_text(waited)
+                let _ = write!(
+                    out,
+                    ", attempt {attempt}: a fast retransmit after {dup_acks} duplicate ACKs, {} after the previous send (no timeout)",
+                    Seconds(waited)
                 );
+                return;
             }
         }
-        let mut text = if facts.is_some_and(|f| f.triggered) {
+        if facts.is_some_and(|f| f.triggered) {
             // tcp_v4_mtu_reduced() -> tcp_simple_retransmit(): smaller, at once, no timer.
-            format!("{what}, attempt {attempt}: at once and smaller, after the too-big ICMP error (no timeout)")
+            let _ = write!(out, ", attempt {attempt}: at once and smaller, after the too-big ICMP error (no timeout)");
         } else {
-            let timing = self.timing(e);
-            if timing.is_empty() {
-                format!("{what}, attempt {attempt}")
-            } else {
-                format!("{what}, attempt {attempt}: {timing}")
+            let _ = write!(out, ", attempt {attempt}");
+            if since_previous(e).is_some() {
+                out.push_str(": ");
+                self.timing(out, e);
             }
-        };
+        }
         match self.answer {
             Some(answer) if self.request_taken == Some(index) => {
-                text += &format!("; this copy got through: the server answered it in frame {}", frame_number(answer.at));
+                let _ = write!(out, "; this copy got through: the server answered it in frame {}", frame_number(answer.at));
             }
             _ if e.from == Side::Client && self.has(Symptom::RequestUnacked) && after_handshake_ack(e) => {
                 if self.has(Symptom::SyncookieSuspected) {
-                    text += "; never acknowledged: the server's kernel has no connection for it (a SYN cookie whose ACK it did not take)";
+                    out.push_str("; never acknowledged: the server's kernel has no connection for it (a SYN cookie whose ACK it did not take)");
                 } else {
-                    text += "; never acknowledged: sent into a half-open connection";
+                    out.push_str("; never acknowledged: sent into a half-open connection");
                 }
             }
             _ => {}
         }
-        text
     }
 
-    fn fin_note(&self, e: &Event) -> String {
+    fn fin_note(&self, out: &mut String, e: &Event) {
         let answered = self.c.milestones.server_data_ns.get().map(epoch);
         if self.request.is_some() && answered.is_none_or(|answered| answered > epoch(e.time_ns)) {
-            return match e.from {
-                Side::Client => "FIN from the client before any answer: it gave up waiting (a read timeout)".to_string(),
-                Side::Server => "FIN from the server before any answer: the upstream closed without answering".to_string(),
-            };
+            out.push_str(match e.from {
+                Side::Client => "FIN from the client before any answer: it gave up waiting (a read timeout)",
+                Side::Server => "FIN from the server before any answer: the upstream closed without answering",
+            });
+            return;
         }
-        format!("FIN: the {} is done sending", e.from.name())
+        let _ = write!(out, "FIN: the {} is done sending", e.from.name());
     }
 
-    fn rst_note(&self, e: &Event) -> String {
+    fn rst_note(&self, out: &mut String, e: &Event) {
         let (answers, answers_frame, after) = match e.detail {
             Detail::Rst { answers, answers_frame, after_ns } => (answers, answers_frame, after_ns.map(seconds)),
             _ => (None, None, None),
         };
         let side = e.from.name();
-        let answered = format!("the {}'s {}", e.from.other().name(), answers.map_or("nothing", role_name));
+        // "the client's SYN": the packet the RST answered.
+        let (answered_side, answered_role) = (e.from.other().name(), answers.map_or("nothing", role_name));
         if e.from == Side::Server {
             if answers == Some(PacketRole::Syn) {
-                return "RST from the server answers the SYN: connection refused, nothing listens on the port".to_string();
+                out.push_str("RST from the server answers the SYN: connection refused, nothing listens on the port");
+                return;
             }
             if let Some(synack) = self.first_synack.filter(|_| self.has(Symptom::ResetAfterExpiry)) {
                 let since = epoch(e.time_ns) - epoch(synack.time_ns);
-                return format!("RST from the server {} after the first SYN-ACK: the half-open request had expired", seconds_text(since));
+                let _ = write!(
+                    out,
+                    "RST from the server {} after the first SYN-ACK: the half-open request had expired",
+                    Seconds(since)
+                );
+                return;
             }
             if self.has(Symptom::ResetAfterAck) {
-                return format!(
-                    "RST from the server answering {answered}: the accept queue was full and net.ipv4.tcp_abort_on_overflow is 1"
+                let _ = write!(
+                    out,
+                    "RST from the server answering the {answered_side}'s {answered_role}: the accept queue was full and \
+                     net.ipv4.tcp_abort_on_overflow is 1"
                 );
+                return;
             }
         }
-        let mut text = format!("RST from the {side}");
+        let _ = write!(out, "RST from the {side}");
         if let (Some(frame), Some(after)) = (answers_frame, after) {
-            text += &format!(", {} after {answered} in frame {}", seconds_text(after), frame_number(frame));
+            let _ = write!(out, ", {} after the {answered_side}'s {answered_role} in frame {}", Seconds(after), frame_number(frame));
         }
         if e.from == Side::Client && self.outcome != Outcome::ResetByClient {
             // The connection went on: this RST was the client's kernel refusing one segment (a
             // stale or unexpected one), not the application closing.
-            text += &format!(
+            let _ = write!(
+                out,
                 ": the client's kernel refused a segment it did not expect; the connection went on ({})",
                 self.outcome.slug().replace('_', " ")
             );
         } else if e.from == Side::Client {
-            text += ": the client gave up (a timeout in the application)";
+            out.push_str(": the client gave up (a timeout in the application)");
         }
-        text
     }
 }
 
-/// An ICMP error answering one of the connection's packets, in plain words.
-fn icmp_note(a: &IcmpAnswer) -> String {
+/// Writes an ICMP error answering one of the connection's packets, in plain words.
+fn icmp_note(out: &mut String, a: &IcmpAnswer) {
     let answered = a.answers_role.map_or("packet", role_name);
-    let mut text = format!("ICMP {} from {}, answering the {}'s {answered}", a.kind.meaning(), a.sender, a.answers.name());
+    let _ = write!(out, "ICMP {} from {}, answering the {}'s {answered}", a.kind.meaning(), a.sender, a.answers.name());
     if let Some(frame) = a.answers_frame {
-        text += &format!(" (frame {})", frame_number(frame));
+        let _ = write!(out, " (frame {})", frame_number(frame));
     }
     if let Some(mtu) = a.mtu.filter(|&mtu| mtu != 0) {
-        text += &format!(": next-hop MTU {}, the packet was {} bytes", with_commas(mtu), with_commas(a.quoted_len));
+        let _ = write!(out, ": next-hop MTU {}, the packet was {} bytes", with_commas(mtu), with_commas(a.quoted_len));
     }
     if let Some((errno, errno_text)) = a.kind.connect_errno(a.sender.is_ipv6()) {
         if a.answers == Side::Client && a.answers_role == Some(PacketRole::Syn) {
-            text += &format!("; a Linux connect() fails at once with {errno} ({errno_text})");
+            let _ = write!(out, "; a Linux connect() fails at once with {errno} ({errno_text})");
         }
     }
-    text
 }
 
 #[cfg(test)]
@@ -421,11 +504,11 @@ mod tests {
 
     #[test]
     fn test_seconds_read_as_the_timeline_writes_them() {
-        assert_eq!(seconds_text(0.000_042), "0.042 ms");
-        assert_eq!(seconds_text(0.0042), "4.2 ms");
-        assert_eq!(seconds_text(0.81), "0.81 s");
-        assert_eq!(seconds_text(4.875), "4.88 s", "a tie rounds to even, as Python's format does");
-        assert_eq!(seconds_text(63.1), "63.1 s");
+        assert_eq!(Seconds(0.000_042).to_string(), "0.042 ms");
+        assert_eq!(Seconds(0.0042).to_string(), "4.2 ms");
+        assert_eq!(Seconds(0.81).to_string(), "0.81 s");
+        assert_eq!(Seconds(4.875).to_string(), "4.88 s", "a tie rounds to even, as Python's format does");
+        assert_eq!(Seconds(63.1).to_string(), "63.1 s");
         assert_eq!(with_commas(576), "576");
         assert_eq!(with_commas(1500), "1,500");
         assert_eq!(with_commas(1_234_567), "1,234,567");
