@@ -2,7 +2,7 @@
 //! finished connection, the per-server statistics, the timeline and the give-ups need nothing
 //! back: the tracking thread hands each connection over, with the outcome and symptoms it
 //! judged, and goes on to the next segment. On the 1M bench capture they were 8.5 % of the
-//! tracking thread's samples (docs/performance.md), and the reading thread, which waited for
+//! tracking thread's samples (docs/performance-history.md), and the reading thread, which waited for
 //! the tracking one, had the room.
 //!
 //! The books come back whole at the end (`Beside::join`), filled in the order the connections

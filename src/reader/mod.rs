@@ -25,7 +25,7 @@ use pcap_parser::{PcapBlockOwned, PcapError};
 /// into this buffer: the kernel's copy streams the page cache into it, and the records are
 /// then parsed from the processor's cache. Small enough to stay there (128 and 256 KiB
 /// measured best, 512 KiB to 2 MiB slower at the median), large enough that the calls are few
-/// (docs/performance.md: faster than a memory map of the file).
+/// (docs/performance-history.md: faster than a memory map of the file).
 pub(crate) const BUFFER_LEN: usize = 256 * 1024;
 /// The classic pcap file header: magic, version, thiszone, sigfigs, snaplen, network.
 pub(crate) const PCAP_HEADER_LEN: usize = 24;
