@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the table of causes and the table of their materiality in docs/diagnosis.md from the
-registry (src/pcapq/causes/): the blocks between `<!-- causes -->` and `<!-- /causes -->`, and
-between `<!-- materiality -->` and `<!-- /materiality -->`.
+"""Writes the tables of causes in the docs from the registry (src/pcapq/causes/): in
+docs/diagnosis.md the causes with their rules and their materiality (the blocks between
+`<!-- causes -->` and `<!-- /causes -->`, and `<!-- materiality -->` and `<!-- /materiality -->`),
+and in docs/json.md the values of a finding's `cause` (`<!-- json-causes -->`).
 
     python3 docs/causes.py           # rewrite the table
     python3 docs/causes.py --check   # exit 1 if it is out of date (tests/test_causes_doc.py)
@@ -15,7 +16,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DOC = REPO / "docs" / "diagnosis.md"
+DIAGNOSIS = REPO / "docs" / "diagnosis.md"
+JSON = REPO / "docs" / "json.md"
 
 
 def block(name: str) -> re.Pattern:
@@ -55,25 +57,42 @@ def materiality_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def json_table() -> str:
+    from pcapq.causes.registry import CAUSES
+
+    rows = ["| `cause` | title | scope |", "|---|---|---|"]
+    for c in CAUSES.values():
+        rows.append(f"| `{c.slug}` | {cell(c.title)} | {c.scope} |")
+    return "\n".join(rows) + "\n"
+
+
+# Each document and the blocks written in it.
+BLOCKS = ((DIAGNOSIS, (("causes", table), ("materiality", materiality_table))), (JSON, (("json-causes", json_table),)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    text = DOC.read_text()
-    new = text
-    for name, make in (("causes", table), ("materiality", materiality_table)):
-        match = block(name).search(new)
-        if not match:
-            print(f"docs/diagnosis.md has no <!-- {name} --> block", file=sys.stderr)
-            return 1
-        new = new[: match.start(2)] + make() + new[match.end(2):]
-    if args.check:
-        if new != text:
-            print("docs/diagnosis.md: the table of causes or of materiality is out of date; run python3 docs/causes.py",
-                  file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(new)
+    stale = []
+    for doc, blocks in BLOCKS:
+        text = doc.read_text()
+        new = text
+        for name, make in blocks:
+            match = block(name).search(new)
+            if not match:
+                print(f"docs/{doc.name} has no <!-- {name} --> block", file=sys.stderr)
+                return 1
+            new = new[: match.start(2)] + make() + new[match.end(2):]
+        if new == text:
+            continue
+        if args.check:
+            stale.append(f"docs/{doc.name}")
+        else:
+            doc.write_text(new)
+    if stale:
+        print(f"{', '.join(stale)}: a table of causes is out of date; run python3 docs/causes.py", file=sys.stderr)
+        return 1
     return 0
 
 
