@@ -10,7 +10,7 @@ use crate::detect::{probes::OneSynTally, servers::{PortPressure, ServerStats}};
 use crate::flow::spill::Spill;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::decode::icmp::IcmpMessage;
-use crate::flow::icmp::IcmpSummary;
+use crate::flow::icmp::{IcmpMatch, IcmpSummary};
 use crate::flow::{merge, Connection, FrameRef, SegmentKey, Tracker, TrackerOptions};
 use crate::reader::{CaptureNotes, CaptureReader, Format, ReadError, ReadStop};
 use crate::watch::Watch;
@@ -640,12 +640,32 @@ fn track_segments(tracker: &mut Tracker<Census>, segments: &[Decoded], file: u32
     for Decoded { segment, keyed, frame, time_ns } in segments {
         tracker.on_keyed_segment(segment, keyed, FrameRef { file, frame: *frame }, *time_ns);
         if let Some(watch) = watch {
-            // Poisoned only by a panic while counting on this thread, which ends the run anyway.
-            let mut watch = watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            watch.seen(*time_ns);
-            for change in tracker.take_changes() {
-                watch.note(&change);
-            }
+            hand_to_watch(tracker, watch, *time_ns);
+        }
+    }
+}
+
+/// What the segment at `time_ns` changed, and the connections that left the hot table, to the
+/// watch. Out of line: the loop above stays as small when nothing is watched.
+#[inline(never)]
+fn hand_to_watch(tracker: &mut Tracker<Census>, watch: &std::sync::Mutex<Watch>, time_ns: i64) {
+    // Poisoned only by a panic while counting on this thread, which ends the run anyway.
+    let mut watch = watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    watch.seen(time_ns);
+    for change in tracker.take_changes() {
+        watch.note(&change);
+    }
+    for (conn, at_ns) in tracker.store.take_ends() {
+        watch.ended(&conn, at_ns);
+    }
+}
+
+/// An ICMP error the tracker tied to a connection (`tied`), to the watch's metrics.
+#[cold]
+fn icmp_to_watch(watch: &std::sync::Mutex<Watch>, message: &IcmpMessage, tied: IcmpMatch) {
+    if let IcmpMatch::Tied(side) = tied {
+        if let Some(server) = crate::watch::metrics::icmp_listener(message, side) {
+            watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).icmp(server, message.kind);
         }
     }
 }
@@ -688,6 +708,9 @@ fn analyze_readers_on(
                 from = upto;
                 let tied = tracker.on_icmp(message, FrameRef { file, frame: *frame }, *time_ns);
                 icmp.count(message.kind, tied);
+                if let Some(watch) = watch {
+                    icmp_to_watch(watch, message, tied);
+                }
             }
             track_segments(&mut tracker, &batch.segments[from..], file, watch);
             batch.icmp.clear();
@@ -701,6 +724,9 @@ fn analyze_readers_on(
         };
         let read = if two_threads { read_file_beside(&mut reader, &mut skipped, track) } else { read_file(&mut reader, &mut skipped, batch_len, track) };
         let info = &reader.info;
+        if let (Some(watch), Some(dropped)) = (watch, info.dropped) {
+            watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).add_dropped(dropped);
+        }
         files.push(FileReport {
             path,
             format: info.format,
@@ -718,6 +744,9 @@ fn analyze_readers_on(
         });
     }
     progress(read_bytes);
+    if let Some(watch) = watch {
+        watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).end_input(tracker.connections());
+    }
     let evicted = tracker.evicted;
     let (mut finished, live) = tracker.finish();
     finished.census.join_beside();

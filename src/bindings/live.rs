@@ -1,6 +1,6 @@
 //! `LiveInput` and `analyze_stdin`: standard input read live, counted as it arrives and
 //! stoppable from Python (Ctrl-C), with the analysis of what was read (`crate::live`), and
-//! watched while it is read (`crate::watch`, `LiveInput.look`).
+//! watched while it is read (`crate::watch`, `LiveInput.look`, `LiveInput.metrics`).
 
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +11,8 @@ use super::{analyze_options, catch, errors, Analysis};
 use crate::analysis;
 use crate::live::{LiveCounters, LiveStream};
 use crate::reader::CaptureReader;
+use crate::detect::{Outcome, Symptoms};
+use crate::watch::metrics::{Histogram, ListenerMetrics, BUCKETS, RESET_ANSWERS};
 use crate::watch::{EpisodeEvent, Interval, Watch, SIGNS};
 
 /// Standard input as it is being read: bytes and capture records that arrived so far, and a
@@ -43,6 +45,20 @@ impl LiveInput {
         d.set_item("open", look.open)?;
         d.set_item("latest_time", look.latest_ns.map(|t| t as f64 / 1e9))?;
         d.set_item("segments", look.segments)?;
+        Ok(d)
+    }
+
+    /// Per listener, counts since the start (`analyze_stdin(..., watch=True)` only; no
+    /// listener otherwise), for a Prometheus exporter. Costs what the listeners do.
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).metrics();
+        let d = PyDict::new(py);
+        d.set_item("segments", m.segments)?;
+        d.set_item("latest_time", m.latest_ns.map(|t| t as f64 / 1e9))?;
+        d.set_item("dropped", m.dropped)?;
+        d.set_item("listeners_other", m.listeners_other)?;
+        d.set_item("buckets", BUCKETS.to_vec())?;
+        d.set_item("listeners", m.listeners.iter().map(|l| listener_dict(py, l)).collect::<PyResult<Vec<_>>>()?)?;
         Ok(d)
     }
 
@@ -96,6 +112,59 @@ fn interval_dict<'py>(py: Python<'py>, server: &str, i: &Interval) -> PyResult<B
     Ok(d)
 }
 
+fn listener_dict<'py>(py: Python<'py>, l: &ListenerMetrics) -> PyResult<Bound<'py, PyDict>> {
+    let (d, row) = (PyDict::new(py), &l.row);
+    d.set_item("listener", l.listener.map_or_else(|| "other".to_string(), |e| e.to_string()))?;
+    d.set_item("connections", row.connections)?;
+    d.set_item("answered", row.answered)?;
+    let ended = PyDict::new(py);
+    for o in Outcome::ALL {
+        ended.set_item(o.slug(), row.ended[o.index()])?;
+    }
+    d.set_item("ended", ended)?;
+    let signs = PyDict::new(py);
+    for (sign, n) in SIGNS.iter().zip(row.signs) {
+        signs.set_item(sign.slug(), n)?;
+    }
+    d.set_item("signs", signs)?;
+    let mut resets = Vec::new();
+    for (side, by_answer) in ["client", "server"].into_iter().zip(&row.resets) {
+        for (answered, &count) in RESET_ANSWERS.iter().zip(by_answer).filter(|(_, &n)| n > 0) {
+            let r = PyDict::new(py);
+            r.set_item("side", side)?;
+            r.set_item("answered", *answered)?;
+            r.set_item("count", count)?;
+            resets.push(r);
+        }
+    }
+    d.set_item("resets", resets)?;
+    let icmp = PyDict::new(py);
+    for (kind, &n) in crate::decode::icmp::IcmpKind::ALL.iter().zip(&row.icmp).filter(|(_, &n)| n > 0) {
+        icmp.set_item(kind.slug(), n)?;
+    }
+    d.set_item("icmp", icmp)?;
+    d.set_item("handshake_seconds", histogram_dict(py, &row.handshake)?)?;
+    d.set_item("first_byte_seconds", histogram_dict(py, &row.first_byte)?)?;
+    d.set_item("retransmission_delay_seconds", histogram_dict(py, &row.retransmission_delay)?)?;
+    d.set_item("waiting", row.waiting)?;
+    d.set_item("episode_open", l.episode.is_some())?;
+    d.set_item("episode_signs", sign_slugs(l.episode.unwrap_or_default()))?;
+    Ok(d)
+}
+
+fn histogram_dict<'py>(py: Python<'py>, h: &Histogram) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("counts", h.counts.to_vec())?;
+    d.set_item("sum", h.sum_seconds())?;
+    d.set_item("count", h.count)?;
+    Ok(d)
+}
+
+/// The live signs among `signs`, in `SIGNS` order.
+fn sign_slugs(signs: Symptoms) -> Vec<&'static str> {
+    signs.iter().filter(|s| SIGNS.contains(s)).map(|s| s.slug()).collect()
+}
+
 fn event_dict<'py>(py: Python<'py>, e: &EpisodeEvent) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("kind", e.kind.slug())?;
@@ -103,18 +172,23 @@ fn event_dict<'py>(py: Python<'py>, e: &EpisodeEvent) -> PyResult<Bound<'py, PyD
     d.set_item("time", e.at_ns as f64 / 1e9)?;
     d.set_item("first_time", e.first_ns as f64 / 1e9)?;
     d.set_item("last_time", e.last_ns as f64 / 1e9)?;
-    d.set_item("signs", e.signs.iter().filter(|s| SIGNS.contains(s)).map(|s| s.slug()).collect::<Vec<_>>())?;
+    d.set_item("signs", sign_slugs(e.signs))?;
     d.set_item("connections", e.connections)?;
     Ok(d)
 }
 
+// The signature's literal default, which the stub repeats.
+const _: () = assert!(crate::watch::metrics::DEFAULT_MAX_LISTENERS == 20);
+
 /// Reads standard input live as one capture (`analyze(["-"], ...)`), until its end or
 /// `live.stop()`, with the GIL released; with `watch`, each segment is tracked as it arrives and
-/// `live.look()` tells what happened. With `spill_dir`, every connection goes, as it finishes, to
-/// a temporary file there instead of memory (as `analyze_many`'s). Raises CaptureError if it is
-/// not a capture.
+/// `live.look()` tells what happened, and `live.metrics()` the counts since the start, at most
+/// `metrics_listeners` listeners named. With `spill_dir`, every connection goes, as it finishes,
+/// to a temporary file there instead of memory (as `analyze_many`'s). Raises CaptureError if it
+/// is not a capture.
 #[pyfunction]
-#[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0, watch = false, spill_dir = None))]
+#[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0, watch = false, spill_dir = None, metrics_listeners = 20))]
+#[allow(clippy::too_many_arguments)]
 pub fn analyze_stdin(
     py: Python<'_>,
     live: &LiveInput,
@@ -123,10 +197,14 @@ pub fn analyze_stdin(
     max_connections: usize,
     watch: bool,
     spill_dir: Option<std::path::PathBuf>,
+    metrics_listeners: usize,
 ) -> PyResult<Analysis> {
     let options = analyze_options(keep_connections, keep_events, false, max_connections, None);
     let counters = live.counters.clone();
     let watched = live.watch.clone();
+    if watch {
+        watched.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).enable_metrics(metrics_listeners);
+    }
     let result = py.allow_threads(|| {
         catch(|| {
             let stream = LiveStream::stdin(counters);

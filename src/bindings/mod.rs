@@ -983,6 +983,8 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("icmp_kinds", crate::decode::icmp::IcmpKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
     d.set_item("live_signs", crate::watch::SIGNS.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
     d.set_item("episode_events", crate::watch::EpisodeEventKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
+    d.set_item("reset_answers", crate::watch::metrics::RESET_ANSWERS.to_vec())?;
+    d.set_item("metric_buckets", crate::watch::metrics::BUCKETS.to_vec())?;
     d.set_item("signs", detect::checks::Sign::ALL.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
     let checks = detect::checks::Check::ALL;
     d.set_item("checks", checks.iter().map(|c| c.slug()).collect::<Vec<_>>())?;

@@ -16,12 +16,16 @@ pub struct Stage {
     pub synack_triggered: bool,
     pub handshake_acked: bool,
     pub data_retransmits: [u32; 2],
+    /// The client sent data (its request).
+    pub requested: bool,
     /// The server acknowledged client data.
     pub request_acked: bool,
     /// The server sent data.
     pub answered: bool,
     /// The client sent a FIN.
     pub client_fin: bool,
+    /// The server sent a FIN.
+    pub server_fin: bool,
     /// The first RST: who sent it and what it answered.
     pub rst: Option<(Side, Option<PacketRole>)>,
 }
@@ -35,9 +39,11 @@ impl Stage {
             synack_triggered,
             handshake_acked: c.handshake_completed(),
             data_retransmits: [c.counts[0].data_retransmits, c.counts[1].data_retransmits],
+            requested: c.milestones.client_data_ns.get().is_some(),
             request_acked: c.milestones.client_data_acked_ns.get().is_some(),
             answered: c.milestones.server_data_ns.get().is_some(),
             client_fin: c.counts[Side::Client.index()].fin,
+            server_fin: c.counts[Side::Server.index()].fin,
             rst: c.milestones.first_rst().map(|r| (r.from, r.answers)),
         }
     }

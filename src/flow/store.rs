@@ -101,6 +101,9 @@ pub struct ConnectionStore<C> {
     max_kept: usize,
     /// Where each record goes when it is counted, for the writers of every connection.
     spill: Option<Spill>,
+    /// While watched live (`note_ends`): the connections that left the hot table since the
+    /// last `take_ends`, each a copy of its record without events, with when.
+    ending: Option<Vec<(Connection, i64)>>,
 }
 
 /// Puts `records` in order of id, moving each record once: a sort that swaps records of some
@@ -143,6 +146,7 @@ impl<C: Counter> ConnectionStore<C> {
             with_problems_not_kept: 0,
             max_kept,
             spill: None,
+            ending: None,
         }
     }
 
@@ -292,9 +296,39 @@ impl<C: Counter> ConnectionStore<C> {
         self.slots[slot].state
     }
 
+    /// From now on, notes every connection that leaves the hot table (`pcapq watch`).
+    pub fn note_ends(&mut self) {
+        self.ending.get_or_insert_with(Vec::new);
+    }
+
+    /// The connections that left the hot table since the last call, in that order.
+    pub fn take_ends(&mut self) -> Vec<(Connection, i64)> {
+        self.ending.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The record in `slot` leaves the hot table at `now_ns`: noted when watched live.
+    #[inline]
+    pub(crate) fn note_end(&mut self, slot: usize, now_ns: i64) {
+        if self.ending.is_some() {
+            self.push_end(slot, now_ns);
+        }
+    }
+
+    /// A copy of the record, without its events: the slot may be reused before the watch
+    /// reads it.
+    #[cold]
+    fn push_end(&mut self, slot: usize, now_ns: i64) {
+        let Some(ending) = &mut self.ending else { return };
+        let conn = &mut self.slots[slot];
+        let events = std::mem::take(&mut conn.events);
+        ending.push((conn.clone(), now_ns));
+        conn.events = events;
+    }
+
     /// The connection has left the hot table at `now_ns`: keep its record, or count it and
     /// free the slot.
     pub fn retire(&mut self, slot: usize, now_ns: i64) -> Retired {
+        self.note_end(slot, now_ns);
         let conn = &self.slots[slot];
         if self.keep_all {
             return Retired { id: conn.id, tallied: Marks::default(), slot: slot as u32 };

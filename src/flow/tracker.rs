@@ -191,9 +191,11 @@ impl<C: Counter> Tracker<C> {
         }
     }
 
-    /// From now on, notes every segment that moves a connection on (`pcapq watch`).
+    /// From now on, notes every segment that moves a connection on, and every connection that
+    /// leaves the hot table (`pcapq watch`: `take_changes`, `store.take_ends`).
     pub fn note_changes(&mut self) {
         self.noting.get_or_insert_with(Vec::new);
+        self.store.note_ends();
     }
 
     /// The changes noted since the last call, in segment order.
@@ -301,7 +303,11 @@ impl<C: Counter> Tracker<C> {
                 }
                 // A connection refused by an RST to its SYN left no state on either side (no
                 // TIME-WAIT): the client trying again with a new ISN replaces nothing.
-                if refused(conn) { None } else { Some(Follows { id: conn.id, after_ns: time_ns - conn.last_time_ns, server_time_wait: server_time_wait(flow) }) }
+                let follows = if refused(conn) { None } else { Some(Follows { id: conn.id, after_ns: time_ns - conn.last_time_ns, server_time_wait: server_time_wait(flow) }) };
+                // The new connection takes its flow: the old one leaves the hot table here, not
+                // through a retire (its record is counted at the end).
+                self.store.note_end(flow.slot(), time_ns);
+                follows
             }
             None => None,
         };

@@ -2,7 +2,11 @@
 
 import os
 
-from typing import Any, Callable, Final, Literal, Protocol, TypedDict, final
+from typing import Any, Callable, Final, Literal, Protocol, TypedDict, final, overload
+
+from typing_extensions import NotRequired
+
+from pcapq.diagnose.lean import Series
 
 __all__ = [
     "__version__", "JSON_SCHEMA_VERSION", "VOCABULARY", "Analysis", "Problems", "Episode", "Selection",
@@ -68,6 +72,9 @@ LiveSign = Literal[
     "reset_after_ack", "rejected",
 ]
 EpisodeEventKind = Literal["opened", "new_signs", "recovered", "still_open"]
+# What a connection's first RST answered, in the live metrics (src/watch/metrics.rs): a packet
+# role, or "other".
+ResetAnswer = Literal["syn", "synack", "handshake_ack", "ack", "data", "retransmit", "fin", "rst", "other"]
 
 class _Vocabulary(TypedDict):
     outcomes: list[Outcome]
@@ -84,6 +91,9 @@ class _Vocabulary(TypedDict):
     icmp_kinds: list[IcmpKind]
     live_signs: list[LiveSign]
     episode_events: list[EpisodeEventKind]
+    reset_answers: list[ResetAnswer]
+    metric_buckets: list[float]
+    """The live metrics' histogram upper bounds in seconds, +Inf left out (`LiveInput.metrics`)."""
     checks: list[CheckName]
     signs: list[SignName]
     check_texts: dict[CheckName, _CheckText]
@@ -135,26 +145,331 @@ class _Summary(TypedDict):
     duplicate_frames: int
     outcomes: dict[Outcome, int]
     symptoms: dict[Symptom, int]
+    icmp: NotRequired[_IcmpSummary]
+    """ICMP errors in the capture; absent when there were none."""
+
+class _IcmpSummary(TypedDict):
+    total: int
+    tied: int
+    """Tied to a connection and the packet they answered."""
+    no_connection: int
+    """Quoting a TCP 4-tuple with no connection in the capture."""
+    out_of_window: int
+    """Quoting a sequence number outside its connection's window."""
+    truncated: int
+    """Quoting fewer than 8 bytes of TCP."""
+    not_tcp: int
+    by_kind: dict[IcmpKind, int]
+
+_Side = Literal["client", "server"]
+_ReadStop = Literal["end", "truncated", "corrupt", "io_error"]
+
+class _Frame(TypedDict):
+    file: int
+    frame: int
+
+class _PcapngInterface(TypedDict):
+    name: str | None
+    description: str | None
+    link_type: str
+
+class _PacketComment(TypedDict):
+    frame: int
+    comment: str
+
+class _PcapngNotes(TypedDict):
+    """What a pcapng file says about itself (docs/json.md)."""
+
+    hardware: str | None
+    os: str | None
+    application: str | None
+    comments: list[str]
+    interfaces: list[_PcapngInterface]
+    packet_comments: list[_PacketComment]
+    packet_comments_total: int
 
 class _CaptureInfo(TypedDict):
     path: str
-    format: str | None
+    format: Literal["pcap", "pcapng"] | None
     gzip: bool
     packets: int
     tcp_segments: int
     first_time: float | None
     last_time: float | None
     link_types: dict[str, int]
-    read_stop: str
+    read_stop: _ReadStop
     read_stop_detail: str | None
-    pcapng: dict[str, Any] | None
+    pcapng: _PcapngNotes | None
+    """None for classic pcap."""
 
 class _Timeline(TypedDict):
     seconds: list[int]
-    new: dict[str, list[int]]
+    new: dict[Outcome, list[int]]
     retransmissions: list[int]
     waiting_in: list[int]
     waiting_out: list[int]
+
+class _ServerClosed(TypedDict):
+    file: int
+    frame: int
+    time: float
+
+# A connection's first RST: who sent it, where, the role of the packet it answers and that packet,
+# and how many seconds after it.
+_FirstRst = TypedDict("_FirstRst", {
+    "from": _Side, "file": int, "frame": int, "time": float, "answers": PacketRole | Literal["nothing"],
+    "answers_frame": _Frame | None, "after": float | None,
+})
+
+class _Icmp(TypedDict):
+    """One ICMP error that answered a packet of the connection (`connections[].icmp` of docs/json.md)."""
+
+    file: int
+    frame: int
+    time: float
+    offset: float
+    """Seconds from the connection's first packet."""
+    sender: str
+    """Who sent it: the peer's host, or a router or firewall on the way."""
+    kind: IcmpKind
+    meaning: str
+    mtu: int | None
+    answers: _Side
+    """Whose packet it answers."""
+    answers_role: PacketRole | None
+    answers_frame: _Frame | None
+    seq: int | None
+    """The quoted packet's sequence number, relative to its side's ISN."""
+    quoted_len: int
+    dont_fragment: bool
+    errno: int | None
+    """What a Linux connect() fails with when this answers the SYN (None: it does not fail)."""
+    errno_text: str | None
+
+# A path MTU black hole (src/detect/icmp.rs: black_hole()): a full-size data segment sent again and
+# again and never acknowledged, while smaller packets got through or an ICMP error said it was too
+# big. from: who sent it; len: its payload length; ip_len: the IP packet that carried it (headers,
+# payload, the timestamp option if in use); mtu: the MTU a router announced, or None; frag_needed:
+# an ICMP fragmentation-needed or packet-too-big error quoted it.
+_BlackHole = TypedDict("_BlackHole", {"from": _Side, "len": int, "ip_len": int, "mtu": int | None, "frag_needed": bool})
+
+class _LeanConnection(TypedDict):
+    """What the findings read of a connection (`Analysis.connections(lean=True)`)."""
+
+    id: int
+    client: str
+    server: str
+    first_file: int
+    first_frame: int
+    first_time: float
+    last_time: float
+    outcome: Outcome
+    symptoms: tuple[Symptom, ...]
+    follows: int | None
+    """The id of the connection on the same 4-tuple before it."""
+    follows_after: float | None
+    completed: bool
+    syn_attempts: int
+    synack_attempts: int
+    synack_time: float | None
+    ack_time: float | None
+    request_acked: float | None
+    request_sent: float | None
+    """The client's first data (its SYN's when Fast Open data was taken)."""
+    client_last_data: float | None
+    server_first_data: float | None
+    server_last_data: float | None
+    client_closed: float | None
+    """The client's first FIN or RST."""
+    server_closed: _ServerClosed | None
+    """The server's first FIN."""
+    duplicates: int
+    """Frames that were copies of the frame before them."""
+    vlan: tuple[int, ...]
+    """VLAN IDs, outer first; () untagged."""
+    added_latency: float
+    reset: _FirstRst | None
+    series: tuple[Series, ...]
+    icmp: list[_Icmp]
+    """The ICMP errors that answered its packets ([] when none did)."""
+    black_hole: _BlackHole | None
+    """Its path MTU black hole, or None (the `mtu_black_hole` symptom)."""
+
+class _Send(TypedDict):
+    file: int
+    frame: int
+    time: float
+    interval: float | None
+    """Seconds since the previous send."""
+    expected: float | None
+    """Seconds the schedule predicts for that interval."""
+    deviation: float | None
+    triggered: bool
+
+# A retransmission series of the JSON document; seq: relative sequence number, for data.
+_SeriesDetail = TypedDict("_SeriesDetail", {
+    "kind": SeriesKind, "from": _Side, "seq": int | None, "schedule": Schedule, "sends": list[_Send],
+})
+
+# One event of the JSON document; the keys after `win` only on the events they describe (a
+# retransmission's attempt, a duplicate ACK's count, an RST's answer).
+_Event = TypedDict("_Event", {
+    "file": int, "frame": int, "time": float, "offset": float, "kind": EventKind, "from": _Side, "flags": str,
+    "seq": int | None, "ack": int | None, "len": int, "win": int,
+    "attempt": NotRequired[int], "original": NotRequired[_Frame], "since_previous": NotRequired[float],
+    "after_handshake_ack": NotRequired[bool], "dup_count": NotRequired[int], "dup_of": NotRequired[_Frame],
+    "answers": NotRequired[PacketRole | Literal["nothing"]], "answers_frame": NotRequired[_Frame],
+    "after": NotRequired[float],
+})
+
+class _Isn(TypedDict):
+    client: int | None
+    server: int | None
+
+class _Handshake(TypedDict):
+    completed: bool
+    syn_attempts: int
+    synack_attempts: int
+    syn_time: float | None
+    synack_time: float | None
+    ack_time: float | None
+    duration: float | None
+    """First SYN to the handshake ACK, seconds."""
+
+class _Options(TypedDict):
+    mss: int | None
+    window_scale: int | None
+    sack_permitted: bool
+    timestamps: bool
+
+class _SideCounts(TypedDict):
+    packets: int
+    payload_bytes: int
+    data_retransmits: int
+    dup_acks: int
+    zero_windows: int
+    unseen_segments: int
+    fin: bool
+    rst: bool
+    options: _Options | None
+
+class _Sides(TypedDict):
+    client: _SideCounts
+    server: _SideCounts
+
+class _ConnectionChecks(TypedDict):
+    held: list[CheckName]
+    failed: list[CheckName]
+
+class _Request(TypedDict):
+    sent: float | None
+    acked: float | None
+    answered: float | None
+
+class _Connection(TypedDict):
+    """A connection of the JSON document (docs/json.md): `Analysis.connections()`, and
+    `json.loads(Analysis.connection_json(i))`."""
+
+    id: int
+    client: str
+    server: str
+    ip_version: Literal[4, 6]
+    vlan: NotRequired[list[int]]
+    """Only for a connection captured on a VLAN."""
+    partial: bool
+    follows: int | None
+    follows_after: float | None
+    state: Literal["syn_sent", "syn_received", "established", "closing", "closed", "reset"]
+    first_file: int
+    first_frame: int
+    first_time: float
+    last_time: float
+    duration: float
+    isn: _Isn
+    handshake: _Handshake
+    sides: _Sides
+    snaplen_cut: int
+    duplicates: NotRequired[int]
+    """Only when there were some."""
+    outcome: Outcome
+    symptoms: list[Symptom]
+    checks: NotRequired[_ConnectionChecks]
+    """Absent when the connection showed no sign the checks weigh."""
+    request: _Request
+    reset: _FirstRst | None
+    added_latency: float
+    series: list[_SeriesDetail]
+    events: list[_Event]
+    events_dropped: int
+    icmp: NotRequired[list[_Icmp]]
+    """Absent when no ICMP error answered its packets."""
+    proxy_log: NotRequired[dict[str, object]]
+    """In the JSON document only: what the proxy's log said (`note_connections`)."""
+
+class _ServerStats(TypedDict):
+    server: str
+    connections: int
+    outcomes: dict[Outcome, int]
+    symptoms: dict[Symptom, int]
+    first_time: float
+    last_time: float
+    answered: int
+    binned_through: int | None
+    one_syn: int
+    packets: int
+    data_retransmits: int
+    syn_to_synack: float | None
+    synack_to_ack: float | None
+
+class _PortPressure(TypedDict):
+    client: str
+    server: str
+    peak: int
+    at: float
+    range: int
+    error: int
+
+class _OneSyn(TypedDict):
+    connections: int
+    answered_synack: int
+    answered_rst: int
+    sources: int
+    sources_at_least: bool
+    targets: int
+    targets_at_least: bool
+    top_sources: list[tuple[str, int]]
+    top_targets: list[tuple[str, int]]
+    first_time: float | None
+    last_time: float | None
+    frames: list[_Frame]
+
+class _JoinFile(TypedDict):
+    ties: int
+    zone: float
+    zone_searched: bool
+    skew: float | None
+    skew_pairs: int
+
+class _Silent(TypedDict):
+    count: int
+    ids: list[int]
+    """At most 20."""
+
+# (line, connection id, connection index, shape, (connect, first byte), (connect agrees, first
+# byte agrees)).
+_Tie = tuple[int, int, int, LogShape, tuple[float | None, float | None], tuple[bool | None, bool | None]]
+
+class _LogJoin(TypedDict):
+    ties: list[_Tie]
+    files: list[_JoinFile]
+    silent: dict[LogShape, _Silent]
+    capture: tuple[float, float]
+
+class _Annotated(TypedDict):
+    packets: int
+    commented: int
+    records: int
+    connections: int
 
 @final
 class Analysis:
@@ -175,29 +490,40 @@ class Analysis:
     def __len__(self) -> int:
         """Number of connection records kept (0 with keep_connections=False)."""
 
+    @overload
+    def connections(
+        self, *, problems_only: bool = False, lean: Literal[False] = False, server: str | None = None
+    ) -> list[_Connection]: ...
+    @overload
+    def connections(
+        self, *, problems_only: bool = False, lean: Literal[True], server: str | None = None
+    ) -> list[_LeanConnection]: ...
+    @overload
     def connections(
         self, *, problems_only: bool = False, lean: bool = False, server: str | None = None
-    ) -> list[dict[str, Any]]:
-        """Connections as dicts shaped like the JSON document's (docs/json.md): all those kept,
-        or only those with a problem (an outcome other than completed or open, or a symptom).
-        With keep_connections=False only connections with a problem were kept. `lean`: only
-        the fields the findings read (id, client, server, first_file, first_frame, first_time,
-        last_time, outcome, symptoms, follows, follows_after, completed, syn_attempts,
-        synack_attempts, synack_time, ack_time, request_acked, added_latency, reset, series,
-        and: request_sent, the client's first data (its SYN's when Fast Open data was taken);
+    ) -> list[_Connection] | list[_LeanConnection]:
+        """Connections as dicts shaped like the JSON document's (docs/json.md, `_Connection`): all
+        those kept, or only those with a problem (an outcome other than completed or open, or a
+        symptom). With keep_connections=False only connections with a problem were kept. `lean`:
+        only the fields the findings read, flat (`_LeanConnection`): as the JSON document's, and
+        request_sent, the client's first data (its SYN's when Fast Open data was taken);
         client_last_data, the last segment with new client data; server_first_data and
         server_last_data, likewise; client_closed, the client's first FIN or RST (epoch seconds
-        or None each); server_closed, the server's first FIN ({file, frame, time}, or
-        None); duplicates, frames that were copies of the frame before them; vlan, the
-        VLAN IDs outer first, () untagged). Symptoms are the slugs of docs/diagnosis.md,
-        including tfo_fallback, defer_accept_suspected and syn_after_rst.
+        or None each); server_closed, the server's first FIN ({file, frame, time}, or None);
+        duplicates, frames that were copies of the frame before them; vlan, the VLAN IDs outer
+        first, () untagged; series, `pcapq.diagnose.lean.Series` tuples; icmp, the ICMP errors
+        that answered its packets, as the JSON document's `icmp` (`_Icmp`; [] when none did);
+        black_hole, its path MTU black hole (`_BlackHole`: who sent the full-size segment, its
+        payload and IP lengths, the MTU an ICMP error announced or None, whether such an error
+        quoted it) or None. Symptoms are the slugs of docs/diagnosis.md, including tfo_fallback,
+        defer_accept_suspected and syn_after_rst.
         `server` ("ip:port", "[v6]:port"): only connections to that server.
 
         Raises:
             ValueError: `server` is not an endpoint.
         """
 
-    def servers(self) -> list[dict[str, Any]]:
+    def servers(self) -> list[_ServerStats]:
         """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,
         answered, one_syn (connections that were one client SYN and nothing more), packets and
         data_retransmits (of its connections, both ways, copies left out), syn_to_synack
@@ -206,7 +532,7 @@ class Analysis:
         `answered_between` there are estimates, off by at most the connections of the second a
         time falls in; docs/performance.md)."""
 
-    def worst(self, n: int) -> tuple[int, list[dict[str, Any]]]:
+    def worst(self, n: int) -> tuple[int, list[_LeanConnection]]:
         """How many connections have a problem (also those beyond the records kept), and the `n`
         worst of the records kept as lean dicts, worst first: failed outcomes, then any symptom,
         then the most added latency, then the earliest."""
@@ -230,13 +556,13 @@ class Analysis:
             KeyError: no such server.
         """
 
-    def port_pressure(self) -> list[dict[str, Any]]:
+    def port_pressure(self) -> list[_PortPressure]:
         """Per (client address, server endpoint), highest first: client, server, peak (source
         ports held at once, in use or in TIME-WAIT), at (when), range (28232, Linux's default
         ephemeral port range), error (how much too high peak can be: 0 unless the pair's
         spans were counted per second, docs/performance.md)."""
 
-    def one_syn(self) -> dict[str, Any]:
+    def one_syn(self) -> _OneSyn:
         """Connections that were one client SYN and nothing more (a SYN flood, a port scan), in
         aggregate: connections, answered_synack, answered_rst, sources, sources_at_least,
         targets, targets_at_least, top_sources and top_targets ([(address or endpoint, count)],
@@ -272,7 +598,7 @@ class Analysis:
         kinds: list[str],
         resolutions: list[float],
         zones: list[float | None],
-    ) -> dict[str, Any]:
+    ) -> _LogJoin:
         """Ties log lines to the connections they describe (docs/evidence.md). Line i is at
         times[i] (epoch seconds on the log's clock, read as UTC), in file files[i], about
         upstream upstreams[i] (an endpoint, or None for any), from the proxy's source port
@@ -315,7 +641,7 @@ class Analysis:
         ids: list[int] | None,
         findings: list[tuple[str, list[int]]],
         section: str,
-    ) -> dict[str, int]:
+    ) -> _Annotated:
         """Writes the capture `paths` (the files this analysis read, in that order) back as
         pcapng at `output`: every record kept, bytes, timestamps and frame numbers unchanged,
         pcapq's words (`connection_labels`, prefixed "pcapq: ") as packet comments on the
@@ -381,7 +707,7 @@ class Analysis:
                 by the file object's write() propagates unchanged.
             ValueError: `extra` is not a JSON object.
         """
-    def proxy_timeouts(self) -> dict[str, _ProxyTimeout]:
+    def proxy_timeouts(self) -> dict[Literal["connect", "read"], _ProxyTimeout]:
         """The proxy's timeouts inferred from when its connections gave up: "connect" and
         "read", each absent when the capture does not show it."""
 
@@ -400,7 +726,7 @@ class _Scan(TypedDict):
     refused: int
     first_time: float
     last_time: float
-    frames: list[dict[str, int]]
+    frames: list[_Frame]
 
 class _Timings(TypedDict):
     syn_schedules: dict[Schedule, int]
@@ -431,7 +757,7 @@ class Problems:
     def scans(self) -> list[_Scan]:
         """Sources that probed many ports of one address, busiest first."""
 
-    def examples(self, selection: Selection, limit: int) -> list[dict[str, Any]]:
+    def examples(self, selection: Selection, limit: int) -> list[_LeanConnection]:
         """Up to `limit` of the selection's connections, earliest first, as lean dicts."""
 
     def timings(self) -> _Timings:
@@ -604,6 +930,60 @@ class _WatchLook(TypedDict):
     segments: int
     """TCP segments tracked so far."""
 
+class _Histogram(TypedDict):
+    counts: list[int]
+    """Per bucket (`_MetricsSnapshot["buckets"]`, then +Inf), not cumulative."""
+    sum: float
+    """Seconds."""
+    count: int
+
+class _MetricsReset(TypedDict):
+    side: Literal["client", "server"]
+    """Who sent the connection's first RST."""
+    answered: ResetAnswer
+    count: int
+
+class _ListenerMetrics(TypedDict):
+    listener: str
+    """The server endpoint ("10.0.0.2:9000", "[2001:db8::2]:443"), or "other": every listener not named."""
+    connections: int
+    """Connections whose first SYN arrived."""
+    answered: int
+    """Connections the server answered (its first data)."""
+    ended: dict[Outcome, int]
+    """Connections that ended (left the tracker, or the input ended), by outcome; every outcome."""
+    signs: dict[LiveSign, int]
+    """Segments showing each sign; every sign."""
+    resets: list[_MetricsReset]
+    """Connections reset, by who sent the first RST and what it answered; only nonzero."""
+    icmp: dict[IcmpKind, int]
+    """ICMP errors tied to its connections, by kind; only nonzero."""
+    handshake_seconds: _Histogram
+    """First SYN to the client's handshake ACK."""
+    first_byte_seconds: _Histogram
+    """First SYN to the server's first data."""
+    retransmission_delay_seconds: _Histogram
+    """Per connection, once answered or ended: from its first SYN to the copy answered plus from its request's
+    first copy to the copy acknowledged; only when more than zero."""
+    waiting: int
+    """A gauge: connections established for the client and not answered, reset or closed yet."""
+    episode_open: bool
+    episode_signs: list[LiveSign]
+
+class _MetricsSnapshot(TypedDict):
+    segments: int
+    """TCP segments tracked so far."""
+    latest_time: float | None
+    """The latest packet's time (epoch seconds, the capture's clock)."""
+    dropped: int | None
+    """Packets the capture says were dropped (pcapng Interface Statistics Blocks, which tools write
+    as they stop: known once the input ended); None if it never said."""
+    listeners_other: int
+    """Distinct unnamed listeners with a connection in this or the last 60 s period (approximately)."""
+    buckets: list[float]
+    listeners: list[_ListenerMetrics]
+    """Named listeners by endpoint, then "other" if it counted anything."""
+
 @final
 class LiveInput:
     """Standard input as it is being read by `analyze_stdin`: what arrived so far, and a way to
@@ -629,6 +1009,9 @@ class LiveInput:
         """What happened since the last look (`analyze_stdin(..., watch=True)` only; empty
         otherwise): the `max_servers` busiest listeners of the interval, the episodes that
         opened or recovered, and with `end` those still open. Starts a new interval."""
+    def metrics(self) -> _MetricsSnapshot:
+        """Per listener, counts since the start (`analyze_stdin(..., watch=True)` only; no
+        listener otherwise), for a Prometheus exporter. Costs what the listeners do."""
 
 def analyze_stdin(
     live: LiveInput,
@@ -638,11 +1021,14 @@ def analyze_stdin(
     max_connections: int = 0,
     watch: bool = False,
     spill_dir: str | os.PathLike[str] | None = None,
+    metrics_listeners: int = 20,
 ) -> Analysis:
     """Reads standard input live as one capture (as ``analyze(["-"])``), until its end or
     ``live.stop()``, with the GIL released; with `watch`, each segment is tracked as it
-    arrives and ``live.look()`` tells what happened. With `spill_dir`, every connection goes,
-    as it finishes, to a temporary file there instead of memory (as ``analyze_many``'s).
+    arrives, ``live.look()`` tells what happened and ``live.metrics()`` the counts since the
+    start, at most `metrics_listeners` listeners named (the rest summed as "other"). With
+    `spill_dir`, every connection goes, as it finishes, to a temporary file there instead of
+    memory (as ``analyze_many``'s).
 
     Raises:
         CaptureError: standard input is not a capture.

@@ -10,7 +10,7 @@ from typing import Any, Callable, NoReturn, TextIO, TypeVar
 
 from pcapq import _core
 from pcapq.exitcodes import ExitCode
-from pcapq.output import console_for, deliver, fail, reason, refuse_overwriting_inputs, warn
+from pcapq.output import console_for, deliver, fail, reason, refuse_overwriting_inputs, say, warn
 
 T = TypeVar("T")
 
@@ -38,8 +38,12 @@ def analyze_and_report(
     log_format: str | None = None,
     nginx_conf: str | None = None,
     haproxy_cfg: str | None = None,
+    metrics: tuple[str, int] | None = None,
+    max_listeners: int = 20,
 ) -> NoReturn:
-    """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves."""
+    """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves.
+    `metrics` (watch): (host, port) to serve Prometheus metrics on while standard input is read
+    and until the report is written, of the `max_listeners` busiest listeners (pcapq.metrics)."""
     from pcapq.diagnose.timeouts import BadTimeouts, parse
     from pcapq.inputs import InputError, expand
     from pcapq.report.progress import progress_for, record_bytes
@@ -97,6 +101,7 @@ def analyze_and_report(
     # (docs/performance.md).
     spill_dir = _spill_dir(output, parquet_dir) if fmt in ("json", "parquet") and not logs else None
     read = None  # how reading standard input ended (pcapq.live.StdinRead)
+    server = None  # the metrics server (pcapq.metrics.MetricsServer)
     try:
         if scheduler:
             from pcapq.cluster import ClusterUnavailable, analyze_on_cluster
@@ -118,8 +123,19 @@ def analyze_and_report(
 
             from pcapq.watch import Watcher
 
-            watcher = Watcher(watch_every) if watch_every is not None else None
-            analysis, read = analyze_stdin(**keep, watch=watcher, spill_dir=spill_dir)
+            more: dict[str, Any] = {}
+            if metrics is not None:
+                from pcapq.metrics import MetricsAddressError, MetricsServer
+
+                # Listening before any input is read: a port in use fails at once.
+                try:
+                    server = MetricsServer(*metrics)
+                except MetricsAddressError as e:
+                    fail(str(e), ExitCode.USAGE)
+                say(f"pcapq: serving metrics on {server.url}")
+                more["metrics_listeners"] = max_listeners
+            watcher = Watcher(watch_every, metrics=server) if watch_every is not None else None
+            analysis, read = analyze_stdin(**keep, watch=watcher, spill_dir=spill_dir, **more)
             joiner = Joiner(merge)
             joiner.add_capture(analysis)
             points = joiner.points()
@@ -173,7 +189,12 @@ def analyze_and_report(
             lambda out, colourless: _write_points_report(points, diagnoses, fmt, pretty, colourless, out),
         )
     findings = [f for d in diagnoses for f in d.findings]
-    sys.exit(int(exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)))
+    code = exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)
+    if server is not None:
+        # The final counts were served until the report was written. (An early exit ends the
+        # process, and the server's thread with it.)
+        server.stop()
+    sys.exit(int(code))
 
 
 # What each report imports once the core is done (write_report's and print_text_report's lazy

@@ -244,10 +244,30 @@ def analyze(files: tuple[str, ...], **options: Any) -> None:
     metavar="SECONDS",
     help="How often to say what happened: one line per listener that saw connections in that time.",
 )
+@click.option(
+    "--metrics",
+    "metrics",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics while the capture is read, until the report is "
+    "written: per listener, connections begun and answered, SYN-ACKs re-sent after the client's ACK (an accept "
+    "queue overflowing), SYNs re-sent, connections waiting for accept(), handshake times (docs/monitoring.md). "
+    "127.0.0.1:9465 for this host only, :9465 for every address, [::1]:9465 for IPv6.",
+)
+@click.option(
+    "--max-listeners",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    metavar="N",
+    help="With --metrics: the N busiest listeners get series of their own, the others are summed under "
+    'listener="other" (bounds the series Prometheus stores).',
+)
 @report_options
 def watch(
     source: str,
     every: float,
+    metrics: str | None,
+    max_listeners: int,
     fmt: str,
     output: str,
     pretty: bool,
@@ -271,7 +291,9 @@ def watch(
     listener's episode is said when it opens, with its first signs, and when it recovers
     (5 s without a sign while it answered connections), with how long it lasted and how
     many connections it touched. Signs are not a diagnosis: where one points to a single
-    cause the line says "signs of" it, and the report at the end decides.
+    cause the line says "signs of" it, and the report at the end decides. With --metrics,
+    the counts since the start are also served to Prometheus (docs/monitoring.md has the
+    metrics, alert rules and a Grafana dashboard).
 
     Ctrl-C (SIGINT to the whole pipeline) or the end of the input ends the watch: the
     report of everything read follows, as `pcapq analyze` writes it (any --format, -o),
@@ -286,6 +308,10 @@ def watch(
       $ tcpdump -i any -U -w - port 9000 | tee dump.pcap | pcapq watch -   keep the capture too
 
     \b
+    As a monitoring sidecar, scraped by Prometheus (alerts and a dashboard in deploy/):
+      $ tcpdump -i any -s 96 -U -w - 'tcp port 9000' | pcapq watch --metrics :9465 -
+
+    \b
     Exit codes, as analyze's: 0 nothing wrong found; 1 a problem was found (a finding); 2
     usage error; 3 standard input is not a capture (or Ctrl-C came before one arrived); 4
     the capture is damaged (analysed up to the damage); 5 no TCP in it; 70 a bug in pcapq;
@@ -293,8 +319,17 @@ def watch(
     """
     if source != "-":
         fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, or use `pcapq analyze {source}`", ExitCode.USAGE)
+    address = None
+    if metrics is not None:
+        from pcapq.metrics import MetricsAddressError, parse_address
+
+        try:
+            address = parse_address(metrics)
+        except MetricsAddressError as e:
+            fail(str(e), ExitCode.USAGE)
     analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss,
-                       watch_every=every, log_format=log_format, nginx_conf=nginx_conf, haproxy_cfg=haproxy_cfg)
+                       watch_every=every, log_format=log_format, nginx_conf=nginx_conf, haproxy_cfg=haproxy_cfg,
+                       metrics=address, max_listeners=max_listeners)
 
 
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:

@@ -119,11 +119,13 @@ def analyze_stdin(
     max_connections: int = 0,
     watch: Optional[Watching] = None,
     spill_dir: Optional[str] = None,
+    metrics_listeners: int = 20,
 ) -> tuple[_core.Analysis, StdinRead]:
     """Analyses standard input until its end or Ctrl-C (SIGINT). With `watch`, each segment
     is tracked as it arrives (the core's watch), `watch.tick` is called every tick and
     `watch.end` once the input ended. With `spill_dir`, every connection goes, as it finishes, to
-    a temporary file there instead of memory (`_core.analyze_stdin`). Raises _core.CaptureError
+    a temporary file there instead of memory (`_core.analyze_stdin`). `metrics_listeners`: the
+    listeners named in `LiveInput.metrics()`, the rest counted as "other". Raises _core.CaptureError
     (also when Ctrl-C came before a capture header arrived)."""
     live = _core.LiveInput()
     outcome: dict[str, object] = {}
@@ -138,6 +140,7 @@ def analyze_stdin(
                 max_connections=max_connections,
                 watch=watch is not None,
                 spill_dir=spill_dir,
+                metrics_listeners=metrics_listeners,
             )
         except BaseException as e:  # handed to the waiting thread, raised there
             outcome["error"] = e

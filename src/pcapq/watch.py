@@ -5,18 +5,23 @@ connections, answered, failed, and the signs: SYNs re-sent, SYN-ACKs re-sent aft
 ACK, ...), and one line when a listener's episode opens or recovers. The counts and the episodes
 come from the core (`LiveInput.look`, src/watch.rs), which keeps them up to date as segments
 arrive; this module only words them. Signs are named with the cause they point to alone
-(`Cause.live_signs`), as signs: the diagnosis runs on the whole capture at the end.
+(`Cause.live_signs`), as signs: the diagnosis runs on the whole capture at the end. With
+`--metrics`, the watcher also hands the live input to the metrics server (pcapq.metrics) at each
+tick.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from pcapq import _core
 from pcapq.causes.context import plural
 from pcapq.causes.registry import CAUSES
 from pcapq.report.clock import utc_clock
+
+if TYPE_CHECKING:
+    from pcapq.metrics import MetricsServer
 
 # Listeners given a line of their own per interval; the others are counted in one more line.
 MAX_SERVERS = 8
@@ -89,14 +94,21 @@ def look_lines(look: "_core._WatchLook", every: float) -> list[str]:
 
 class Watcher:
     """Says what happened every `every` seconds while standard input is read
-    (`pcapq.live.analyze_stdin(watch=...)`), and what was still going on when it ended."""
+    (`pcapq.live.analyze_stdin(watch=...)`), and what was still going on when it ended. With
+    `metrics`, the server (already listening) serves the live input's counts from the first tick
+    on; it goes on serving the final counts after `end`, until whoever made it stops it."""
 
-    def __init__(self, every: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, every: float, clock: Callable[[], float] = time.monotonic, metrics: Optional[MetricsServer] = None
+    ) -> None:
         self.every = every
         self.clock = clock
         self.last = clock()
+        self.metrics = metrics
 
     def tick(self, live: _core.LiveInput, say: Callable[[str], None]) -> None:
+        if self.metrics is not None:
+            self.metrics.attach(live)
         now = self.clock()
         if now - self.last < self.every:
             return
@@ -105,6 +117,9 @@ class Watcher:
             say(line)
 
     def end(self, live: _core.LiveInput, say: Callable[[str], None]) -> None:
+        # An input read within the first tick: the final counts are served all the same.
+        if self.metrics is not None:
+            self.metrics.attach(live)
         look = live.look(MAX_SERVERS, end=True)
         if look["segments"] == 0:
             return

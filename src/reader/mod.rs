@@ -71,6 +71,9 @@ pub struct CaptureInfo {
     pub time_went_backwards: u64,
     /// What a pcapng file says about itself (application, interfaces, comments); `None` for pcap.
     pub notes: Option<CaptureNotes>,
+    /// Packets the capturing tool says it dropped (pcapng Interface Statistics Blocks:
+    /// isb_ifdrop plus isb_osdrop, the latest block of each interface); `None` until one says.
+    pub dropped: Option<u64>,
 }
 
 /// Per-interface facts from a pcapng IDB (or the pcap file header).
@@ -82,6 +85,8 @@ struct Interface {
     units_per_second: u64,
     /// if_tsoffset: seconds added to every timestamp.
     offset_seconds: i64,
+    /// Drops its latest Interface Statistics Block counted (`CaptureInfo::dropped`).
+    dropped: u64,
 }
 
 /// The stream a capture is read from (a file or stdin, gzip undone, first bytes peeked).
@@ -315,6 +320,7 @@ fn pcap_section(path: &str, head: &[u8; PCAP_HEADER_LEN], info: &mut CaptureInfo
         snaplen: header.snaplen,
         units_per_second: if header.is_nanosecond_precision() { 1_000_000_000 } else { 1_000_000 },
         offset_seconds: 0,
+        dropped: 0,
     });
     Ok(header.is_bigendian())
 }
@@ -377,7 +383,7 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
                 }
             }
             notes.add_interface(note);
-            section.interfaces.push(Interface { linktype: file_linktype(idb.linktype.0 as u32), snaplen: idb.snaplen, units_per_second, offset_seconds });
+            section.interfaces.push(Interface { linktype: file_linktype(idb.linktype.0 as u32), snaplen: idb.snaplen, units_per_second, offset_seconds, dropped: 0 });
             None
         }
         Block::EnhancedPacket(epb) => {
@@ -405,6 +411,16 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
             let time_ns = ticks_to_ns(opb.ticks, iface.units_per_second, iface.offset_seconds);
             Some((time_ns, iface.linktype, opb.orig_len, opb.data))
         }
+        Block::InterfaceStatistics(isb) => {
+            // pcapng §4.6: the counters run from the start of the capture, so a later block
+            // of the same interface replaces what an earlier one said.
+            let iface = section.interfaces.get_mut(isb.if_id as usize)?;
+            let said = isb.options.iter().filter_map(|o| isb_drops(o, section.big_endian)).reduce(|a, b| a.saturating_add(b))?;
+            let total = info.dropped.unwrap_or(0).saturating_sub(iface.dropped).saturating_add(said);
+            iface.dropped = said;
+            info.dropped = Some(total);
+            None
+        }
         Block::Custom(_) | Block::SystemdJournalExport(_) => {
             // Wireshark shows these as frames of their own: they take a frame number.
             info.records += 1;
@@ -412,6 +428,21 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
         }
         _ => None,
     }
+}
+
+/// pcapng ISB options isb_ifdrop (code 5: dropped by the interface) and isb_osdrop (code 7:
+/// dropped by the capturing OS, what tcpdump reports as "dropped by kernel").
+const ISB_IFDROP: u16 = 5;
+const ISB_OSDROP: u16 = 7;
+
+/// The packets an Interface Statistics Block option says were dropped, if it says so: a u64
+/// in the section's byte order (pcap-parser reads it little-endian in any section).
+fn isb_drops(option: &pcap_parser::PcapNGOption<'_>, big_endian: bool) -> Option<u64> {
+    if option.code.0 != ISB_IFDROP && option.code.0 != ISB_OSDROP {
+        return None;
+    }
+    let bytes = <[u8; 8]>::try_from(option_value(option)).ok()?;
+    Some(if big_endian { u64::from_be_bytes(bytes) } else { u64::from_le_bytes(bytes) })
 }
 
 /// An option's value without its padding (pcap-parser keeps the padding in `value`).
@@ -764,6 +795,50 @@ mod tests {
         let stop = reader.for_each_packet(|p| out.push((p.frame, p.time_ns, p.linktype, p.data.to_vec())));
         assert_eq!(stop, ReadStop::End);
         (out, reader.info.records)
+    }
+
+    /// An Interface Statistics Block of interface 0 with `(code, u64)` options.
+    fn isb(be: bool, options: &[(u16, u64)]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for word in [0u32, 0, 0] {
+            body.extend_from_slice(&if be { word.to_be_bytes() } else { word.to_le_bytes() });
+        }
+        for &(code, value) in options {
+            body.extend_from_slice(&if be { code.to_be_bytes() } else { code.to_le_bytes() });
+            body.extend_from_slice(&if be { 8u16.to_be_bytes() } else { 8u16.to_le_bytes() });
+            body.extend_from_slice(&if be { value.to_be_bytes() } else { value.to_le_bytes() });
+        }
+        body.extend_from_slice(&[0, 0, 0, 0]);
+        ng(be, 5, &body)
+    }
+
+    fn dropped_of(name: &str, bytes: &[u8]) -> Option<u64> {
+        let mut reader = CaptureReader::from_bytes(name, bytes.to_vec()).ok().unwrap();
+        assert_eq!(reader.for_each_packet(|_| {}), ReadStop::End);
+        reader.info.dropped
+    }
+
+    #[test]
+    fn test_isb_drops_latest_block_counts_in_either_byte_order() {
+        for be in [false, true] {
+            let mut file = ng_head(be, 101);
+            // isb_ifrecv (4) is no drop; a block without drop options says nothing.
+            file.extend(isb(be, &[(4, 1000)]));
+            assert_eq!(dropped_of("isb-none.pcapng", &file), None, "big-endian {be}");
+            file.extend(isb(be, &[(4, 1000), (5, 3), (7, 4)]));
+            // A later block of the same interface replaces the earlier one's counts.
+            file.extend(isb(be, &[(5, 5), (7, 6)]));
+            assert_eq!(dropped_of("isb.pcapng", &file), Some(11), "big-endian {be}");
+        }
+    }
+
+    #[test]
+    fn test_isb_of_unknown_interface_is_ignored() {
+        let mut file = ng_head(false, 101);
+        let mut block = isb(false, &[(7, 9)]);
+        block[8] = 3; // if_id 3: no such interface
+        file.extend(block);
+        assert_eq!(dropped_of("isb-unknown.pcapng", &file), None);
     }
 
     #[test]

@@ -11,16 +11,22 @@
 //! busy path re-sends some data all the time) and recovers once `RECOVERY_QUIET_NS` of capture
 //! time passed without a sign while the listener answered connections again.
 
+pub mod metrics;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::decode::icmp::IcmpKind;
 use crate::detect::{Symptom, Symptoms};
 use crate::flow::stage::{Change, Stage};
-use crate::flow::{Endpoint, PacketRole, Side};
+use crate::flow::{Connection, Endpoint, PacketRole, Side};
+use metrics::{Metrics, Snapshot};
 
 /// An episode recovers after this long without a sign, with answers in between.
 pub const RECOVERY_QUIET_NS: i64 = 5 * 1_000_000_000;
 /// Episode events kept between two looks; more are counted, not kept.
 pub const MAX_EVENTS: usize = 64;
+/// Connections an open episode remembers by id, to count each once; beyond, `Open::beyond`.
+pub const MAX_EPISODE_CONNECTIONS: usize = 1024;
 
 /// The symptoms a watch reads from single segments, in the core's order.
 pub const SIGNS: [Symptom; 7] = [
@@ -60,6 +66,29 @@ struct Open {
     answered_since_sign: u64,
     signs: Symptoms,
     connections: FxHashSet<u64>,
+    /// Connections counted once `connections` was full: one whose id is above every id
+    /// counted before (ids follow the order connections began), so that none counts twice;
+    /// one that shows its first sign after a later one began is missed.
+    beyond: u64,
+    beyond_above: Option<u64>,
+}
+
+impl Open {
+    fn add_connection(&mut self, id: u64) {
+        if self.connections.len() < MAX_EPISODE_CONNECTIONS || self.connections.contains(&id) {
+            self.connections.insert(id);
+            return;
+        }
+        let above = *self.beyond_above.get_or_insert_with(|| self.connections.iter().copied().max().unwrap_or(0));
+        if id > above {
+            self.beyond += 1;
+            self.beyond_above = Some(id);
+        }
+    }
+
+    fn connections(&self) -> u64 {
+        self.connections.len() as u64 + self.beyond
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +156,9 @@ pub struct Watch {
     events_dropped: u64,
     latest_ns: Option<i64>,
     segments: u64,
+    /// Counts since the start, per listener (`enable_metrics`): what `pcapq watch --metrics`
+    /// serves.
+    metrics: Option<Metrics>,
 }
 
 /// The signs one segment showed, and whether it ended its connection without an answer.
@@ -175,11 +207,60 @@ impl Watch {
     pub fn seen(&mut self, time_ns: i64) {
         self.segments += 1;
         self.latest_ns = Some(self.latest_ns.map_or(time_ns, |t| t.max(time_ns)));
+        if let Some(m) = &mut self.metrics {
+            m.seen(time_ns);
+        }
+    }
+
+    /// From now on, keeps per-listener metrics too, naming at most `max_listeners` listeners.
+    pub fn enable_metrics(&mut self, max_listeners: usize) {
+        self.metrics.get_or_insert_with(|| Metrics::new(max_listeners));
+    }
+
+    /// A connection left the tracker's hot table at `now_ns` (a copy of its record): its
+    /// outcome then is counted (`enable_metrics` only).
+    pub fn ended(&mut self, conn: &Connection, now_ns: i64) {
+        if let Some(m) = self.metrics.as_mut().filter(|m| m.follows(conn.id)) {
+            m.ended(conn, crate::detect::classify(conn, now_ns).0);
+        }
+    }
+
+    /// The input ended: every connection still followed ends with the capture (its latest
+    /// packet), as the analysis counts it. `records` holds them, among others.
+    pub fn end_input(&mut self, records: &[Connection]) {
+        let end_ns = self.latest_ns.unwrap_or(0);
+        for conn in records {
+            self.ended(conn, end_ns);
+        }
+    }
+
+    /// An ICMP error tied to a connection of `server`.
+    pub fn icmp(&mut self, server: Endpoint, kind: IcmpKind) {
+        if let Some(m) = &mut self.metrics {
+            m.icmp(server, kind);
+        }
+    }
+
+    /// The capture said `n` packets were dropped (pcapng Interface Statistics Blocks).
+    pub fn add_dropped(&mut self, n: u64) {
+        if let Some(m) = &mut self.metrics {
+            m.add_dropped(n);
+        }
+    }
+
+    /// The metrics as a scrape reads them: O(listeners). Without `enable_metrics`, no listener.
+    pub fn metrics(&self) -> Snapshot {
+        let open: FxHashMap<Endpoint, Symptoms> = self.open.iter().map(|(s, o)| (*s, o.signs)).collect();
+        let empty = Metrics::new(0);
+        self.metrics.as_ref().unwrap_or(&empty).snapshot(self.segments, self.latest_ns, &open)
     }
 
     /// Reads one change for signs, counts it, and opens or feeds its listener's episode.
     pub fn note(&mut self, c: &Change) {
         let (signs, failed) = signs_of(&c.before, &c.after);
+        if let Some(m) = &mut self.metrics {
+            m.note(c, signs);
+        }
         self.recover(c.server, c.time_ns);
         let interval = self.interval.entry(c.server).or_default();
         if c.opened && !c.partial && c.after.syn_count > 0 {
@@ -212,7 +293,7 @@ impl Watch {
                 open.signs = union(open.signs, signs);
             }
             if !signs.is_empty() || failed {
-                open.connections.insert(c.id);
+                open.add_connection(c.id);
             }
             // Signs the episode had not shown yet, once its opening was handed over (until
             // then, the opening tells them).
@@ -225,7 +306,7 @@ impl Watch {
             // No episode open (or one just recovered: this sign opens the next).
             let mut connections = FxHashSet::default();
             connections.insert(c.id);
-            let open = Open { first_ns: c.time_ns, last_sign_ns: c.time_ns, answered_since_sign: 0, signs, connections };
+            let open = Open { first_ns: c.time_ns, last_sign_ns: c.time_ns, answered_since_sign: 0, signs, connections, beyond: 0, beyond_above: None };
             self.push(event(EpisodeEventKind::Opened, c.server, &open, c.time_ns));
             self.open.insert(c.server, open);
         }
@@ -314,7 +395,7 @@ fn event(kind: EpisodeEventKind, server: Endpoint, open: &Open, at_ns: i64) -> E
         first_ns: open.first_ns,
         last_ns: open.last_sign_ns,
         signs: open.signs,
-        connections: open.connections.len() as u64,
+        connections: open.connections(),
     }
 }
 
@@ -439,6 +520,19 @@ mod tests {
         let look = w.take(8, true);
         let kinds: Vec<EpisodeEventKind> = look.events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, vec![EpisodeEventKind::Opened, EpisodeEventKind::StillOpen]);
+    }
+
+    #[test]
+    fn test_episode_remembers_a_bounded_number_of_connections_and_counts_the_rest_once() {
+        let mut w = Watch::default();
+        let n = MAX_EPISODE_CONNECTIONS as u64 + 10;
+        for id in 0..n {
+            // Each connection shows two signs: counted once.
+            w.note(&change(id, 0, syn(1), syn(2)));
+            w.note(&change(id, 0, syn(2), syn(3)));
+        }
+        assert_eq!(w.open[&server()].connections.len(), MAX_EPISODE_CONNECTIONS);
+        assert_eq!(w.take(8, true).events[0].connections, n);
     }
 
     #[test]
