@@ -72,7 +72,7 @@ def test_rules_name_only_marks_the_core_knows():
         for group in re.findall(r"(?:all_of|any_of|none_of)=\[([^\]]*)\]", source):
             for name in re.findall(r'"([a-z_]+)"', group):
                 assert name in marks, f"{module.__name__}: {name}"
-        for constant in re.findall(r'^[A-Z_]+ = \[([^\]]*)\]', source, re.M):
+        for constant in re.findall(r'^[A-Z_]+(?:: [^=\n]+)? = \[([^\]]*)\]', source, re.M):
             for name in re.findall(r'"([a-z_]+)"', constant):
                 assert name in marks, f"{module.__name__}: {name}"
 

@@ -10,9 +10,12 @@ that pick pcapq's labels out in the packet list.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from pcapq import __version__
+
+if TYPE_CHECKING:
+    from pcapq.diagnose import Finding
 
 # Every comment pcapq writes begins so: `frame.comment contains "pcapq: "` shows them all.
 COMMENT_PREFIX = "pcapq: "
@@ -60,7 +63,7 @@ def coloring_rules() -> str:
     return head + "".join(rule.line() + "\n" for rule in COLORING_RULES)
 
 
-def section_comment(sources: Sequence[str], findings: Sequence, minor: Sequence, selection: str) -> str:
+def section_comment(sources: Sequence[str], findings: Sequence[Finding], minor: Sequence[Finding], selection: str) -> str:
     """The section header's comment: pcapq's version, what was annotated, and the findings."""
     from pcapq.report.findings import finding_title
 
@@ -77,7 +80,7 @@ def section_comment(sources: Sequence[str], findings: Sequence, minor: Sequence,
     return "\n".join(lines)
 
 
-def finding_names(findings: Sequence, causes: Optional[Sequence[str]] = None) -> list[tuple[str, list[int]]]:
+def finding_names(findings: Sequence[Finding], causes: Optional[Sequence[str]] = None) -> list[tuple[str, list[int]]]:
     """(the finding's title, its connections' ids) of each finding, material ones first, for the
     first packet of each of its connections; only those of `causes` when given."""
     from pcapq.report.findings import finding_title

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional, Sequence, TypeVar
 
 # Longer than TIME-WAIT and the SYN-ACK retries (pcapq's tracker forgets idle connections
 # after 120 s, src/flow/table.rs LINGER_NS): across a longer gap no connection can be joined,
@@ -78,16 +78,20 @@ def group(files: Sequence[FileTimes], merge: bool = False) -> list[CapturePoint]
     return grouper.points()
 
 
-def processing_order(items: Sequence, first_times: Sequence[Optional[float]], merge: bool = False) -> list:
+# A file as a path, or with its times.
+_Item = TypeVar("_Item", str, FileTimes)
+
+
+def processing_order(items: Sequence[_Item], first_times: Sequence[Optional[float]], merge: bool = False) -> list[_Item]:
     """`items` (one per file, with the file's first packet time) in the order `Grouper.add`
     must see them: name groups in order of their first file on the command line, each in time
     order (files without packets last)."""
     return [item for members in name_groups(items, first_times, merge) for item in members]
 
 
-def name_groups(items: Sequence, first_times: Sequence[Optional[float]], merge: bool = False) -> list[list]:
+def name_groups(items: Sequence[_Item], first_times: Sequence[Optional[float]], merge: bool = False) -> list[list[_Item]]:
     """`items` by name group (rule 1; one group with `merge`), each in time order."""
-    groups: dict[tuple[str, str], list[tuple]] = {}
+    groups: dict[tuple[str, str], list[tuple[bool, float, str, int, _Item]]] = {}
     for i, (item, first) in enumerate(zip(items, first_times)):
         path = item if isinstance(item, str) else item.path
         key = ("", "") if merge else _group_key(path)

@@ -35,7 +35,7 @@ class ClusterUnavailable(Exception):
 
 def analyze_group(
     paths: list[str], merge: bool, keep_connections: bool, keep_events: bool, max_connections: int
-) -> list[tuple[list[tuple], bytes]] | tuple:
+) -> list[tuple[list[tuple[str, float | None, float | None]], bytes]] | tuple[object, ...]:
     """The task a worker runs: one name group's files (one group with `merge`), analysed as
     the local path does; per capture point found, its files (path, first and last packet time)
     in join order and its analysis serialised. For a file that cannot be read, the
@@ -75,7 +75,8 @@ def analyze_on_cluster(
         waiting.daemon = True
         waiting.start()
         try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+            # distributed leaves Client.__init__ unannotated.
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)  # type: ignore[no-untyped-call]
         finally:
             waiting.cancel()
     except (OSError, TimeoutError, ValueError) as e:
@@ -95,7 +96,7 @@ def analyze_on_cluster(
         found: list[PointAnalysis] = []
         for future in futures:
             result = future.result()
-            future.release()
+            future.release()  # type: ignore[no-untyped-call]  # distributed: unannotated
             if isinstance(result, tuple):
                 raise _core.CaptureError(*result)
             for files, data in result:

@@ -126,6 +126,8 @@ def _first_time(head: bytes) -> float | None:
         endian, units = _PCAP_MAGICS[magic.hex()]
         if len(head) < 40:
             return None
+        seconds: int
+        fraction: int
         seconds, fraction = struct.unpack(endian + "II", head[24:32])
         return seconds + fraction / units
     if magic == bytes.fromhex("0a0d0d0a"):
@@ -149,6 +151,9 @@ def _first_pcapng_time(head: bytes) -> float | None:
         elif block_type == 1:
             interfaces.append(_interface_clock(body[8:], endian))
         elif block_type in (6, 2) and len(body) >= 12:
+            interface: int
+            high: int
+            low: int
             interface, high, low = struct.unpack_from(endian + "III", body, 0)
             if block_type == 2:
                 interface &= 0xFFFF

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from pcapq import _core
 from pcapq.capture_points import CapturePoint, FileTimes, Grouper, continuous, name_groups
@@ -62,7 +62,10 @@ class Joiner:
         return [PointAnalysis(p, self.analyses[id(p)]) for p in self.grouper.points()]
 
 
-def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+_T = TypeVar("_T")
+
+
+def _batches(items: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -77,7 +80,7 @@ PARTS_MIN_FILE_S = 4 * 135.0
 
 def _long_files(group: Sequence[str], first_times: dict[str, float | None]) -> bool:
     """Are the group's files (in time order) long enough to be analysed as parts?"""
-    starts = [first_times[p] for p in group if first_times[p] is not None]
+    starts = [t for t in (first_times[p] for p in group) if t is not None]
     gaps = sorted(b - a for a, b in zip(starts, starts[1:]))
     return bool(gaps) and gaps[len(gaps) // 2] >= PARTS_MIN_FILE_S
 
@@ -100,10 +103,6 @@ def analyze_points(
     point read as one capture goes, as it finishes, to a temporary file there instead of memory
     (`_core.analyze_many`); points read as parts keep every connection in memory then.
     Raises _core.CaptureError."""
-    options = dict(keep_connections=keep_connections, keep_events=keep_events, max_connections=max_connections)
-    whole_options = dict(options, spill_dir=spill_dir) if spill_dir else options
-    if spill_dir:
-        options["keep_connections"] = True
     threads = jobs or os.cpu_count() or 1
     first_times = {p: first_packet_time(p) for p in paths}
     groups = name_groups(list(paths), [first_times[p] for p in paths], merge)
@@ -111,7 +110,9 @@ def analyze_points(
     read_whole: dict[int, _core.Analysis] = {}
     read = _ReadBytes(progress)
     for batch in _batches(whole, threads):
-        found = _core.analyze_many([list(g) for g in batch], jobs=threads, progress=read.batch(), **whole_options)
+        found = _core.analyze_many([list(g) for g in batch], jobs=threads, progress=read.batch(),
+                                   keep_connections=keep_connections, keep_events=keep_events,
+                                   max_connections=max_connections, spill_dir=spill_dir or None)
         read.batch_done()
         for group, analysis in zip(batch, found):
             files = [FileTimes(c["path"], c["first_time"], c["last_time"]) for c in analysis.captures()]
@@ -123,10 +124,13 @@ def analyze_points(
         if id(group) in read_whole:
             joiner.add_capture(read_whole.pop(id(group)))
             continue
-        for batch in _batches(group, threads):
-            found = _core.analyze_parts(list(batch), jobs=threads, progress=read.batch(), **options)
+        for part_paths in _batches(group, threads):
+            # Parts cannot spill: with a spill directory they keep every connection.
+            found = _core.analyze_parts(list(part_paths), jobs=threads, progress=read.batch(),
+                                        keep_connections=keep_connections or bool(spill_dir), keep_events=keep_events,
+                                        max_connections=max_connections)
             read.batch_done()
-            for path, part in zip(batch, found):
+            for path, part in zip(part_paths, found):
                 joiner.add(path, part)
     return joiner.points()
 

@@ -10,7 +10,7 @@ from pcapq.output import fail, warn
 
 if TYPE_CHECKING:
     from pcapq._core import Analysis
-    from pcapq.evidence.logs import LogFile
+    from pcapq.evidence.logs import LogFile, ProxyLogNote
 
 
 def read_logs(logs: tuple[str, ...], log_format: str | None, nginx_conf: str | None,
@@ -30,7 +30,7 @@ def read_logs(logs: tuple[str, ...], log_format: str | None, nginx_conf: str | N
     return evidence.logs
 
 
-def lines_by_connection(analysis: Analysis, logs: list[LogFile]) -> dict[int, dict]:
+def lines_by_connection(analysis: Analysis, logs: list[LogFile]) -> dict[int, ProxyLogNote]:
     """Connection id -> the `proxy_log` note of the line tied to it (`pcapq.evidence.Ties.by_id`).
     `analysis` keeps every connection's record with its events, as `pcapq analyze` does with
     --log: the join then sees the same connections, and ties each line to the same one."""

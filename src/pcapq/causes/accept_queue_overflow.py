@@ -3,12 +3,17 @@ net.ipv4.tcp_abort_on_overflow=1, reset it), and dropped new SYNs while full."""
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, Cause
-from pcapq.causes.context import EpisodeContext, checks_held, plural, reset_frame, series_frame
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Always, EpisodeCause
+from pcapq.causes.context import EpisodeContext, checks_held, plural, reset_frame, series_frame, span
 from pcapq.causes.listen_drops import LISTEN_DROP_MIN
 from pcapq.causes.syn_queue_overflow import HALF_OPEN_MIN
-from pcapq.diagnose.finding import Finding
+from pcapq.diagnose.finding import Evidence, Finding
 from pcapq.diagnose.timeouts import or_default
+
+if TYPE_CHECKING:
+    from pcapq._core import Mark, Selection
 
 # Failing share of the connections begun in the overflow's seconds below which one full queue
 # among several listeners (SO_REUSEPORT) is worth naming.
@@ -29,7 +34,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     # after the close, as tcp_abort_on_overflow would, but it also refuses SYNs: a full queue
     # never answers a SYN with RST (Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_rcv(), no socket).
     restart = ctx.count(all_of=["refused"], claimed=True) > 0
-    not_restart = ["reset_after_ack"] if restart else []
+    not_restart: list[Mark] = ["reset_after_ack"] if restart else []
     signs = ctx.select(all_of=["queue_sign"], none_of=not_restart)
     if not signs:
         return _stalled(ctx)
@@ -80,15 +85,16 @@ def rule(ctx: EpisodeContext) -> Finding | None:
             f"; {plural(len(window), 'other connection')} whose SYNs or requests were re-sent while that queue was "
             "full belong to it (a full accept queue drops SYNs too)"
         )
-    evidence = []
+    evidence: list[Evidence] = []
     for c in ctx.examples(signs):
         evidence += series_frame(c, "synack", "SYN-ACK sent again after the client's ACK")
         if "reset_after_ack" in c["symptoms"]:
-            answered = "handshake ACK" if c["reset"]["answers"] == "handshake_ack" else "first request"
+            r = c["reset"]
+            answered = "handshake ACK" if r is not None and r["answers"] == "handshake_ack" else "first request"
             evidence += reset_frame(c, f"RST answering the {answered}")
         if "syncookie_suspected" in c["symptoms"]:
             evidence += series_frame(c, "data", "request sent again, never acknowledged")
-    rests_on = []
+    rests_on: list[str] = []
     if dropped:
         rests_on.append(f"{plural(dropped, 'SYN-ACK')} re-sent after the client's handshake ACK (spurious: the ACK was dropped)")
     if resets:
@@ -100,18 +106,19 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     details = _queue_estimate(ctx, signs)
     share = _share_failed(ctx, involved)
     if share:
-        details.update(share)
-        reason += "; " + share["share_note"]
+        begun, served, note = share
+        details.update({"connections_begun": begun, "connections_served": served, "share_note": note})
+        reason += "; " + note
     ctx.claim(involved)
     never_connected = ctx.count(all_of=["never_connected", "in_queue_window"], claimed=True)
-    proxy_log = (["read_timeout"] if dropped or cookies else []) + (["reset_by_server"] if resets else []) + (
+    proxy_log: list[str] = (["read_timeout"] if dropped or cookies else []) + (["reset_by_server"] if resets else []) + (
         ["timed_out"] if never_connected else [])
     rests_on += checks_held(weighed)
     return ctx.finding(CAUSE, involved, confidence, reason, evidence, rests_on=rests_on,
                        details=details, proxy_log=proxy_log, checks=weighed)
 
 
-NOT_THE_LISTENER = ["one_way", "scan_probe", "icmp_answered", "silent_host"]
+NOT_THE_LISTENER: list[Mark] = ["one_way", "scan_probe", "icmp_answered", "silent_host"]
 
 
 def _stalled(ctx: EpisodeContext) -> Finding | None:
@@ -128,14 +135,15 @@ def _stalled(ctx: EpisodeContext) -> Finding | None:
         # Requests held half-open fill the SYN queue: that finding explains the drops better.
         return None
     involved = ctx.union(drops, held)
-    waiting = ctx.capture.analysis.waiting_at(ctx.server, [drops.first - 1e-6])[0]
+    first_drop, _ = span(drops)
+    waiting = ctx.capture.analysis.waiting_at(ctx.server, [first_drop - 1e-6])[0]
     reason = (
         f"{plural(len(drops), 'client')}' SYNs were dropped while {plural(len(held), 'connection')} the listener had "
         "taken (their requests acknowledged by its kernel) waited unanswered: its accept queue was full of "
         "connections the application did not accept, and a full accept queue drops new SYNs; a firewall dropping "
         "SYNs while the application stalled would look the same: TcpExtListenOverflows tells them apart"
     )
-    details: dict = {"first_drop": drops.first, "waiting_at_first_drop": waiting}
+    details: dict[str, float | str] = {"first_drop": first_drop, "waiting_at_first_drop": waiting}
     if waiting >= 1:
         details["estimated_backlog"] = waiting - 1
         details["estimate_note"] = (
@@ -150,39 +158,39 @@ def _stalled(ctx: EpisodeContext) -> Finding | None:
     ], details=details, proxy_log=["timed_out", "read_timeout"])
 
 
-def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
+def _queue_estimate(ctx: EpisodeContext, signs: Selection) -> dict[str, float | str]:
     """Connections waiting when the first drop came, the service rate, a backlog suggestion;
     each only with the evidence it needs, else a note saying what is missing."""
     analysis = ctx.capture.analysis
     first_ack = ctx.capture.problems.earliest_ack(signs)
-    first_drop = first_ack if first_ack is not None else signs.first
+    start, end = span(signs)
+    first_drop = first_ack if first_ack is not None else start
     waiting = analysis.waiting_at(ctx.server, [first_drop - 1e-6])[0]
-    start, end = signs.first, signs.last
     answered = analysis.answered_between(ctx.server, start, end)
-    out: dict = {"first_drop": first_drop, "waiting_at_first_drop": waiting}
-    stats = ctx.capture.server(ctx.server) or {}
-    binned = stats.get("binned_through")
-    estimated = binned is not None and min(first_drop, start) < binned + 1
+    out: dict[str, float | str] = {"first_drop": first_drop, "waiting_at_first_drop": waiting}
+    stats = ctx.capture.server(ctx.server)
+    binned = stats["binned_through"] if stats is not None else None
     if waiting >= 1:
         out["estimated_backlog"] = waiting - 1
-        out["estimate_note"] = (
+        note = (
             f"{plural(waiting, 'connection was', 'connections were')} established and waiting for an answer when the "
             f"first ACK was dropped; the accept queue holds backlog+1, so the effective backlog is about {waiting - 1} "
             "(an upper bound: connections already accepted and being served count too)"
         )
     else:
-        out["estimate_note"] = (
+        note = (
             "no backlog estimate: no connection the capture shows was waiting for an answer when the first ACK was "
             "dropped, so those filling the queue began before the capture did; a capture started before the "
             "overflow shows them"
         )
-    if estimated:
+    if binned is not None and min(first_drop, start) < binned + 1:
         # A capture with more waits and answers than the core keeps exactly (docs/performance.md).
-        out["estimate_note"] += (
+        note += (
             f"; an estimate: this server's waits and answers up to {binned + 1:.0f} (epoch seconds) are counted per "
             "second, so a count at an instant spreads that second's evenly, off by up to the waits that began or "
             "ended in it"
         )
+    out["estimate_note"] = note
     if answered < MIN_ANSWERS_FOR_RATE:
         out["suggestion_note"] = (
             f"no sizing: the server answered {plural(answered, 'connection')} while the queue overflowed "
@@ -203,11 +211,13 @@ def _queue_estimate(ctx: EpisodeContext, signs) -> dict:
     return out
 
 
-def _share_failed(ctx: EpisodeContext, involved) -> dict | None:
-    """How many of the connections begun in the overflow's seconds were served all the same. A few
-    failing among many served at once is what one full queue among several looks like."""
+def _share_failed(ctx: EpisodeContext, involved: Selection) -> tuple[int, int, str] | None:
+    """How many of the connections begun in the overflow's seconds were served all the same, and a
+    note saying so: (begun, served, note). A few failing among many served at once is what one
+    full queue among several looks like."""
     timeline = ctx.capture.analysis.timeline(ctx.server)
-    lo, hi = int(involved.first), int(involved.last)
+    first, last = span(involved)
+    lo, hi = int(first), int(last)
     begun = 0
     completed = 0
     for i, second in enumerate(timeline["seconds"]):
@@ -217,18 +227,14 @@ def _share_failed(ctx: EpisodeContext, involved) -> dict | None:
     failed = len(involved)
     if begun == 0 or completed == 0 or failed / begun >= SHARE_FOR_ONE_OF_SEVERAL:
         return None
-    return {
-        "connections_begun": begun,
-        "connections_served": completed,
-        "share_note": (
-            f"only {failed:,} of the {begun:,} connections begun in those seconds failed and {completed:,} were served: "
-            "a queue that drains between bursts does this, and so does one stuck listener of a SO_REUSEPORT group "
-            "(nginx `reuseport` with one worker busy) while the others serve; `ss -lnt` lists one line per listener"
-        ),
-    }
+    return begun, completed, (
+        f"only {failed:,} of the {begun:,} connections begun in those seconds failed and {completed:,} were served: "
+        "a queue that drains between bursts does this, and so does one stuck listener of a SO_REUSEPORT group "
+        "(nginx `reuseport` with one worker busy) while the others serve; `ss -lnt` lists one line per listener"
+    )
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="accept_queue_overflow",
     title="Accept queue overflow",
     phrase="an accept queue overflow",

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     # forward references, 0.8 ms of every start-up.
     from typing import Callable, Literal, Optional
 
+    from pcapq._core import LiveSign, _ServerStats
     from pcapq.causes.context import CaptureContext, EpisodeContext
     from pcapq.diagnose.finding import Finding
 
@@ -108,7 +109,7 @@ class Resends(Materiality):
                 f"least {self.at_least} and at least {_percent(self.rate)} of its packets")
 
 
-def finding_servers(finding: Finding, capture: CaptureContext) -> list[dict]:
+def finding_servers(finding: Finding, capture: CaptureContext) -> list[_ServerStats]:
     """The server counters (`Analysis.servers()`) of the finding's endpoint, or of every endpoint
     a folded finding lists (`details.endpoints`: its busiest 20)."""
     endpoints = [finding.server] + [e for e, _ in finding.details.get("endpoints", ())]
@@ -155,6 +156,20 @@ class Cause:
     """How sure the rule is, and when, in words (docs/diagnosis.md)."""
     kernel: str = ""
     """The kernel function or RFC section the rule rests on."""
-    live_signs: Sequence[str] = ()
+    live_signs: Sequence[LiveSign] = ()
     """Signs (`_core.LiveSign`) that, seen on a capture watched live (`pcapq watch`), point to
     this cause alone: the live lines say "signs of" it, never that it is the cause."""
+
+
+@dataclass(frozen=True)
+class CaptureCause(Cause):
+    """A cause whose rule reads the whole capture: scopes "capture", "server" and "evidence"."""
+
+    rule: CaptureRule
+
+
+@dataclass(frozen=True)
+class EpisodeCause(Cause):
+    """A cause whose rule weighs one episode of one listener: scope "episode"."""
+
+    rule: EpisodeRule

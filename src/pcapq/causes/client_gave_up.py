@@ -3,14 +3,19 @@ application, with no request the server had taken."""
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, frame, plural, reset_frame
-from pcapq.diagnose.finding import Finding
+from pcapq.diagnose.finding import Evidence, Finding
 
-NOT_A_CLIENT = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked", "icmp_answered"]
+if TYPE_CHECKING:
+    from pcapq._core import Mark, _LeanConnection
+
+NOT_A_CLIENT: list[Mark] = ["scan_probe", "synack_ignored", "rst_unprovoked", "stray_ack_reset", "request_acked", "icmp_answered"]
 
 
-def gave_up_evidence(c: dict) -> list[dict]:
+def gave_up_evidence(c: _LeanConnection) -> list[Evidence]:
     """The client's RST; without one, if it never connected, its last SYN."""
     if c["reset"]:
         return reset_frame(c, "the client's RST")
@@ -31,7 +36,7 @@ MATERIALITY = Connections(at_least=3, share=0.2, reason=(
 
 def rule(ctx: EpisodeContext) -> Finding | None:
     # Whether the client gave up needs what the server sent, which the capture may miss (UNSEEN).
-    impatient = ctx.select(any_of=["abandoned", "reset_by_client"], none_of=NOT_A_CLIENT + list(UNSEEN))
+    impatient = ctx.select(any_of=["abandoned", "reset_by_client"], none_of=[*NOT_A_CLIENT, *UNSEEN])
     if not impatient:
         return None
     weighed = ctx.checks(ctx.select(any_of=["abandoned", "reset_by_client"], none_of=NOT_A_CLIENT), "nothing_followed")
@@ -45,7 +50,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     ], checks=weighed)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="client_gave_up",
     title="Clients gave up",
     phrase="clients giving up",

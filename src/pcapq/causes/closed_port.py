@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
@@ -28,7 +28,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     return ctx.finding(CAUSE, refused, 0.95, reason, evidence, rests_on=["RSTs answering SYNs"])
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="closed_port",
     title="Closed port",
     phrase="a closed port",

@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from pcapq._core import VOCABULARY, Analysis, Episode, Problems, Selection
 from pcapq.causes.proxy_log import LINES
 from pcapq.diagnose.capture_point import CapturePoint
-from pcapq.diagnose.finding import Finding
-from pcapq.diagnose.timeouts import proxy_log_line
+from pcapq.diagnose.finding import CheckTally, Evidence, Finding
+from pcapq.diagnose.timeouts import ProxyTimeout, TimeoutKind, proxy_log_line
 
 if TYPE_CHECKING:
+    from pcapq._core import Mark, SeriesKind, SignName, _LeanConnection, _OneSyn, _ServerStats
     from pcapq.causes.cause import Cause
 
 MAX_EVIDENCE = 6
@@ -21,7 +22,14 @@ MAX_EVIDENCE = 6
 # flow the capture cut (flow_trimmed). A rule that claims nothing more was sent leaves these
 # connections out; one that claims a SYN went unanswered before its re-send needs only the
 # server's direction.
-UNSEEN = ("one_way", "flow_trimmed")
+UNSEEN: tuple[Mark, ...] = ("one_way", "flow_trimmed")
+
+
+class Weighed(CheckTally):
+    """A check of `EpisodeContext.checks`: a `CheckTally`, and whether a competing explanation
+    of its sign holds when it fails."""
+
+    competes: bool
 
 
 @dataclass
@@ -30,20 +38,20 @@ class CaptureContext:
 
     analysis: Analysis
     problems: Problems
-    servers: list[dict]
+    servers: list[_ServerStats]
     capture_point: CapturePoint
-    _one_syn: dict | None = field(default=None, repr=False)
+    _one_syn: Optional[_OneSyn] = field(default=None, repr=False)
     # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts); a kind is absent when
     # neither says it.
-    proxy_timeouts: dict = field(default_factory=dict)
+    proxy_timeouts: dict[TimeoutKind, ProxyTimeout] = field(default_factory=dict)
 
     @property
-    def one_syn(self) -> dict:
+    def one_syn(self) -> _OneSyn:
         if self._one_syn is None:
             self._one_syn = self.analysis.one_syn()
         return self._one_syn
 
-    def server(self, endpoint: str) -> dict | None:
+    def server(self, endpoint: str) -> _ServerStats | None:
         return next((s for s in self.servers if s["server"] == endpoint), None)
 
 
@@ -62,11 +70,11 @@ class EpisodeContext:
     def capture_point(self) -> CapturePoint:
         return self.capture.capture_point
 
-    def select(self, all_of: Sequence[str] = (), any_of: Sequence[str] = (), none_of: Sequence[str] = (),
+    def select(self, all_of: Sequence[Mark] = (), any_of: Sequence[Mark] = (), none_of: Sequence[Mark] = (),
                claimed: bool = False) -> Selection:
         return self.episode.select(list(all_of), list(any_of), list(none_of), claimed)
 
-    def count(self, all_of: Sequence[str] = (), any_of: Sequence[str] = (), none_of: Sequence[str] = (),
+    def count(self, all_of: Sequence[Mark] = (), any_of: Sequence[Mark] = (), none_of: Sequence[Mark] = (),
               claimed: bool = False) -> int:
         return self.episode.count(list(all_of), list(any_of), list(none_of), claimed)
 
@@ -76,33 +84,38 @@ class EpisodeContext:
     def claim(self, selection: Selection) -> None:
         self.episode.claim(selection)
 
-    def checks(self, selection: Selection, sign: str) -> list[dict]:
+    def checks(self, selection: Selection, sign: SignName) -> list[Weighed]:
         """The checks of `sign`'s explanations the core could test on the selection's connections
         (detect::checks), each with how many held and failed, what that says, and what it rests on."""
         texts, tested = VOCABULARY["check_texts"], selection.checks
         return [
-            {"check": name, "held": held, "failed": failed, "competes": texts[name]["competes"],
-             "says_held": texts[name]["held"], "says_failed": texts[name]["failed"], "cites": texts[name]["cites"]}
+            Weighed(check=name, held=held, failed=failed, competes=texts[name]["competes"],
+                    says_held=texts[name]["held"], says_failed=texts[name]["failed"], cites=texts[name]["cites"])
             for name in VOCABULARY["checks"] if name in tested and sign in texts[name]["signs"]
             for held, failed in [tested[name]]
         ]
 
-    def examples(self, selection: Selection, limit: int = MAX_EVIDENCE) -> list[dict]:
+    def examples(self, selection: Selection, limit: int = MAX_EVIDENCE) -> list[_LeanConnection]:
         """Up to `limit` of the selection's connections (lean dicts), earliest first."""
         return self.capture.problems.examples(selection, limit)
 
-    def finding(self, c: Cause, selection: Selection, confidence: float, reason: str, evidence: list[dict],
-                rests_on: Sequence[str] = (), details: dict | None = None, proxy_log: Sequence[str] | None = None,
-                checks: Sequence[dict] = ()) -> Finding:
-        """A finding of cause `c` (the rule's own `CAUSE`) over the selection."""
+    def finding(self, c: Cause, selection: Selection, confidence: float, reason: str, evidence: list[Evidence],
+                rests_on: Sequence[str] = (), details: dict[str, Any] | None = None,
+                proxy_log: Sequence[str] | None = None, checks: Sequence[Weighed] = ()) -> Finding:
+        """A finding of cause `c` (the rule's own `CAUSE`) over the selection.
+
+        Raises:
+            ValueError: the selection is empty.
+        """
+        first, last = span(selection)
         keys = c.proxy_log if proxy_log is None else proxy_log
         return Finding(
             cause=c.slug,
             server=self.server,
             confidence=confidence,
             confidence_reason=reason,
-            first=selection.first,
-            last=selection.last,
+            first=first,
+            last=last,
             connections=selection.ids,
             count=len(selection) if len(selection) != len(selection.ids) else None,
             evidence=evidence[:MAX_EVIDENCE],
@@ -111,17 +124,29 @@ class EpisodeContext:
             details=details or {},
             rests_on=list(rests_on),
             disproved_by=list(c.disproved_by),
-            checks=[{k: v for k, v in check.items() if k != "competes"} for check in checks],
+            checks=[CheckTally(check=w["check"], held=w["held"], failed=w["failed"], says_held=w["says_held"],
+                               says_failed=w["says_failed"], cites=w["cites"]) for w in checks],
         )
 
 
-def checks_held(weighed: Sequence[dict]) -> list[str]:
+def span(selection: Selection) -> tuple[float, float]:
+    """The first and last packet of the selection's connections (epoch seconds).
+
+    Raises:
+        ValueError: the selection is empty.
+    """
+    if selection.first is None or selection.last is None:
+        raise ValueError("an empty selection has no first or last packet")
+    return selection.first, selection.last
+
+
+def checks_held(weighed: Sequence[Weighed]) -> list[str]:
     """A `rests_on` line naming the checks that held (`EpisodeContext.checks`), if any did."""
     held = [f"{c['check']} ({c['held']:,})" for c in weighed if c["held"]]
     return ["checks that held, in connections (docs/diagnosis.md): " + ", ".join(held)] if held else []
 
 
-def checks_failed(weighed: Sequence[dict]) -> str:
+def checks_failed(weighed: Sequence[Weighed]) -> str:
     """What the failed checks took out of the finding, as a clause for its reason ("" if none)."""
     failed = [c for c in weighed if c["failed"]]
     if not failed:
@@ -129,11 +154,11 @@ def checks_failed(weighed: Sequence[dict]) -> str:
     return "; not counted: " + "; ".join(f"{plural(c['failed'], 'connection')}: {c['says_failed']}" for c in failed)
 
 
-def frame(file: int, number: int, what: str) -> dict:
+def frame(file: int, number: int, what: str) -> Evidence:
     return {"file": file, "frame": number, "what": what}
 
 
-def series_frame(c: dict, kind: str, what: str) -> list[dict]:
+def series_frame(c: _LeanConnection, kind: SeriesKind, what: str) -> list[Evidence]:
     """The first re-send of the connection's `kind` series ("syn", "synack", "data")."""
     for s in c["series"]:
         if s.kind == kind and s.second:
@@ -141,7 +166,7 @@ def series_frame(c: dict, kind: str, what: str) -> list[dict]:
     return []
 
 
-def reset_frame(c: dict, what: str) -> list[dict]:
+def reset_frame(c: _LeanConnection, what: str) -> list[Evidence]:
     r = c["reset"]
     return [frame(r["file"], r["frame"], f"{what} (connection {c['id']})")] if r else []
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext
 from pcapq.causes.icmp_words import EXCLUSIONS, KERNEL, icmp_rule
 from pcapq.diagnose.finding import Finding
@@ -20,7 +20,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     return icmp_rule(ctx, CAUSE, "icmp_prohibited", 'a packet filter there rejects them (a reject rule, or a prohibit route)', 0.9)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="firewall_reject",
     title='Firewall rejecting',
     phrase='a firewall rejecting the connections',

@@ -4,14 +4,18 @@ connect() made of them and what nginx then logged. Not a cause (the registry doe
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import TYPE_CHECKING, Literal, Sequence
 
 from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, frame, plural
 from pcapq.diagnose.finding import Finding
 
+if TYPE_CHECKING:
+    from pcapq._core import IcmpKind, _Icmp, _LeanConnection
+
 # ICMP kind slugs by the fact the core marks them with (src/decode/icmp.rs: IcmpKind::class()).
-CLASSES = {
+IcmpFact = Literal["icmp_prohibited", "icmp_no_route", "icmp_port_unreachable", "icmp_ttl_exceeded"]
+CLASSES: dict[IcmpFact, set[IcmpKind]] = {
     "icmp_prohibited": {"net_prohibited", "host_prohibited", "admin_prohibited", "precedence_violation",
                         "precedence_cutoff", "source_policy_failed", "reject_route"},
     "icmp_no_route": {"net_unreachable", "host_unreachable", "source_route_failed", "net_unknown", "host_unknown",
@@ -39,12 +43,12 @@ KERNEL = (
 )
 
 
-def answers(c: dict, fact: str) -> list[dict]:
+def answers(c: _LeanConnection, fact: IcmpFact) -> list[_Icmp]:
     """The connection's ICMP answers of one class."""
     return [a for a in c.get("icmp") or () if a["kind"] in CLASSES[fact]]
 
 
-def icmp_rule(ctx: EpisodeContext, cause: Cause, fact: str, what: str, confidence: float) -> Finding | None:
+def icmp_rule(ctx: EpisodeContext, cause: Cause, fact: IcmpFact, what: str, confidence: float) -> Finding | None:
     """One finding for the connections the errors of `fact` answered: who sent them, which kinds,
     how many connects they ended, and what the proxy logged."""
     hit = ctx.select(all_of=[fact], none_of=["scan_probe"])

@@ -3,9 +3,14 @@ them, or something on the way did; the capture alone cannot say which."""
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, Cause
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Always, EpisodeCause
 from pcapq.causes.context import EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
+
+if TYPE_CHECKING:
+    from pcapq._core import Mark
 
 # How many clients' SYNs must go unanswered together to blame the listener, not the path.
 LISTEN_DROP_MIN = 3
@@ -19,7 +24,7 @@ MATERIALITY = Always(reason=(
 
 
 def rule(ctx: EpisodeContext) -> Finding | None:
-    not_a_listener = ["silent_host", "scan_probe", "icmp_answered"]
+    not_a_listener: list[Mark] = ["silent_host", "scan_probe", "icmp_answered"]
     # No SYN-ACK before the re-send needs the server's direction; a capture cut after the re-sends
     # takes nothing from it.
     unanswered = ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener + ["one_way"])
@@ -45,7 +50,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     ], checks=weighed)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="listen_drops",
     title="SYNs dropped by the listener",
     phrase="SYNs dropped by the listener",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pcapq.causes.cause import Always, Cause
+from pcapq.causes.cause import Always, EpisodeCause
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
@@ -22,7 +22,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     if not hit:
         return None
     examples = ctx.examples(hit)
-    holes = sorted((c["black_hole"] for c in examples if c.get("black_hole")), key=lambda h: h["len"])
+    holes = sorted((h for h in (c["black_hole"] for c in examples) if h is not None), key=lambda h: h["len"])
     smallest = holes[0]["len"] if holes else 0
     mtus = Counter(h["mtu"] for h in holes if h["mtu"])
     with_icmp = sum(1 for h in holes if h["frag_needed"])
@@ -53,7 +53,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     )
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="mtu_black_hole",
     title="Path MTU black hole",
     phrase="a path MTU black hole",

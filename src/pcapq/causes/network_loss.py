@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Resends
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import EpisodeCause, Resends
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
+if TYPE_CHECKING:
+    from pcapq._core import Mark
+
 # What the path cannot have lost, or what another finding explains.
-NOT_LOSS = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback", "stray_ack_reset",
-            "icmp_answered", "mtu_black_hole", "pmtu_discovered"]
-GAVE_UP = ["abandoned", "reset_by_client"]
+NOT_LOSS: list[Mark] = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback",
+                        "stray_ack_reset", "icmp_answered", "mtu_black_hole", "pmtu_discovered"]
+GAVE_UP: list[Mark] = ["abandoned", "reset_by_client"]
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality"). No count of failed connections:
 # those that gave up after their loss are left unclaimed for the give-up findings, which judge them
@@ -67,7 +72,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
 
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="network_loss",
     title="Packet loss on the path",
     phrase="packet loss on the path",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext
 from pcapq.causes.icmp_words import EXCLUSIONS, KERNEL, icmp_rule
 from pcapq.diagnose.finding import Finding
@@ -20,7 +20,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     return icmp_rule(ctx, CAUSE, "icmp_port_unreachable", 'nothing listens there, and the host (or a reject rule with port-unreachable) said so with ICMP instead of an RST', 0.85)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="no_such_port",
     title='Port unreachable (ICMP)',
     phrase='a port answered unreachable by ICMP',

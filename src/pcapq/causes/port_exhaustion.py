@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, Cause
+from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.context import CaptureContext
 from pcapq.causes.proxy_log import LINES
 from pcapq.diagnose.finding import Finding
@@ -42,7 +42,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
     return out
 
 
-CAUSE = Cause(
+CAUSE = CaptureCause(
     slug="port_exhaustion",
     title="Source ports running out",
     phrase="source ports running out",

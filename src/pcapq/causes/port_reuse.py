@@ -3,7 +3,7 @@ connection's ACK."""
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext, frame, plural
 from pcapq.diagnose.finding import Finding
 
@@ -41,7 +41,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     ])
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="port_reuse",
     title="4-tuple reused in TIME-WAIT",
     phrase="a 4-tuple reused while in TIME-WAIT",

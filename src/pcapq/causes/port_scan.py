@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, Cause
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.context import CaptureContext, frame, plural
 from pcapq.diagnose.finding import Finding
+
+if TYPE_CHECKING:
+    from pcapq._core import _Scan
 
 MAX_EVIDENCE = 6
 # A raw SYN scan too big to keep its probes: from the core's aggregate of one-SYN connections
@@ -24,7 +29,7 @@ MATERIALITY = Always(reason=(
 def rule(ctx: CaptureContext) -> list[Finding]:
     findings = _from_aggregate(ctx)
     covered = {f.details["source"] for f in findings}
-    by_source: dict[str, list[dict]] = {}
+    by_source: dict[str, list[_Scan]] = {}
     for scan in ctx.problems.scans():  # one entry per (source, address): a handful
         by_source.setdefault(scan["source"], []).append(scan)
     for source, scans in by_source.items():
@@ -58,7 +63,8 @@ def _from_aggregate(ctx: CaptureContext) -> list[Finding]:
     s = ctx.one_syn
     scan = (s["connections"] >= AGGREGATE_MIN and s["targets"] >= AGGREGATE_MIN_TARGETS
             and s["sources"] <= AGGREGATE_MAX_SOURCES and not s["sources_at_least"])
-    if not scan:
+    first, last = s["first_time"], s["last_time"]
+    if not scan or first is None or last is None:
         return []
     target = s["top_targets"][0][0]
     address = target.rsplit(":", 1)[0].strip("[]")
@@ -71,7 +77,7 @@ def _from_aggregate(ctx: CaptureContext) -> list[Finding]:
     evidence = [frame(f["file"], f["frame"], "a SYN with nothing after it from its source") for f in s["frames"]]
     return [Finding(
         cause="port_scan", server=f"{address} (from {source})", confidence=0.85, confidence_reason=reason,
-        first=s["first_time"], last=s["last_time"], connections=[], evidence=evidence[:MAX_EVIDENCE],
+        first=first, last=last, connections=[], evidence=evidence[:MAX_EVIDENCE],
         advice=CAUSE.advice, count=s["connections"],
         details={"source": source, "targets": [[address, s["targets"], s["connections"]]], "address": address,
                  "one_syn_connections": s["connections"], "sources": s["sources"], "top_sources": [list(t) for t in s["top_sources"]]},
@@ -81,7 +87,7 @@ def _from_aggregate(ctx: CaptureContext) -> list[Finding]:
     )]
 
 
-CAUSE = Cause(
+CAUSE = CaptureCause(
     slug="port_scan",
     title="Port scan",
     phrase="a port scan",

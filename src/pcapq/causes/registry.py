@@ -1,7 +1,10 @@
-"""Every cause pcapq can name, one module each. To add a cause: write its module (a `CAUSE`
-with its words, scope, precedence and rule) and add one line here."""
+"""Every cause pcapq can name, one module each. To add a cause: write its module (a `CAUSE`, an
+`EpisodeCause` or a `CaptureCause`, with its words, scope, precedence and rule) and add one line
+here."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, overload
 
 from pcapq.causes import (
     accept_queue_overflow,
@@ -26,7 +29,10 @@ from pcapq.causes import (
     unix_socket_failure,
     unix_socket_overflow,
 )
-from pcapq.causes.cause import Cause
+from pcapq.causes.cause import CaptureCause, Cause, EpisodeCause
+
+if TYPE_CHECKING:
+    from pcapq.causes.cause import Scope
 
 MODULES = [
     port_scan,
@@ -56,9 +62,15 @@ CAUSES: dict[str, Cause] = {m.CAUSE.slug: m.CAUSE for m in sorted(MODULES, key=l
 SLUGS: list[str] = list(CAUSES)
 
 
-def in_order(scope: str) -> list[Cause]:
+@overload
+def in_order(scope: Literal["episode"]) -> list[EpisodeCause]: ...
+@overload
+def in_order(scope: Literal["capture", "server", "evidence"]) -> list[CaptureCause]: ...
+def in_order(scope: Scope) -> list[EpisodeCause] | list[CaptureCause]:
     """The causes of one scope, in precedence order."""
-    return [c for c in CAUSES.values() if c.scope == scope]
+    if scope == "episode":
+        return [c for c in CAUSES.values() if isinstance(c, EpisodeCause)]
+    return [c for c in CAUSES.values() if c.scope == scope and isinstance(c, CaptureCause)]
 
 
 def title(slug: str) -> str:

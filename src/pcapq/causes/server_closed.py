@@ -4,15 +4,20 @@ new request on it (or answered early and closed while the client was still sendi
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
-from pcapq.diagnose.finding import Finding
+from pcapq.diagnose.finding import Evidence, Finding
+
+if TYPE_CHECKING:
+    from pcapq._core import Mark, _LeanConnection
 
 # Not a server closing on its client: a full accept queue's RST (`queue_sign` holds
 # tcp_abort_on_overflow's `reset_after_ack`) or an expired request socket's, a scanner's probes, an
 # ICMP error, a TIME-WAIT answer.
-NOT_THIS = ["queue_sign", "reset_after_expiry", "scan_probe", "probe", "icmp_answered", "stray_ack_reset",
-            "rst_unprovoked"]
+NOT_THIS: list[Mark] = ["queue_sign", "reset_after_expiry", "scan_probe", "probe", "icmp_answered",
+                        "stray_ack_reset", "rst_unprovoked"]
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
@@ -23,7 +28,7 @@ MATERIALITY = Connections(at_least=3, share=0.2, reason=(
 ))
 
 
-def close_evidence(c: dict) -> list[dict]:
+def close_evidence(c: _LeanConnection) -> list[Evidence]:
     """The server's FIN, or its RST."""
     if c["reset"] and c["reset"]["from"] == "server":
         return reset_frame(c, "the server's RST, the request unanswered")
@@ -87,7 +92,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
                        proxy_log=proxy_log)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="server_closed",
     title="Server closed connections with a request unanswered",
     phrase="a server closing connections before answering",

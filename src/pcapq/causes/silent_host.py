@@ -3,7 +3,7 @@ re-sent: a host that is down or unreachable, or a firewall that drops without a 
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
@@ -38,7 +38,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     ], checks=weighed)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="silent_host",
     title="No answer from the host",
     phrase="a host that never answered",

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural
 from pcapq.causes.client_gave_up import gave_up_evidence
 from pcapq.diagnose.finding import Finding
+
+if TYPE_CHECKING:
+    from pcapq._core import Mark
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
@@ -16,11 +21,16 @@ MATERIALITY = Connections(at_least=3, share=0.2, reason=(
 ))
 
 
+# The client waited for the answer to a request the server had taken, then gave up.
+WAITED_ANY: list[Mark] = ["abandoned", "reset_by_client"]
+WAITED_ALL: list[Mark] = ["request_acked", "request_unanswered", "client_waited"]
+
+
 def rule(ctx: EpisodeContext) -> Finding | None:
-    waited = dict(any_of=["abandoned", "reset_by_client"], all_of=["request_acked", "request_unanswered", "client_waited"])
     # An unanswered request needs the server's direction, and the rest of the flow (UNSEEN).
-    unanswered = ctx.select(**waited, none_of=["scan_probe", "stray_ack_reset", *UNSEEN])
-    weighed = ctx.checks(ctx.select(**waited, none_of=["scan_probe", "stray_ack_reset"]), "nothing_followed")
+    unanswered = ctx.select(all_of=WAITED_ALL, any_of=WAITED_ANY, none_of=["scan_probe", "stray_ack_reset", *UNSEEN])
+    weighed = ctx.checks(ctx.select(all_of=WAITED_ALL, any_of=WAITED_ANY, none_of=["scan_probe", "stray_ack_reset"]),
+                         "nothing_followed")
     # The answer came, but too late: the client's close had acknowledged none of it.
     crossed = ctx.select(all_of=["answer_crossed_close"], none_of=["scan_probe"])
     slow = ctx.union(unanswered, crossed)
@@ -52,7 +62,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     return ctx.finding(CAUSE, slow, 0.75, reason, evidence, rests_on=rests_on + checks_held(weighed), checks=weighed)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="slow_server",
     title="Server too slow for the client's timeout",
     phrase="a server too slow for the client's timeout",

@@ -3,9 +3,14 @@ the core's aggregate of one-SYN connections, so millions of them cost one dict."
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, Cause
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.context import CaptureContext, frame
 from pcapq.diagnose.finding import Finding
+
+if TYPE_CHECKING:
+    from pcapq._core import _OneSyn
 
 # Fewer one-SYN connections than this are stray packets, not an attack.
 FLOOD_MIN = 1000
@@ -18,14 +23,15 @@ MATERIALITY = Always(reason=(
 ))
 
 
-def _sources(s: dict) -> str:
+def _sources(s: _OneSyn) -> str:
     return f"{'at least ' if s['sources_at_least'] else ''}{s['sources']:,} source address{'es' if s['sources'] != 1 else ''}"
 
 
 def rule(ctx: CaptureContext) -> list[Finding]:
     s = ctx.one_syn
     # Refused SYNs are a closed port's, and a few sources probing many ports are a scan's.
-    if s["connections"] - s["answered_rst"] < FLOOD_MIN:
+    first, last = s["first_time"], s["last_time"]
+    if s["connections"] - s["answered_rst"] < FLOOD_MIN or first is None or last is None:
         return []
     evidence = [frame(f["file"], f["frame"], "a SYN with nothing after it from its source") for f in s["frames"]]
     answered = []
@@ -49,7 +55,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
             continue
         reason = f"{n:,} connections to {target} were one SYN and nothing more, from {_sources(s)} in all{tail}"
         findings.append(Finding(
-            "syn_flood", target, 0.85, reason, s["first_time"], s["last_time"], [], evidence[:MAX_EVIDENCE],
+            "syn_flood", target, 0.85, reason, first, last, [], evidence[:MAX_EVIDENCE],
             CAUSE.advice, count=n, details=details,
             rests_on=[f"{n:,} one-SYN connections: no client kernel leaves a SYN unanswered and unrepeated"],
             disproved_by=list(CAUSE.disproved_by),
@@ -58,7 +64,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
     return findings
 
 
-CAUSE = Cause(
+CAUSE = CaptureCause(
     slug="syn_flood",
     title="SYN flood",
     phrase="a SYN flood",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, Cause
+from pcapq.causes.cause import Always, EpisodeCause
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
@@ -48,7 +48,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     ], checks=weighed)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="syn_queue_overflow",
     title="SYN queue overflow",
     phrase="a SYN queue overflow",

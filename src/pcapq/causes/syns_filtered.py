@@ -4,9 +4,14 @@ Found only with `--nstat` (`pcapq.evidence`): the capture alone cannot tell the 
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, Cause
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.listen_drops import LISTEN_DROP_MIN
 from pcapq.diagnose.finding import Finding
+
+if TYPE_CHECKING:
+    from pcapq.causes.context import CaptureContext
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
@@ -16,7 +21,7 @@ MATERIALITY = Always(reason=(
 ))
 
 
-def no_capture_rule(ctx) -> list[Finding]:
+def no_capture_rule(ctx: CaptureContext) -> list[Finding]:
     """Nothing in a capture alone shows where a SYN was dropped: this finding comes from the counters."""
     return []
 
@@ -38,7 +43,7 @@ def from_listen_drops(f: Finding, unchanged: list[str]) -> None:
     f.confirmed_by += [s + ": the listener dropped no SYN" for s in unchanged]
 
 
-CAUSE = Cause(
+CAUSE = CaptureCause(
     slug="syns_filtered",
     title="SYNs dropped before the listener",
     phrase="SYNs dropped before the listener",

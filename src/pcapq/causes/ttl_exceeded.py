@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Cause, Connections
+from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext
 from pcapq.causes.icmp_words import EXCLUSIONS, KERNEL, icmp_rule
 from pcapq.diagnose.finding import Finding
@@ -20,7 +20,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     return icmp_rule(ctx, CAUSE, "icmp_ttl_exceeded", "the packets' TTL (hop limit) ran out: a routing loop, or a path longer than the TTL", 0.85)
 
 
-CAUSE = Cause(
+CAUSE = EpisodeCause(
     slug="ttl_exceeded",
     title='TTL exceeded on the way',
     phrase='packets whose TTL ran out on the way',

@@ -3,8 +3,13 @@ from nginx's error log alone; `unix_socket_overflow.finding` makes the finding f
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, Cause
+from typing import TYPE_CHECKING
+
+from pcapq.causes.cause import Always, CaptureCause
 from pcapq.diagnose.finding import Finding
+
+if TYPE_CHECKING:
+    from pcapq.causes.context import CaptureContext
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
@@ -13,12 +18,12 @@ MATERIALITY = Always(reason=(
 ))
 
 
-def no_capture_rule(ctx) -> list[Finding]:
+def no_capture_rule(ctx: CaptureContext) -> list[Finding]:
     """Nothing in a capture shows a unix socket: the finding comes from the proxy's logs."""
     return []
 
 
-CAUSE = Cause(
+CAUSE = CaptureCause(
     slug="unix_socket_failure",
     title="Unix socket connect failures",
     phrase="failed connects to a unix socket",

@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from pcapq.causes.cause import Always, Cause
+from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.unix_socket_failure import CAUSE as FAILURE
 from pcapq.causes.unix_socket_failure import no_capture_rule
 from pcapq.diagnose.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq.evidence.counters import Listener
-    from pcapq.evidence.logs import LogFile
+    from pcapq.evidence.logs import LogFile, LogLine
 
 
-def finding(log: LogFile, lines: list, zone: float, listeners: list[Listener]) -> Finding:
+def finding(log: LogFile, lines: list[LogLine], zone: float, listeners: list[Listener]) -> Finding:
     """The finding for the unix-socket lines of one error log (what `pcapq.evidence` calls)."""
 
     sockets = Counter(line.socket or "?" for line in lines)
@@ -67,7 +67,7 @@ MATERIALITY = Always(reason=(
     "answered 502, the unix-socket form of an accept queue overflow"
 ))
 
-OVERFLOW = Cause(
+OVERFLOW = CaptureCause(
     slug="unix_socket_overflow",
     title="Unix socket listen queue overflow",
     phrase="a unix socket's listen queue overflowing",

@@ -22,7 +22,7 @@ class Crosscheck:
     tshark: tshark.TsharkResult
     comparison: Comparison
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "schema": "pcapq.crosscheck",
             "schema_version": 1,

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
 from pcapq.crosscheck.tshark import FIN, RST, SYN, Frame
 
-AGREE, EXPLAINED, UNEXPLAINED = "agree", "explained", "unexplained"
+if TYPE_CHECKING:
+    from pcapq._core import _Connection, _Event
+
+AGREE: Final = "agree"
+EXPLAINED: Final = "explained"
+UNEXPLAINED: Final = "unexplained"
+Verdict = Literal["agree", "explained", "unexplained"]
 RETRANSMITS = ("syn_retransmit", "synack_retransmit", "data_retransmit", "fin_retransmit")
 
 # (check, pcapq label, tshark flag) in report order. The pcapq label of a frame is refined
@@ -45,8 +52,15 @@ class Row:
     label: str  # key of LABELS: pcapq's label, or the label the frame's tshark flag stands for
     tshark: str  # what tshark said, "-" for nothing
     pcapq: str  # what pcapq said, "-" for nothing
-    verdict: str
+    verdict: Verdict
     reason: str = ""
+
+
+# One line of the table: a pcapq label, the tshark flag it is set against, and the frames of
+# each verdict.
+TableRow = TypedDict("TableRow", {
+    "label": str, "pcapq": str, "tshark": str, "agree": int, "explained": int, "unexplained": int,
+})
 
 
 @dataclass
@@ -61,9 +75,9 @@ class Comparison:
     def unexplained(self) -> list[Row]:
         return [r for r in self.rows if r.verdict == UNEXPLAINED]
 
-    def table(self) -> list[dict]:
+    def table(self) -> list[TableRow]:
         """Per pcapq label: frames agreeing, explained, unexplained."""
-        out: dict[str, dict] = {}
+        out: dict[str, TableRow] = {}
         for r in self.rows:
             t = out.setdefault(
                 r.label,
@@ -74,7 +88,7 @@ class Comparison:
         order = list(LABELS)
         return sorted(out.values(), key=lambda t: order.index(t["label"]))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "table": self.table(),
             "disagreements": [asdict(r) for r in self.disagreements],
@@ -92,18 +106,18 @@ def _ts_words(f: Frame | None, *flags: str) -> str:
 class _Conn:
     """pcapq's view of one connection, indexed by frame."""
 
-    def __init__(self, doc: dict):
+    def __init__(self, doc: _Connection) -> None:
         self.doc = doc
-        self.events: dict[int, list[dict]] = {}
+        self.events: dict[int, list[_Event]] = {}
         for e in doc["events"]:
             self.events.setdefault(e["frame"], []).append(e)
 
 
-def compare(doc: dict, frames: dict[int, Frame]) -> Comparison:
-    """doc: pcapq's JSON document of the capture; frames: tshark's TCP frames."""
+def compare(doc: dict[str, Any], frames: dict[int, Frame]) -> Comparison:
+    """doc: pcapq's JSON document of the capture (`json.load`); frames: tshark's TCP frames."""
     conns = [_Conn(c) for c in doc["connections"]]
     conn_of: dict[int, _Conn] = {}
-    events: dict[int, list[dict]] = {}
+    events: dict[int, list[_Event]] = {}
     for c in conns:
         for n, es in c.events.items():
             conn_of.setdefault(n, c)
@@ -122,16 +136,16 @@ def compare(doc: dict, frames: dict[int, Frame]) -> Comparison:
 
 @dataclass
 class _Context:
-    doc: dict
+    doc: dict[str, Any]
     ts: dict[int, Frame]
-    events: dict[int, list[dict]]
+    events: dict[int, list[_Event]]
     conn_of: dict[int, _Conn]
     events_dropped: bool
 
     def kinds(self, n: int) -> set[str]:
         return {e["kind"] for e in self.events.get(n, ())}
 
-    def event(self, n: int, kind: str) -> dict:
+    def event(self, n: int, kind: str) -> _Event:
         return next(e for e in self.events[n] if e["kind"] == kind)
 
     def _missing(self, n: int, what: str) -> str | None:
@@ -204,9 +218,9 @@ class _Context:
             return f"tshark calls it a {'keep-alive' if 'keep_alive' in f.analysis else 'zero window probe'} first"
         e = self.event(n, next(k for k in RETRANSMITS if k in self.kinds(n)))
         c = self.conn_of[n].doc
-        isn = (c.get("isn") or {}).get(e["from"])
-        if isn is not None and e.get("len"):
-            end = (isn + e["seq"] + e["len"]) % 2**32
+        isn, seq = c["isn"][e["from"]], e["seq"]
+        if isn is not None and seq is not None and e["len"]:
+            end = (isn + seq + e["len"]) % 2**32
             if end == 0:
                 return ("this side's data ends exactly at sequence number 0, which tshark keeps as "
                         "'next sequence number not known yet', so it flags no retransmission")

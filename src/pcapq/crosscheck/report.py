@@ -3,19 +3,19 @@ self-contained HTML page. The JSON is `Crosscheck.to_json()`."""
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from pcapq.crosscheck import Crosscheck
-from pcapq.crosscheck.compare import AGREE, EXPLAINED, UNEXPLAINED
+from pcapq.crosscheck.compare import AGREE, EXPLAINED, UNEXPLAINED, Row, TableRow
 
 
 def _heading(c: Crosscheck) -> str:
     return f"{c.path}: {c.packets:,} packets; tshark: {c.tshark.version}, two-pass (-2), {c.tshark.note}"
 
 
-def _verdict(rows: list[dict]) -> tuple[str, bool]:
+def _verdict(rows: list[TableRow]) -> tuple[str, bool]:
     """The closing sentence, and whether anything is unexplained."""
     agree = sum(t[AGREE] for t in rows)
     explained = sum(t[EXPLAINED] for t in rows)
@@ -27,7 +27,7 @@ TABLE_HEADER = ["pcapq label", "tshark flag", "agree", "explained", "unexplained
 DISAGREEMENT_HEADER = ["frame", "tshark said", "pcapq said", "reason"]
 
 
-def _reason(r) -> str:
+def _reason(r: Row) -> str:
     return "UNEXPLAINED" if r.verdict == UNEXPLAINED else r.reason
 
 
@@ -108,8 +108,8 @@ def render_html(c: Crosscheck) -> str:
     return page(f"pcapq crosscheck: {c.path}", "\n".join(body))
 
 
-def render(c: Crosscheck):
-    parts: list = []
+def render(c: Crosscheck) -> Group:
+    parts: list[RenderableType] = []
     comp = c.comparison
     parts.append(Text(_heading(c)))
     table = Table(title="Agreement per label", title_justify="left", show_edge=False)

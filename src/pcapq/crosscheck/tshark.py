@@ -118,7 +118,7 @@ def read_tshark(path: str | Path, packets: int, method: str = "auto") -> TsharkR
     return TsharkResult(_field_frames(tshark, path), "tshark -T fields", note, version)
 
 
-def _int(value) -> int | None:
+def _int(value: str | None) -> int | None:
     return None if value in (None, "") else int(value)
 
 

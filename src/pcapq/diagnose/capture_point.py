@@ -8,6 +8,10 @@ ACK comes a round trip later. In between, both gaps are a part of the round trip
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from pcapq._core import _ServerStats
 
 # A gap this small is the host's own reaction time, not a trip over the network.
 LOCAL_S = 0.000_5
@@ -19,7 +23,7 @@ RATIO = 4.0
 class CapturePoint:
     """Where the capture was taken, as the packets tell it, and why."""
 
-    side: str  # "client", "server", "between" or "unknown"
+    side: Literal["client", "server", "between", "unknown"]
     reason: str
 
     @property
@@ -36,11 +40,11 @@ class CapturePoint:
             "between": "captured between the hosts",
         }.get(self.side, "from an unknown capture point")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, str]:
         return {"side": self.side, "reason": self.reason}
 
 
-def infer(servers: list[dict]) -> CapturePoint:
+def infer(servers: list[_ServerStats]) -> CapturePoint:
     """From the median handshake gaps over all servers, weighted by connections."""
     samples = [
         (s["syn_to_synack"], s["synack_to_ack"], s["connections"])

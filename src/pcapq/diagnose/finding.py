@@ -4,6 +4,30 @@ disprove it, the frames to open, and what to change."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from pcapq._core import CheckName, Mark
+
+
+class Evidence(TypedDict):
+    """A frame to open, and what it shows."""
+
+    file: int
+    frame: int
+    what: str
+
+
+class CheckTally(TypedDict):
+    """A check the core tested on a finding's connections (detect::checks): in how many it held
+    and failed, what each says, and the kernel function or RFC section behind it."""
+
+    check: CheckName
+    held: int
+    failed: int
+    says_held: str
+    says_failed: str
+    cites: str
 
 
 @dataclass
@@ -17,10 +41,11 @@ class Finding:
     first: float
     last: float
     connections: list[int]
-    evidence: list[dict]
+    evidence: list[Evidence]
     advice: str
     proxy_log: list[str] = field(default_factory=list)
-    details: dict = field(default_factory=dict)
+    # What the cause's words and the reports add, by key: JSON values (docs/json.md).
+    details: dict[str, Any] = field(default_factory=dict)
     # How many connections it covers, when that is more than the ids listed (a flood's).
     count: int | None = None
     rests_on: list[str] = field(default_factory=list)
@@ -33,13 +58,13 @@ class Finding:
     checked: bool = field(default=False, repr=False)
     # Marks of the connections this finding explains beyond its episode (a scan's probes on
     # every port it probed): [(server endpoint or address or None for all, all_of, none_of)].
-    explains: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list, repr=False)
+    explains: list[tuple[str | None, tuple[Mark, ...], tuple[Mark, ...]]] = field(default_factory=list, repr=False)
     # Why it is not material (below its cause's `Materiality`): a line of "Minor observations"
     # instead of a panel; None when it is material.
     minor: str | None = None
     # The checks the core tested on its connections (detect::checks): each with how many held and
     # failed, what that says, and the kernel function or RFC section behind it.
-    checks: list[dict] = field(default_factory=list)
+    checks: list[CheckTally] = field(default_factory=list)
 
     @property
     def connection_count(self) -> int:
@@ -51,7 +76,7 @@ class Finding:
 
         return title(self.cause)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "cause": self.cause,
             "server": self.server,

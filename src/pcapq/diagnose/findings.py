@@ -14,7 +14,7 @@ from pcapq._core import Analysis
 from pcapq.diagnose import settings
 from pcapq.diagnose.capture_point import CapturePoint, infer
 from pcapq.diagnose.finding import Finding
-from pcapq.diagnose.timeouts import resolve
+from pcapq.diagnose.timeouts import ProxyTimeout, TimeoutKind, resolve
 
 if TYPE_CHECKING:
     from pcapq.causes.context import CaptureContext
@@ -39,11 +39,11 @@ class Diagnosis:
     # (pcapq.live.StdinRead); None when the input was read to its end.
     interrupted: Optional[Any] = None
     # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts.ProxyTimeout by kind).
-    proxy_timeouts: dict = field(default_factory=dict)
+    proxy_timeouts: dict[TimeoutKind, ProxyTimeout] = field(default_factory=dict)
     # The capture held no TCP segment at all: nothing could fail, nor be found.
     no_tcp: bool = False
     # What the proxy's logs and the upstream's counters say (pcapq.evidence), when given.
-    evidence: dict | None = None
+    evidence: dict[str, Any] | None = None
 
     def every_finding(self) -> list[Finding]:
         """The material findings, then the minor ones."""
@@ -58,8 +58,8 @@ class Diagnosis:
             return f"No failure that matters: {n} minor observation{'' if n == 1 else 's'} below."
         return "No failures found: no connection shows a listen-queue, loss or timeout problem."
 
-    def to_json(self) -> dict:
-        out = {
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "capture_point": self.capture_point.to_json(),
             "settings": self.settings,
             "findings": [f.to_json() for f in self.findings],
@@ -101,8 +101,8 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
             if stats is not None and episode.count() == 0:
                 continue  # everything in it is explained already
             ectx = EpisodeContext(ctx, episode)
-            for cause in in_order("episode"):
-                finding = cause.rule(ectx)
+            for episode_cause in in_order("episode"):
+                finding = episode_cause.rule(ectx)
                 if finding is not None:
                     findings.append(finding)
     for cause in in_order("server"):

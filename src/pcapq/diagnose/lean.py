@@ -3,7 +3,10 @@ connection, without one dict per retransmission."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, Literal, NamedTuple, Optional
+
+if TYPE_CHECKING:
+    from pcapq._core import Schedule, SeriesKind
 
 
 class Send(NamedTuple):
@@ -14,10 +17,11 @@ class Send(NamedTuple):
 
 
 class Series(NamedTuple):
-    kind: str  # "syn", "synack" or "data"
-    side: str  # who sent it: "client" or "server"
-    schedule: str
-    count: int  # sends, the first included
+    kind: SeriesKind
+    side: Literal["client", "server"]  # who sent it
+    schedule: Schedule
+    # Sends, the first included (not `count`: that would hide tuple.count).
+    send_count: int
     timed_retries: int  # sends after the first that a timer made (not triggered by a SYN)
     first_time: float
     second: Optional[Send]  # the first re-send

@@ -3,7 +3,12 @@ from the core's aggregate of the problem connections' series (`Problems.timings(
 
 from __future__ import annotations
 
-SYN_SCHEDULES = {
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pcapq._core import Schedule, _Timings
+
+SYN_SCHEDULES: dict[Schedule, str] = {
     "syn_linear": "client SYN retries follow net.ipv4.tcp_syn_linear_timeouts=4 (1 s steps first: Linux 6.5+)",
     "syn_exponential": "client SYN retries double from 1 s (Linux 3.1 to 6.4, or tcp_syn_linear_timeouts=0)",
     "syn_legacy": "client SYN retries double from 3 s (the initial RTO before Linux 3.1)",
@@ -15,7 +20,7 @@ SYN_SCHEDULES = {
 FASTER_THAN_ANY_TIMER_S = 0.005
 
 
-def sentences(t: dict) -> list[str]:
+def sentences(t: _Timings) -> list[str]:
     """Sentences about the settings the capture shows, most certain first."""
     out: list[str] = []
     telling = t["syn_schedules"]

@@ -6,11 +6,12 @@ is a guess and said to be one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Literal, Mapping, Optional, Union
 
 from pcapq._core import Analysis
 
-KINDS = ("connect", "read")
+TimeoutKind = Literal["connect", "read"]
+KINDS: tuple[TimeoutKind, ...] = ("connect", "read")
 # nginx proxy_connect_timeout / proxy_read_timeout (and fastcgi_*) default, seconds.
 NGINX_DEFAULT_S = 60.0
 
@@ -19,7 +20,7 @@ NGINX_DEFAULT_S = 60.0
 class ProxyTimeout:
     """One of the proxy's timeouts: stated, measured or bounded."""
 
-    kind: str  # "connect" or "read"
+    kind: TimeoutKind
     seconds: float
     # "stated" (--proxy-timeouts), "measured" (read give-ups clustered at it), "bounded" (connect
     # give-ups fall between SYNs around it: rounded to a whole second), "default" (a guess).
@@ -46,8 +47,8 @@ class ProxyTimeout:
         return (f"the proxy's {self.kind} timeout, probably nginx's default {self.seconds:g} s (no connection in the "
                 "capture gave up after one; state it with --proxy-timeouts)")
 
-    def to_json(self) -> dict:
-        out: dict = {"seconds": self.seconds, "connections": self.connections}
+    def to_json(self) -> dict[str, Union[float, str]]:
+        out: dict[str, Union[float, str]] = {"seconds": self.seconds, "connections": self.connections}
         if self.source != "measured":
             out["source"] = self.source
         return out
@@ -78,11 +79,11 @@ def parse(text: str) -> dict[str, float]:
 
 
 def resolve(analysis: Analysis, stated: Optional[Mapping[str, float]] = None,
-            said_by: Optional[Mapping[str, str]] = None) -> dict[str, ProxyTimeout]:
+            said_by: Optional[Mapping[str, str]] = None) -> dict[TimeoutKind, ProxyTimeout]:
     """Each kind's timeout: stated (where: `said_by`, "as stated" by default), else inferred
     from the capture; absent when neither."""
     inferred = analysis.proxy_timeouts()
-    out: dict[str, ProxyTimeout] = {}
+    out: dict[TimeoutKind, ProxyTimeout] = {}
     for kind in KINDS:
         if stated and kind in stated:
             seen = inferred.get(kind)
@@ -94,15 +95,15 @@ def resolve(analysis: Analysis, stated: Optional[Mapping[str, float]] = None,
     return out
 
 
-def or_default(timeouts: Mapping[str, ProxyTimeout], kind: str) -> ProxyTimeout:
+def or_default(timeouts: Mapping[TimeoutKind, ProxyTimeout], kind: TimeoutKind) -> ProxyTimeout:
     return timeouts.get(kind) or ProxyTimeout(kind, NGINX_DEFAULT_S, "default")
 
 
 # Which timeout a predicted proxy-log line rests on (pcapq.causes.proxy_log.LINES).
-LINE_TIMEOUT = {"timed_out": "connect", "read_timeout": "read"}
+LINE_TIMEOUT: dict[str, TimeoutKind] = {"timed_out": "connect", "read_timeout": "read"}
 
 
-def proxy_log_line(key: str, line: str, timeouts: Mapping[str, ProxyTimeout]) -> str:
+def proxy_log_line(key: str, line: str, timeouts: Mapping[TimeoutKind, ProxyTimeout]) -> str:
     """A predicted nginx error.log line, with the timeout it rests on; "probably" when that
     timeout is a guess."""
     kind = LINE_TIMEOUT.get(key)

@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pcapq.causes import syns_filtered, unix_socket_overflow
 from pcapq.evidence import timings
@@ -21,7 +21,13 @@ from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, 
 from pcapq.evidence.haproxy import FormatError, compile_haproxy_format, is_haproxy_format
 from pcapq.evidence.haproxy_cfg import HaproxyCfg, HaproxyCfgError, read_haproxy_cfg
 from pcapq.evidence.nginx_conf import NginxConf, NginxConfError, read_nginx_conf
-from pcapq.evidence.logs import STATUS, UNTIED_KINDS, LogError, LogFile, LogLine, compile_log_format, read_log
+from pcapq.evidence.logs import (
+    STATUS, UNTIED_KINDS, LogError, LogFile, LogLine, ProxyLogNote, compile_log_format, read_log,
+)
+
+if TYPE_CHECKING:
+    from pcapq.diagnose import Diagnosis, Finding
+    from pcapq._core import Analysis, _JoinFile, _LogJoin
 
 __all__ = ["Evidence", "EvidenceError", "Ties", "read", "apply", "tie_connections", "predicted"]
 
@@ -35,10 +41,6 @@ ACCEPTS = {
     "reset_by_server": {"reset", "bad_gateway", "premature_close", "upstream_closed"},
     "premature_close": {"premature_close", "reset", "bad_gateway", "upstream_closed"},
 }
-
-
-# A note's fields about the proxy's timings, kept together when two lines tie one connection.
-TIMED = ("timings", "capture", "timings_agree")
 
 
 class EvidenceError(ValueError):
@@ -149,7 +151,7 @@ def _counter_notes(m: Movement, names: tuple[str, ...]) -> tuple[list[str], list
     return moved, still
 
 
-def _judge_counters(f, m: Movement) -> None:
+def _judge_counters(f: Finding, m: Movement) -> None:
     if f.cause == "accept_queue_overflow":
         moved, still = _counter_notes(m, ("TcpExtListenOverflows",))
         f.confirmed_by += moved
@@ -173,7 +175,7 @@ def _judge_counters(f, m: Movement) -> None:
         f.confirmed_by += moved
 
 
-def _judge_listener(f, listeners: list[Listener], ss_path: str) -> None:
+def _judge_listener(f: Finding, listeners: list[Listener], ss_path: str) -> None:
     listener = listener_for(listeners, f.server)
     if listener is None:
         if f.cause in ("closed_port",):
@@ -207,13 +209,13 @@ def _judge_listener(f, listeners: list[Listener], ss_path: str) -> None:
         f.confirmed_by.append(said)
 
 
-def apply(analysis, diagnosis, ev: Evidence) -> dict[str, str]:
+def apply(analysis: Analysis, diagnosis: Diagnosis, ev: Evidence) -> dict[str, str]:
     """Ties the logs to the connections and sets every finding's confirmations and contradictions.
     Returns warnings: log path -> a sentence, for the logs whose lines all lie far from the
     capture's time."""
     for f in diagnosis.every_finding():
         f.checked = True
-    section: dict = {}
+    section: dict[str, Any] = {}
     tied_kind: dict[int, tuple[str, str, int, int]] = {}  # connection id -> (kind, file, line, status)
     if ev.logs:
         section["logs"] = _join(analysis, diagnosis, ev, tied_kind)
@@ -240,17 +242,17 @@ def apply(analysis, diagnosis, ev: Evidence) -> dict[str, str]:
 @dataclass
 class Ties:
     """The logs' lines tied to the capture's connections (`tie_connections`)."""
-    result: dict
+    result: _LogJoin
     """`Analysis.join_log`'s answer."""
     items: list[tuple[int, LogLine]]
     """(file index, line) of every line offered to the join, in the order the ties refer to."""
-    by_id: dict[int, dict]
+    by_id: dict[int, ProxyLogNote]
     """Connection id -> its `proxy_log` note (the JSON field of docs/json.md)."""
     tied_lines: set[tuple[int, int]]
     """(file index, line number) of each tied line."""
 
 
-def tie_connections(analysis, logs: list[LogFile]) -> Ties:
+def tie_connections(analysis: Analysis, logs: list[LogFile]) -> Ties:
     """Ties the lines of `logs` to the connections of `analysis` (in the core) and notes each
     tied connection's `proxy_log` in its JSON record."""
     from pcapq._core import VOCABULARY
@@ -268,11 +270,11 @@ def tie_connections(analysis, logs: list[LogFile]) -> Ties:
         [log.zone for log in logs],
     )
     tied_lines: set[tuple[int, int]] = set()
-    by_id: dict[int, dict] = {}
+    by_id: dict[int, ProxyLogNote] = {}
     for position, conn_id, _index, shape, (connect, first_byte), (connect_agrees, header_agrees) in result["ties"]:
         fi, line = items[position]
         tied_lines.add((fi, line.line))
-        note = {"file": logs[fi].path, "line": line.line, "status": line.status or STATUS.get(line.kind),
+        note: ProxyLogNote = {"file": logs[fi].path, "line": line.line, "status": line.status or STATUS.get(line.kind),
                 "kind": line.kind, "text": line.text, "exact": line.local_port is not None}
         if line.timings:
             note["timings"] = line.timings
@@ -286,15 +288,27 @@ def tie_connections(analysis, logs: list[LogFile]) -> Ties:
         before = by_id.get(conn_id)
         if before is None or logs[fi].format == "error":
             if before is not None and "timings" in before and "timings" not in note:
-                note.update({k: before[k] for k in TIMED if k in before})
+                _copy_timed(before, note)
             by_id[conn_id] = note
         elif "timings" in note and "timings" not in before:
-            before.update({k: note[k] for k in TIMED if k in note})
+            _copy_timed(note, before)
     analysis.note_connections({i: json.dumps({"proxy_log": n}) for i, n in by_id.items()})
     return Ties(result, items, by_id, tied_lines)
 
 
-def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
+def _copy_timed(source: ProxyLogNote, to: ProxyLogNote) -> None:
+    """A note's fields about the proxy's timings (kept together when two lines tie one
+    connection), from `source` onto `to`."""
+    if "timings" in source:
+        to["timings"] = source["timings"]
+    if "capture" in source:
+        to["capture"] = source["capture"]
+    if "timings_agree" in source:
+        to["timings_agree"] = source["timings_agree"]
+
+
+def _join(analysis: Analysis, diagnosis: Diagnosis, ev: Evidence,
+          tied_kind: dict[int, tuple[str, str, int, int]]) -> dict[str, Any]:
     ties = tie_connections(analysis, ev.logs)
     result, by_id, tied_lines = ties.result, ties.by_id, ties.tied_lines
     from pcapq._core import VOCABULARY
@@ -316,13 +330,13 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
             odd = ", ".join(f"{n} {k}" for k, n in kinds.items()
                             if k != "answered" and not any(k in ACCEPTS.get(e, ()) for e in expected))
             f.contradicted_by.append(f"proxy log: {odd} tied to its connections, not what this cause makes a proxy log")
-    files: list[dict] = []
+    files: list[dict[str, Any]] = []
     for fi, log in enumerate(ev.logs):
         kinds_all = Counter(line.kind for line in log.lines)
         upstream_lines = [line for line in log.lines if line.kind != "answered"]
         tied_here = {ln for f2, ln in tied_lines if f2 == fi}
         untied = [line for line in upstream_lines if line.line not in tied_here and line.kind in joinable]
-        clock = result["files"][fi] if fi < len(result["files"]) else {}
+        clock = result["files"][fi]  # one per log: join_log gets a zone for each
         elsewhere = _elsewhere(log, result["capture"]) if not tied_here else None
         files.append({
             "path": log.path,
@@ -346,7 +360,7 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
             diagnosis.findings.append(unix_socket_overflow.finding(log, unix, (clock.get("zone") or log.zone or 0.0), ev.listeners))
     upstream_total = sum(x["upstream_lines"] for x in files)
     matched_total = sum(x["matched"] for x in files)
-    by_kind: Counter = Counter()
+    by_kind: Counter[str] = Counter()
     for x in files:
         by_kind.update({k: v for k, v in x["by_kind"].items() if k != "answered"})
     silent = result["silent"]
@@ -363,14 +377,14 @@ def _join(analysis, diagnosis, ev: Evidence, tied_kind: dict) -> dict:
     }
 
 
-def _expected_keys(f) -> set[str]:
+def _expected_keys(f: Finding) -> set[str]:
     from pcapq.causes.proxy_log import LINES
 
     # A predicted line may carry words around nginx's own ("probably ...", the timeout it follows).
     return {key for key, text in LINES.items() for said in f.proxy_log if text in said}
 
 
-def predicted(f, kind: str) -> bool:
+def predicted(f: Finding, kind: str) -> bool:
     """Whether a line of `kind` is one finding `f` says the proxy logged (its `proxy_log`), as the
     findings' `confirmed_by` counts them."""
     return any(kind in ACCEPTS.get(key, ()) for key in _expected_keys(f))
@@ -401,8 +415,8 @@ def _elsewhere(log: LogFile, capture: tuple[float, float]) -> Optional[str]:
             f"{when(capture[0])} to {when(capture[1])} UTC: none can be about the capture's connections")
 
 
-def _offset(clock: dict) -> Optional[float]:
-    if not clock or clock.get("ties", 0) == 0:
+def _offset(clock: _JoinFile) -> Optional[float]:
+    if clock["ties"] == 0:
         return None
-    skew = clock.get("skew")
-    return round(clock.get("zone", 0.0) + (skew if skew is not None else 0.0), 1)
+    skew = clock["skew"]
+    return round(clock["zone"] + (skew if skew is not None else 0.0), 1)

@@ -160,7 +160,7 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", snake).strip("_")
 
 
-def _flat(doc: dict, prefix: str = "") -> dict[str, str]:
+def _flat(doc: dict[str, object], prefix: str = "") -> dict[str, str]:
     """The values of a JSON object by `_key`, nested objects' under their parent's key; null is
     `-`, as Envoy writes an empty value."""
     out: dict[str, str] = {}

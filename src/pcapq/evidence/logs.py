@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Optional
+from typing import Optional, TypedDict
 
 from pcapq.evidence.haproxy import Session, compile_haproxy_format, haproxy_line
 
@@ -29,6 +29,32 @@ STATUS = {
     "refused": 502, "reset": 502, "premature_close": 502, "bad_gateway": 502, "no_live_upstreams": 502,
     "unix_eagain": 502, "unix_refused": 502, "unix_missing": 502, "unix_other": 502,
 }
+
+
+class _TimesSeen(TypedDict):
+    connect: Optional[float]
+    first_byte: Optional[float]
+
+
+class _NoteSaid(TypedDict):
+    file: str
+    line: int
+    status: Optional[int]
+    kind: str
+    text: str
+    exact: bool
+    """Tied by the proxy's source port."""
+
+
+class ProxyLogNote(_NoteSaid, total=False):
+    """A connection's `proxy_log` note: the log line tied to it (docs/evidence.md)."""
+
+    timings: dict[str, float]
+    """The line's own times (`LogLine.timings`)."""
+    capture: _TimesSeen
+    """Seconds from the first SYN to the handshake's ACK and to the server's first byte, as the capture shows."""
+    timings_agree: dict[str, bool]
+    """Per measure of `timings` ("connect", "header"), whether the capture agrees (the core's `times_agree`)."""
 
 
 @dataclass

@@ -13,10 +13,13 @@ and the join prefers the connection whose times agree; this module counts them a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Literal, Union
+
+if TYPE_CHECKING:
+    from pcapq.evidence.logs import ProxyLogNote
 
 # What each of the proxy's timings is set against (the keys of a note's "capture").
-MEASURES = {"connect": "connect", "header": "first_byte"}
+MEASURES: dict[str, Literal["connect", "first_byte"]] = {"connect": "connect", "header": "first_byte"}
 EXAMPLES = 3
 
 
@@ -31,19 +34,19 @@ class Comparison:
     """(connection id, logged, seen) of the first few that differ."""
     differing: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Union[int, list[dict[str, float]]]]:
         return {"pairs": self.pairs, "agree": self.agree, "differ": self.differing,
                 "examples": [{"connection": i, "logged": logged, "seen": round(seen, 6)} for i, logged, seen in self.differ]}
 
 
-def compare(notes: Iterable[tuple[int, dict]]) -> dict[str, Comparison]:
+def compare(notes: Iterable[tuple[int, ProxyLogNote]]) -> dict[str, Comparison]:
     """Each measure the notes ((connection id, proxy_log note)) hold on both sides."""
     out = {measure: Comparison() for measure in MEASURES}
     for conn_id, note in notes:
-        logged_all, seen_all = note.get("timings") or {}, note.get("capture") or {}
+        logged_all, seen_all, agree_all = note.get("timings", {}), note.get("capture"), note.get("timings_agree", {})
         for measure, seen_key in MEASURES.items():
-            logged, seen = logged_all.get(measure), seen_all.get(seen_key)
-            agrees = (note.get("timings_agree") or {}).get(measure)
+            logged, seen = logged_all.get(measure), seen_all[seen_key] if seen_all is not None else None
+            agrees = agree_all.get(measure)
             if logged is None or seen is None or agrees is None:
                 continue
             c = out[measure]

@@ -41,7 +41,8 @@ PACKET_OUTGOING = 4
 def checksum(data: bytes) -> int:
     if len(data) % 2:
         data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    words: tuple[int, ...] = struct.unpack(f"!{len(data) // 2}H", data)
+    total = sum(words)
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
@@ -78,10 +79,11 @@ class Flows:
     """The highest sequence number each TCP flow has sent, to tell first transmissions."""
 
     def __init__(self) -> None:
-        self.sent: dict[tuple, int] = {}
-        self.isn: dict[tuple, int] = {}
+        # Per flow (source address, port, destination address, port).
+        self.sent: dict[tuple[bytes, int, bytes, int], int] = {}
+        self.isn: dict[tuple[bytes, int, bytes, int], int] = {}
 
-    def first_data(self, frame: bytes) -> tuple | None:
+    def first_data(self, frame: bytes) -> tuple[int, int, int, int] | None:
         """(sport, dport, relative seq, length) of a TCP segment carrying bytes its flow has not
         sent before; None for anything else."""
         if len(frame) < 54 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
@@ -89,6 +91,9 @@ class Flows:
         ihl = (frame[14] & 0x0F) * 4
         total = struct.unpack("!H", frame[16:18])[0]
         l4 = 14 + ihl
+        sport: int
+        dport: int
+        seq: int
         sport, dport, seq = struct.unpack("!HHI", frame[l4:l4 + 8])
         doff = (frame[l4 + 12] >> 4) * 4
         flags = frame[l4 + 13]
@@ -142,8 +147,9 @@ def main() -> int:
     flows = Flows()
     counts = {"cs": 0, "sc": 0}
     data_seen = {"cs": 0, "sc": 0}
-    held: list[list] = []
-    dropped: list[list] = []
+    # [direction, sport, dport, relative seq, length] of each segment held back or dropped.
+    held: list[list[str | int]] = []
+    dropped: list[list[str | int]] = []
     queue: list[tuple[float, int, socket.socket, bytes]] = []
     serial = 0
     stop = False

@@ -29,7 +29,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import IO, Callable, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from pcapq.lab.errors import LabError, LabUnavailable
 
@@ -70,7 +70,7 @@ def unavailable_reason(tools: Sequence[str] = ("ip", "tcpdump")) -> str | None:
     return None
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
     if check and proc.returncode != 0:
         raise LabError(f"ip {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -88,10 +88,10 @@ def _host_sysctl(key: str) -> str | None:
 class Capture:
     """A tcpdump process, capturing from the moment `start()` returns."""
 
-    def __init__(self, argv: list[str], stdout: int | IO | None = None) -> None:
+    def __init__(self, argv: list[str], stdout: int | IO[bytes] | None = None) -> None:
         self.argv = argv
         self._stdout = stdout
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[Any] | None = None
         self.stderr_lines: list[str] = []
         self._listening = threading.Event()
         self._reader: threading.Thread | None = None
@@ -183,7 +183,7 @@ class NetnsPair:
         self.capture_ns = self.server_ns
         self.capture_if = SERVER_IF
         self._created: list[str] = []
-        self._procs: list[subprocess.Popen] = []
+        self._procs: list[subprocess.Popen[Any]] = []
         self._captures: list[Capture] = []
         self._tools = tools
         # Narration for `pcapq lab`: one line per step (silent in tests).
@@ -282,13 +282,14 @@ class NetnsPair:
 
     # -- running things inside
 
-    def popen(self, ns: str, argv: Sequence[str], **kwargs) -> subprocess.Popen:
+    def popen(self, ns: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """Starts argv inside namespace `ns`. `ip netns exec` execs it, so the pid is argv's."""
         proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], **kwargs)
         self._procs.append(proc)
         return proc
 
-    def run(self, ns: str, argv: Sequence[str], timeout: float = 30, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    def run(self, ns: str, argv: Sequence[str], timeout: float = 30, check: bool = True,
+            **kwargs: Any) -> subprocess.CompletedProcess[str]:
         kwargs.setdefault("capture_output", True)
         kwargs.setdefault("text", True)
         proc = subprocess.run(["ip", "netns", "exec", ns, *argv], timeout=timeout, **kwargs)
@@ -297,7 +298,7 @@ class NetnsPair:
         return proc
 
     @staticmethod
-    def stop(proc: subprocess.Popen, timeout: float = 5) -> None:
+    def stop(proc: subprocess.Popen[Any], timeout: float = 5) -> None:
         """Stops one process we started: SIGTERM, then SIGKILL. Closes its pipes."""
         if proc.poll() is None:
             proc.terminate()
@@ -365,7 +366,7 @@ class NetnsPair:
         buffer_kib: int = 32768,
         bpf: Sequence[str] = (),
         extra: Sequence[str] = (),
-        stdout: int | IO | None = None,
+        stdout: int | IO[bytes] | None = None,
     ) -> Capture:
         """tcpdump in namespace `ns` on `iface` (default: `capture_ns` and `capture_if`), writing
         `path` ('-' for standard output, then pass `stdout`) packet by packet (-U).
@@ -455,7 +456,7 @@ class NetnsDelayed(NetnsPair):
     ) -> None:
         super().__init__(subnet, tools, say)
         self.path_ns = self.client_ns.replace("pcapq-c-", "pcapq-p-")
-        self.path: subprocess.Popen | None = None
+        self.path: subprocess.Popen[Any] | None = None
         self.path_settings = ""
 
     def _setup(self) -> None:
@@ -527,7 +528,7 @@ class NetnsDelayed(NetnsPair):
         self.path_settings = "; ".join(parts)
         self.say(f"path (user-space delay line in the middle namespace): {self.path_settings}")
 
-    def stop_path(self) -> dict:
+    def stop_path(self) -> dict[str, Any]:
         """Stops the delay line; its counters (frames each way, the segments held and dropped)."""
         if self.path is None:
             return {}

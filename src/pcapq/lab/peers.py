@@ -31,7 +31,16 @@ import struct
 import sys
 import threading
 import time
-from typing import cast
+from typing import TypedDict, cast
+
+
+class ClientResult(TypedDict, total=False):
+    """What a client prints of one connection, as a JSON line."""
+
+    port: int | None
+    sent: int
+    received: int
+    error: str | None
 
 
 def request_bytes(size: int, http: bool = False) -> bytes:
@@ -163,7 +172,7 @@ def reuse(args: argparse.Namespace) -> int:
     and its `--response`-byte answer, `--idle` s of nothing, then a second request."""
     request = request_bytes(args.request)
     for _ in range(args.count):
-        result: dict[str, object] = {"port": None, "sent": 0, "received": 0, "error": None}
+        result: ClientResult = {"port": None, "sent": 0, "received": 0, "error": None}
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 connect(s, args.host, args.port, args.timeout, result)
@@ -184,7 +193,7 @@ def reuse(args: argparse.Namespace) -> int:
     return 0
 
 
-def connect(s: socket.socket, host: str, port: int, timeout: float, result: dict) -> None:
+def connect(s: socket.socket, host: str, port: int, timeout: float, result: ClientResult) -> None:
     """connect() with a timeout, noting the local port in `result` also when it fails."""
     s.setblocking(False)
     rc = s.connect_ex((host, port))
@@ -204,7 +213,7 @@ def sequential(args: argparse.Namespace) -> int:
     for _ in range(args.count):
         if time.monotonic() > deadline:
             break
-        result: dict[str, object] = {"port": None, "sent": 0, "error": None}
+        result: ClientResult = {"port": None, "sent": 0, "error": None}
         received = 0
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -252,7 +261,7 @@ def concurrent(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.deadline
     request = request_bytes(args.request, args.http)
     sel = selectors.DefaultSelector()
-    results: list[dict] = []
+    results: list[ClientResult] = []
 
     def pump(timeout: float) -> None:
         for key, mask in sel.select(timeout=timeout):
@@ -292,7 +301,7 @@ def concurrent(args: argparse.Namespace) -> int:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
         rc = s.connect_ex((args.host, args.port))
-        result = {"port": s.getsockname()[1], "sent": 0, "received": 0, "error": None}
+        result: ClientResult = {"port": s.getsockname()[1], "sent": 0, "received": 0, "error": None}
         results.append(result)
         if rc not in (0, errno.EINPROGRESS):
             result["error"] = errno.errorcode.get(rc, str(rc))
@@ -400,7 +409,7 @@ def preconnect(args: argparse.Namespace) -> int:
     socks, results = [], []
     for i in range(args.count):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        result: dict[str, object] = {"port": None, "sent": 0, "received": 0, "error": None}
+        result: ClientResult = {"port": None, "sent": 0, "received": 0, "error": None}
         try:
             if args.source_port and i == 0:
                 # The first connection from a known port (a firewall rule can pick it out).

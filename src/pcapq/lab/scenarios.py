@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pcapq.lab import counters
 from pcapq.lab.errors import LabError
@@ -38,7 +39,7 @@ CLIENT_SYSCTLS = ("net.ipv4.tcp_syn_retries", "net.ipv4.tcp_syn_linear_timeouts"
 class Run:
     pcap: Path
     server: str
-    clients: list[dict]
+    clients: list[dict[str, Any]]  # peers.py client's JSON lines
     nstat_before: dict[str, int]
     nstat_after: dict[str, int]
     tcpdump: str
@@ -47,7 +48,7 @@ class Run:
     sysctls: dict[str, str] = field(default_factory=dict)
     setup: list[str] = field(default_factory=list)
     # Scenario-specific facts (e.g. the half-open SYNs sent, packets nftables dropped).
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def delta(self, counter: str) -> int:
         return self.nstat_after.get(counter, 0) - self.nstat_before.get(counter, 0)
@@ -68,7 +69,7 @@ def _read_sysctls(net: NetnsPair) -> dict[str, str]:
     return values
 
 
-def start_server(net: NetnsPair, *options: str, timeout: float = 10) -> subprocess.Popen:
+def start_server(net: NetnsPair, *options: str, timeout: float = 10) -> subprocess.Popen[Any]:
     """peers.py server in the server namespace, returned once it listens."""
     net.say(f"server listening on {net.server_ip}:{PORT} ({' '.join(options)})")
     proc = net.popen(
@@ -86,7 +87,7 @@ def start_server(net: NetnsPair, *options: str, timeout: float = 10) -> subproce
     return proc
 
 
-def parse_clients(stdout: str) -> list[dict]:
+def parse_clients(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
@@ -122,7 +123,8 @@ def healthy(
     return _run(net, pcap, out, cap, before, started, setup)
 
 
-def _run(net, pcap, out: str, cap, before: dict, started: float, setup: list[str]) -> Run:
+def _run(net: NetnsPair, pcap: Path, out: str, cap: Capture, before: dict[str, int], started: float,
+         setup: list[str]) -> Run:
     """What a scenario leaves behind: the capture, what the clients saw, the counters."""
     return Run(
         pcap=pcap,
@@ -705,7 +707,7 @@ def haproxy_overflow(
     return run
 
 
-def _fullest_listener(net: NetnsPair, load: subprocess.Popen, deadline: float) -> str:
+def _fullest_listener(net: NetnsPair, load: subprocess.Popen[Any], deadline: float) -> str:
     """`ss -lnt` on the upstream's port every 0.2 s while `load` runs: the snapshot whose Recv-Q
     (connections waiting to be accepted) was highest, with its time in a comment."""
     best, best_waiting = "", -1
@@ -753,7 +755,7 @@ def nginx_php_fpm_max_requests(net: NetnsPair, pcap: Path, logs: Path) -> Run:
                          keepalive=8, max_requests=3)
 
 
-def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen, name: str,
+def _wait_listening(net: NetnsPair, ns: str, port: int, proc: subprocess.Popen[Any], name: str,
                     timeout: float = 10) -> None:
     """Waits until something listens on `port` in `ns` (ss -lnt)."""
     deadline = time.monotonic() + timeout
@@ -893,7 +895,7 @@ REUSEPORT_RATE = "1mbit"
 REUSEPORT_FILLER = 30
 
 
-def _wait_accept_queue(net: NetnsPair, port: int, count: int, proc: subprocess.Popen, timeout: float = 10) -> None:
+def _wait_accept_queue(net: NetnsPair, port: int, count: int, proc: subprocess.Popen[Any], timeout: float = 10) -> None:
     """Waits until the listener on `port` has `count` connections in its accept queue (ss -lnt:
     Recv-Q of a listener)."""
     deadline = time.monotonic() + timeout

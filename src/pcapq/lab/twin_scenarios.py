@@ -18,9 +18,10 @@ import contextlib
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from pcapq.lab.errors import LabError
-from pcapq.lab.namespaces import NetnsDelayed, NetnsPair
+from pcapq.lab.namespaces import Capture, NetnsDelayed, NetnsPair
 from pcapq.lab.scenarios import PEERS, PORT, Run, _client, _nft_counters, _run, parse_clients, start_server
 
 LOST_ACK_TABLE = "pcapq_lost_ack"
@@ -117,9 +118,10 @@ def lost_ack(
     )
 
 
-def _sequential_over_path(net: NetnsPair, path, pcap: Path, connections: int, request: int, response: int,
-                          snaplen: int, settle: float | None,
-                          client: tuple[str, ...] = ("--timeout", "10", "--deadline", "25")):
+def _sequential_over_path(
+    net: NetnsPair, path: NetnsDelayed, pcap: Path, connections: int, request: int, response: int, snaplen: int,
+    settle: float | None, client: tuple[str, ...] = ("--timeout", "10", "--deadline", "25"),
+) -> tuple[str, Capture, dict[str, int], float, dict[str, Any], int]:
     """`connections` sequential clients (peers.py client with `client`'s options) over the delay
     line `path` (started), to a server that accepts at once, while tcpdump writes `pcap`;
     `settle` s more (and 0.2) for the last packets still on the path, if given; then the path
@@ -269,7 +271,7 @@ def listener_restart(
             net.stop(server)
     finally:
         stats = path.stop_path()
-    restart: dict = next((line["restart"] for line in parse_clients(server_out) if "restart" in line), {})
+    restart: dict[str, Any] = next((line["restart"] for line in parse_clients(server_out) if "restart" in line), {})
     clients = parse_clients(out)
     errors = [str(c.get("error") or "") for c in clients]
     reset = sum("ConnectionReset" in e for e in errors)
@@ -295,7 +297,7 @@ def listener_restart(
     )
 
 
-def _stop_and_read(proc: subprocess.Popen) -> str:
+def _stop_and_read(proc: subprocess.Popen[Any]) -> str:
     """Stops a peers.py process that serves until its deadline; what it printed."""
     if proc.poll() is None:
         proc.terminate()

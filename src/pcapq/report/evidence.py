@@ -3,6 +3,8 @@ by the text, Markdown and HTML reports: one list of (label, sentence) rows per p
 
 from __future__ import annotations
 
+from typing import Any
+
 from pcapq.diagnose import Diagnosis, Finding
 
 SHOWN = 10
@@ -20,7 +22,7 @@ def finding_rows(f: Finding) -> list[tuple[str, str]]:
     return rows
 
 
-def _offset(x: dict) -> str:
+def _offset(x: dict[str, Any]) -> str:
     clock = x.get("clock") or {}
     if x.get("clock_offset") is None:
         return "clock offset unknown (no line tied)"

@@ -8,6 +8,7 @@ from typing import Callable, Optional
 
 from pcapq.causes.registry import title
 from pcapq.diagnose import Diagnosis, Finding
+from pcapq.diagnose.finding import Evidence
 from pcapq.report.clock import utc_clock
 from pcapq.report.evidence import finding_rows as evidence_rows
 
@@ -27,7 +28,7 @@ class Row:
     frames: tuple[tuple[int, int, str], ...] = ()
 
 
-def in_frame_order(f: Finding) -> list[dict]:
+def in_frame_order(f: Finding) -> list[Evidence]:
     """The evidence in the order Wireshark lists frames (the finding keeps its rule's order:
     the most telling first, as JSON gives it)."""
     return sorted(f.evidence, key=lambda e: (e["file"], e["frame"]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.style import Style
@@ -96,7 +96,7 @@ class FindingPanel:
         self.rows = rows
         self.title = title
 
-    def panel(self, renderable: object) -> Panel:
+    def panel(self, renderable: RenderableType) -> Panel:
         return Panel(renderable, title=self.title, title_align="left", expand=True)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -139,7 +139,7 @@ def minor_table(d: Diagnosis) -> Table:
 
 
 def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
-    parts: list[object] = []
+    parts: list[RenderableType] = []
     if d.interrupted is not None:
         parts.append(Text(d.interrupted.sentence() + ".", style="bold yellow"))
     if not d.findings:

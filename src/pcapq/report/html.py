@@ -17,7 +17,7 @@ that forbids fetches), `chart_svg()` (an `timeline.Aggregate`), `ladder_svg()` (
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from pcapq import _core
 from pcapq.report import timeline as tl
@@ -28,6 +28,9 @@ from pcapq.causes.registry import title
 from pcapq.report.notes import note_rows
 from pcapq.report.model import AnalyzeReport
 from pcapq.report.clock import utc_clock
+
+if TYPE_CHECKING:
+    from pcapq.evidence.logs import ProxyLogNote
 
 OUTCOME_COLOURS = {
     "completed": "#4e9a5b",
@@ -202,9 +205,9 @@ def _findings(report: AnalyzeReport) -> list[str]:
         out.append(f'<p class="muted">Kernel: {h(sentence)}</p>')
     from pcapq.report.evidence import section_rows
 
-    evidence = section_rows(d)
-    if evidence:
-        rows = "".join(f"<dt>{h(label.strip())}</dt><dd>{h(text)}</dd>" for label, text in evidence)
+    beyond = section_rows(d)
+    if beyond:
+        rows = "".join(f"<dt>{h(label.strip())}</dt><dd>{h(text)}</dd>" for label, text in beyond)
         out.append(f'<h2 id="evidence">Evidence beyond the capture</h2><dl>{rows}</dl>')
     return out
 
@@ -585,11 +588,12 @@ def render_analyze_parts(report: AnalyzeReport) -> list[str]:
     for w in report.warnings:
         body.append(f'<p class="note">warning: {h(w)}</p>')
     body += _findings(report)
-    body += [
-        f'<h2 id="timeline">Timeline <span class="muted">(buckets of {report.aggregate.width} s)</span></h2>',
-        f'<div class="chart">{chart_svg(report.aggregate)}</div>',
-        _legend(report.aggregate),
-    ]
+    if report.aggregate is not None:
+        body += [
+            f'<h2 id="timeline">Timeline <span class="muted">(buckets of {report.aggregate.width} s)</span></h2>',
+            f'<div class="chart">{chart_svg(report.aggregate)}</div>',
+            _legend(report.aggregate),
+        ]
     body += _table(report)
     body += _ladders(report)
     return page_parts(f"pcapq: {names}", body, SCRIPT)
@@ -619,7 +623,7 @@ def page_parts(title: str, body: list[str], script: Optional[str] = None) -> lis
     return parts
 
 
-def _proxy_log(note: dict) -> str:
+def _proxy_log(note: ProxyLogNote) -> str:
     """The proxy's line tied to a connection, above its ladder: where, status and kind, the line
     as written, and the proxy's times against the capture's."""
     from pcapq.report.proxy_line import timing_sentence, verdict, where

@@ -3,7 +3,7 @@ Text from the capture (file names) goes through `escape.md_text`."""
 
 from __future__ import annotations
 
-from typing import Collection, Optional
+from typing import TYPE_CHECKING, Collection, Optional
 
 from pcapq.report import timeline as tl
 from pcapq.report.finding_rows import MINOR_HEADER, finding_rows, minor_rows
@@ -14,6 +14,9 @@ from pcapq.report.model import AnalyzeReport, ConnectionRow
 from pcapq.report.clock import utc_clock
 from pcapq.report.proxy_line import timing_sentence, verdict, where
 from pcapq.report.evidence import section_rows
+
+if TYPE_CHECKING:
+    from pcapq.evidence.logs import ProxyLogNote
 
 
 def _utc_date(epoch: float) -> str:
@@ -97,7 +100,7 @@ def render_analyze(report: AnalyzeReport) -> str:
     if report.worst:
         more = f" ({report.problems:,} in all)" if report.problems > len(report.worst) else ""
         out += [f"## Worst connections{more}", ""] + worst_table(report.worst) + [""]
-    if report.aggregate.buckets:
+    if report.aggregate is not None and report.aggregate.buckets:
         out += ["## Timeline", ""] + aggregate_table(report.aggregate) + [""]
     s = report.summary
     total = s["connections"]
@@ -123,7 +126,7 @@ def render_analyze(report: AnalyzeReport) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def proxy_log_lines(note: dict) -> list[str]:
+def proxy_log_lines(note: ProxyLogNote) -> list[str]:
     """The proxy's line tied to a connection, as written (escaped: a log's text is no Markdown), and
     the proxy's times against the capture's."""
     out = [f"**Proxy log** {md_text(where(note))}, {md_text(verdict(note))}: \"{md_text(note['text'])}\"", ""]

@@ -11,6 +11,7 @@ from pcapq._core import Analysis
 from pcapq.diagnose import Diagnosis
 
 if TYPE_CHECKING:
+    from pcapq._core import _LeanConnection
     from pcapq.report.aggregate import Aggregate
     from pcapq.report.timeline import ConnectionTimeline
 
@@ -45,7 +46,7 @@ class ConnectionRow:
         return self.client.rsplit(":", 1)[1]
 
     @staticmethod
-    def of(c: dict[str, Any]) -> "ConnectionRow":
+    def of(c: _LeanConnection) -> "ConnectionRow":
         return ConnectionRow(
             c["id"], c["client"], c["server"], c["outcome"], tuple(c["symptoms"]), c["first_time"], c["last_time"],
             c["added_latency"], c["first_file"], c["first_frame"],
@@ -71,7 +72,7 @@ class AnalyzeReport:
     ladders_note: Optional[str] = None
 
 
-def _worst(analysis: Analysis, n: int) -> tuple[int, list[dict[str, Any]]]:
+def _worst(analysis: Analysis, n: int) -> tuple[int, list[_LeanConnection]]:
     """How many connections have a problem, and the `n` worst of the records kept: ranked in the
     core, so only those `n` become dicts."""
     count, worst = analysis.worst(n)

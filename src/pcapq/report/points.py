@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
 
 from rich.console import Console
 from rich.rule import Rule
@@ -12,8 +12,13 @@ from rich.text import Text
 from pcapq.diagnose import Diagnosis
 from pcapq.points import PointAnalysis
 
+# The counts of `Analysis.summary()` a row can show.
+_Count = Literal[
+    "packets", "tcp_segments", "connections", "handshakes_completed", "with_syn_retransmits",
+    "with_synack_retransmits", "with_data_retransmits", "reset",
+]
 # Rows of the side-by-side table: label and the summary field it shows.
-ROWS = [
+ROWS: list[tuple[str, _Count]] = [
     ("packets", "packets"),
     ("TCP segments", "tcp_segments"),
     ("connections", "connections"),

@@ -28,7 +28,7 @@ def _record_bytes(path: str) -> Optional[int]:
             if size < 18:
                 return None
             f.seek(-4, os.SEEK_END)
-            (isize,) = struct.unpack("<I", f.read(4))
+            isize: int = struct.unpack("<I", f.read(4))[0]
             while isize < size:  # larger than 4 GiB uncompressed: ISIZE wrapped
                 isize += 1 << 32
             return max(0, isize - FILE_HEADER_BYTES)

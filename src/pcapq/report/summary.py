@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -51,7 +51,7 @@ SHORT_PATH = 24
 def render_summary(analysis: Analysis) -> Group:
     """Captures read, then connection counts, then what was skipped."""
     s = analysis.summary()
-    parts: list[object] = []
+    parts: list[RenderableType] = []
 
     captures = analysis.captures()
     # Long paths (a 100-column pipe) are listed above the table, numbered, rather than folded
@@ -104,11 +104,11 @@ def render_summary(analysis: Analysis) -> Group:
         verdicts = Table(title="\nOutcomes and symptoms", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
         verdicts.add_column("what", style="bold")
         verdicts.add_column("count", justify="right")
-        for name, n in outcomes.items():
-            style = "" if name in ("completed", "open") else "red"
-            verdicts.add_row(Text(name.replace("_", " "), style=style), _count(n, total))
-        for name, n in symptoms.items():
-            verdicts.add_row(Text(name.replace("_", " "), style="yellow"), _count(n, total))
+        for outcome, n in outcomes.items():
+            style = "" if outcome in ("completed", "open") else "red"
+            verdicts.add_row(Text(outcome.replace("_", " "), style=style), _count(n, total))
+        for symptom, n in symptoms.items():
+            verdicts.add_row(Text(symptom.replace("_", " "), style="yellow"), _count(n, total))
         parts.append(verdicts)
 
     skipped = analysis.skipped()

@@ -10,23 +10,27 @@ schedule (docs/diagnosis.md): the core's labels (`Analysis.connection_labels`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from pcapq._core import Analysis
 # The aggregate timeline has a module of its own (the text report needs only it); its names
 # are this module's too, as the renderers and tests use them.
 from pcapq.report.aggregate import (  # noqa: F401
-    BUCKET_WIDTHS,
-    FAILED_OUTCOMES,
-    MAX_SERVER_LINES,
-    OUTCOMES,
-    Aggregate,
-    Bucket,
-    Episode,
-    aggregate,
-    capture_aggregate,
-    choose_width,
+    BUCKET_WIDTHS as BUCKET_WIDTHS,
+    FAILED_OUTCOMES as FAILED_OUTCOMES,
+    MAX_SERVER_LINES as MAX_SERVER_LINES,
+    OUTCOMES as OUTCOMES,
+    Aggregate as Aggregate,
+    Bucket as Bucket,
+    Episode as Episode,
+    aggregate as aggregate,
+    capture_aggregate as capture_aggregate,
+    choose_width as choose_width,
 )
+
+if TYPE_CHECKING:
+    from pcapq.evidence.logs import ProxyLogNote
+    from pcapq._core import _LeanConnection
 
 # The schedules in words, for the ladders' dashed lines (the notes' words are the core's:
 # src/output/labels.rs).
@@ -86,7 +90,7 @@ class ConnectionTimeline:
     rows: list[Row]
     slots: list[Slot] = field(default_factory=list)
     events_dropped: int = 0
-    proxy_log: Optional[dict[str, Any]] = None
+    proxy_log: Optional[ProxyLogNote] = None
     """With --log: the proxy's line tied to this connection (`pcapq.evidence.Ties.by_id`)."""
 
     @property
@@ -103,7 +107,7 @@ class ConnectionTimeline:
         return out
 
 
-def _slots(conn: dict[str, Any]) -> list[Slot]:
+def _slots(conn: Mapping[str, Any]) -> list[Slot]:
     """The kernel's schedule for each timed retransmission series: where the n-th send was due
     if every wait had been exactly what the schedule predicts, from the series' first send."""
     first = conn["first_time"]
@@ -122,7 +126,7 @@ def _slots(conn: dict[str, Any]) -> list[Slot]:
     return out
 
 
-def icmp_row(conn: dict[str, Any], a: dict[str, Any], note: str) -> Row:
+def icmp_row(conn: Mapping[str, Any], a: dict[str, Any], note: str) -> Row:
     """An ICMP error as a timeline row: it travels towards the side whose packet it quotes."""
     return Row(
         file=a["file"],
@@ -139,7 +143,7 @@ def icmp_row(conn: dict[str, Any], a: dict[str, Any], note: str) -> Row:
     )
 
 
-def annotate(conn: dict[str, Any], labels: list[tuple[int, int, str]]) -> ConnectionTimeline:
+def annotate(conn: Mapping[str, Any], labels: list[tuple[int, int, str]]) -> ConnectionTimeline:
     """The timeline of one connection, from its JSON object (docs/json.md) and the core's words
     on its packets (`Analysis.connection_labels`: one per event, then one per ICMP error)."""
     events, icmp = conn["events"], conn.get("icmp", [])
@@ -210,7 +214,7 @@ class Selection:
         problem_outcomes = bool(self.outcomes) and all(o not in ("completed", "open") for o in self.outcomes)
         return self.failed or self.connection_ids is not None or problem_outcomes
 
-    def matches(self, c: dict[str, Any]) -> bool:
+    def matches(self, c: _LeanConnection) -> bool:
         if self.server is not None and c["server"] != self.server:
             return False
         if self.conn is not None:
@@ -231,7 +235,7 @@ class Selection:
         return True
 
 
-    def _conn_match(self, c: dict[str, Any]) -> Optional[str]:
+    def _conn_match(self, c: _LeanConnection) -> Optional[str]:
         conn = self.conn or ""
         for prefix in ("#", "id:"):
             if conn.startswith(prefix):
@@ -243,13 +247,14 @@ class Selection:
         return "client endpoint" if c["client"] == conn else None
 
 
-def has_problem(c: dict[str, Any]) -> bool:
+def has_problem(c: _LeanConnection) -> bool:
     """A failed outcome, or any symptom (the core's `problems_only`)."""
     return c["outcome"] not in ("completed", "open") or bool(c["symptoms"])
 
 
-def severity(c: dict[str, Any]) -> tuple:
-    """Sort key, worst first: failed outcomes, then the most added latency, then the earliest."""
+def severity(c: Mapping[str, Any]) -> tuple[bool, bool, float, float, int]:
+    """Sort key, worst first: failed outcomes, then the most added latency, then the earliest.
+    `c`: a connection's outcome, symptoms, added_latency, first_time and id."""
     return (c["outcome"] not in FAILED_OUTCOMES, not c["symptoms"], -c.get("added_latency", 0.0), c["first_time"], c["id"])
 
 

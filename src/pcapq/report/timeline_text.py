@@ -14,6 +14,7 @@ from pcapq.report.clock import utc_clock
 from pcapq.report.proxy_line import timing_sentence, verdict, where
 
 if TYPE_CHECKING:
+    from pcapq.evidence.logs import ProxyLogNote
     from pcapq.report.aggregate import Aggregate
     from pcapq.report.timeline import ConnectionTimeline
 
@@ -110,7 +111,7 @@ def aggregate_table(agg: Aggregate) -> Group:
     return Group(t, note)
 
 
-def proxy_log_lines(note: dict[str, Any]) -> list[Text]:
+def proxy_log_lines(note: ProxyLogNote) -> list[Text]:
     """The proxy's line tied to a connection, under its header: where it is, its status and
     kind, the line as written; then the proxy's times against the capture's, when it has them."""
     quoted = '"' + note["text"] + '"'

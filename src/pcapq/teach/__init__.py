@@ -4,6 +4,8 @@ writes it)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 
 from pcapq._core import Analysis
@@ -11,10 +13,14 @@ from pcapq.diagnose import diagnose
 from pcapq.teach.choose import NoSuchConnection, choose
 from pcapq.teach.narrate import Story, tell
 
+if TYPE_CHECKING:
+    from pcapq._core import _Connection
+    from pcapq.evidence.logs import ProxyLogNote
+
 __all__ = ["NoSuchConnection", "Story", "explain"]
 
 
-def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, dict] | None = None) -> Story:
+def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, ProxyLogNote] | None = None) -> Story:
     """The story of the connection `conn` (PORT or IP:PORT) or of the most instructive one.
     `proxy_logs` (connection id -> the proxy's line tied to it, `pcapq.evidence.Ties.by_id`):
     the story ends with the line the proxy wrote about this connection.
@@ -25,7 +31,7 @@ def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, d
     """
     diagnosis = diagnose(analysis)
     choice = choose(analysis, diagnosis, conn)
-    record = json.loads(analysis.connection_json(choice.index))
+    record: _Connection = json.loads(analysis.connection_json(choice.index))
     proxy_log = (proxy_logs or {}).get(record["id"])
     story = tell(record, diagnosis, choice.reason, choice.others, choice.matched, proxy_log)
     story.labels = analysis.connection_labels(choice.index)

@@ -21,10 +21,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from pcapq._core import Analysis
 from pcapq.diagnose import Diagnosis
+
+if TYPE_CHECKING:
+    from pcapq._core import _Connection, _LeanConnection
 
 
 @dataclass
@@ -51,12 +54,16 @@ class NoSuchConnection(LookupError):
 CANDIDATES = 200
 
 
-def _richness(c: dict) -> tuple:
+# Symptoms, handshake completed, series, reset, earliest and lowest id first: the larger the richer.
+_Richness = tuple[int, bool, int, bool, float, int]
+
+
+def _richness(c: _LeanConnection) -> _Richness:
     """For a lean record (Analysis.connections(lean=True))."""
     return (len(c["symptoms"]), c["completed"], len(c["series"]), c["reset"] is not None, -c["first_time"], -c["id"])
 
 
-def _record_richness(c: dict) -> tuple:
+def _record_richness(c: _Connection) -> _Richness:
     """The same for a full record (Analysis.connection_json())."""
     completed = c["handshake"]["completed"]
     return (len(c["symptoms"]), completed, len(c["series"]), c["reset"] is not None, -c["first_time"], -c["id"])
@@ -70,7 +77,7 @@ def choose(analysis: Analysis, diagnosis: Diagnosis, conn: str | None) -> Choice
     findings = sorted(diagnosis.every_finding(), key=lambda f: (f.minor is not None, -f.confidence, f.first))
     for finding in findings:
         kept = [p for p in map(position, sorted(finding.connections)) if p is not None][:CANDIDATES]
-        named = [(json.loads(analysis.connection_json(i)), i) for i in kept]
+        named: list[tuple[_Connection, int]] = [(json.loads(analysis.connection_json(i)), i) for i in kept]
         if named:
             index = max(named, key=lambda pair: _record_richness(pair[0]))[1]
             which = "finding" if finding.minor is None else "minor observation (no finding matters)"

@@ -10,12 +10,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 from pcapq.causes.registry import phrase
 from pcapq.diagnose import Diagnosis, Finding
 from pcapq.teach.glossary import Glossary
 
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from pcapq._core import IcmpKind, PacketRole, Symptom, _Connection, _Event, _Frame, _Icmp, _Side
+    from pcapq.evidence.logs import ProxyLogNote
+
+    # An ICMP error of the connection (`_Icmp`, `connections[].icmp` of docs/json.md) set among its
+    # events (`_events_and_icmp`): of kind "icmp", "from" its sender, its ICMP kind in "icmp_kind".
+    _IcmpEvent = TypedDict("_IcmpEvent", {
+        "file": int, "frame": int, "time": float, "offset": float, "sender": str, "kind": Literal["icmp"],
+        "meaning": str, "mtu": int | None, "answers": _Side, "answers_role": PacketRole | None,
+        "answers_frame": _Frame | None, "seq": int | None, "quoted_len": int, "dont_fragment": bool,
+        "errno": int | None, "errno_text": str | None, "from": str, "icmp_kind": IcmpKind,
+    })
+    # What the story walks through: the events and the ICMP errors, in capture order.
+    _Row = _Event | _IcmpEvent
 
 
 @dataclass
@@ -32,7 +48,7 @@ class Step:
     application: str | None = None
     terms: dict[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "file": self.file,
             "frames": self.frames,
@@ -49,7 +65,7 @@ class Step:
 
 @dataclass
 class Story:
-    connection: dict
+    connection: _Connection
     """The connection's record, as in the JSON report (with its events)."""
     reason: str
     """Why this connection was chosen."""
@@ -59,20 +75,21 @@ class Story:
     ending: list[str]
     others: list[int] = field(default_factory=list)
     matched: int = 1
-    proxy_log: dict | None = None
+    proxy_log: ProxyLogNote | None = None
     """With --log: the proxy's line tied to this connection (`pcapq.evidence.Ties.by_id`)."""
     proxy_log_agrees: bool | None = None
     """Whether that line is the one pcapq predicted; None when it predicted none."""
     labels: list[tuple[int, int, str]] = field(default_factory=list)
     """The core's words on the connection's packets (`Analysis.connection_labels`), for its ladder."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         c = self.connection
-        out = {
+        out: dict[str, object] = {
             "schema": "pcapq.explain",
             "schema_version": 1,
-            "connection": {k: c[k] for k in ("id", "client", "server", "outcome", "symptoms", "first_frame",
-                                              "first_time", "duration")},
+            "connection": {"id": c["id"], "client": c["client"], "server": c["server"], "outcome": c["outcome"],
+                           "symptoms": c["symptoms"], "first_frame": c["first_frame"], "first_time": c["first_time"],
+                           "duration": c["duration"]},
             "chosen_because": self.reason,
             "other_matches": self.others,
             "matches": self.matched,
@@ -89,13 +106,13 @@ class Story:
 
 @dataclass
 class _Context:
-    conn: dict
+    conn: _Connection
     cause: str | None
     capture_side: str
     seen: set[str] = field(default_factory=set)
     """Event kinds already told."""
 
-    def has(self, symptom: str) -> bool:
+    def has(self, symptom: Symptom) -> bool:
         return symptom in self.conn["symptoms"]
 
     @property
@@ -103,20 +120,24 @@ class _Context:
         return self.capture_side == "server"
 
 
-def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None = None, matched: int = 1,
-         proxy_log: dict | None = None) -> Story:
+def tell(conn: _Connection, diagnosis: Diagnosis, reason: str, others: list[int] | None = None, matched: int = 1,
+         proxy_log: ProxyLogNote | None = None) -> Story:
     finding = next((f for f in diagnosis.every_finding() if conn["id"] in f.connections), None)
     ctx = _Context(conn, finding.cause if finding else None, diagnosis.capture_point.side)
     glossary = Glossary()
     intro = _intro(conn, finding, diagnosis)
     steps: list[Step] = []
-    groups = groupby(_events_and_icmp(conn), key=lambda e: (e["kind"], e["from"], e["file"], e.get("icmp_kind")))
+    groups = groupby(_events_and_icmp(conn), key=_run_key)
     told: dict[str, int] = {}  # an explanation -> the step that gave it
-    for (_kind, _side, file, _icmp_kind), run in groups:
+    for (kind, _side, file, _icmp_kind), run in groups:
         events = list(run)
-        kind = events[0]["kind"]
-        narrator = NARRATORS.get(kind, _other)
-        step, terms = narrator(events, ctx)
+        # A run is all of one kind: ICMP errors, or events.
+        answers = [e for e in events if e["kind"] == "icmp"]
+        if answers:
+            step, terms = _icmp(answers, ctx)
+        else:
+            narrator = NARRATORS.get(kind, _other)
+            step, terms = narrator([e for e in events if e["kind"] != "icmp"], ctx)
         timing = _timing(events, conn)
         earlier = told.get(step.why)
         if earlier is not None:
@@ -138,31 +159,38 @@ def tell(conn: dict, diagnosis: Diagnosis, reason: str, others: list[int] | None
     return Story(conn, reason, finding, intro, steps, ending, others or [], matched, proxy_log, agrees)
 
 
-def _events_and_icmp(conn: dict) -> list[dict]:
+def _events_and_icmp(conn: _Connection) -> Sequence[_Row]:
     """The connection's events with its ICMP answers at their place (by file and frame, as the
     timeline orders them): each answer as an event of kind "icmp" from its sender, its ICMP kind
     in "icmp_kind"."""
-    answers = [{**a, "kind": "icmp", "from": a["sender"], "icmp_kind": a["kind"]} for a in conn.get("icmp", ())]
+    answers: list[_IcmpEvent] = [{**a, "kind": "icmp", "from": a["sender"], "icmp_kind": a["kind"]}
+                                 for a in conn.get("icmp", ())]
     if not answers:
         return conn["events"]
     return sorted([*conn["events"], *answers], key=lambda e: (e["file"], e["frame"]))
 
 
-def _timing(events: list[dict], conn: dict) -> str:
+def _run_key(e: _Row) -> tuple[str, str, int, IcmpKind | None]:
+    """What the rows of one step share: kind, sender, file, and ICMP kind (None for an event)."""
+    return e["kind"], e["from"], e["file"], e["icmp_kind"] if e["kind"] == "icmp" else None
+
+
+def _timing(events: Sequence[_Row], conn: _Connection) -> str:
     """The waits of these re-sends against the kernel's schedule, from the connection's series."""
     sends = {(send["file"], send["frame"]): send for series in conn["series"] for send in series["sends"]}
-    pairs = []
+    pairs: list[tuple[float, float]] = []
     for e in events:
         send = sends.get((e["file"], e["frame"]))
-        if send and send.get("interval") is not None and send.get("expected") is not None and not send.get("triggered"):
-            pairs.append((send["interval"], send["expected"]))
+        if (send and (interval := send.get("interval")) is not None and (scheduled := send.get("expected")) is not None
+                and not send.get("triggered")):
+            pairs.append((interval, scheduled))
     if not pairs:
         return ""
     expected = ", ".join(f"{want:.3f} s" for _, want in pairs)
     return f"The kernel's schedule expected {'waits of' if len(pairs) > 1 else 'a wait of'} {expected}."
 
 
-def _intro(conn: dict, finding: Finding | None, diagnosis: Diagnosis) -> list[str]:
+def _intro(conn: _Connection, finding: Finding | None, diagnosis: Diagnosis) -> list[str]:
     lines = [
         f"Connection {conn['id']}: the client {conn['client']} (here, the proxy) to the server "
         f"{conn['server']} (the upstream), from frame {conn['first_frame']}, over {conn['duration']:.3f} s. "
@@ -185,7 +213,7 @@ def _intro(conn: dict, finding: Finding | None, diagnosis: Diagnosis) -> list[st
     return lines
 
 
-def _ending(conn: dict, finding: Finding | None, ctx: _Context, logged: list[str]) -> list[str]:
+def _ending(conn: _Connection, finding: Finding | None, ctx: _Context, logged: list[str]) -> list[str]:
     """`logged`: what the proxy did log (`_logged`), after what pcapq predicts it logs."""
     lines = [f"What the applications saw: {_application_outcome(conn, ctx)}"]
     if finding and finding.proxy_log:
@@ -207,7 +235,7 @@ def _ending(conn: dict, finding: Finding | None, ctx: _Context, logged: list[str
 LOGGED = "What the proxy logged for this connection"
 
 
-def _logged(conn: dict, finding: Finding | None, note: dict) -> tuple[list[str], bool | None]:
+def _logged(conn: _Connection, finding: Finding | None, note: ProxyLogNote) -> tuple[list[str], bool | None]:
     """The proxy's line tied to the connection, and whether it is the one pcapq predicted: the
     sentences, and True, False, or None when pcapq predicted no line."""
     from pcapq.evidence import predicted
@@ -245,9 +273,9 @@ def _counters(ctx: _Context) -> list[str]:
     return []
 
 
-def _application_outcome(conn: dict, ctx: _Context) -> str:
+def _application_outcome(conn: _Connection, ctx: _Context) -> str:
     outcome = conn["outcome"]
-    reset = conn.get("reset") or {}
+    reset = conn.get("reset")
     if outcome == "completed":
         late = " late" if conn["added_latency"] >= 1 else ""
         return f"connect() returned, the request was answered{late} and both sides closed normally."
@@ -256,7 +284,7 @@ def _application_outcome(conn: dict, ctx: _Context) -> str:
     if outcome == "reset_by_server":
         # Claimed by server_closed, the core found a request after the server's FIN (not a TLS alert).
         fin = next((e for e in conn["events"] if e["kind"] == "fin" and e["from"] == "server"), None)
-        if ctx.cause == "server_closed" and fin and reset.get("from") == "server" and fin["time"] < reset.get("time", fin["time"]):
+        if ctx.cause == "server_closed" and fin and reset and reset["from"] == "server" and fin["time"] < reset["time"]:
             return ("the server had closed (its FIN, frame {}) when the request went out: the next read() returned end "
                     "of file, nginx logs \"upstream prematurely closed connection while reading response header from "
                     "upstream\" and answers 502 (or retries an idempotent request on another connection); the "
@@ -270,7 +298,7 @@ def _application_outcome(conn: dict, ctx: _Context) -> str:
                 "does when a kept-alive connection's server closes it).")
     if outcome == "reset_by_client":
         synacks = [ev["frame"] for ev in conn["events"] if ev["kind"] == "synack"]
-        if reset.get("answers") == "ack" and (not synacks or reset.get("frame", 0) < synacks[0]):
+        if reset and reset["answers"] == "ack" and (not synacks or reset["frame"] < synacks[0]):
             return ("connect() took longer: the first SYN met the old connection's TIME-WAIT, and the SYN sent "
                     "again got through" + (" and the request was answered." if conn["request"]["answered"] else "."))
         return "the client gave up first (its timeout) and reset the connection; the server's answer, if any, found no socket."
@@ -287,7 +315,7 @@ def _application_outcome(conn: dict, ctx: _Context) -> str:
             return (f"{a['sender']} answered the SYN with ICMP {a['meaning']} (frame {a['frame']}): a Linux connect() "
                     f"fails at once with errno {a['errno']}, and nginx logs \"connect() failed ({a['errno']}: "
                     f"{a['errno_text']}) while connecting to upstream\" and answers 502.")
-    if conn.get("black_hole") or "mtu_black_hole" in conn["symptoms"]:
+    if "mtu_black_hole" in conn["symptoms"]:
         return ("full-size segments never got through while small ones did (a path MTU black hole): the reader "
                 "waits until its timeout, nginx logs \"upstream timed out (110: Connection timed out)\" and answers 504.")
     return f"{outcome.replace('_', ' ')}."
@@ -296,19 +324,20 @@ def _application_outcome(conn: dict, ctx: _Context) -> str:
 # ---------------------------------------------------------------------------------------------
 # One narrator per event kind: (events of one run) -> (Step without frames, terms it uses)
 
-Narrator = Callable[[list[dict], _Context], "tuple[Step, list[str]]"]
+Narrator = Callable[[list["_Event"], _Context], "tuple[Step, list[str]]"]
 
 
-def _step(actor: str, what: str, why: str, **kw: str | None) -> Step:
-    return Step([], 0, 0.0, actor, what, why, **kw)  # type: ignore[arg-type]
+def _step(actor: str, what: str, why: str, queue: str | None = None, kernel: str | None = None,
+          application: str | None = None) -> Step:
+    return Step([], 0, 0.0, actor, what, why, queue=queue, kernel=kernel, application=application)
 
 
-def _intervals(events: list[dict]) -> str:
-    gaps = [e.get("since_previous") for e in events if e.get("since_previous") is not None]
+def _intervals(events: list[_Event]) -> str:
+    gaps = [g for e in events if (g := e.get("since_previous")) is not None]
     return ", ".join(f"{g:.3f} s" for g in gaps)
 
 
-def _syn(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _syn(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     return _step(
         "client kernel",
         "sends a SYN, the first packet of the handshake, with its ISN.",
@@ -321,7 +350,7 @@ def _syn(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
     ), ["SYN", "ISN", "handshake", "listener", "SYN queue", "request socket", "accept queue"]
 
 
-def _syn_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _syn_retransmit(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     n = len(events)
     attempts = f"{events[0]['attempt']}" + (f" to {events[-1]['attempt']}" if n > 1 else "")
     what = f"sends its SYN again (attempt {attempts}, {_intervals(events)} after the previous one), same ISN."
@@ -373,7 +402,7 @@ def _series(ctx: _Context, kind: str) -> str | None:
     return next((s["schedule"] for s in ctx.conn["series"] if s["kind"] == kind), None)
 
 
-def _synack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _synack(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     terms = ["SYN-ACK"]
     if ctx.has("syncookie_suspected"):
         why = ("The SYN queue was full, so the kernel answered with a SYN cookie and kept nothing "
@@ -390,9 +419,9 @@ def _synack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
                  application="The server application knows nothing yet: only accept() will show it the connection."), terms
 
 
-def _handshake_ack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _handshake_ack(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     app = "connect() returns 0 in the client application: as far as it knows, the connection is open."
-    reset = ctx.conn.get("reset") or {}
+    reset = ctx.conn.get("reset")
     if ctx.has("defer_accept_suspected"):
         why = ("On the client the connection is established. The listener has TCP_DEFER_ACCEPT: a bare ACK "
                "without data does not complete the handshake there (tcp_check_req() drops it and marks the "
@@ -406,7 +435,7 @@ def _handshake_ack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
                "SYN-ACK later proves it never took this ACK.")
         queue = "accept queue: full, so the completed handshake is thrown away and the request socket stays."
         terms = ["half-open"]
-    elif reset.get("from") == "server" and reset.get("answers") == "handshake_ack":
+    elif reset and reset["from"] == "server" and reset["answers"] == "handshake_ack":
         why = ("At the server the ACK found the accept queue full, and net.ipv4.tcp_abort_on_overflow=1: "
                "instead of dropping it, tcp_check_req() makes the listener answer with an RST.")
         queue = "accept queue: full."
@@ -427,7 +456,7 @@ def _handshake_ack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
                  application=app), ["ACK", "backlog", *terms]
 
 
-def _data_first(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _data_first(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     e = events[0]
     if e["from"] == "client":
         if ctx.has("request_unacked"):
@@ -449,7 +478,7 @@ def _data_first(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
                  application="The proxy's read() returns the response: it can answer its own client."), []
 
 
-def _data_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _data_retransmit(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     side = events[0]["from"]
     attempts = f"{events[0]['attempt']}" + (f" to {events[-1]['attempt']}" if len(events) > 1 else "")
     waits = _intervals(events)
@@ -462,8 +491,10 @@ def _data_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]
                      application="Nothing visible: a short delay."), ["fast retransmit", "retransmission"]
     too_big = _too_big_before(events, ctx)
     if too_big is not None:
+        # An old router's error carries no MTU (None): no thousands separator for the words.
+        mtu = f"{too_big['mtu']:,}" if too_big["mtu"] else "unknown size"
         why = (f"The router's ICMP {too_big['meaning']} (frame {too_big['frame']}) gave an MTU of "
-               f"{too_big['mtu'] or 'unknown size':,}; each of these fits it: the sender's kernel lowered its segment size to fit and re-sends "
+               f"{mtu}; each of these fits it: the sender's kernel lowered its segment size to fit and re-sends "
                "what was lost at once, smaller, without waiting for its timer. Path MTU discovery working.")
         return _step(f"{side} kernel", what, why, kernel=f"{_mtu_reduced(ctx)} -> tcp_simple_retransmit()",
                      application="Nothing visible: a short delay."), ["retransmission", "MTU"]
@@ -490,7 +521,7 @@ def _data_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]
                  application="The application waits: its read() has no answer yet."), ["retransmission", "RTO"]
 
 
-def _too_big_before(events: list[dict], ctx: _Context) -> dict | None:
+def _too_big_before(events: list[_Event], ctx: _Context) -> _Icmp | None:
     """The too-big error these re-sends follow, when each fits the MTU it gave: the sender's
     kernel re-sent them at once, smaller (tcp_v4_mtu_reduced(), not a timer; the core's rule,
     src/flow/icmp.rs: resent_smaller_after_too_big())."""
@@ -515,14 +546,14 @@ DROP_REQUEST = {4: {"ttl_exceeded", "reassembly_time_exceeded", "net_unreachable
                 6: {"admin_prohibited", "port_unreachable", "source_policy_failed", "reject_route"}}
 
 
-def _icmp(answers: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _icmp(answers: list[_IcmpEvent], ctx: _Context) -> tuple[Step, list[str]]:
     """An ICMP error at its place: who sent it, what it quotes, what the kernel of the side it
     answers does with it (tcp_v4_err() / tcp_v6_err())."""
     a = answers[0]
     kind = a["icmp_kind"]
     conn = ctx.conn
     v6 = conn["ip_version"] == 6
-    client_ip, server_ip = (_address(conn[k]) for k in ("client", "server"))
+    client_ip, server_ip = _address(conn["client"]), _address(conn["server"])
     actor = (f"server's host ({a['sender']})" if a["sender"] == server_ip
              else f"client's own host ({a['sender']})" if a["sender"] == client_ip
              else f"router or firewall {a['sender']}")
@@ -591,26 +622,30 @@ def _address(endpoint: str) -> str:
     return endpoint.rsplit(":", 1)[0].strip("[]")
 
 
-def _quoted(answers: list[dict]) -> str:
+def _quoted(answers: list[_IcmpEvent]) -> str:
     """What the errors quote: "the client's SYN (frame 1)", "the client's data at seq 1 (frame 4)",
     "10 of the client's data segments (seq 1 to 13,033)"."""
     a = answers[0]
     side = a["answers"]
-    seqs = [x["seq"] for x in answers]  # relative, as in the events
+    # Relative, as in the events; None when the core knows no base for the side (it knows one
+    # whenever it ties an error, src/flow/icmp.rs: on_icmp()).
+    seqs = [x["seq"] for x in answers if x["seq"] is not None]
     role = a["answers_role"]
     if role == "syn":
         return f"the {side}'s SYN" + (f" (frame {a['answers_frame']['frame']})" if a["answers_frame"] else "")
     if role == "synack":
         return f"the {side}'s SYN-ACK"
     if len(answers) > 1:
-        return f"{len(answers)} of the {side}'s segments (seq {min(seqs):,} to {max(seqs):,})"
+        span = f" (seq {min(seqs):,} to {max(seqs):,})" if seqs else ""
+        return f"{len(answers)} of the {side}'s segments{span}"
     kind = {"data": "data segment", "retransmit": "re-sent segment", "fin": "FIN", "ack": "ACK", "rst": "RST",
             "handshake_ack": "handshake ACK"}.get(role or "", "segment")
     where = f" (frame {a['answers_frame']['frame']})" if a["answers_frame"] else ""
-    return f"the {side}'s {kind} at seq {seqs[0]:,}{where}"
+    at = f" at seq {a['seq']:,}" if a["seq"] is not None else ""
+    return f"the {side}'s {kind}{at}{where}"
 
 
-def _synack_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _synack_retransmit(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     attempts = f"{events[0]['attempt']}" + (f" to {events[-1]['attempt']}" if len(events) > 1 else "")
     what = f"sends its SYN-ACK again (attempt {attempts}, {_intervals(events)} after the previous one)."
     if events[0].get("after_handshake_ack") and ctx.has("defer_accept_suspected"):
@@ -636,7 +671,7 @@ def _synack_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[st
                  application="Nothing on the server: the application never sees a half-open connection."), ["half-open"]
 
 
-def _dup_ack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _dup_ack(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     side = events[0]["from"]
     times = "once" if len(events) == 1 else f"{len(events)} times"
     what = f"repeats its ACK ({times}): a duplicate ACK."
@@ -650,7 +685,7 @@ def _dup_ack(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
                  application="Nothing visible."), ["duplicate ACK"]
 
 
-def _fin(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _fin(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     side = events[0]["from"]
     first = "fin" not in ctx.seen
     if first:
@@ -667,14 +702,14 @@ def _fin(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
                  application=f"The {side} application closed its socket."), terms
 
 
-def _fin_retransmit(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _fin_retransmit(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     side = events[0]["from"]
     return _step(f"{side} kernel", "sends its FIN again.",
                  "The FIN was not acknowledged in time, so the retransmission timer fired.",
                  kernel="tcp_retransmit_timer()", application="Nothing visible: close() already returned."), ["retransmission"]
 
 
-def _rst(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _rst(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     e = events[0]
     side, answers = e["from"], e.get("answers")
     terms = ["RST"]
@@ -696,8 +731,8 @@ def _rst(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
         terms.append("ECONNRESET")
         kernel = "tcp_v4_rcv() -> tcp_v4_send_reset()"
     elif answers == "ack" and "synack" not in ctx.seen:
-        answered = e.get("answers_frame") or {}
-        why = (f"The client, still in SYN-SENT, got an ACK (frame {answered.get('frame', '?')}) that acknowledged "
+        acked = e.get("answers_frame")
+        why = (f"The client, still in SYN-SENT, got an ACK (frame {acked['frame'] if acked else '?'}) that acknowledged "
                "nothing it had sent: the server's TIME-WAIT socket for the same 4-tuple answering the SYN "
                "(tcp_timewait_state_process(): the SYN's sequence number was not above what TIME-WAIT expects, "
                "and it carried no newer timestamp). The client resets it; pcapq counts that ACK with the "
@@ -718,14 +753,14 @@ def _rst(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
                  kernel=kernel, application=app), terms
 
 
-def _zero_window(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _zero_window(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     side = events[0]["from"]
     return _step(f"{side} kernel", "advertises a zero window.",
                  f"The {side} application is not reading fast enough: its receive buffer is full.",
                  kernel="tcp_select_window()", application="The sender's write() blocks until there is room."), ["zero window"]
 
 
-def _other(events: list[dict], ctx: _Context) -> tuple[Step, list[str]]:
+def _other(events: list[_Event], ctx: _Context) -> tuple[Step, list[str]]:
     e = events[0]
     return _step(f"{e['from']} kernel", f"sends {e['kind'].replace('_', ' ')} ({e['flags']}).", "", ), []
 
@@ -743,5 +778,4 @@ NARRATORS: dict[str, Narrator] = {
     "fin_retransmit": _fin_retransmit,
     "rst": _rst,
     "zero_window": _zero_window,
-    "icmp": _icmp,
 }
