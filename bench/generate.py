@@ -27,6 +27,14 @@ acknowledgement numbers are consistent, so retransmissions are exactly the ones 
 Pure Python (struct, heapq); the same --seed gives the same bytes.
 
     python bench/generate.py --packets 1000000 --out bench/out/nginx-php-1000000.pcap
+
+With --rate, connections begin at that steady rate (a second of capture time then holds far fewer
+packets: 200 a second make 30 minutes of capture about 4M packets), and every EPISODE_EVERY_S an
+accept queue overflow episode of EPISODE_S gives EPISODE_OVERFLOW of the connections the full
+queue's signs; --seconds stops at that much capture time instead of a packet count
+(bench/soak.py).
+
+    python bench/generate.py --rate 200 --seconds 1800 --out - | pcapq watch --keep 5m -
 """
 
 from __future__ import annotations
@@ -57,6 +65,10 @@ KINDS = [  # (kind, probability); the rest are normal
     ("server_rst", 0.005),
     ("client_rst", 0.003),
 ]
+# With --rate: an accept queue overflow episode this long, this often, in this share of connections.
+EPISODE_EVERY_S = 300
+EPISODE_S = 20
+EPISODE_OVERFLOW = 0.3
 RESPONSE_SEGMENTS: list[tuple[int, float]] = [(1, 35), (2, 25), (3, 15), (4, 10), (5, 7), (6, 5), (8, 3)]
 MSS = 1448  # 1460 less the 12-byte timestamp option
 
@@ -273,8 +285,10 @@ class _Counted:
         self.f.close()
 
 
-def generate(packets: int, out: Path | None, seed: int) -> dict:
-    """Writes the capture to `out`, or to standard output for None."""
+def generate(packets: int, out: Path | None, seed: int, steady_rate: float | None = None, seconds: float | None = None) -> dict:
+    """Writes the capture to `out`, or to standard output for None. With `steady_rate`,
+    connections begin at that rate, with overflow episodes (see the module's comment); with
+    `seconds`, the capture ends at that much capture time (or `packets`, whichever first)."""
     rng = random.Random(seed)
     cap = Capture()
     eth = {}
@@ -292,14 +306,18 @@ def generate(packets: int, out: Path | None, seed: int) -> dict:
     pop = heapq.heappop
 
     t = START_US
-    rate = rng.uniform(5000, 20000)
-    next_rate_change = t + 1_000_000
+    rate = steady_rate if steady_rate is not None else rng.uniform(5000, 20000)
+    next_rate_change = t + 1_000_000 if steady_rate is None else math.inf
+    end_us = START_US + int(seconds * 1e6) if seconds is not None else math.inf
+    episodes = 0
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
     with _Counted(open(out, "wb") if out is not None else open(sys.stdout.fileno(), "wb", closefd=False)) as f:
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
         while written < packets:
             t += max(1, int(rng.expovariate(rate) * 1e6))
+            if t >= end_us:
+                break
             if t >= next_rate_change:
                 rate = rng.uniform(5000, 20000)
                 next_rate_change += 1_000_000
@@ -326,6 +344,10 @@ def generate(packets: int, out: Path | None, seed: int) -> dict:
             client.peer_ts_off, server.peer_ts_off = server.ts_off, client.ts_off
             x = rng.random()
             kind = "normal"
+            in_episode = steady_rate is not None and (t - START_US) // 1_000_000 % EPISODE_EVERY_S >= EPISODE_EVERY_S - EPISODE_S
+            if in_episode and rng.random() < EPISODE_OVERFLOW:
+                x = 0.0  # the first kind: accept_overflow
+                episodes += 1
             for name, share in KINDS:
                 if x < share:
                     kind = name
@@ -338,6 +360,10 @@ def generate(packets: int, out: Path | None, seed: int) -> dict:
             kinds[kind] += 1
             connections += 1
             connection(cap, rng, t, client, server, kind, syn_tries)
+        # The packets of connections begun before the end, up to it (a steady run's last second).
+        while heap and written < packets and heap[0][0] < end_us:
+            chunk.append(pop(heap)[2])
+            written += 1
         f.write(b"".join(chunk))
         size = sum(f.sizes)
     return {
@@ -352,6 +378,9 @@ def generate(packets: int, out: Path | None, seed: int) -> dict:
         "retransmissions_written": retransmits,
         "retransmissions_written_total": sum(retransmits.values()),
         "unwritten_packets": len(heap),
+        "capture_seconds": round((min(t, end_us) - START_US) / 1e6, 3),
+        "steady_rate": steady_rate,
+        "connections_in_overflow_episodes": episodes,
         "note": "connection counts are of connections started, some of which the end of the capture cuts short "
         "(unwritten_packets); retransmissions are those in the file",
     }
@@ -362,13 +391,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--packets", type=int, default=1_000_000, help="packets to write (default 1,000,000)")
     ap.add_argument("--out", help="capture to write, - for standard output (default bench/out/nginx-php-N.pcap)")
     ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    ap.add_argument("--rate", type=float, metavar="CONNECTIONS_PER_S", help="connections begun per second of capture time, steadily, "
+                    "with an accept queue overflow episode every 5 min (default: 5-20 k a second, changing every second)")
+    ap.add_argument("--seconds", type=float, help="end at this much capture time (or --packets, whichever comes first)")
     args = ap.parse_args(argv)
     if args.packets < 1:
         ap.error("--packets must be at least 1")
+    if args.rate is not None and not args.rate > 0:
+        ap.error("--rate must be above 0")
+    if args.seconds is not None:
+        if not args.seconds > 0:
+            ap.error("--seconds must be above 0")
+        if "--packets" not in (argv if argv is not None else sys.argv):
+            args.packets = 10**12
     name = f"nginx-php-{args.packets}.pcap" if args.seed == 1 else f"nginx-php-{args.packets}-seed{args.seed}.pcap"
+    if args.rate is not None or args.seconds is not None:
+        name = f"nginx-php-rate{args.rate or 'var'}-{args.seconds or args.packets}s.pcap"
     out = None if args.out == "-" else Path(args.out) if args.out else Path(__file__).resolve().parent / "out" / name
     started = time.perf_counter()
-    info = generate(args.packets, out, args.seed)
+    info = generate(args.packets, out, args.seed, args.rate, args.seconds)
     info["generate_seconds"] = round(time.perf_counter() - started, 2)
     if out is None:
         # The capture went to standard output: the summary goes to standard error.

@@ -120,6 +120,23 @@ pub struct Analysis {
     /// (`analyze_captures_spilled`); not kept when the analysis is merged or serialised.
     #[serde(skip)]
     pub spill: Option<Spill>,
+    /// A run that kept a window of capture time (`pcapq watch --keep`): the census and the
+    /// records are the window's; this has what it covers and the totals since the start.
+    #[serde(skip)]
+    pub window: Option<WindowTotals>,
+}
+
+/// What a run with a window of capture time covers (`flow::window`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowTotals {
+    /// Every connection counted since the first segment.
+    pub all_time: Tally,
+    /// The first segment's time.
+    pub first_ns: i64,
+    /// Where the window begins.
+    pub from_ns: i64,
+    /// The window asked for.
+    pub keep_ns: i64,
 }
 
 /// Counts over the whole capture, for the summary.
@@ -195,7 +212,7 @@ impl Analysis {
     fn merge_folded(self, later: Analysis) -> Analysis {
         let file_offset = self.files.len() as u32;
         let end_ns = self.end_ns().max(later.end_ns());
-        let earlier = Finished { connections: self.connections, census: self.counted, not_kept: self.not_kept, open: self.open, next_id: self.next_id, spill: None };
+        let earlier = Finished { connections: self.connections, census: self.counted, not_kept: self.not_kept, open: self.open, next_id: self.next_id, spill: None, covered: None };
         let base = earlier.next_id;
         let store = ConnectionStore::resume_folded(earlier, true, self.options.tracker.max_kept_problems);
         // Replayed segments must not start prefixes of their own.
@@ -254,6 +271,7 @@ impl Analysis {
             options,
             icmp: IcmpSummary::default(),
             spill: finished.spill,
+            window: finished.covered.map(|c| WindowTotals { all_time: c.all_time.tally, first_ns: c.first_ns, from_ns: c.from_ns, keep_ns: c.keep_ns }),
         }
     }
 
@@ -271,6 +289,7 @@ impl Analysis {
             open: std::mem::take(&mut self.open),
             next_id: self.next_id,
             spill: self.spill.take(),
+            covered: None,
         };
         let mut store = ConnectionStore::resume_folded(finished, false, self.options.tracker.max_kept_problems);
         store.forget_prefixes();
@@ -518,22 +537,26 @@ pub fn analyze_readers(
     options: AnalyzeOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Analysis, ReadError> {
-    analyze_readers_on(readers, options, progress, two_threads(), None, None)
+    analyze_readers_on(readers, options, progress, two_threads(), None, None, None)
 }
 
-/// `analyze_readers` on one live stream (standard input). Watched (`pcapq watch`), each segment
-/// is tracked as soon as it is read, on this thread, and what it changed goes to `watch` at
-/// once. With `spill_dir`, as `analyze_captures_spilled`: every connection goes to a sink there
-/// as it is counted, not kept in memory.
+/// `analyze_readers` on one live stream (standard input, or a file tcpdump is writing).
+/// Watched (`pcapq watch`), each segment is tracked as soon as it is read, on this thread, and
+/// what it changed goes to `watch` at once. With `spill_dir`, as `analyze_captures_spilled`:
+/// every connection goes to a sink there as it is counted, not kept in memory. With `keep_ns`
+/// (and records not all kept), the analysis covers the connections counted in the last
+/// `keep_ns` of capture time, with the totals since the start in `Analysis::window`
+/// (`flow::window`).
 pub fn analyze_live(
     reader: Result<(String, CaptureReader), ReadError>,
     options: AnalyzeOptions,
     watch: Option<&std::sync::Mutex<Watch>>,
     spill_dir: Option<&std::path::Path>,
+    keep_ns: Option<i64>,
 ) -> Result<Analysis, ReadError> {
     let options = if spill_dir.is_some() { spilling(options) } else { options };
-    let two_threads = watch.is_none() && two_threads();
-    analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, two_threads, watch, spill_dir)
+    let two_threads = watch.is_none() && keep_ns.is_none() && two_threads();
+    analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, two_threads, watch, spill_dir, keep_ns)
 }
 
 /// Whether one capture is read on two threads: reading and decoding on one, tracking on the
@@ -635,9 +658,12 @@ fn read_file_beside(reader: &mut CaptureReader, skipped: &mut SkipCounts, mut on
 }
 
 /// Feeds decoded segments of file `file` to the tracker; when watched, hands what each changed
-/// to `watch` at once.
-fn track_segments(tracker: &mut Tracker<Census>, segments: &[Decoded], file: u32, watch: Option<&std::sync::Mutex<Watch>>) {
+/// to `watch` at once. `windowed`: the store counts by slice of capture time (`flow::window`).
+fn track_segments(tracker: &mut Tracker<Census>, segments: &[Decoded], file: u32, watch: Option<&std::sync::Mutex<Watch>>, windowed: bool) {
     for Decoded { segment, keyed, frame, time_ns } in segments {
+        if windowed {
+            tracker.tick(*time_ns);
+        }
         tracker.on_keyed_segment(segment, keyed, FrameRef { file, frame: *frame }, *time_ns);
         if let Some(watch) = watch {
             hand_to_watch(tracker, watch, *time_ns);
@@ -677,6 +703,7 @@ fn analyze_readers_on(
     two_threads: bool,
     watch: Option<&std::sync::Mutex<Watch>>,
     spill_dir: Option<&std::path::Path>,
+    keep_ns: Option<i64>,
 ) -> Result<Analysis, ReadError> {
     let mut read_bytes = 0u64;
     let mut next_report = PROGRESS_EVERY_BYTES;
@@ -689,7 +716,11 @@ fn analyze_readers_on(
     if let Some(dir) = spill_dir {
         tracker.store.spill_to(Spill::create(dir));
     }
-    if two_threads && watch.is_none() {
+    if let Some(keep_ns) = keep_ns {
+        tracker.store.keep_window(keep_ns);
+    }
+    let windowed = keep_ns.is_some();
+    if two_threads && watch.is_none() && !windowed {
         // Reading waits for tracking: the census's books go on a third thread.
         tracker.store.census_mut().count_beside();
     }
@@ -704,7 +735,7 @@ fn analyze_readers_on(
             let mut from = 0;
             for (before, message, frame, time_ns) in &batch.icmp {
                 let upto = (*before).clamp(from, batch.segments.len());
-                track_segments(&mut tracker, &batch.segments[from..upto], file, watch);
+                track_segments(&mut tracker, &batch.segments[from..upto], file, watch, windowed);
                 from = upto;
                 let tied = tracker.on_icmp(message, FrameRef { file, frame: *frame }, *time_ns);
                 icmp.count(message.kind, tied);
@@ -712,7 +743,7 @@ fn analyze_readers_on(
                     icmp_to_watch(watch, message, tied);
                 }
             }
-            track_segments(&mut tracker, &batch.segments[from..], file, watch);
+            track_segments(&mut tracker, &batch.segments[from..], file, watch, windowed);
             batch.icmp.clear();
             read_bytes += batch.bytes;
             if read_bytes >= next_report {
@@ -806,7 +837,7 @@ fn analyze_captures_on(
     let beside = captures.len() == 1 && two_threads();
     let one = |(index, paths): (usize, &Vec<String>)| {
         let readers = paths.iter().map(|path| CaptureReader::open(path).map(|reader| (path.clone(), reader)));
-        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside, None, spill_dir)
+        analyze_readers_on(readers, options, &mut |bytes| progress(index, bytes), beside, None, spill_dir, None)
     };
     let run = || captures.par_iter().enumerate().map(one).collect();
     match rayon::ThreadPoolBuilder::new().num_threads(jobs).build() {
@@ -889,7 +920,7 @@ mod tests {
             for path in &paths {
                 let run = |two_threads: bool| {
                     let reader = CaptureReader::open(path).map(|r| (path.clone(), r));
-                    let a = analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, two_threads, None, None).unwrap();
+                    let a = analyze_readers_on(std::iter::once(reader), options, &mut |_| {}, two_threads, None, None, None).unwrap();
                     a.to_bytes().unwrap()
                 };
                 assert!(run(false) == run(true), "{path} (keep_connections {keep_connections}, keep_events {keep_events})");

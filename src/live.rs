@@ -8,8 +8,18 @@
 //! end of a file. Stopping first drains: what the writer still sends within `DRAIN_QUIET` of
 //! the last chunk (tcpdump flushes its buffer when Ctrl-C reaches it too) is read, for at most
 //! `DRAIN_MAX`; `stop_now` ends at once.
+//!
+//! A capture file that tcpdump is still writing (`tcpdump -w dump.pcap`, `pcapq watch --follow
+//! dump.pcap`) is read the same way (`LiveStream::follow`): at the end of the file the relay
+//! waits `FOLLOW_POLL` and reads again, so a record cut at the current end is completed when
+//! tcpdump writes the rest of it. The file ends when the path names another file (another inode:
+//! tcpdump was started again, or the file was rotated away) or when it shrank (tcpdump truncated
+//! it on a restart): `LiveCounters::replaced` says so.
 
+use std::fs::File;
 use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
@@ -25,6 +35,8 @@ const POLL: Duration = Duration::from_millis(100);
 const DRAIN_QUIET: Duration = Duration::from_millis(500);
 /// ...or this long after the stop, whichever comes first.
 const DRAIN_MAX: Duration = Duration::from_secs(3);
+/// How long a followed file's reader waits at its end before it looks again.
+const FOLLOW_POLL: Duration = Duration::from_millis(150);
 
 const RUNNING: u8 = 0;
 const DRAINING: u8 = 1;
@@ -40,6 +52,10 @@ pub struct LiveCounters {
     stop: AtomicU8,
     /// The input ended on its own (the writer closed it).
     ended: AtomicBool,
+    /// A followed file ended because the path names another file now, or it shrank.
+    replaced: AtomicBool,
+    /// The stream was dropped: a followed file's relay stops waiting for more.
+    closed: AtomicBool,
 }
 
 impl LiveCounters {
@@ -73,6 +89,12 @@ impl LiveCounters {
     pub fn ended(&self) -> bool {
         self.ended.load(Ordering::SeqCst)
     }
+
+    /// Did a followed file end because tcpdump started over (another file at its path, or
+    /// the file shrank)?
+    pub fn replaced(&self) -> bool {
+        self.replaced.load(Ordering::SeqCst)
+    }
 }
 
 /// Standard input as a stream that counts and can be stopped: give it to
@@ -89,6 +111,13 @@ impl LiveStream {
     /// Starts the relay thread on standard input.
     pub fn stdin(counters: Arc<LiveCounters>) -> LiveStream {
         LiveStream::of(Box::new(io::stdin()), counters)
+    }
+
+    /// Starts the relay thread on the capture file at `path`, followed as tcpdump writes it
+    /// (see the module's comment). Fails when the file cannot be opened.
+    pub fn follow(path: &Path, counters: Arc<LiveCounters>) -> io::Result<LiveStream> {
+        let file = Following::open(path, counters.clone())?;
+        Ok(LiveStream::of(Box::new(file), counters))
     }
 
     /// Starts the relay thread on `input` (tests use a pipe of their own).
@@ -140,6 +169,12 @@ impl LiveStream {
     }
 }
 
+impl Drop for LiveStream {
+    fn drop(&mut self) {
+        self.counters.closed.store(true, Ordering::SeqCst);
+    }
+}
+
 impl Read for LiveStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.at >= self.pending.len() {
@@ -156,6 +191,82 @@ impl Read for LiveStream {
         buf.get_mut(..n).unwrap_or_default().copy_from_slice(left.get(..n).unwrap_or_default());
         self.at += n;
         Ok(n)
+    }
+}
+
+/// A capture file read as it grows: at its end, a read waits for more instead of returning 0,
+/// until the file is replaced, the stream is stopped at once, or dropped.
+struct Following {
+    file: File,
+    path: PathBuf,
+    /// The opened file's device and inode.
+    identity: (u64, u64),
+    at: u64,
+    /// The file's first four bytes, as far as read.
+    magic: Vec<u8>,
+    counters: Arc<LiveCounters>,
+}
+
+/// The first four bytes of what tcpdump writes (pcap of either byte order and time unit,
+/// pcapng), and of gzip.
+fn capture_magic(head: &[u8]) -> bool {
+    matches!(
+        head,
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xd4, 0xc3, 0xb2, 0xa1] | [0xa1, 0xb2, 0x3c, 0x4d] | [0x4d, 0x3c, 0xb2, 0xa1] | [0x0a, 0x0d, 0x0d, 0x0a] | [0x1f, 0x8b, _, _]
+    )
+}
+
+impl Following {
+    fn open(path: &Path, counters: Arc<LiveCounters>) -> io::Result<Following> {
+        let file = File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "is a directory"));
+        }
+        Ok(Following { file, path: path.to_path_buf(), identity: (meta.dev(), meta.ino()), at: 0, magic: Vec::new(), counters })
+    }
+
+    /// Does the path name another file now, or did the file shrink below what was read?
+    fn replaced(&self) -> bool {
+        let now = match std::fs::metadata(&self.path) {
+            Ok(meta) => (meta.dev(), meta.ino()),
+            // Removed (or no longer readable): tcpdump's next file will be another.
+            Err(_) => return true,
+        };
+        now != self.identity || self.file.metadata().is_ok_and(|meta| meta.len() < self.at)
+    }
+}
+
+impl Read for Following {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.file.read(buf)?;
+            if n > 0 {
+                self.at += n as u64;
+                let want = 4 - self.magic.len().min(4);
+                self.magic.extend_from_slice(buf.get(..n.min(want)).unwrap_or_default());
+                return Ok(n);
+            }
+            // Not a capture: nothing more is worth waiting for (the reader says what it is).
+            if self.magic.len() == 4 && !capture_magic(&self.magic) {
+                return Ok(0);
+            }
+            let stop = self.counters.stop.load(Ordering::SeqCst);
+            if stop == STOPPED || self.counters.closed.load(Ordering::SeqCst) {
+                return Ok(0);
+            }
+            if self.replaced() {
+                // What the old file got between the last read and the check is read first.
+                let n = self.file.read(buf)?;
+                if n > 0 {
+                    self.at += n as u64;
+                    return Ok(n);
+                }
+                self.counters.replaced.store(true, Ordering::SeqCst);
+                return Ok(0);
+            }
+            std::thread::sleep(FOLLOW_POLL);
+        }
     }
 }
 
@@ -427,5 +538,109 @@ mod tests {
         assert!(rest.is_empty());
         assert!(started.elapsed() < DRAIN_MAX, "{:?}", started.elapsed());
         assert!(counters.stopped());
+    }
+
+    // ---- a file followed as it is written ----
+
+    fn temp_path(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("pcapq-follow-{}-{name}", std::process::id()))
+    }
+
+    fn append(path: &Path, bytes: &[u8]) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        f.write_all(bytes).unwrap();
+    }
+
+    /// Reads `stream` until `len` bytes came, on a thread, so that a stuck read fails the test.
+    fn read_until(mut stream: LiveStream, len: usize) -> std::thread::JoinHandle<(Vec<u8>, LiveStream)> {
+        std::thread::spawn(move || {
+            let mut read = vec![0u8; len];
+            stream.read_exact(&mut read).unwrap();
+            (read, stream)
+        })
+    }
+
+    #[test]
+    fn test_follow_reads_records_appended_while_it_reads_and_waits_for_a_cut_record() {
+        let path = temp_path("append.pcap");
+        let bytes = pcap(&[60, 80, 100]);
+        std::fs::write(&path, &bytes[..24]).unwrap();
+        let counters = Arc::new(LiveCounters::default());
+        let stream = LiveStream::follow(&path, counters.clone()).unwrap();
+        let reading = read_until(stream, bytes.len());
+        let writer_path = path.clone();
+        let written = bytes.clone();
+        let writer = std::thread::spawn(move || {
+            // Each record in two pieces, the cut in the middle of its header or its body.
+            let mut at = 24;
+            for cut in [10, 30, 60] {
+                std::thread::sleep(Duration::from_millis(250));
+                append(&writer_path, &written[at..at + cut]);
+                at += cut;
+                std::thread::sleep(Duration::from_millis(250));
+                let end = if at < written.len() { (at + 40).min(written.len()) } else { at };
+                append(&writer_path, &written[at..end]);
+                at = end;
+            }
+            append(&writer_path, &written[at..]);
+        });
+        writer.join().unwrap();
+        let (read, mut stream) = reading.join().unwrap();
+        assert_eq!(read, bytes);
+        assert_eq!(counters.packets(), Some(3));
+        assert!(!counters.ended() && !counters.replaced());
+        // Stopped while the file is quiet: the stream ends with what was read.
+        counters.stop();
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty() && !counters.replaced());
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn test_follow_ends_when_the_path_names_another_file() {
+        let path = temp_path("replaced.pcap");
+        let bytes = pcap(&[60]);
+        std::fs::write(&path, &bytes).unwrap();
+        let counters = Arc::new(LiveCounters::default());
+        let mut stream = LiveStream::follow(&path, counters.clone()).unwrap();
+        let mut first = vec![0u8; bytes.len()];
+        stream.read_exact(&mut first).unwrap();
+        // tcpdump started again on the same name: a new file (the old one renamed away).
+        let moved = temp_path("replaced.pcap.old");
+        std::fs::rename(&path, &moved).unwrap();
+        std::fs::write(&path, pcap(&[60, 60])).unwrap();
+        let started = Instant::now();
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "{} bytes of the new file were read", rest.len());
+        assert!(counters.replaced() && counters.ended());
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_file(&moved).unwrap();
+    }
+
+    #[test]
+    fn test_follow_ends_when_the_file_shrank() {
+        let path = temp_path("shrank.pcap");
+        let bytes = pcap(&[60, 60]);
+        std::fs::write(&path, &bytes).unwrap();
+        let counters = Arc::new(LiveCounters::default());
+        let mut stream = LiveStream::follow(&path, counters.clone()).unwrap();
+        let mut first = vec![0u8; bytes.len()];
+        stream.read_exact(&mut first).unwrap();
+        // tcpdump -w on an existing file truncates it (same inode) and writes a new header.
+        std::fs::write(&path, &bytes[..24]).unwrap();
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty() && counters.replaced());
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn test_follow_a_missing_file_is_an_error() {
+        let err = LiveStream::follow(&temp_path("missing.pcap"), Arc::default()).err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }
 }

@@ -86,6 +86,13 @@ impl LiveInput {
         self.counters.ended()
     }
 
+    /// True when a followed file ended because tcpdump started over: its path names another
+    /// file now, or the file shrank.
+    #[getter]
+    fn replaced(&self) -> bool {
+        self.counters.replaced()
+    }
+
     /// Ends the input: after what the writer still sends within half a second (at most 3 s),
     /// or at once with `now`. The analysis then settles what was read, as at the end of a file.
     #[pyo3(signature = (now = false))]
@@ -180,14 +187,17 @@ fn event_dict<'py>(py: Python<'py>, e: &EpisodeEvent) -> PyResult<Bound<'py, PyD
 // The signature's literal default, which the stub repeats.
 const _: () = assert!(crate::watch::metrics::DEFAULT_MAX_LISTENERS == 20);
 
-/// Reads standard input live as one capture (`analyze(["-"], ...)`), until its end or
-/// `live.stop()`, with the GIL released; with `watch`, each segment is tracked as it arrives and
+/// Reads standard input live as one capture (`analyze(["-"], ...)`), or with `follow` the
+/// capture file tcpdump is writing there (waiting for more at its end), until its end or
+/// `live.stop()`, with the GIL released; with `watch`, each segment is tracked as it arrives,
 /// `live.look()` tells what happened, and `live.metrics()` the counts since the start, at most
-/// `metrics_listeners` listeners named. With `spill_dir`, every connection goes, as it finishes,
-/// to a temporary file there instead of memory (as `analyze_many`'s). Raises CaptureError if it
-/// is not a capture.
+/// `metrics_listeners` listeners named. With `spill_dir`, every connection goes, as it
+/// finishes, to a temporary file there instead of memory (as `analyze_many`'s). With `keep_s`,
+/// the analysis covers the last `keep_s` seconds of capture time, plus the totals since the
+/// start (`crate::flow::window`). Raises CaptureError if it is not a capture or `follow` cannot
+/// be opened.
 #[pyfunction]
-#[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0, watch = false, spill_dir = None, metrics_listeners = 20))]
+#[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0, watch = false, spill_dir = None, metrics_listeners = 20, follow = None, keep_s = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn analyze_stdin(
     py: Python<'_>,
@@ -198,18 +208,33 @@ pub fn analyze_stdin(
     watch: bool,
     spill_dir: Option<std::path::PathBuf>,
     metrics_listeners: usize,
+    follow: Option<std::path::PathBuf>,
+    keep_s: Option<f64>,
 ) -> PyResult<Analysis> {
+    if keep_s.is_some_and(|s| !(s.is_finite() && s >= 1.0)) {
+        return Err(pyo3::exceptions::PyValueError::new_err("keep_s must be at least 1 second"));
+    }
     let options = analyze_options(keep_connections, keep_events, false, max_connections, None);
     let counters = live.counters.clone();
     let watched = live.watch.clone();
     if watch {
         watched.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).enable_metrics(metrics_listeners);
     }
+    let keep_ns = keep_s.map(|s| (s * 1e9) as i64);
     let result = py.allow_threads(|| {
         catch(|| {
-            let stream = LiveStream::stdin(counters);
-            let reader = CaptureReader::from_stream("-", Box::new(stream)).map(|r| ("-".to_string(), r));
-            analysis::analyze_live(reader, options, watch.then_some(&*watched), spill_dir.as_deref())
+            let (name, stream) = match &follow {
+                Some(path) => {
+                    let name = path.display().to_string();
+                    match LiveStream::follow(path, counters) {
+                        Ok(stream) => (name, stream),
+                        Err(e) => return Err(crate::reader::ReadError::io(&name, e)),
+                    }
+                }
+                None => ("-".to_string(), LiveStream::stdin(counters)),
+            };
+            let reader = CaptureReader::from_stream(&name, Box::new(stream)).map(|r| (name.clone(), r));
+            analysis::analyze_live(reader, options, watch.then_some(&*watched), spill_dir.as_deref(), keep_ns)
         })
     })?;
     result.map(Analysis::of).map_err(|e| errors::capture_error(&e))

@@ -114,4 +114,20 @@ impl Counter for Census {
     fn digest(&mut self, conn: &Connection, end_ns: i64) {
         self.digest.add(conn, end_ns);
     }
+
+    /// The slices of a window added up. An outcome a late RST moved, in a later slice than
+    /// the one that counted the connection, is taken off there: once that slice left the
+    /// window the count would be below zero, and is kept at zero (`flow::window`).
+    fn add(&mut self, other: Census) {
+        Census::add(self, other);
+        for n in &mut self.tally.outcomes {
+            if *n > i64::MAX as u64 {
+                *n = 0;
+            }
+        }
+    }
+
+    fn add_totals(&mut self, other: &Census) {
+        self.tally.add(&other.tally);
+    }
 }

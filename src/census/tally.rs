@@ -65,7 +65,9 @@ impl Tally {
                     _ => before,
                 };
                 if after != before {
-                    self.outcomes[before.index()] -= 1;
+                    // Wrapping: with a window of slices (`flow::window`) the connection may have
+                    // been counted in an earlier slice's tally; the sum of the slices is right.
+                    self.outcomes[before.index()] = self.outcomes[before.index()].wrapping_sub(1);
                     self.outcomes[after.index()] += 1;
                 }
                 after
@@ -96,7 +98,7 @@ impl Tally {
 
     pub fn add(&mut self, other: &Tally) {
         for (mine, theirs) in self.outcomes.iter_mut().zip(other.outcomes) {
-            *mine += theirs;
+            *mine = mine.wrapping_add(theirs);
         }
         for (mine, theirs) in self.symptoms.iter_mut().zip(other.symptoms) {
             *mine += theirs;

@@ -16,6 +16,7 @@ pub mod store;
 pub mod table;
 pub mod tombstones;
 pub mod tracker;
+pub mod window;
 #[cfg(test)]
 pub(crate) mod wire;
 

@@ -10,6 +10,7 @@ use super::connection::{ConnState, Connection};
 use super::key::FlowKey;
 use super::marks::Marks;
 use super::spill::Spill;
+use super::window::{Covered, Slice, Window};
 
 /// What counts a record when its connection is finished: the census (`crate::census::Census`),
 /// which judges it with `detect`'s verdicts. A trait, so that `flow` does not depend on them.
@@ -20,6 +21,12 @@ pub trait Counter: Default {
 
     /// Keeps what the findings read of `conn`, a problem connection whose record is not kept.
     fn digest(&mut self, conn: &Connection, end_ns: i64);
+
+    /// Adds the counts of another counter (the slices of a window, `super::window`).
+    fn add(&mut self, other: Self);
+
+    /// Adds only the totals of another counter (a slice that left the window).
+    fn add_totals(&mut self, other: &Self);
 }
 
 /// What the counter says of a record it counted.
@@ -53,6 +60,9 @@ pub struct Finished<C> {
     pub next_id: u64,
     /// Every record counted, when the run handed them to a sink.
     pub spill: Option<Spill>,
+    /// A run with a window of capture time (`keep_window`): `census` and `connections` are
+    /// the window's, and this has the totals since the start.
+    pub covered: Option<Covered<C>>,
 }
 
 /// What is left of a record when its connection leaves the hot table: its id, its slot when
@@ -104,6 +114,8 @@ pub struct ConnectionStore<C> {
     /// While watched live (`note_ends`): the connections that left the hot table since the
     /// last `take_ends`, each a copy of its record without events, with when.
     ending: Option<Vec<(Connection, i64)>>,
+    /// The counts and problem records set aside by stretch of capture time (`keep_window`).
+    window: Option<Window<C>>,
 }
 
 /// Puts `records` in order of id, moving each record once: a sort that swaps records of some
@@ -147,7 +159,31 @@ impl<C: Counter> ConnectionStore<C> {
             max_kept,
             spill: None,
             ending: None,
+            window: None,
         }
+    }
+
+    /// Counts by stretch of capture time, so that the run ends with the last `keep_ns` of it
+    /// and the totals since its start (`super::window`); `Tracker::tick` moves the time on. Only for a
+    /// run that keeps neither every record nor what a merge needs.
+    pub fn keep_window(&mut self, keep_ns: i64) {
+        if !self.keep_all && !self.mergeable {
+            self.window = Some(Window::new(keep_ns));
+        }
+    }
+
+    /// With a window: is the slice being counted over at `now_ns` (a segment's time)?
+    pub fn slice_due(&mut self, now_ns: i64) -> bool {
+        self.window.as_mut().is_some_and(|window| window.due(now_ns))
+    }
+
+    /// With a window: sets the slice being counted aside at `now_ns` and starts the next.
+    pub fn rotate(&mut self, now_ns: i64) {
+        let Some(window) = &mut self.window else { return };
+        let census = std::mem::take(&mut self.census);
+        let kept = std::mem::take(&mut self.with_problems);
+        let not_kept = std::mem::take(&mut self.with_problems_not_kept);
+        window.rotate(now_ns, census, kept, not_kept);
     }
 
     /// Continues from records kept by an earlier run. When every record is kept, a record's
@@ -356,7 +392,7 @@ impl<C: Counter> ConnectionStore<C> {
         self.slots[slot].events = events;
         let conn = &self.slots[slot];
         if problem && !marks.is_kept() {
-            let kept = self.with_problems.len();
+            let kept = self.with_problems.len() + self.window.as_ref().map_or(0, |w| w.kept_older);
             if kept < self.max_kept || (example && kept < self.max_kept + self.room_for_examples()) {
                 self.with_problems.push(conn.clone());
             } else {
@@ -408,9 +444,17 @@ impl<C: Counter> ConnectionStore<C> {
                 self.count(slot, end_ns);
             }
         }
-        let mut kept = self.with_problems;
+        let (mut kept, census, not_kept, covered) = match self.window.take() {
+            Some(window) => {
+                let start_ns = window.current_start.unwrap_or(end_ns);
+                let current = Slice { start_ns, end_ns, census: self.census, with_problems: self.with_problems, not_kept: self.with_problems_not_kept };
+                let (merged, covered) = window.close(end_ns, current);
+                (merged.with_problems, merged.census, merged.not_kept, Some(covered))
+            }
+            None => (self.with_problems, self.census, self.with_problems_not_kept, None),
+        };
         sort_by_id(&mut kept);
-        Finished { connections: kept, census: self.census, not_kept: self.with_problems_not_kept, open, next_id, spill: self.spill }
+        Finished { connections: kept, census, not_kept, open, next_id, spill: self.spill, covered }
     }
 
     /// The records, by slot (by id when every record is kept).

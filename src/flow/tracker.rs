@@ -380,6 +380,17 @@ impl<C: Counter> Tracker<C> {
         }
     }
 
+    /// With a window of capture time (`ConnectionStore::keep_window`), before the segment of
+    /// time `now_ns`: once the slice being counted is over, the connections that finished by
+    /// now are counted in it (the sweep otherwise waits `SWEEP_EVERY` segments, minutes of a
+    /// quiet capture), and it is set aside.
+    pub fn tick(&mut self, now_ns: i64) {
+        if self.store.slice_due(now_ns) {
+            self.table.sweep_finished_flows(&mut self.store, now_ns);
+            self.store.rotate(now_ns);
+        }
+    }
+
     /// The hot table is full: retires what is finished or forgotten, and if that is not
     /// enough, finalises the longest-idle eighth of the live connections as they stand
     /// (counted like connections still open at the end; later packets of theirs start new,

@@ -157,6 +157,21 @@ pub struct SummaryView {
     /// ICMP errors in the capture; absent when there were none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icmp: Option<IcmpSummaryView>,
+    /// A watch with a window of capture time (`--keep`): the counts above are the window's,
+    /// these every connection's since the watch began; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_time: Option<AllTimeView>,
+}
+
+#[derive(Serialize)]
+pub struct AllTimeView {
+    /// The first packet's time (Unix seconds).
+    pub since: f64,
+    /// Where the window of the report begins (Unix seconds), and the window asked for.
+    pub window_start: f64,
+    pub keep_seconds: f64,
+    #[serde(flatten)]
+    pub connections: Tally,
 }
 
 #[derive(Serialize)]
@@ -238,7 +253,7 @@ fn icmp_view(c: &Connection, a: &IcmpAnswer) -> IcmpView {
 
 impl From<Summary> for SummaryView {
     fn from(s: Summary) -> Self {
-        SummaryView { packets: s.packets, tcp_segments: s.tcp_segments, skipped: s.skipped, connections: s.connections, icmp: None }
+        SummaryView { packets: s.packets, tcp_segments: s.tcp_segments, skipped: s.skipped, connections: s.connections, icmp: None, all_time: None }
     }
 }
 
@@ -617,6 +632,12 @@ pub fn notes_value(f: &FileReport) -> serde_json::Value {
 pub fn summary_view(a: &Analysis) -> SummaryView {
     let mut view: SummaryView = a.summary().into();
     view.icmp = IcmpSummaryView::of(&a.icmp);
+    view.all_time = a.window.map(|w| AllTimeView {
+        since: w.first_ns as f64 / 1e9,
+        window_start: w.from_ns as f64 / 1e9,
+        keep_seconds: w.keep_ns as f64 / 1e9,
+        connections: w.all_time,
+    });
     view
 }
 

@@ -8,6 +8,8 @@ from typing_extensions import NotRequired
 
 from pcapq.diagnose.lean import Series
 
+from typing_extensions import NotRequired
+
 __all__ = [
     "__version__", "JSON_SCHEMA_VERSION", "VOCABULARY", "Analysis", "Problems", "Episode", "Selection",
     "analyze", "analyze_many", "analyze_parts", "PcapqError", "CaptureError", "InternalError",
@@ -66,7 +68,7 @@ IcmpKind = Literal[
     "source_policy_failed", "reject_route", "ipv6_unreachable_other", "packet_too_big", "ttl_exceeded",
     "reassembly_time_exceeded",
 ]
-# The symptoms a live watch reads from single segments (src/watch.rs), and its episode events.
+# The symptoms a live watch reads from single segments (src/watch/mod.rs), and its episode events.
 LiveSign = Literal[
     "syn_retransmitted", "synack_retransmitted", "final_ack_dropped", "request_unacked", "data_retransmitted",
     "reset_after_ack", "rejected",
@@ -145,6 +147,7 @@ class _Summary(TypedDict):
     duplicate_frames: int
     outcomes: dict[Outcome, int]
     symptoms: dict[Symptom, int]
+    all_time: NotRequired[_AllTime]
     icmp: NotRequired[_IcmpSummary]
     """ICMP errors in the capture; absent when there were none."""
 
@@ -187,6 +190,27 @@ class _PcapngNotes(TypedDict):
     interfaces: list[_PcapngInterface]
     packet_comments: list[_PacketComment]
     packet_comments_total: int
+
+class _AllTime(TypedDict):
+    """A watch with --keep: every connection since it began (the summary is the window's)."""
+
+    since: float
+    window_start: float
+    keep_seconds: float
+    connections: int
+    handshakes_completed: int
+    with_syn_retransmits: int
+    with_synack_retransmits: int
+    with_data_retransmits: int
+    with_dup_acks: int
+    with_zero_window: int
+    reset: int
+    partial: int
+    port_reuse: int
+    snaplen_cut_segments: int
+    duplicate_frames: int
+    outcomes: dict[Outcome, int]
+    symptoms: dict[Symptom, int]
 
 class _CaptureInfo(TypedDict):
     path: str
@@ -1002,6 +1026,10 @@ class LiveInput:
     @property
     def ended(self) -> bool:
         """True when the writer closed the input."""
+    @property
+    def replaced(self) -> bool:
+        """True when a followed file ended because tcpdump started over: its path names another
+        file now, or the file shrank."""
     def stop(self, now: bool = False) -> None:
         """Ends the input: after what the writer still sends within half a second (at most
         3 s), or at once with `now`. The analysis then settles what was read."""
@@ -1022,16 +1050,23 @@ def analyze_stdin(
     watch: bool = False,
     spill_dir: str | os.PathLike[str] | None = None,
     metrics_listeners: int = 20,
+    follow: str | os.PathLike[str] | None = None,
+    keep_s: float | None = None,
 ) -> Analysis:
-    """Reads standard input live as one capture (as ``analyze(["-"])``), until its end or
-    ``live.stop()``, with the GIL released; with `watch`, each segment is tracked as it
-    arrives, ``live.look()`` tells what happened and ``live.metrics()`` the counts since the
-    start, at most `metrics_listeners` listeners named (the rest summed as "other"). With
-    `spill_dir`, every connection goes, as it finishes, to a temporary file there instead of
-    memory (as ``analyze_many``'s).
+    """Reads standard input live as one capture (as ``analyze(["-"])``), or with `follow` the
+    capture file tcpdump is writing there (waiting for more at its end, ending when tcpdump
+    starts over: ``live.replaced``), until its end or ``live.stop()``, with the GIL released;
+    with `watch`, each segment is tracked as it arrives, ``live.look()`` tells what happened
+    and ``live.metrics()`` the counts since the start, at most `metrics_listeners` listeners
+    named (the rest summed as "other"). With `spill_dir`, every connection goes, as it
+    finishes, to a temporary file there instead of memory (as ``analyze_many``'s). With
+    `keep_s`, the analysis covers the connections counted in the last `keep_s` seconds of
+    capture time (to within a quarter of it), and its summary's ``all_time`` every connection
+    since the start.
 
     Raises:
-        CaptureError: standard input is not a capture.
+        CaptureError: standard input (or `follow`) is not a capture, or `follow` cannot be opened.
+        ValueError: `keep_s` is below 1 s.
         InternalError: a bug in pcapq's core.
     """
 

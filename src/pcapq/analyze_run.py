@@ -40,10 +40,15 @@ def analyze_and_report(
     haproxy_cfg: str | None = None,
     metrics: tuple[str, int] | None = None,
     max_listeners: int = 20,
+    follow: str | None = None,
+    keep: float | None = None,
 ) -> NoReturn:
     """`analyze` and `watch`: read, diagnose, write the report, exit with the code it deserves.
     `metrics` (watch): (host, port) to serve Prometheus metrics on while standard input is read
-    and until the report is written, of the `max_listeners` busiest listeners (pcapq.metrics)."""
+    and until the report is written, of the `max_listeners` busiest listeners (pcapq.metrics).
+    `follow` (watch): the capture file tcpdump is writing, read as it grows, instead of standard
+    input; `keep` (watch): the report covers the last `keep` seconds of capture time, plus the
+    totals since the watch began."""
     from pcapq.diagnose.timeouts import BadTimeouts, parse
     from pcapq.inputs import InputError, expand
     from pcapq.report.progress import progress_for, record_bytes
@@ -86,12 +91,13 @@ def analyze_and_report(
     # JSON has every connection and its events. HTML draws ladders from the events of the
     # connections with a problem, and lists every connection in its table when the input is
     # small enough. The other reports need only the counts and the connections with a problem.
-    size = record_bytes(tuple(paths))
+    # A followed file grows: its size now says nothing of what the watch will read.
+    size = None if follow is not None else record_bytes(tuple(paths))
     every_connection = fmt in ("json", "parquet") or (fmt == "html" and size is not None and size <= HTML_EVERY_CONNECTION_BYTES)
     parquet_dir = fmt == "parquet" and (output.endswith(os.sep) or os.path.isdir(output))
     # The join of log lines needs every connection in memory (a line about an answered request
     # describes a healthy one) and the FINs and RSTs of the connections with a problem (events).
-    keep = dict(
+    keep_records = dict(
         keep_connections=every_connection or bool(logs),
         keep_events=fmt in ("json", "html") or parquet_dir or bool(logs),
         max_connections=max_connections,
@@ -111,10 +117,10 @@ def analyze_and_report(
             gc.enable()
 
             try:
-                points = analyze_on_cluster(paths, scheduler, merge=merge, **keep)
+                points = analyze_on_cluster(paths, scheduler, merge=merge, **keep_records)
             except ClusterUnavailable as e:
                 fail(str(e), ExitCode.UNAVAILABLE)
-        elif paths == ["-"]:
+        elif follow is not None or paths == ["-"]:
             # Reading standard input may last hours: the cyclic garbage collector back on.
             gc.enable()
             # Read live: counted as it arrives, and Ctrl-C reports what was read (pcapq.live).
@@ -135,7 +141,7 @@ def analyze_and_report(
                 say(f"pcapq: serving metrics on {server.url}")
                 more["metrics_listeners"] = max_listeners
             watcher = Watcher(watch_every, metrics=server) if watch_every is not None else None
-            analysis, read = analyze_stdin(**keep, watch=watcher, spill_dir=spill_dir, **more)
+            analysis, read = analyze_stdin(**keep_records, watch=watcher, spill_dir=spill_dir, follow=follow, keep=keep, **more)
             joiner = Joiner(merge)
             joiner.add_capture(analysis)
             points = joiner.points()
@@ -144,7 +150,7 @@ def analyze_and_report(
 
             with progress_for(tuple(paths)) as progress:
                 points = _while_importing(
-                    lambda: analyze_points(paths, merge=merge, jobs=jobs, progress=progress, spill_dir=spill_dir, **keep), fmt
+                    lambda: analyze_points(paths, merge=merge, jobs=jobs, progress=progress, spill_dir=spill_dir, **keep_records), fmt
                 )
     except _core.CaptureError as e:
         fail(e.args[0], ExitCode.UNREADABLE)

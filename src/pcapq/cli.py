@@ -234,8 +234,46 @@ def analyze(files: tuple[str, ...], **options: Any) -> None:
     analyze_and_report(files, **options)
 
 
+class Duration(click.ParamType):
+    """A span of time: 90s, 30m, 2h, 1d (a bare number is seconds); to seconds."""
+
+    name = "duration"
+    UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value).strip().lower()
+        number, unit = text, "s"
+        for name in sorted(self.UNITS, key=len, reverse=True):
+            if text.endswith(name):
+                number, unit = text[: -len(name)].strip(), name
+                break
+        try:
+            seconds = float(number) * self.UNITS[unit]
+        except ValueError:
+            self.fail(f"{value!r} is not a duration (30m, 2h, 1d)", param, ctx)
+        if not seconds >= 4 or seconds == float("inf"):
+            self.fail(f"{value!r} is too short: at least 4 s", param, ctx)
+        return seconds
+
+
 @cli.command(context_settings=CONTEXT)
-@click.argument("source", default="-", metavar="-")
+@click.argument("source", required=False, metavar="-")
+@click.option(
+    "--follow",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    metavar="FILE",
+    help="Read the capture file tcpdump -w FILE is writing, waiting for more at its end, instead of standard input.",
+)
+@click.option(
+    "--keep",
+    type=Duration(),
+    default="1h",
+    show_default=True,
+    metavar="DURATION",
+    help="The report at the end covers the last DURATION of capture time (30m, 2h, 1d), plus the totals since the watch began; memory stays flat over days.",
+)
 @click.option(
     "--every",
     type=click.FloatRange(min=0.5),
@@ -264,7 +302,9 @@ def analyze(files: tuple[str, ...], **options: Any) -> None:
 )
 @report_options
 def watch(
-    source: str,
+    source: str | None,
+    follow: str | None,
+    keep: float,
     every: float,
     metrics: str | None,
     max_listeners: int,
@@ -281,7 +321,7 @@ def watch(
     nstat: tuple[str, ...] = (),
     ss: str | None = None,
 ) -> None:
-    """Follow a live capture on standard input; on Ctrl-C or its end, the full report.
+    """Follow a live capture on standard input (or a file); on Ctrl-C or its end, the report.
 
     Give it tcpdump's output as it is written (-U flushes each packet, -w - writes to
     standard output). While tcpdump runs, every --every seconds, one line per listener
@@ -295,10 +335,15 @@ def watch(
     the counts since the start are also served to Prometheus (docs/monitoring.md has the
     metrics, alert rules and a Grafana dashboard).
 
-    Ctrl-C (SIGINT to the whole pipeline) or the end of the input ends the watch: the
-    report of everything read follows, as `pcapq analyze` writes it (any --format, -o),
-    marked interrupted after Ctrl-C, with analyze's exit codes. The lines go to standard
-    error, the report to standard output (or -o), so --format json stays parseable.
+    Ctrl-C (SIGINT to the whole pipeline), SIGTERM or the end of the input ends the watch:
+    the report follows, as `pcapq analyze` writes it (any --format, -o), marked interrupted
+    after Ctrl-C or SIGTERM, with analyze's exit codes. It covers the last --keep of capture
+    time (1 h by default), with one line of the totals since the watch began. The lines go to
+    standard error, the report to standard output (or -o), so --format json stays parseable.
+
+    --follow FILE reads a capture file that tcpdump (-w FILE, with or without -U) is still
+    writing, pcap or pcapng, waiting at its end for more; it ends on Ctrl-C or SIGTERM, or
+    when tcpdump starts over (another file at that path, or the file shrank).
 
     \b
     Examples:
@@ -306,6 +351,8 @@ def watch(
       $ tcpdump -i any -U -s 96 -w - 'tcp port 9000' | pcapq watch --every 10 -
       $ tcpdump -i eth0 -U -w - port 9000 | pcapq watch --format json -o report.json -
       $ tcpdump -i any -U -w - port 9000 | tee dump.pcap | pcapq watch -   keep the capture too
+      $ tcpdump -i any -w dump.pcap port 9000 &  pcapq watch --follow dump.pcap
+      $ tcpdump -i any -U -w - port 9000 | pcapq watch --keep 2h -   a sidecar for days
 
     \b
     As a monitoring sidecar, scraped by Prometheus (alerts and a dashboard in deploy/):
@@ -313,12 +360,23 @@ def watch(
 
     \b
     Exit codes, as analyze's: 0 nothing wrong found; 1 a problem was found (a finding); 2
-    usage error; 3 standard input is not a capture (or Ctrl-C came before one arrived); 4
+    usage error; 3 standard input (or FILE) is not a capture, FILE does not exist (or Ctrl-C
+    came before a capture arrived); 4
     the capture is damaged (analysed up to the damage); 5 no TCP in it; 70 a bug in pcapq;
     74 the report could not be written.
     """
-    if source != "-":
-        fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, or use `pcapq analyze {source}`", ExitCode.USAGE)
+    if follow is not None:
+        if follow == "-":
+            fail("--follow reads a file tcpdump is writing, not standard input: for a pipe, give '-' alone (tcpdump -w - | pcapq watch -)", ExitCode.USAGE)
+        if source is not None:
+            fail(f"--follow {follow} reads that file: give no {source!r} as well", ExitCode.USAGE)
+        if not os.path.exists(follow):
+            fail(f"{follow}: no such file (start tcpdump -w {follow} first)", ExitCode.UNREADABLE)
+        if os.path.isdir(follow):
+            fail(f"{follow}: is a directory, not a capture file", ExitCode.UNREADABLE)
+    elif source not in (None, "-"):
+        fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, use --follow {source} for a file tcpdump is "
+             f"writing, or `pcapq analyze {source}`", ExitCode.USAGE)
     address = None
     if metrics is not None:
         from pcapq.metrics import MetricsAddressError, parse_address
@@ -327,9 +385,10 @@ def watch(
             address = parse_address(metrics)
         except MetricsAddressError as e:
             fail(str(e), ExitCode.USAGE)
-    analyze_and_report(("-",), fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss,
+    files = (follow,) if follow is not None else ("-",)
+    analyze_and_report(files, fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss,
                        watch_every=every, log_format=log_format, nginx_conf=nginx_conf, haproxy_cfg=haproxy_cfg,
-                       metrics=address, max_listeners=max_listeners)
+                       follow=follow, keep=keep, metrics=address, max_listeners=max_listeners)
 
 
 def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:

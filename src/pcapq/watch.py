@@ -3,7 +3,7 @@
 Every `--every` seconds, one line per listener about what happened since the last line (new
 connections, answered, failed, and the signs: SYNs re-sent, SYN-ACKs re-sent after the client's
 ACK, ...), and one line when a listener's episode opens or recovers. The counts and the episodes
-come from the core (`LiveInput.look`, src/watch.rs), which keeps them up to date as segments
+come from the core (`LiveInput.look`, src/watch/mod.rs), which keeps them up to date as segments
 arrive; this module only words them. Signs are named with the cause they point to alone
 (`Cause.live_signs`), as signs: the diagnosis runs on the whole capture at the end. With
 `--metrics`, the watcher also hands the live input to the metrics server (pcapq.metrics) at each

@@ -78,6 +78,9 @@ def render_summary(analysis: Analysis) -> Group:
     if notes is not None:
         parts.append(notes)
 
+    all_time = s.get("all_time")
+    if all_time is not None:
+        parts.append(Text("\n" + all_time_line(all_time, captures)))
     total = s["connections"]
     conns = Table(title="\nConnections", title_justify="left", show_header=False, show_edge=False, pad_edge=False, box=None)
     conns.add_column("what", style="bold")
@@ -125,6 +128,33 @@ def render_summary(analysis: Analysis) -> Group:
     if s["snaplen_cut_segments"]:
         parts.append(Text(f"\n{s['snaplen_cut_segments']:,} segments were cut by the snaplen; their lengths come from the IP header.", style="dim"))
     return Group(*parts)
+
+
+def duration_words(seconds: float) -> str:
+    """"3 d 4 h", "2 h 5 min", "5 min", "40 s": the two largest units."""
+    seconds = max(0, int(round(seconds)))
+    units = [("d", 86400), ("h", 3600), ("min", 60), ("s", 1)]
+    parts: list[str] = []
+    for name, size in units:
+        if seconds >= size or (name == "s" and not parts):
+            parts.append(f"{seconds // size} {name}")
+            seconds %= size
+        if len(parts) == 2 or (parts and seconds == 0):
+            break
+    return " ".join(parts)
+
+
+def all_time_line(all_time: Mapping[str, Any], captures: Sequence[Mapping[str, Any]]) -> str:
+    """'Since the watch began (3 d 4 h): N connections, M failed; this report covers the last
+    1 h' (a watch with --keep: the report covers its window, this line every connection)."""
+    from pcapq.report.aggregate import FAILED_OUTCOMES
+
+    last = max((c["last_time"] for c in captures if c["last_time"] is not None), default=all_time["since"])
+    failed = sum(all_time["outcomes"].get(o, 0) for o in FAILED_OUTCOMES)
+    return (
+        f"Since the watch began ({duration_words(last - all_time['since'])}): {all_time['connections']:,} connections, "
+        f"{failed:,} failed; this report covers the last {duration_words(all_time['keep_seconds'])}"
+    )
 
 
 def print_summary(analysis: Analysis, console: Console) -> None:
