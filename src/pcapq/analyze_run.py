@@ -6,11 +6,27 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Any, Callable, NoReturn, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, TextIO, TypedDict, TypeVar
 
 from pcapq import _core
 from pcapq.exitcodes import ExitCode
 from pcapq.output import console_for, deliver, fail, reason, refuse_overwriting_inputs, say, warn
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from pcapq.diagnose.finding import Finding
+    from pcapq.diagnose.findings import Diagnosis
+    from pcapq.points import PointAnalysis
+    from pcapq.report.model import AnalyzeReport
+
+class KeepRecords(TypedDict):
+    """What the core keeps of each connection (`_core.analyze`'s arguments of the same names)."""
+
+    keep_connections: bool
+    keep_events: bool
+    max_connections: int
+
 
 T = TypeVar("T")
 
@@ -97,7 +113,7 @@ def analyze_and_report(
     parquet_dir = fmt == "parquet" and (output.endswith(os.sep) or os.path.isdir(output))
     # The join of log lines needs every connection in memory (a line about an answered request
     # describes a healthy one) and the FINs and RSTs of the connections with a problem (events).
-    keep_records = dict(
+    keep_records = KeepRecords(
         keep_connections=every_connection or bool(logs),
         keep_events=fmt in ("json", "html") or parquet_dir or bool(logs),
         max_connections=max_connections,
@@ -220,13 +236,14 @@ def _while_importing(read: Callable[[], T], fmt: str) -> T:
     import importlib
     import threading
 
-    done: dict[str, Any] = {}
+    done: list[T] = []
+    failed: list[BaseException] = []
 
     def run() -> None:
         try:
-            done["value"] = read()
+            done.append(read())
         except BaseException as e:  # raised again on this thread
-            done["error"] = e
+            failed.append(e)
 
     # A daemon: an interrupted run exits without waiting for the core to finish reading.
     thread = threading.Thread(target=run, name="pcapq-core", daemon=True)
@@ -235,9 +252,9 @@ def _while_importing(read: Callable[[], T], fmt: str) -> T:
         importlib.import_module(name)
     while thread.is_alive():
         thread.join(0.1)
-    if "error" in done:
-        raise done["error"]
-    return done["value"]
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 def _spill_dir(output: str, directory: bool) -> str:
@@ -257,14 +274,14 @@ def _spill_dir(output: str, directory: bool) -> str:
     return os.path.dirname(os.path.abspath(output))
 
 
-def _write_parquet(points, diagnoses, output: str, directory: bool) -> None:
+def _write_parquet(points: list[PointAnalysis], diagnoses: list[Diagnosis], output: str, directory: bool) -> None:
     """The Parquet tables of every capture point (docs/parquet.md). Each connection's cause is
     the one of the first finding, in the registry's precedence order, that lists it."""
     import json
 
     from pcapq.causes.registry import CAUSES
 
-    def precedence(finding) -> int:
+    def precedence(finding: Finding) -> int:
         cause = CAUSES.get(finding.cause)
         return cause.precedence if cause is not None else len(CAUSES)
 
@@ -278,12 +295,12 @@ def _write_parquet(points, diagnoses, output: str, directory: bool) -> None:
         fail(f"cannot write the report to {output}: {reason(e)}", ExitCode.CANT_WRITE)
 
 
-def exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list) -> ExitCode:
+def exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list[Finding]) -> ExitCode:
     """Warnings on stderr (named by capture point when there are several), then the exit code:
     no TCP (5) before damage (4) before problems found (1)."""
     damaged = False
     segments = packets = 0
-    skipped: dict[str, list] = {}
+    skipped: dict[str, tuple[int, str]] = {}
     for name, analysis in analyses:
         for warning in analysis.warnings():
             warn(f"{name}: {warning}" if name else warning)
@@ -292,7 +309,8 @@ def exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list)
         segments += summary["tcp_segments"]
         packets += summary["packets"]
         for slug, (n, meaning) in analysis.skipped().items():
-            skipped.setdefault(slug, [0, meaning])[0] += n
+            before, _ = skipped.get(slug, (0, meaning))
+            skipped[slug] = (before + n, meaning)
     if segments == 0:
         what = ", ".join(f"{n:,} {meaning}" for n, meaning in skipped.values()) or "no packets at all"
         fail(f"no TCP segments to analyse in {packets:,} packets ({what})", ExitCode.NO_TCP)
@@ -303,7 +321,7 @@ def exit_code(analyses: list[tuple[str | None, _core.Analysis]], findings: list)
     return ExitCode.OK
 
 
-def write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+def write_report(result: _core.Analysis, diagnosis: Diagnosis, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
     if fmt == "json":
         result.write_json(out, pretty=pretty, extra=json_extra(diagnosis, pretty))
         out.flush()
@@ -325,7 +343,7 @@ def write_report(result: _core.Analysis, diagnosis, fmt: str, pretty: bool, no_c
     print_text_report(result, diagnosis, console_for(out, no_color), report)
 
 
-def print_text_report(result: _core.Analysis, diagnosis, console, report=None) -> None:
+def print_text_report(result: _core.Analysis, diagnosis: Diagnosis, console: Console, report: AnalyzeReport | None = None) -> None:
     """Findings, the worst connections, then totals, for a terminal."""
     from pcapq.report import model
     from pcapq.report.findings import render_findings
@@ -345,7 +363,7 @@ def print_text_report(result: _core.Analysis, diagnosis, console, report=None) -
     print_summary(result, console)
 
 
-def _write_points_report(points, diagnoses, fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+def _write_points_report(points: list[PointAnalysis], diagnoses: list[Diagnosis], fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
     """Several capture points: JSON, one document with a section per point; Markdown, a section
     per point; text, the points side by side, then each one's report."""
     import json
@@ -375,7 +393,7 @@ def _write_points_report(points, diagnoses, fmt: str, pretty: bool, no_color: bo
     print_points(points, diagnoses, console, lambda p, d, _: print_text_report(p.analysis, d, console))
 
 
-def json_extra(diagnosis, pretty: bool) -> str:
+def json_extra(diagnosis: Diagnosis, pretty: bool) -> str:
     import json
 
     return json.dumps(diagnosis.to_json(), indent=2 if pretty else None)

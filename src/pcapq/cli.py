@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 
@@ -18,6 +18,12 @@ from pcapq.proxy_logs import lines_by_connection, read_logs
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import TextIO
+
+    from pcapq.diagnose.finding import Finding
+    from pcapq.report.timeline import ConnectionTimeline
+
+# A click command, or the function it is made from, as a decorator takes and gives it back.
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -50,7 +56,7 @@ def cli() -> None:
 REPORT_FORMATS = ["text", "json", "markdown", "html"]
 
 
-def format_option(help: str, choices: list[str] | None = None):
+def format_option(help: str, choices: list[str] | None = None) -> Callable[[Command], Command]:
     return click.option(
         "--format", "fmt", type=click.Choice(choices or ["text", "json"]), default="text", show_default=True, help=help
     )
@@ -74,7 +80,7 @@ analyze_output_option = click.option(
 )
 
 
-def log_options(tied: str, output: str, conf_timeouts: bool = False) -> Callable[[Callable], Callable]:
+def log_options(tied: str, output: str, conf_timeouts: bool = False) -> Callable[[Command], Command]:
     """--log, --nginx-conf and --log-format: the proxy's logs, each line tied to the capture's
     connection it describes (docs/evidence.md), read by `pcapq.evidence.read`. `tied` says what
     the tied lines do in the command, `output` what goes on without a log pcapq cannot read;
@@ -122,7 +128,7 @@ def log_options(tied: str, output: str, conf_timeouts: bool = False) -> Callable
         ),
     ]
 
-    def decorate(command: Callable) -> Callable:
+    def decorate(command: Command) -> Command:
         for option in reversed(options):
             command = option(command)
         return command
@@ -130,7 +136,7 @@ def log_options(tied: str, output: str, conf_timeouts: bool = False) -> Callable
     return decorate
 
 
-def report_options(command: Callable) -> Callable:
+def report_options(command: Command) -> Command:
     """The options of the report `analyze` and `watch` write, and the evidence it weighs."""
     options = [
         format_option(
@@ -234,7 +240,7 @@ def analyze(files: tuple[str, ...], **options: Any) -> None:
     analyze_and_report(files, **options)
 
 
-class Duration(click.ParamType):
+class Duration(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.5; not subscriptable in 8.1, the floor
     """A span of time: 90s, 30m, 2h, 1d (a bare number is seconds); to seconds."""
 
     name = "duration"
@@ -487,7 +493,7 @@ def timeline(
     start = min(starts) if starts else 0.0
     selection.since = _parse_when(since, start, "--since")
     selection.until = _parse_when(until, start, "--until")
-    findings: list = []  # the material ones: their episodes shade the aggregate
+    findings: list[Finding] = []  # the material ones: their episodes shade the aggregate
     if causes or aggregate or not selecting:
         from pcapq.diagnose import diagnose
 
@@ -496,7 +502,7 @@ def timeline(
         if causes:
             # --cause selects the connections of minor observations too.
             selection.connection_ids = {i for f in diagnosis.every_finding() if f.cause in causes for i in f.connections}
-    timelines: list = []
+    timelines: list[ConnectionTimeline] = []
     matched = 0
     if show_connections:
         indices, matched = tl.select(result, selection)

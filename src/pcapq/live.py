@@ -45,7 +45,7 @@ class StdinRead:
             "this report covers what was read until then"
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"interrupted": self.interrupted, "bytes": self.bytes, "packets": self.packets}
 
 
