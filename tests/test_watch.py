@@ -215,10 +215,13 @@ def test_every_live_sign_has_words_and_cause_signs_are_live_signs() -> None:
 
 
 def test_look_lines_say_a_quiet_interval_and_count_in_the_singular() -> None:
-    quiet = {"servers": [], "more_servers": 0, "events": [], "events_dropped": 0, "open": 1, "latest_time": 1_700_000_005.0, "segments": 1234}
+    quiet = {"servers": [], "more_servers": 0, "events": [], "events_dropped": 0, "open": 1, "episodes_forgotten": 0,
+             "latest_time": 1_700_000_005.0, "segments": 1234}
     assert look_lines(quiet, 5.0) == ["22:13:25  nothing new in the last 5.0 s (1,234 TCP segments so far; 1 episode open)"]
     busy = dict(quiet, servers=[{"server": "10.0.0.2:9000", "connections": 1, "answered": 0, "failed": 1, "signs": {"syn_retransmitted": 1}}])
     assert look_lines(busy, 5.0) == ["22:13:25  10.0.0.2:9000  1 connection, 0 answered, 1 failed; 1 SYN re-sent"]
+    forgetting = dict(busy, episodes_forgotten=3)
+    assert look_lines(forgetting, 5.0)[0] == "22:13:25  3 open episodes of listeners that never answered again forgotten (too many open at once)"
 
 
 def test_watcher_looks_only_every_so_often() -> None:
@@ -228,7 +231,8 @@ def test_watcher_looks_only_every_so_often() -> None:
     class Live:
         def look(self, max_servers: int = 8, end: bool = False) -> dict:
             looks.append(end)
-            return {"servers": [], "more_servers": 0, "events": [], "events_dropped": 0, "open": 0, "latest_time": None, "segments": 1}
+            return {"servers": [], "more_servers": 0, "events": [], "events_dropped": 0, "open": 0, "episodes_forgotten": 0,
+                    "latest_time": None, "segments": 1}
 
     w = Watcher(5.0, clock=lambda: now[0])
     said: list[str] = []

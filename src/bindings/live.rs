@@ -42,6 +42,7 @@ impl LiveInput {
         d.set_item("more_servers", look.more_servers)?;
         d.set_item("events", look.events.iter().map(|e| event_dict(py, e)).collect::<PyResult<Vec<_>>>()?)?;
         d.set_item("events_dropped", look.events_dropped)?;
+        d.set_item("episodes_forgotten", look.forgotten)?;
         d.set_item("open", look.open)?;
         d.set_item("latest_time", look.latest_ns.map(|t| t as f64 / 1e9))?;
         d.set_item("segments", look.segments)?;

@@ -304,9 +304,9 @@ impl<C: Counter> Tracker<C> {
                 // A connection refused by an RST to its SYN left no state on either side (no
                 // TIME-WAIT): the client trying again with a new ISN replaces nothing.
                 let follows = if refused(conn) { None } else { Some(Follows { id: conn.id, after_ns: time_ns - conn.last_time_ns, server_time_wait: server_time_wait(flow) }) };
-                // The new connection takes its flow: the old one leaves the hot table here, not
-                // through a retire (its record is counted at the end).
-                self.store.note_end(flow.slot(), time_ns);
+                // The new connection takes its flow: the old one leaves the hot table here and
+                // is counted now, its slot freed (a run of days reuses many 4-tuples).
+                self.store.retire(flow.slot(), time_ns);
                 follows
             }
             None => None,
@@ -1654,6 +1654,25 @@ mod tests {
         let conns = w.conns();
         assert_eq!(conns.len(), 2);
         assert_eq!((conns[1].client, conns[1].follows), (w.server, Some(0)));
+    }
+
+    #[test]
+    fn test_reuse_counts_the_replaced_connection_and_frees_its_slot() {
+        // Records not kept: each connection a new SYN replaces is counted at once, so a run of
+        // days that reuses one 4-tuple holds one slot, not one per connection before.
+        let options = TrackerOptions { keep_events: false, mergeable: false, keep_connections: false, max_live: 0, ..TrackerOptions::default() };
+        let mut w = Wire::with_options(40000, 9000, options);
+        for i in 0..100u32 {
+            let (c, s) = (CISN + i * 1_000_000, SISN + i * 1_000_000);
+            let ms = i64::from(i) * 1000;
+            w.send(ms, C, SYN, c, 0, 0);
+            w.send(ms + 1, S, SYN | ACK, s, c + 1, 0);
+            w.send(ms + 2, C, ACK, c + 1, s + 1, 0);
+        }
+        assert_eq!(w.tracker.store.used_slots().len(), 1);
+        let (finished, _) = w.tracker.finish();
+        assert_eq!(finished.census.tally.connections, 100);
+        assert_eq!(finished.census.tally.handshakes_completed, 100);
     }
 
     // ---------------------------------------------------------------------------------------

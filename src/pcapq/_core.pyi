@@ -950,6 +950,9 @@ class _WatchLook(TypedDict):
     events_dropped: int
     open: int
     """Episodes open now."""
+    episodes_forgotten: int
+    """Open episodes forgotten since the last look: the oldest of more than 4,096 open at once
+    (listeners that never answered again)."""
     latest_time: float | None
     segments: int
     """TCP segments tracked so far."""

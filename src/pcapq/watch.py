@@ -83,6 +83,9 @@ def look_lines(look: "_core._WatchLook", every: float) -> list[str]:
     lines = [event_line(e) for e in look["events"]]
     if look["events_dropped"]:
         lines.append(f"{clock}  and {plural(look['events_dropped'], 'more episode event')} (too many listeners to list)")
+    if look["episodes_forgotten"]:
+        forgotten = plural(look["episodes_forgotten"], "open episode")
+        lines.append(f"{clock}  {forgotten} of listeners that never answered again forgotten (too many open at once)")
     lines += [interval_line(clock, i) for i in look["servers"]]
     if look["more_servers"]:
         lines.append(f"{clock}  and {plural(look['more_servers'], 'more listener')} with connections")

@@ -27,6 +27,10 @@ pub const RECOVERY_QUIET_NS: i64 = 5 * 1_000_000_000;
 pub const MAX_EVENTS: usize = 64;
 /// Connections an open episode remembers by id, to count each once; beyond, `Open::beyond`.
 pub const MAX_EPISODE_CONNECTIONS: usize = 1024;
+/// Episodes open at once. An episode recovers only once its listener answers again, so one of a
+/// port that never answers (a closed port probed, a listener gone) stays open: past this, the
+/// one whose last sign is oldest is forgotten (`Look::forgotten`).
+pub const MAX_OPEN_EPISODES: usize = 4096;
 
 /// The symptoms a watch reads from single segments, in the core's order.
 pub const SIGNS: [Symptom; 7] = [
@@ -142,6 +146,8 @@ pub struct Look {
     pub events_dropped: u64,
     /// Episodes open now.
     pub open: u64,
+    /// Open episodes forgotten since the last look, the oldest of more than `MAX_OPEN_EPISODES`.
+    pub forgotten: u64,
     /// The latest packet's time.
     pub latest_ns: Option<i64>,
     /// TCP segments tracked so far.
@@ -154,6 +160,7 @@ pub struct Watch {
     open: FxHashMap<Endpoint, Open>,
     events: Vec<EpisodeEvent>,
     events_dropped: u64,
+    forgotten: u64,
     latest_ns: Option<i64>,
     segments: u64,
     /// Counts since the start, per listener (`enable_metrics`): what `pcapq watch --metrics`
@@ -308,7 +315,19 @@ impl Watch {
             connections.insert(c.id);
             let open = Open { first_ns: c.time_ns, last_sign_ns: c.time_ns, answered_since_sign: 0, signs, connections, beyond: 0, beyond_above: None };
             self.push(event(EpisodeEventKind::Opened, c.server, &open, c.time_ns));
+            if self.open.len() >= MAX_OPEN_EPISODES {
+                self.forget_oldest_episode();
+            }
             self.open.insert(c.server, open);
+        }
+    }
+
+    /// Forgets the open episode whose last sign is the oldest (ties: the lowest listener).
+    fn forget_oldest_episode(&mut self) {
+        let oldest = self.open.iter().min_by_key(|(server, o)| (o.last_sign_ns, **server)).map(|(server, _)| *server);
+        if let Some(server) = oldest {
+            self.open.remove(&server);
+            self.forgotten += 1;
         }
     }
 
@@ -373,6 +392,7 @@ impl Watch {
             events,
             events_dropped: std::mem::take(&mut self.events_dropped),
             open: self.open.len() as u64,
+            forgotten: std::mem::take(&mut self.forgotten),
             latest_ns: self.latest_ns,
             segments: self.segments,
         }
@@ -533,6 +553,24 @@ mod tests {
         }
         assert_eq!(w.open[&server()].connections.len(), MAX_EPISODE_CONNECTIONS);
         assert_eq!(w.take(8, true).events[0].connections, n);
+    }
+
+    #[test]
+    fn test_episodes_of_listeners_that_never_answer_stay_bounded() {
+        // A scan of closed ports: every port refuses one SYN and never answers again.
+        let mut w = Watch::default();
+        let refused = Stage { rst: Some((Side::Server, Some(PacketRole::Syn))), ..syn(1) };
+        let ports = MAX_OPEN_EPISODES as u16 + 10;
+        for port in 1..=ports {
+            let mut c = change(u64::from(port), i64::from(port) * S, syn(1), refused);
+            c.server.port = port;
+            w.note(&c);
+        }
+        let look = w.take(8, false);
+        assert_eq!((look.open, look.forgotten), (MAX_OPEN_EPISODES as u64, 10));
+        // The oldest went: ports 1 to 10.
+        assert!(!w.open.keys().any(|s| s.port <= 10) && w.open.keys().any(|s| s.port == 11));
+        assert_eq!(w.take(8, false).forgotten, 0);
     }
 
     #[test]
