@@ -63,13 +63,15 @@ def test_same_bytes_every_run(inputs, name, fmt):
     paths = [str(p) for p in inputs[name]]
     if name == "shipped":
         # Each shipped capture on its own: they are not one capture.
-        runs = [[run(FORMATS[fmt] + [p], seed) for p in paths] for seed in (1, 2, 3)]
+        # Two seeds: an output that followed a hash order would differ between them (a third run
+        # costs a minute of CI over the shipped captures and adds nothing).
+        runs = [[run(FORMATS[fmt] + [p], seed) for p in paths] for seed in (1, 2)]
     else:
         # The ring's two files as one capture.
         merge = ["--merge"] if len(paths) > 1 else []
         runs = [run(FORMATS[fmt] + merge + paths, seed) for seed in (1, 2, 3)]
     assert runs[0], "no output: nothing was compared"
-    assert runs[0] == runs[1] == runs[2]
+    assert all(r == runs[0] for r in runs[1:])
 
 
 def test_output_file_is_the_same_bytes_as_stdout_every_run(inputs, tmp_path):
