@@ -65,6 +65,9 @@ pub fn align_streams(streams: &mut [Stream; 2], options: Options) -> matcher::Ma
     let offset = matcher::coarse_offset(a.buffered(), b.buffered()).unwrap_or(0);
     let mut m = matcher::Matcher::new(offset, options.window_ns);
     loop {
+        if a.error.is_some() || b.error.is_some() {
+            break;
+        }
         let side = match (a.peek_time(), b.peek_time()) {
             (None, None) => break,
             (Some(_), None) => 0,

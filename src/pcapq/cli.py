@@ -641,9 +641,15 @@ def explain(
         # problem at all is read again keeping every record, for its first healthy connection.
         # Standard input cannot be read twice; the logs' join wants every record, as in analyze.
         every_record = conn is not None or "-" in files or bool(proxy_logs)
-        result = _core.analyze(list(files), keep_connections=every_record, keep_events=True)
+        # Two capture points that saw the same connections: the story is told at the one nearer
+        # the clients, with where each packet vanished between them (docs/two-points.md).
+        from pcapq.two_points import story_point
+
+        two = story_point(list(files), every_record) if len(files) > 1 else None
+        result, path, point = two if two is not None else (_core.analyze(list(files), keep_connections=every_record, keep_events=True), None, None)
         if len(result) == 0 and result.summary()["connections"] > 0:
-            result = _core.analyze(list(files))
+            two = story_point(list(files), True) if path is not None else None
+            result, path, point = two if two is not None else (_core.analyze(list(files)), None, None)
     except _core.CaptureError as e:
         fail(e.args[0], ExitCode.UNREADABLE)
     for warning in result.warnings():
@@ -652,7 +658,7 @@ def explain(
         fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
     tied = lines_by_connection(result, proxy_logs)
     try:
-        story = tell_story(result, conn, tied)
+        story = tell_story(result, conn, tied, path, point)
     except (NoSuchConnection, ValueError) as e:
         fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
     deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)

@@ -11,6 +11,7 @@ from pcapq.causes.proxy_log import LINES
 from pcapq.diagnose.capture_point import CapturePoint
 from pcapq.diagnose.finding import Finding
 from pcapq.diagnose.timeouts import proxy_log_line
+from pcapq.two_points import TwoPointFacts
 
 if TYPE_CHECKING:
     from pcapq.causes.cause import Cause
@@ -36,6 +37,9 @@ class CaptureContext:
     # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts); a kind is absent when
     # neither says it.
     proxy_timeouts: dict = field(default_factory=dict)
+    # What aligning this capture point with another says of its connections
+    # (pcapq.two_points); None with one point.
+    two_points: TwoPointFacts | None = None
 
     @property
     def one_syn(self) -> dict:
@@ -61,6 +65,19 @@ class EpisodeContext:
     @property
     def capture_point(self) -> CapturePoint:
         return self.capture.capture_point
+
+    def between_points(self, selection: Selection, check: str) -> tuple[Selection, list[dict]]:
+        """`selection` less the connections two aligned capture points show `check` failed
+        for, and its `checks` entry (pcapq.causes.between_points)."""
+        from pcapq.causes.between_points import weigh
+
+        return weigh(self, selection, check)
+
+    def vanished_among(self, selection: Selection) -> Selection:
+        """The selection's connections that lost a packet between two aligned capture points
+        (none without two points)."""
+        facts = self.capture.two_points
+        return self.episode.among(selection, set(facts.lost) if facts is not None else set())
 
     def select(self, all_of: Sequence[str] = (), any_of: Sequence[str] = (), none_of: Sequence[str] = (),
                claimed: bool = False) -> Selection:

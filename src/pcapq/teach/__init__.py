@@ -14,10 +14,13 @@ from pcapq.teach.narrate import Story, tell
 __all__ = ["NoSuchConnection", "Story", "explain"]
 
 
-def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, dict] | None = None) -> Story:
+def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, dict] | None = None,
+            path: dict | None = None, point: str | None = None) -> Story:
     """The story of the connection `conn` (PORT or IP:PORT) or of the most instructive one.
     `proxy_logs` (connection id -> the proxy's line tied to it, `pcapq.evidence.Ties.by_id`):
-    the story ends with the line the proxy wrote about this connection.
+    the story ends with the line the proxy wrote about this connection. `path` (a JSON `paths`
+    entry) and `point` (the name of the capture point `analysis` is of): the connection was seen
+    at two capture points, and the story tells where its packets vanished between them.
 
     Raises:
         NoSuchConnection: nothing matches `conn`, or the capture has no connection.
@@ -29,4 +32,8 @@ def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, d
     proxy_log = (proxy_logs or {}).get(record["id"])
     story = tell(record, diagnosis, choice.reason, choice.others, choice.matched, proxy_log)
     story.labels = analysis.connection_labels(choice.index)
+    if path is not None and point is not None:
+        from pcapq.teach.between import place_vanished
+
+        place_vanished(story, path, point)
     return story

@@ -1,0 +1,90 @@
+"""Two capture points, one story (docs/two-points.md): when `pcapq analyze` is given exactly two
+capture points that saw the same connections (the proxy's side and the server's side), the core
+aligns them packet for packet (`_core.align_points`, src/align), and this module turns what it
+found into the JSON `paths` entry and the facts each point's causes read (`TwoPointFacts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from pcapq import _core
+from pcapq.points import PointAnalysis
+
+# Fewer packets matched than this and the two points are taken to share nothing: two captures
+# of unrelated hosts can agree on a packet or two by chance (an IP ID, sequence numbers and a
+# length alike), not on ten.
+MIN_MATCHED = 10
+
+
+@dataclass(frozen=True)
+class TwoPointFacts:
+    """What aligning a capture point with another says of its connections, by their ids at
+    this point."""
+
+    other: str
+    # "client" when this point is the nearer to the clients (the proxy's side), else "server".
+    side: str
+    # Connections the other point saw too.
+    shared: frozenset[int] = field(default_factory=frozenset)
+    # Connections with packets that vanished between the two points, either way.
+    lost: frozenset[int] = field(default_factory=frozenset)
+    # Connections a packet of whose client (a SYN, the handshake ACK, a request) vanished
+    # between the two points: the path, not the server's kernel, kept it from the server.
+    lost_to_server: frozenset[int] = field(default_factory=frozenset)
+
+
+@dataclass
+class Aligned:
+    """The alignment of two points: the JSON `paths` entry, and each point's facts by name."""
+
+    entry: dict
+    facts: dict[str, TwoPointFacts]
+
+
+def align(points: Sequence[PointAnalysis]) -> Aligned | None:
+    """The alignment of two capture points, or None: not two points, standard input, or two
+    points that do not share connections. Raises _core.CaptureError."""
+    if len(points) != 2 or any(f.path == "-" for p in points for f in p.point.files):
+        return None
+    a, b = points
+    entry, shared_a, shared_b = _core.align_points(
+        a.point.paths, b.point.paths, (a.name, b.name), analyses=(a.analysis, b.analysis)
+    )
+    if entry["matched_packets"] < MIN_MATCHED:
+        return None
+    facts = {}
+    for p, shared in ((a, shared_a), (b, shared_b)):
+        other = b.name if p is a else a.name
+        lost, to_server = set(), set()
+        for c in entry["connections"]:
+            cid = c["ids"][p.name]
+            if cid is None:
+                continue
+            lost.add(cid)
+            if c["vanished_client_to_server"]:
+                to_server.add(cid)
+        side = "client" if entry["client_side"] == p.name else "server"
+        facts[p.name] = TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server))
+    return Aligned(entry, facts)
+
+
+def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, dict, str] | None:
+    """For `pcapq explain` of files that are two capture points sharing connections: the
+    analysis of the point nearer the clients (the story is told from there), the `paths` entry
+    and that point's name; None otherwise. Raises _core.CaptureError."""
+    from pcapq.capture_points import FileTimes, group
+    from pcapq.inputs import first_packet_time
+
+    if "-" in paths:
+        return None
+    points = group([FileTimes(p, first_packet_time(p), None) for p in paths])
+    if len(points) != 2:
+        return None
+    a, b = (_core.analyze(p.paths, keep_connections=keep_connections, keep_events=True) for p in points)
+    entry, _, _ = _core.align_points(points[0].paths, points[1].paths, (points[0].name, points[1].name), analyses=(a, b))
+    if entry["matched_packets"] < MIN_MATCHED:
+        return None
+    first = entry["client_side"] in (None, points[0].name)
+    return (a, entry, points[0].name) if first else (b, entry, points[1].name)
