@@ -646,10 +646,10 @@ def explain(
         from pcapq.two_points import story_point
 
         two = story_point(list(files), every_record) if len(files) > 1 else None
-        result, path, point = two if two is not None else (_core.analyze(list(files), keep_connections=every_record, keep_events=True), None, None)
+        result, path, facts = two if two is not None else (_core.analyze(list(files), keep_connections=every_record, keep_events=True), None, None)
         if len(result) == 0 and result.summary()["connections"] > 0:
             two = story_point(list(files), True) if path is not None else None
-            result, path, point = two if two is not None else (_core.analyze(list(files)), None, None)
+            result, path, facts = two if two is not None else (_core.analyze(list(files)), None, None)
     except _core.CaptureError as e:
         fail(e.args[0], ExitCode.UNREADABLE)
     for warning in result.warnings():
@@ -658,7 +658,7 @@ def explain(
         fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
     tied = lines_by_connection(result, proxy_logs)
     try:
-        story = tell_story(result, conn, tied, path, point)
+        story = tell_story(result, conn, tied, path, facts)
     except (NoSuchConnection, ValueError) as e:
         fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
     deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)

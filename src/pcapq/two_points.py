@@ -54,26 +54,31 @@ def align(points: Sequence[PointAnalysis]) -> Aligned | None:
     )
     if entry["matched_packets"] < MIN_MATCHED:
         return None
-    facts = {}
-    for p, shared in ((a, shared_a), (b, shared_b)):
-        other = b.name if p is a else a.name
-        lost, to_server = set(), set()
-        for c in entry["connections"]:
-            cid = c["ids"][p.name]
-            if cid is None:
-                continue
-            lost.add(cid)
-            if c["vanished_client_to_server"]:
-                to_server.add(cid)
-        side = "client" if entry["client_side"] == p.name else "server"
-        facts[p.name] = TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server))
+    facts = {a.name: facts_of(entry, a.name, shared_a), b.name: facts_of(entry, b.name, shared_b)}
     return Aligned(entry, facts)
 
 
-def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, dict, str] | None:
+def facts_of(entry: dict, name: str, shared: Sequence[int]) -> TwoPointFacts:
+    """What the `paths` entry `entry` says of point `name`'s connections; `shared`: the ids of
+    those the other point saw too."""
+    lost, to_server = set(), set()
+    for c in entry["connections"]:
+        cid = c["ids"][name]
+        if cid is None:
+            continue
+        lost.add(cid)
+        if c["vanished_client_to_server"]:
+            to_server.add(cid)
+    other = next(p for p in entry["points"] if p != name)
+    side = "client" if entry["client_side"] == name else "server"
+    return TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server))
+
+
+def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, dict, TwoPointFacts] | None:
     """For `pcapq explain` of files that are two capture points sharing connections: the
     analysis of the point nearer the clients (the story is told from there), the `paths` entry
-    and that point's name; None otherwise. Raises _core.CaptureError."""
+    and that point's facts (its name: the other's `other`); None otherwise. Raises
+    _core.CaptureError."""
     from pcapq.capture_points import FileTimes, group
     from pcapq.inputs import first_packet_time
 
@@ -83,8 +88,9 @@ def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Ana
     if len(points) != 2:
         return None
     a, b = (_core.analyze(p.paths, keep_connections=keep_connections, keep_events=True) for p in points)
-    entry, _, _ = _core.align_points(points[0].paths, points[1].paths, (points[0].name, points[1].name), analyses=(a, b))
+    entry, shared_a, shared_b = _core.align_points(points[0].paths, points[1].paths, (points[0].name, points[1].name), analyses=(a, b))
     if entry["matched_packets"] < MIN_MATCHED:
         return None
-    first = entry["client_side"] in (None, points[0].name)
-    return (a, entry, points[0].name) if first else (b, entry, points[1].name)
+    if entry["client_side"] in (None, points[0].name):
+        return a, entry, facts_of(entry, points[0].name, shared_a)
+    return b, entry, facts_of(entry, points[1].name, shared_b)

@@ -48,9 +48,12 @@ def place_vanished(story: Story, path: dict, point: str) -> None:
             offset = v["time"] - conn["first_time"]
         else:
             offset = v["time"] - shift - conn["first_time"]
-        actor = "client" if v["direction"] == "client_to_server" else "server"
-        added.append(Step(frames=[v["frame"]] if v["seen_at"] == point else [], file=v["file"], offset=offset, actor=actor,
-                          what=f"The {actor}'s {_packet(v)} vanished between the capture points.", why=_where(v).capitalize() + "."))
+        actor = "client kernel" if v["direction"] == "client_to_server" else "server kernel"
+        here = v["seen_at"] == point
+        at = "" if here else f" (frame {v['frame']} at {v['seen_at']})"
+        added.append(Step(frames=[v["frame"]] if here else [], file=v["file"] if here else 0, offset=offset, actor=actor,
+                          what=f"sends a {_packet(v)}{at} that vanishes between the two capture points.",
+                          why=_where(v)[0].upper() + _where(v)[1:] + "."))
     story.steps = sorted(story.steps + added, key=lambda s: s.offset)
     lost = len(entry["vanished"])
     story.intro.append(
