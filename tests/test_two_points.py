@@ -43,8 +43,9 @@ def vanished(path: dict) -> list[dict]:
 
 
 def findings(doc: dict, point: str) -> set[str]:
+    """The point's causes, material or minor."""
     report = next(p["report"] for p in doc["capture_points"] if p["name"] == point)
-    return {f["cause"] for f in report["findings"]}
+    return {f["cause"] for f in report["findings"] + report["minor_observations"]}
 
 
 def check_vanished_is_truth(path: dict, run: TwoPointRun) -> None:
