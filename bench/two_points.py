@@ -4,6 +4,7 @@ analysis of both, on a pair of 1M-packet captures.
 
     python bench/two_points.py              # bench/out/nginx-php-1000000.pcap and its server-side copy
     python bench/two_points.py --runs 5
+    python bench/two_points.py --capture dump.pcap
 
 The second point is the first capture with every 500th packet left out (vanished between the
 points) and every time 2.5 s later (another clock), written once beside it. The target (issue
@@ -33,25 +34,26 @@ TARGET_RATIO = 2.0
 
 
 def second_point(first: Path) -> Path:
-    """The capture of the other point: every LEAVE_OUT_EVERY-th packet gone, SHIFT_S later."""
-    out = first.with_name(first.stem + "-second-point.pcap")
+    """The capture of the other point: every LEAVE_OUT_EVERY-th packet gone, SHIFT_S later
+    (written once, record by record, into bench/out)."""
+    out = OUT / (first.stem + "-second-point.pcap")
     if out.exists():
         return out
-    data = first.read_bytes()
-    magic = struct.unpack_from("<I", data, 0)[0]
-    assert magic in (0xA1B2C3D4, 0xA1B23C4D), "classic little-endian pcap expected"
-    per_second = 1_000_000 if magic == 0xA1B2C3D4 else 1_000_000_000
-    chunks = [data[:24]]
-    at, n = 24, 0
-    while at + 16 <= len(data):
-        sec, frac, incl, orig = struct.unpack_from("<IIII", data, at)
-        n += 1
-        if n % LEAVE_OUT_EVERY:
-            total = sec * per_second + frac + int(SHIFT_S * per_second)
-            chunks.append(struct.pack("<IIII", total // per_second, total % per_second, incl, orig))
-            chunks.append(data[at + 16 : at + 16 + incl])
-        at += 16 + incl
-    out.write_bytes(b"".join(chunks))
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(first, "rb") as src, open(out, "wb") as dst:
+        head = src.read(24)
+        magic = struct.unpack_from("<I", head, 0)[0]
+        assert magic in (0xA1B2C3D4, 0xA1B23C4D), "classic little-endian pcap expected"
+        per_second = 1_000_000 if magic == 0xA1B2C3D4 else 1_000_000_000
+        dst.write(head)
+        n = 0
+        while len(record := src.read(16)) == 16:
+            sec, frac, incl, orig = struct.unpack("<IIII", record)
+            data = src.read(incl)
+            n += 1
+            if n % LEAVE_OUT_EVERY:
+                total = sec * per_second + frac + int(SHIFT_S * per_second)
+                dst.write(struct.pack("<IIII", total // per_second, total % per_second, incl, orig) + data)
     return out
 
 
@@ -59,10 +61,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--packets", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--capture", type=Path, help="the first point's capture (default: the generated one in bench/out)")
     args = parser.parse_args()
     from pcapq import _core
 
-    first = generated(args.packets, OUT)
+    first = args.capture or generated(args.packets, OUT)
     second = second_point(first)
     analyse, align = [], []
     entry = None

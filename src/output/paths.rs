@@ -11,13 +11,14 @@ use crate::align::Alignment;
 /// The point names, first and second, as the report names them.
 pub type Names<'a> = [&'a str; 2];
 
-/// Seconds, to the nanosecond.
+/// Seconds from nanoseconds, to the nanosecond (and 0, not -0).
 fn secs(ns: f64) -> f64 {
-    (ns).round() / 1e9
+    ns.round() / 1e9 + 0.0
 }
 
 fn delays(d: &Delays) -> Value {
-    json!({"packets": d.packets, "min": d.min, "mean": d.mean, "spread": d.spread, "max": d.max})
+    let s = |seconds: f64| secs(seconds * 1e9);
+    json!({"packets": d.packets, "min": s(d.min), "mean": s(d.mean), "spread": s(d.spread), "max": s(d.max)})
 }
 
 fn per_point<T: Into<Value>>(names: Names<'_>, values: [T; 2]) -> Value {
@@ -79,7 +80,7 @@ pub fn path_json(al: &Alignment, names: Names<'_>, ids: [&dyn Fn(&Conn) -> Optio
         "client_side": client_side,
         "clock_offset": fit.map_or(secs(al.running_offset_ns as f64), |f| secs(f.offset_ns)),
         "offset_at": fit.map(|f| epoch(f.at_ns)),
-        "drift_ppm": fit.map(|f| (f.drift * 1e6 * 1000.0).round() / 1000.0),
+        "drift_ppm": fit.map(|f| (f.drift * 1e9).round() / 1000.0 + 0.0),
         "offset_uncertainty": fit.map(|f| secs(f.uncertainty_ns)),
         "offset_windows": fit.map_or(0, |f| f.windows),
         "matched_packets": al.matched,
