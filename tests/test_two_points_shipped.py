@@ -83,6 +83,9 @@ def test_shipped_two_points_firewall_syns_never_reached_the_server():
     assert {v["flags"] for v in vanished(path)} == {"S"}
     assert all(c["ids"]["server.pcap"] is None and c["server"]["server.pcap"] is None for c in path["connections"])
     assert not set(findings(doc, "proxy.pcap")) & LISTENER
+    loss = findings(doc, "proxy.pcap")["network_loss"]
+    assert "swallowed every try" in loss["confidence_reason"]
+    assert set(loss["connections"]["ids"]) == {c["ids"]["proxy.pcap"] for c in path["connections"]}
 
 
 def test_shipped_two_points_accept_overflow_is_the_servers_kernel():

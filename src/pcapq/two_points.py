@@ -33,6 +33,10 @@ class TwoPointFacts:
     # Connections a packet of whose client (a SYN, the handshake ACK, a request) vanished
     # between the two points: the path, not the server's kernel, kept it from the server.
     lost_to_server: frozenset[int] = field(default_factory=frozenset)
+    # Connections the other point never saw although every packet of their client's was on
+    # its way there: something between the points swallowed every try (a firewall; random
+    # loss spares some).
+    swallowed: frozenset[int] = field(default_factory=frozenset)
 
 
 @dataclass
@@ -61,7 +65,8 @@ def align(points: Sequence[PointAnalysis]) -> Aligned | None:
 def facts_of(entry: dict, name: str, shared: Sequence[int]) -> TwoPointFacts:
     """What the `paths` entry `entry` says of point `name`'s connections; `shared`: the ids of
     those the other point saw too."""
-    lost, to_server = set(), set()
+    lost, to_server, swallowed = set(), set(), set()
+    other = next(p for p in entry["points"] if p != name)
     for c in entry["connections"]:
         cid = c["ids"][name]
         if cid is None:
@@ -69,9 +74,10 @@ def facts_of(entry: dict, name: str, shared: Sequence[int]) -> TwoPointFacts:
         lost.add(cid)
         if c["vanished_client_to_server"]:
             to_server.add(cid)
-    other = next(p for p in entry["points"] if p != name)
+            if c["client"][other] is None and c["vanished_server_to_client"] == 0:
+                swallowed.add(cid)
     side = "client" if entry["client_side"] == name else "server"
-    return TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server))
+    return TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server), frozenset(swallowed))
 
 
 def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, dict, TwoPointFacts] | None:

@@ -68,6 +68,11 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         confidence = 0.9
         reason = (f"{plural(len(lost), 'connection')} re-sent packets that vanished between this capture point and "
                   f"{two_points.other}: the path between the two lost them")
+        swallowed = len(set(lost.ids) & two_points.swallowed)
+        if swallowed:
+            reason += (f"; every packet of {plural(swallowed, 'connection')} vanished and {two_points.other} never saw "
+                       f"{'it' if swallowed == 1 else 'them'}: something between the points swallowed every try (a "
+                       "firewall's drop rule, or conntrack), where random loss spares some")
     evidence = []
     for c in ctx.examples(lost):
         evidence += series_frame(c, "data", "data sent again") or series_frame(c, "syn", "SYN sent again")
