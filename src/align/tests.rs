@@ -57,7 +57,7 @@ impl World {
         // No two packets at one instant: the truth names packets by their time.
         let t = t + (self.sent % 997) as i64;
         let mut delay = 150_000 + self.random(300_000) as i64;
-        if self.reorder > 0 && self.sent % self.reorder == 0 {
+        if self.reorder > 0 && self.sent.is_multiple_of(self.reorder) {
             delay += 2_000_000;
         }
         let (client_a, server) = (ep(0, port), ep(1, 80));

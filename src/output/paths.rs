@@ -10,6 +10,8 @@ use crate::align::Alignment;
 
 /// The point names, first and second, as the report names them.
 pub type Names<'a> = [&'a str; 2];
+/// A point's id of one of its connections (None when its report does not list it).
+pub type IdOf<'a> = &'a dyn Fn(&Conn) -> Option<u64>;
 
 /// Seconds from nanoseconds, to the nanosecond (and 0, not -0).
 fn secs(ns: f64) -> f64 {
@@ -31,7 +33,7 @@ fn per_point<T: Into<Value>>(names: Names<'_>, values: [T; 2]) -> Value {
 
 /// The entry for the alignment `al` of the points `names`; `ids[p](conn)` is the id in point
 /// p's `connections[]` of its connection `conn` (None when the report does not list it).
-pub fn path_json(al: &Alignment, names: Names<'_>, ids: [&dyn Fn(&Conn) -> Option<u64>; 2]) -> Value {
+pub fn path_json(al: &Alignment, names: Names<'_>, ids: [IdOf<'_>; 2]) -> Value {
     let fit = al.fit.as_ref();
     let client_side = fit.map(|f| if f.first_is_client_side { names[0] } else { names[1] });
     let connections: Vec<Value> = al
