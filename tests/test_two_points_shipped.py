@@ -50,10 +50,18 @@ def test_shipped_two_points_vanished_are_what_the_router_dropped(name):
     assert len(listed) == truth["dropped_to_server"] + truth["dropped_to_client"]
     # One clock on both points (one kernel): the offset is nil within its uncertainty.
     assert abs(path["clock_offset"]) <= max(path["offset_uncertainty"], 50e-6)
-    # The frames listed are the point's own: the connection with that id there holds them.
+    # The ids are those of each point's connections[], and the frames listed are the point's own:
+    # the connection with that id there began at or before them.
+    reports = {p["name"]: p["report"] for p in doc["capture_points"]}
     for c in path["connections"]:
+        for point, cid in c["ids"].items():
+            if cid is not None:
+                record = reports[point]["connections"][cid]
+                assert (record["id"], record["client"], record["server"]) == (cid, c["client"][point], c["server"][point])
         for v in c["vanished"]:
-            assert c["client"][v["seen_at"]] is not None
+            cid = c["ids"][v["seen_at"]]
+            assert cid is not None
+            assert reports[v["seen_at"]]["connections"][cid]["first_frame"] <= v["frame"]
 
 
 def test_shipped_two_points_path_loss_is_never_the_listener():
@@ -158,3 +166,32 @@ def test_shipped_two_points_bad_input_one_line(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 3, err
     assert err.startswith("pcapq: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def split(source: Path, folder: Path, per_file: int) -> None:
+    """The capture cut into files of `per_file` packets, as tcpdump -C leaves a ring: dump.pcap,
+    dump.pcap1, ..."""
+    folder.mkdir()
+    data = source.read_bytes()
+    head, at, records = data[:24], 24, []
+    while at + 16 <= len(data):
+        incl = struct.unpack_from("<I", data, at + 8)[0]
+        records.append(data[at : at + 16 + incl])
+        at += 16 + incl
+    for n, start in enumerate(range(0, len(records), per_file)):
+        (folder / ("dump.pcap" + (str(n) if n else ""))).write_bytes(head + b"".join(records[start : start + per_file]))
+
+
+def test_shipped_two_points_ring_buffers_of_each_point(tmp_path):
+    split(RUNS / "path_loss" / "proxy.pcap", tmp_path / "proxy", 120)
+    split(RUNS / "path_loss" / "server.pcap", tmp_path / "server", 100)
+    doc = analyze(tmp_path / "proxy", tmp_path / "server")
+    (path,) = doc["paths"]
+    truth = json.loads((RUNS / "path_loss" / "truth.json").read_text())
+    assert path["vanished_packets"] == {"client_to_server": truth["dropped_to_server"], "server_to_client": truth["dropped_to_client"]}
+    # `file` indexes the files of the point that saw the packet, as its captures[] does.
+    files = {p["name"]: p["files"] for p in doc["capture_points"]}
+    assert all(len(f) > 1 for f in files.values())
+    seen = {(v["seen_at"], v["file"]) for c in path["connections"] for v in c["vanished"]}
+    assert all(0 <= file < len(files[point]) for point, file in seen)
+    assert len({file for _, file in seen}) > 1
