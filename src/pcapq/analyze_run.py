@@ -136,9 +136,10 @@ def analyze_and_report(
     from pcapq.diagnose import diagnose
 
     aligned = None
-    if len(points) == 2 and fmt != "parquet":
+    if len(points) == 2 and fmt != "parquet" and not scheduler:
         # Two capture points that saw the same connections: matched packet for packet
-        # (pcapq.two_points); None when they share none.
+        # (pcapq.two_points); None when they share none. Not on a Dask cluster: the files may
+        # be on the workers' storage only.
         from pcapq.two_points import align
 
         try:
