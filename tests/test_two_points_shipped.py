@@ -195,3 +195,25 @@ def test_shipped_two_points_ring_buffers_of_each_point(tmp_path):
     seen = {(v["seen_at"], v["file"]) for c in path["connections"] for v in c["vanished"]}
     assert all(0 <= file < len(files[point]) for point, file in seen)
     assert len({file for _, file in seen}) > 1
+
+
+def test_shipped_two_points_timeline_on_four_lines():
+    folder = RUNS / "path_loss"
+    args = ("timeline", "--failed", str(folder / "proxy.pcap"), str(folder / "server.pcap"))
+    doc = json.loads(run_pcapq(*args[:1], "--format", "json", *args[1:]).stdout)
+    (path,) = analyze(folder / "proxy.pcap", folder / "server.pcap")["paths"]
+    lost = {(v["file"], v["frame"]) for c in path["connections"] for v in c["vanished"] if v["seen_at"] == "proxy.pcap"}
+    drawn = 0
+    for t in doc["connections"]:
+        assert len(t["path"]) == len(t["rows"])
+        for row, lanes in zip(t["rows"], t["path"]):
+            stopped = "✕" in lanes
+            if row["kind"] == "vanished":
+                # Only the server's point saw it: its frame is not this capture's.
+                assert stopped and row["frame"] == 0
+            else:
+                assert stopped == ((row["file"], row["frame"]) in lost), row
+            drawn += stopped
+    assert drawn
+    text = run_pcapq(*args[:1], "--no-color", *args[1:]).stdout.decode()
+    assert "│──▶│──✕│   │" in text or "│   │✕──│◀──│" in text

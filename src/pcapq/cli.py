@@ -388,7 +388,17 @@ def timeline(
     if causes:
         selection.connection_ids = set()  # filled from the findings below
     every_record = show_connections and (not selection.wants_problems_only() or bool(proxy_logs))
-    result = _read(files, keep_connections=every_record, keep_events=show_connections)
+    # Two capture points that saw the same connections: the timelines are those of the point
+    # nearer the clients, drawn on four lines (docs/two-points.md).
+    two = None
+    if len(files) > 1 and show_connections:
+        from pcapq.two_points import story_point
+
+        try:
+            two = story_point(list(files), every_record)
+        except _core.CaptureError as e:
+            fail(e.args[0], ExitCode.UNREADABLE)
+    result = two[0] if two is not None else _read(files, keep_connections=every_record, keep_events=show_connections)
     starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
     start = min(starts) if starts else 0.0
     selection.since = _parse_when(since, start, "--since")
@@ -397,7 +407,7 @@ def timeline(
     if causes or aggregate or not selecting:
         from pcapq.diagnose import diagnose
 
-        diagnosis = diagnose(result)
+        diagnosis = diagnose(result, two_points=two[2] if two is not None else None)
         findings = diagnosis.findings
         if causes:
             # --cause selects the connections of minor observations too.
@@ -407,6 +417,12 @@ def timeline(
     if show_connections:
         indices, matched = tl.select(result, selection)
         timelines = [tl.connection_timeline(result, i) for i in indices]
+        if two is not None:
+            from pcapq.report.four_lines import add_path
+
+            point = next(p for p in two[1]["points"] if p != two[2].other)
+            for t in timelines:
+                add_path(t, two[1], point)
     if proxy_logs and timelines:
         tied = lines_by_connection(result, proxy_logs)
         for t in timelines:
