@@ -217,3 +217,14 @@ def test_shipped_two_points_timeline_on_four_lines():
     assert drawn
     text = run_pcapq(*args[:1], "--no-color", *args[1:]).stdout.decode()
     assert "│──▶│──✕│   │" in text or "│   │✕──│◀──│" in text
+
+
+def test_shipped_two_points_html_ladder_has_four_lines(tmp_path):
+    folder = RUNS / "path_loss"
+    out = tmp_path / "ladders.html"
+    proc = run_pcapq("timeline", "--failed", "--format", "html", "-o", str(out), str(folder / "proxy.pcap"), str(folder / "server.pcap"))
+    assert proc.returncode == 0, proc.stderr.decode()
+    page = out.read_text()
+    # The two points' lines, named, and a packet stopped between them.
+    assert ">proxy.pcap</text>" in page and ">server.pcap</text>" in page
+    assert ">✕</text>" in page

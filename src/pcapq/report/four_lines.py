@@ -51,5 +51,6 @@ def add_path(t: ConnectionTimeline, entry: dict, point: str) -> None:
         for r in rows
     ]
     t.path_legend = legend(entry, point)
+    t.path_points = [point, next(p for p in entry["points"] if p != point)]
     # Rows only the other point saw carry no frame of this capture.
     t.rows = [replace(r, file=0) if r.file == -1 else r for r in rows]

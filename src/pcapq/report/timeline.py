@@ -91,6 +91,8 @@ class ConnectionTimeline:
     path: Optional[list[str]] = None
     """Seen at two capture points: each row's crossing of the four lines (pcapq.report.four_lines)."""
     path_legend: Optional[str] = None
+    path_points: Optional[list[str]] = None
+    """The two capture points' names, the one nearer the clients first."""
 
     @property
     def failed(self) -> bool:
@@ -103,7 +105,7 @@ class ConnectionTimeline:
         if out["proxy_log"] is None:
             # As in analyze's JSON: only a connection a line is tied to has the field.
             del out["proxy_log"]
-        for key in ("path", "path_legend"):
+        for key in ("path", "path_legend", "path_points"):
             # Only a connection seen at two capture points has them.
             if out[key] is None:
                 del out[key]
