@@ -37,6 +37,8 @@ class TwoPointFacts:
     # its way there: something between the points swallowed every try (a firewall; random
     # loss spares some).
     swallowed: frozenset[int] = field(default_factory=frozenset)
+    # Connections whose server's SYN-ACK vanished between the points on its way to the client.
+    synack_lost: frozenset[int] = field(default_factory=frozenset)
 
 
 @dataclass
@@ -65,19 +67,22 @@ def align(points: Sequence[PointAnalysis]) -> Aligned | None:
 def facts_of(entry: dict, name: str, shared: Sequence[int]) -> TwoPointFacts:
     """What the `paths` entry `entry` says of point `name`'s connections; `shared`: the ids of
     those the other point saw too."""
-    lost, to_server, swallowed = set(), set(), set()
+    lost, to_server, swallowed, synack_lost = set(), set(), set(), set()
     other = next(p for p in entry["points"] if p != name)
     for c in entry["connections"]:
         cid = c["ids"][name]
         if cid is None:
             continue
         lost.add(cid)
+        if any(v["direction"] == "server_to_client" and v["flags"] == "S." for v in c["vanished"]):
+            synack_lost.add(cid)
         if c["vanished_client_to_server"]:
             to_server.add(cid)
             if c["client"][other] is None and c["vanished_server_to_client"] == 0:
                 swallowed.add(cid)
     side = "client" if entry["client_side"] == name else "server"
-    return TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server), frozenset(swallowed))
+    return TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server), frozenset(swallowed),
+                        frozenset(synack_lost))
 
 
 def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, dict, TwoPointFacts] | None:

@@ -35,6 +35,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         return _stalled(ctx)
     # Two capture points aligned: a handshake ACK that vanished between them was the path's.
     signs, between = ctx.between_points(signs, "reached_server_point")
+    signs, crossed = ctx.between_points(signs, "synack_reached_client_point")
+    between += crossed
     if not signs:
         return None
     window, _ = ctx.between_points(ctx.select(all_of=["in_queue_window"], none_of=not_restart), "reached_server_point")

@@ -28,6 +28,15 @@ CHECKS = {
         "held": "every packet of the client's (SYNs, handshake ACK, request) reached the server's capture point: the server's kernel dropped what it did not answer",
         "failed": "a packet of the client's (a SYN, the handshake ACK or a request) vanished between the two capture points: the path lost it, not the listener",
     },
+    # A SYN-ACK re-sent after the client's ACK is the accept queue's sign only if it is no
+    # answer to a SYN the client sent again because the first SYN-ACK was lost on the way.
+    "synack_reached_client_point": {
+        "holds": "synack_kept",
+        "held": "no SYN-ACK of the server's vanished between the two capture points",
+        "failed": "the server's SYN-ACK vanished between the two capture points: the client sent its SYN again and "
+                  "the server answered it too, so a SYN-ACK after the ACK is that answer crossing it, not an ACK the "
+                  "accept queue dropped",
+    },
 }
 
 
@@ -45,6 +54,8 @@ def weigh(ctx: EpisodeContext, selection: Selection, check: str) -> tuple[Select
     words = CHECKS[check]
     if words["holds"] == "lost":
         held = shared & facts.lost
+    elif words["holds"] == "synack_kept":
+        held = shared - facts.synack_lost
     else:
         held = shared - facts.lost_to_server
     failed = shared - held
