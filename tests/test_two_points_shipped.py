@@ -37,7 +37,7 @@ def vanished(path: dict) -> list[dict]:
     return [v for c in path["connections"] for v in c["vanished"]]
 
 
-@pytest.mark.parametrize("name", ["path_loss", "nat", "firewall", "accept_overflow"])
+@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow"])
 def test_shipped_two_points_vanished_are_what_the_router_dropped(name):
     doc, truth = run(name)
     (path,) = doc["paths"]
@@ -228,3 +228,16 @@ def test_shipped_two_points_html_ladder_has_four_lines(tmp_path):
     # The two points' lines, named, and a packet stopped between them.
     assert ">proxy.pcap</text>" in page and ">server.pcap</text>" in page
     assert ">✕</text>" in page
+
+
+def test_shipped_two_points_lost_synacks_are_not_the_listener():
+    folder = RUNS / "synack_loss"
+    alone = analyze(folder / "proxy.pcap")
+    # One point cannot tell: the SYNs whose SYN-ACK the path lost look unanswered there.
+    assert {f["cause"] for f in alone["findings"] + alone["minor_observations"]} & LISTENER
+    doc, _ = run("synack_loss")
+    (path,) = doc["paths"]
+    assert any(v["flags"] == "S." and v["seen_at"] == "server.pcap" for v in vanished(path))
+    for point in ("proxy.pcap", "server.pcap"):
+        assert not set(findings(doc, point)) & LISTENER
+    assert "network_loss" in findings(doc, "proxy.pcap")

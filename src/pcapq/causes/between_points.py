@@ -28,14 +28,14 @@ CHECKS = {
         "held": "every packet of the client's (SYNs, handshake ACK, request) reached the server's capture point: the server's kernel dropped what it did not answer",
         "failed": "a packet of the client's (a SYN, the handshake ACK or a request) vanished between the two capture points: the path lost it, not the listener",
     },
-    # A SYN-ACK re-sent after the client's ACK is the accept queue's sign only if it is no
-    # answer to a SYN the client sent again because the first SYN-ACK was lost on the way.
+    # A SYN the client saw no answer to was the listener's drop only if no SYN-ACK vanished on
+    # the way back; and a SYN-ACK re-sent after the client's ACK is the accept queue's sign only
+    # if it is no answer to a SYN the client sent again because the first SYN-ACK was lost.
     "synack_reached_client_point": {
         "holds": "synack_kept",
         "held": "no SYN-ACK of the server's vanished between the two capture points",
-        "failed": "the server's SYN-ACK vanished between the two capture points: the client sent its SYN again and "
-                  "the server answered it too, so a SYN-ACK after the ACK is that answer crossing it, not an ACK the "
-                  "accept queue dropped",
+        "failed": "the server's SYN-ACK vanished between the two capture points: the listener answered and the path "
+                  "lost the answer (the client's SYN sent again then gets an answer that can cross its ACK)",
     },
 }
 

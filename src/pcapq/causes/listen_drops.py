@@ -25,6 +25,8 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     unanswered = ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener + ["one_way"])
     # Two capture points aligned: only the SYNs that reached the server's point.
     unanswered, between = ctx.between_points(unanswered, "reached_server_point")
+    unanswered, answered = ctx.between_points(unanswered, "synack_reached_client_point")
+    between += answered
     if len(unanswered) < LISTEN_DROP_MIN:
         return None
     weighed = between + ctx.checks(ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener), "unanswered")

@@ -32,7 +32,10 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     involved = ctx.union(ctx.union(ctx.select(all_of=["half_open"], none_of=["silent_host", *UNSEEN]), unanswered), silent)
     # Two capture points aligned: only the connections whose SYNs and ACKs reached the server's point.
     involved, between = ctx.between_points(involved, "reached_server_point")
+    involved, answered = ctx.between_points(involved, "synack_reached_client_point")
+    between += answered
     unanswered, _ = ctx.between_points(unanswered, "reached_server_point")
+    unanswered, _ = ctx.between_points(unanswered, "synack_reached_client_point")
     if not unanswered:
         return None
     weighed = between + ctx.checks(ctx.union(ctx.select(all_of=["half_open"], none_of=["silent_host"]),
