@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,23 @@ def test_shipped_two_points_lost_synacks_are_not_the_listener():
     for point in ("proxy.pcap", "server.pcap"):
         assert not set(findings(doc, point)) & LISTENER
     assert "network_loss" in findings(doc, "proxy.pcap")
+
+
+@pytest.mark.parametrize("command", ["explain", "timeline"])
+def test_shipped_two_points_bad_input_one_line_explain_and_timeline(tmp_path, command):
+    bad = tmp_path / "server.pcap"
+    bad.write_text("not a capture\n")
+    proc = run_pcapq(command, str(RUNS / "firewall" / "proxy.pcap"), str(bad))
+    err = proc.stderr.decode()
+    assert proc.returncode == 3, err
+    assert err.startswith("pcapq: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_shipped_two_points_relative_and_absolute_paths_named():
+    # A relative and an absolute path together used to stop the naming of the points (commonpath).
+    proc = subprocess.run(["pcapq", "analyze", "--format", "json", "captures/two_points/firewall/proxy.pcap",
+                           str(RUNS / "firewall" / "server.pcap")], cwd=REPO, capture_output=True, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr.decode()
+    doc = json.loads(proc.stdout)
+    assert [p["name"] for p in doc["capture_points"]] == ["proxy.pcap", "server.pcap"]
+    assert doc["paths"][0]["points"] == ["proxy.pcap", "server.pcap"]
