@@ -46,9 +46,13 @@ def sentences(entry: dict) -> list[str]:
         server_side = second if client_side == first else first
         out.append(f"{client_side} is the point nearer the clients, {server_side} the one nearer the servers.")
     if entry["offset_uncertainty"] is not None:
-        ahead = "ahead of" if entry["clock_offset"] >= 0 else "behind"
+        if abs(entry["clock_offset"]) < 0.5e-6:
+            relation = f"{second}'s clock agrees with {first}'s"
+        else:
+            ahead = "ahead of" if entry["clock_offset"] > 0 else "behind"
+            relation = f"{second}'s clock is {abs(entry['clock_offset']):.6f} s {ahead} {first}'s"
         out.append(
-            f"{second}'s clock is {abs(entry['clock_offset']):.6f} s {ahead} {first}'s "
+            f"{relation} "
             f"(± {_ms(entry['offset_uncertainty'])}, drift {entry['drift_ppm']:+.3f} ppm), "
             f"from {entry['matched_packets']:,} packets seen at both."
         )
@@ -127,7 +131,7 @@ def render_markdown(entry: dict) -> str:
     if entry["connections"]:
         out += ["| client | server | ids | vanished |", "|---|---|---|---|"]
         for c in entry["connections"][:MAX_CONNECTIONS]:
-            cells = [md_text(x).replace("\n", "<br>") for x in _connection_cells(entry, c)]
+            cells = ["<br>".join(md_text(line) for line in x.split("\n")) for x in _connection_cells(entry, c)]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)
