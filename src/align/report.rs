@@ -4,7 +4,7 @@
 //! passed both points.
 
 use super::clock::ClockFit;
-use super::conns::{Conn, Dir};
+use super::conns::Conn;
 use super::matcher::{Matcher, Unmatched};
 use super::sighting::PointRead;
 
@@ -135,13 +135,5 @@ pub fn assemble(mut m: Matcher, reads: [PointRead; 2]) -> Alignment {
         conns: [a.conns.list, b.conns.list],
         aligned,
         reads,
-    }
-}
-
-impl Alignment {
-    /// Whether the direction `dir` of a connection crosses from point `from` to the other.
-    pub fn crosses_from(&self, dir: Dir, from: usize) -> bool {
-        let first_is_client_side = self.fit.as_ref().is_none_or(|f| f.first_is_client_side);
-        (dir == Dir::ClientToServer) == ((from == 0) == first_is_client_side)
     }
 }
