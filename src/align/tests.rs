@@ -29,15 +29,21 @@ struct World {
     sent: u64,
     /// How long each capture ran before its first packet and after its last.
     margin_ns: i64,
+    /// IPv6: no IP ID (every packet's is 0, RFC 8200 §3 has none outside fragments).
+    ipv6: bool,
 }
 
 fn ep(host: u8, port: u16) -> Endpoint {
     Endpoint { ip: IpAddr::V4(Ipv4Addr::new(10, 0, host, 1)), port }
 }
 
+fn ep6(host: u8, port: u16) -> Endpoint {
+    Endpoint { ip: IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, u16::from(host), 0, 0, 0, 1)), port }
+}
+
 impl World {
     fn new(offset_ns: i64, drift: f64, nat: bool) -> World {
-        World { offset_ns, drift, nat, reorder: 0, rng: 7, a: Vec::new(), b: Vec::new(), lost: Vec::new(), sent: 0, margin_ns: 10_000_000_000 }
+        World { offset_ns, drift, nat, reorder: 0, rng: 7, a: Vec::new(), b: Vec::new(), lost: Vec::new(), sent: 0, margin_ns: 10_000_000_000, ipv6: false }
     }
 
     fn random(&mut self, below: u64) -> u64 {
@@ -60,6 +66,8 @@ impl World {
         if self.reorder > 0 && self.sent.is_multiple_of(self.reorder) {
             delay += 2_000_000;
         }
+        let ep = |host: u8, port: u16| if self.ipv6 { ep6(host, port) } else { ep(host, port) };
+        let key = if self.ipv6 { MatchKey { ip_id: 0, ..key } } else { key };
         let (client_a, server) = (ep(0, port), ep(1, 80));
         let client_b = if self.nat { ep(2, port.wrapping_add(1000)) } else { client_a };
         let (at_a, at_b) = match dir {
@@ -234,4 +242,17 @@ fn test_align_other_point_not_capturing_lists_nothing() {
     assert_eq!(al.vanished, [0, 0], "{:?}", al.connections.first().map(|c| c.vanished.len()));
     assert!(al.not_expected[0] > 0);
     al.connections.clear();
+}
+
+#[test]
+fn test_align_ipv6_without_ip_ids_still_pairs_each_packet() {
+    let mut world = World::new(-1_200_000_000, 20e-6, false);
+    world.ipv6 = true;
+    world.reorder = 4;
+    traffic(&mut world, 20, |i, n| (i % 6 == 2 && n == 4) || (i % 9 == 1 && n == 1) || (i % 5 == 3 && n == 5));
+    let (al, lost) = world.run(Options::default());
+    same(&vanished(&al), &lost);
+    let fit = al.fit.as_ref().unwrap();
+    let truth = -1_200_000_000.0 + 20e-6 * 10e9;
+    assert!((fit.offset_at(START + 10_000_000_000) - truth).abs() < 1_000_000.0);
 }
