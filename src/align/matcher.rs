@@ -256,3 +256,33 @@ pub fn coarse_offset(a: &[Sighting], b: &[Sighting]) -> Option<i64> {
     let middle = diffs.len() / 2;
     Some(*diffs.select_nth_unstable(middle).1)
 }
+
+/// Matched pairs enough for a first guess of the offset from `offset_from_stream`.
+const SCAN_PAIRS: usize = 101;
+
+/// A first guess of the offset when the first packets of the two points share nothing (one
+/// capture began long before the other): the median of `t_b - t_a` over the packets of
+/// `stream` (of the other point) whose key is one the `probe` holds once. `probe_is_first`:
+/// the probe is of the first point. Stops after `SCAN_PAIRS` pairs.
+pub fn offset_from_stream(probe: &[Sighting], stream: impl Iterator<Item = Sighting>, probe_is_first: bool) -> Option<i64> {
+    let mut once: FxHashMap<MatchKey, Option<&Sighting>> = FxHashMap::default();
+    for s in probe {
+        once.entry(s.key).and_modify(|seen| *seen = None).or_insert(Some(s));
+    }
+    let mut diffs = Vec::new();
+    for s in stream {
+        let Some(Some(p)) = once.get(&s.key) else { continue };
+        if !digests_agree(p.digest, s.digest) {
+            continue;
+        }
+        diffs.push(if probe_is_first { s.time_ns - p.time_ns } else { p.time_ns - s.time_ns });
+        if diffs.len() >= SCAN_PAIRS {
+            break;
+        }
+    }
+    if diffs.is_empty() {
+        return None;
+    }
+    let middle = diffs.len() / 2;
+    Some(*diffs.select_nth_unstable(middle).1)
+}

@@ -27,6 +27,9 @@ use crate::reader::ReadError;
 pub const WINDOW_NS: i64 = 3_000_000_000;
 /// Packets of each point read before the merge starts, for the first guess of the offset.
 pub const PROBE: usize = 50_000;
+/// When the two probes share nothing: packets of each point read again from its start, at
+/// most, looking for the other's probe (`matcher::offset_from_stream`).
+pub const SCAN: usize = 2_000_000;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
@@ -45,7 +48,8 @@ pub fn align(first: &[String], second: &[String], options: Options) -> Result<Al
     let (rx_a, reading_a) = sighting::spawn_reader(first.to_vec());
     let (rx_b, reading_b) = sighting::spawn_reader(second.to_vec());
     let mut streams = [Stream::new(rx_a), Stream::new(rx_b)];
-    let result = align_streams(&mut streams, options);
+    let mut scan = |probe_a: &[Sighting], probe_b: &[Sighting]| scan(second, probe_a, true).or_else(|| scan(first, probe_b, false));
+    let result = align_streams(&mut streams, options, &mut scan);
     // Hanging up stops a reading thread that is still going (an error on the other side).
     let [a, b] = streams;
     let errors = [a.error, b.error];
@@ -57,12 +61,29 @@ pub fn align(first: &[String], second: &[String], options: Options) -> Result<Al
     Ok(report::assemble(result, reads))
 }
 
-/// Runs the matcher over two streams of sightings, each in its point's time order.
-pub fn align_streams(streams: &mut [Stream; 2], options: Options) -> matcher::Matcher {
+/// The first guess of the offset from the files of a point read again from their start
+/// against the other point's probe (`matcher::offset_from_stream`); the reading stops early.
+fn scan(paths: &[String], probe: &[Sighting], probe_is_first: bool) -> Option<i64> {
+    let (rx, reading) = sighting::spawn_reader(paths.to_vec());
+    let found = matcher::offset_from_stream(probe, rx.iter().map_while(Result::ok).flatten().take(SCAN), probe_is_first);
+    drop(rx);
+    let _ = reading.join();
+    found
+}
+
+/// Runs the matcher over two streams of sightings, each in its point's time order. `fallback`
+/// gives the first guess of the offset from the two probes when they share no packet.
+pub fn align_streams(
+    streams: &mut [Stream; 2], options: Options, fallback: &mut dyn FnMut(&[Sighting], &[Sighting]) -> Option<i64>,
+) -> matcher::Matcher {
     let [a, b] = streams;
     a.fill(options.probe);
     b.fill(options.probe);
-    let offset = matcher::coarse_offset(a.buffered(), b.buffered()).unwrap_or(0);
+    // The probes: the first `probe` packets of each (a stream held in memory has them all).
+    a.buffered();
+    b.buffered();
+    let (probe_a, probe_b) = (a.probe(options.probe), b.probe(options.probe));
+    let offset = matcher::coarse_offset(probe_a, probe_b).or_else(|| fallback(probe_a, probe_b)).unwrap_or(0);
     let mut m = matcher::Matcher::new(offset, options.window_ns);
     loop {
         if a.error.is_some() || b.error.is_some() {
@@ -115,6 +136,12 @@ impl Stream {
 
     fn buffered(&mut self) -> &[Sighting] {
         self.buffer.make_contiguous()
+    }
+
+    /// The first `n` buffered sightings, once `buffered` made them contiguous.
+    fn probe(&self, n: usize) -> &[Sighting] {
+        let all = self.buffer.as_slices().0;
+        all.get(..n).unwrap_or(all)
     }
 
     fn peek_time(&mut self) -> Option<i64> {

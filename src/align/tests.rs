@@ -142,8 +142,12 @@ impl World {
             tcp_packets: list.len() as u64,
         };
         let reads = [read(&self.a), read(&self.b)];
+        let (a, b) = (self.a.clone(), self.b.clone());
+        let mut fallback = |pa: &[Sighting], pb: &[Sighting]| {
+            super::matcher::offset_from_stream(pa, b.iter().copied(), true).or_else(|| super::matcher::offset_from_stream(pb, a.iter().copied(), false))
+        };
         let mut streams = [Stream::of(self.a), Stream::of(self.b)];
-        let m = align_streams(&mut streams, options);
+        let m = align_streams(&mut streams, options, &mut fallback);
         lost.sort();
         (assemble(m, reads), lost)
     }
@@ -255,4 +259,19 @@ fn test_align_ipv6_without_ip_ids_still_pairs_each_packet() {
     let fit = al.fit.as_ref().unwrap();
     let truth = -1_200_000_000.0 + 20e-6 * 10e9;
     assert!((fit.offset_at(START + 10_000_000_000) - truth).abs() < 1_000_000.0);
+}
+
+#[test]
+fn test_align_late_second_capture_far_offset_found_by_scanning() {
+    // The second point began capturing 60 s after the first, its clock 10 s ahead: the first
+    // packets of the two share nothing, and the offset is beyond the window.
+    let mut world = World::new(10_000_000_000, 0.0, false);
+    traffic(&mut world, 90, |i, n| i % 10 == 7 && n == 3);
+    let late = START + 60_000_000_000 + 10_000_000_000;
+    world.b.retain(|s| s.time_ns >= late);
+    world.lost.retain(|l| l.0 == 0 || l.1.frame as i64 >= late);
+    let (al, _) = world.run(Options { probe: 2_000, ..Options::default() });
+    let fit = al.fit.as_ref().unwrap();
+    assert!((fit.offset_at(START + 70_000_000_000) - 10e9).abs() < 1_000_000.0, "{}", fit.offset_at(START));
+    assert!(al.matched > 10_000);
 }
