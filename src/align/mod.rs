@@ -71,11 +71,11 @@ fn scan(paths: &[String], probe: &[Sighting], probe_is_first: bool) -> Option<i6
     found
 }
 
-/// Runs the matcher over two streams of sightings, each in its point's time order. `fallback`
-/// gives the first guess of the offset from the two probes when they share no packet.
-pub fn align_streams(
-    streams: &mut [Stream; 2], options: Options, fallback: &mut dyn FnMut(&[Sighting], &[Sighting]) -> Option<i64>,
-) -> matcher::Matcher {
+/// The first guess of the offset from the two probes when they share no packet.
+pub type Fallback<'a> = &'a mut dyn FnMut(&[Sighting], &[Sighting]) -> Option<i64>;
+
+/// Runs the matcher over two streams of sightings, each in its point's time order.
+pub fn align_streams(streams: &mut [Stream; 2], options: Options, fallback: Fallback<'_>) -> matcher::Matcher {
     let [a, b] = streams;
     a.fill(options.probe);
     b.fill(options.probe);
