@@ -38,13 +38,19 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     signs = ctx.select(all_of=["queue_sign"], none_of=not_restart)
     if not signs:
         return _stalled(ctx)
-    window = ctx.select(all_of=["in_queue_window"], none_of=not_restart)
+    # Two capture points aligned: a handshake ACK that vanished between them was the path's.
+    signs, between = ctx.between_points(signs, "reached_server_point")
+    signs, crossed = ctx.between_points(signs, "synack_reached_client_point")
+    between += crossed
+    if not signs:
+        return None
+    window, _ = ctx.between_points(ctx.select(all_of=["in_queue_window"], none_of=not_restart), "reached_server_point")
     involved = ctx.union(signs, window)
     dropped = ctx.count(all_of=["final_ack_dropped"])
     resets = 0 if restart else ctx.count(all_of=["reset_after_ack"])
     cookies = ctx.count(all_of=["syncookie_suspected"])
     # The checks of every SYN-ACK re-sent after the ACK, also those a competitor explained.
-    weighed = ctx.checks(ctx.select(all_of=["synack_after_ack"], claimed=True), "synack_after_ack")
+    weighed = between + ctx.checks(ctx.select(all_of=["synack_after_ack"], claimed=True), "synack_after_ack")
     held_back = next((c["held"] for c in weighed if c["check"] == "request_held_back"), 0)
     cp = ctx.capture_point
     if resets:
