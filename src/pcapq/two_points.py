@@ -7,10 +7,13 @@ found into the JSON `paths` entry and the facts each point's causes read (`TwoPo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from pcapq import _core
 from pcapq.points import PointAnalysis
+
+if TYPE_CHECKING:
+    from pcapq._core import _Path
 
 # Fewer packets matched than this and the two points are taken to share nothing: two captures
 # of unrelated hosts can agree on a packet or two by chance (an IP ID, sequence numbers and a
@@ -45,7 +48,7 @@ class TwoPointFacts:
 class Aligned:
     """The alignment of two points: the JSON `paths` entry, and each point's facts by name."""
 
-    entry: dict
+    entry: _Path
     facts: dict[str, TwoPointFacts]
 
 
@@ -64,10 +67,13 @@ def align(points: Sequence[PointAnalysis]) -> Aligned | None:
     return Aligned(entry, facts)
 
 
-def facts_of(entry: dict, name: str, shared: Sequence[int]) -> TwoPointFacts:
+def facts_of(entry: _Path, name: str, shared: Sequence[int]) -> TwoPointFacts:
     """What the `paths` entry `entry` says of point `name`'s connections; `shared`: the ids of
     those the other point saw too."""
-    lost, to_server, swallowed, synack_lost = set(), set(), set(), set()
+    lost: set[int] = set()
+    to_server: set[int] = set()
+    swallowed: set[int] = set()
+    synack_lost: set[int] = set()
     other = next(p for p in entry["points"] if p != name)
     for c in entry["connections"]:
         cid = c["ids"][name]
@@ -85,7 +91,7 @@ def facts_of(entry: dict, name: str, shared: Sequence[int]) -> TwoPointFacts:
                         frozenset(synack_lost))
 
 
-def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, dict, TwoPointFacts] | None:
+def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, _Path, TwoPointFacts] | None:
     """For `pcapq explain` of files that are two capture points sharing connections: the
     analysis of the point nearer the clients (the story is told from there), the `paths` entry
     and that point's facts (its name: the other's `other`); None otherwise. Raises

@@ -4,17 +4,32 @@ causes that blame the path or the listener call `weigh`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
     from pcapq._core import Selection
-    from pcapq.causes.context import EpisodeContext
+    from pcapq.causes.context import EpisodeContext, Weighed
+
+# The checks two aligned capture points add (not the core's: `CheckName`).
+PointCheck = Literal["vanished_between_points", "reached_server_point", "synack_reached_client_point"]
+
+
+class CheckWords(TypedDict):
+    """Which connections hold a check, and the words of its `checks` entry."""
+
+    # A TwoPointFacts field: those with a lost packet (`lost`); those none of whose SYN-ACKs
+    # vanished (not `synack_lost`); those whose client's packets all reached the server's point
+    # (not `lost_to_server`).
+    holds: Literal["lost", "synack_kept", "reached"]
+    held: str
+    failed: str
+
 
 CITES = "docs/two-points.md: the packets of both capture points matched one for one"
 
 # Per check: which connections hold it (a TwoPointFacts field), and the words of a finding's
 # `checks` entry.
-CHECKS = {
+CHECKS: dict[PointCheck, CheckWords] = {
     # Loss: a re-send is the path's doing only if a packet vanished between the two points.
     "vanished_between_points": {
         "holds": "lost",
@@ -40,7 +55,7 @@ CHECKS = {
 }
 
 
-def weigh(ctx: EpisodeContext, selection: Selection, check: str) -> tuple[Selection, list[dict]]:
+def weigh(ctx: EpisodeContext, selection: Selection, check: PointCheck) -> tuple[Selection, list[Weighed]]:
     """`selection` less the connections the two points show the check failed for, and the
     check's tally as a `checks` entry; `selection` as it is and no entry without two aligned
     points, or when the other point saw none of its connections."""
@@ -60,7 +75,7 @@ def weigh(ctx: EpisodeContext, selection: Selection, check: str) -> tuple[Select
         held = shared - facts.lost_to_server
     failed = shared - held
     # `competes`: a failed check is the path's (or the listener's) explanation instead.
-    entry = {"check": check, "held": len(held), "failed": len(failed), "competes": True, "says_held": words["held"],
-             "says_failed": words["failed"], "cites": CITES}
+    entry: Weighed = {"check": check, "held": len(held), "failed": len(failed), "competes": True,
+                      "says_held": words["held"], "says_failed": words["failed"], "cites": CITES}
     kept = ctx.episode.among(selection, failed, keep=False) if failed else selection
     return kept, [entry]

@@ -15,6 +15,7 @@ from pcapq.two_points import TwoPointFacts
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, SeriesKind, SignName, _LeanConnection, _OneSyn, _ServerStats
+    from pcapq.causes.between_points import PointCheck
     from pcapq.causes.cause import Cause
 
 MAX_EVIDENCE = 6
@@ -74,7 +75,7 @@ class EpisodeContext:
     def capture_point(self) -> CapturePoint:
         return self.capture.capture_point
 
-    def between_points(self, selection: Selection, check: str) -> tuple[Selection, list[dict]]:
+    def between_points(self, selection: Selection, check: PointCheck) -> tuple[Selection, list[Weighed]]:
         """`selection` less the connections two aligned capture points show `check` failed
         for, and its `checks` entry (pcapq.causes.between_points)."""
         from pcapq.causes.between_points import weigh

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from pcapq.causes.cause import EpisodeCause, Resends
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
@@ -10,6 +10,7 @@ from pcapq.diagnose.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, Selection
+    from pcapq.causes.context import Weighed
 
 # What the path cannot have lost, or what another finding explains.
 NOT_LOSS: list[Mark] = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback",
@@ -31,18 +32,18 @@ MATERIALITY = Resends(share=0.2, rate=0.01, at_least=3, reason=(
 ))
 
 
-def _resends(ctx: EpisodeContext, not_loss: list[str]) -> Selection:
+def _resends(ctx: EpisodeContext, not_loss: Sequence[Mark]) -> Selection:
     # Data re-sent, or a SYN re-sent; a request re-sent into a connection whose handshake the capture
     # did not show proves nothing (a capture that starts inside an accept-queue overflow looks so).
     # A SYN re-sent only because a slow path outran its timer is no loss: both first packets
     # arrived (syn_resend_spurious).
     resent = ctx.union(ctx.select(all_of=["data_retransmitted"], none_of=not_loss),
-                       ctx.select(all_of=["syn_retransmitted"], none_of=not_loss + ["syn_resend_spurious"]))
+                       ctx.select(all_of=["syn_retransmitted"], none_of=[*not_loss, "syn_resend_spurious"]))
     # A request left unacknowledged rests on what followed, in the server's direction (UNSEEN).
-    return ctx.union(resent, ctx.select(all_of=["request_unacked"], none_of=not_loss + ["partial", *UNSEEN]))
+    return ctx.union(resent, ctx.select(all_of=["request_unacked"], none_of=[*not_loss, "partial", *UNSEEN]))
 
 
-def _lost(ctx: EpisodeContext, not_loss: list[str], never_loss: list[str]) -> tuple[Selection, list[dict]]:
+def _lost(ctx: EpisodeContext, not_loss: Sequence[Mark], never_loss: Sequence[Mark]) -> tuple[Selection, list[Weighed]]:
     """The re-sends loss explains, and the two-point check's entry: with two capture points
     aligned, only the connections that lost a packet between them, and all of those but the
     `never_loss` ones (pcapq.causes.between_points)."""

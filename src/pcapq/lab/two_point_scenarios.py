@@ -14,6 +14,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from pcapq.lab.errors import LabError
 from pcapq.lab.namespaces import Capture, NetnsRouted
@@ -24,6 +25,16 @@ MARK = [sys.executable, "-c", "import socket,sys; socket.socket(socket.AF_INET, 
 # What the router's forward chain drops at random, each way, to make a lossy path (this kernel
 # may lack netem: nftables' numgen stands in).
 LOSS_PERCENT = 8
+
+
+class Truth(TypedDict):
+    """A run's truth (`truth.json` of captures/two_points): what the router dropped each way,
+    the server namespace's counters that moved, and how the run was set up."""
+
+    dropped_to_server: int
+    dropped_to_client: int
+    nstat: dict[str, int]
+    setup: list[str]
 
 
 @dataclass
@@ -37,7 +48,7 @@ class TwoPointRun:
     nstat: dict[str, int] = field(default_factory=dict)
     setup: list[str] = field(default_factory=list)
 
-    def truth(self) -> dict:
+    def truth(self) -> Truth:
         return {"dropped_to_server": self.to_server, "dropped_to_client": self.to_client, "nstat": self.nstat, "setup": self.setup}
 
 

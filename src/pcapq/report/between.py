@@ -5,6 +5,8 @@ each one."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group, RenderableType
 from rich.rule import Rule
 from rich.table import Table
@@ -12,12 +14,15 @@ from rich.text import Text
 
 from pcapq.report.escape import md_text
 
+if TYPE_CHECKING:
+    from pcapq._core import _Direction, _Path, _PathConnection, _Vanished
+
 # Rows of the per-second and per-connection tables; the JSON has them all.
 MAX_SECONDS = 20
 MAX_CONNECTIONS = 10
 MAX_PACKETS = 6
 
-WAYS = {"client_to_server": "client → server", "server_to_client": "server → client"}
+WAYS: dict[_Direction, str] = {"client_to_server": "client → server", "server_to_client": "server → client"}
 KINDS = {"S": "SYN", "S.": "SYN-ACK", ".": "ACK", "R": "RST", "R.": "RST"}
 
 
@@ -31,13 +36,13 @@ def _utc(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%H:%M:%S")
 
 
-def packet_words(v: dict) -> str:
+def packet_words(v: _Vanished) -> str:
     """One vanished packet: "SYN (frame 12) seen at proxy.pcap, missing at server.pcap"."""
     kind = KINDS.get(v["flags"]) or (f"{v['len']} bytes at seq {v['seq']}" if v["len"] else f"[{v['flags']}] seq {v['seq']}")
     return f"{kind} (frame {v['frame']}) seen at {v['seen_at']}, missing at {v['missing_at']}"
 
 
-def sentences(entry: dict) -> list[str]:
+def sentences(entry: _Path) -> list[str]:
     """The section's lines before its tables."""
     first, second = entry["points"]
     out = []
@@ -83,7 +88,7 @@ def sentences(entry: dict) -> list[str]:
     return out
 
 
-def render_text(entry: dict) -> RenderableType:
+def render_text(entry: _Path) -> RenderableType:
     """The section for a terminal."""
     first, second = entry["points"]
     parts: list[RenderableType] = [Rule(Text(f"Between the two points: {first} and {second}"), align="left")]
@@ -107,7 +112,7 @@ def render_text(entry: dict) -> RenderableType:
     return Group(*parts)
 
 
-def _connection_cells(entry: dict, c: dict) -> tuple[str, str, str, str]:
+def _connection_cells(entry: _Path, c: _PathConnection) -> tuple[str, str, str, str]:
     names = entry["points"]
     client = " / ".join(dict.fromkeys(v for v in (c["client"][n] for n in names) if v))
     server = " / ".join(dict.fromkeys(v for v in (c["server"][n] for n in names) if v))
@@ -118,7 +123,7 @@ def _connection_cells(entry: dict, c: dict) -> tuple[str, str, str, str]:
     return client, server, ids, "\n".join(lines)
 
 
-def render_markdown(entry: dict) -> str:
+def render_markdown(entry: _Path) -> str:
     """The section for a Markdown page."""
     first, second = entry["points"]
     out = [f"# Between the two points: {md_text(first)} and {md_text(second)}", ""]

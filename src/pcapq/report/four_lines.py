@@ -11,19 +11,23 @@ Each packet of its timeline crosses the lines it passed and stops where it vanis
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from pcapq.report.timeline import ConnectionTimeline, Row
+
+if TYPE_CHECKING:
+    from pcapq._core import _Path
 
 CROSSED = {"client": "│──▶│──▶│──▶│", "server": "│◀──│◀──│◀──│"}
 VANISHED = {"client": "│──▶│──✕│   │", "server": "│   │✕──│◀──│"}
 
 
-def legend(entry: dict, point: str) -> str:
+def legend(entry: _Path, point: str) -> str:
     other = next(p for p in entry["points"] if p != point)
     return f"path: client │ {point} │ {other} │ server; ✕ where a packet vanished between the two capture points"
 
 
-def add_path(t: ConnectionTimeline, entry: dict, point: str) -> None:
+def add_path(t: ConnectionTimeline, entry: _Path, point: str) -> None:
     """Draws `t` (a connection of capture point `point`, the one nearer the clients) on four
     lines from the `paths` entry `entry`: each row's crossing in `t.path`, and a row for each
     packet that vanished and is not one of its rows (a packet only the other point saw)."""

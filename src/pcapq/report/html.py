@@ -472,10 +472,10 @@ def ladder_svg(t: tl.ConnectionTimeline) -> str:
         colour = "#b03a2e" if r.kind in ("rst", "vanished") else "#d35400" if "retransmit" in r.kind else "#1f4e79"
         if t.path is not None and "✕" in t.path[i]:
             # Vanished between the two points: the arrow stops between their lines.
-            x2 = sum(LADDER_POINT_XS) / 2
-            yy = y - 6 + 12 * (x2 - x1) / (LADDER_SERVER_X - LADDER_CLIENT_X) * (1 if r.side == "client" else -1)
-            parts.append(f'<line x1="{x1}" y1="{y - 6:.1f}" x2="{x2:.0f}" y2="{yy:.1f}" stroke="#b03a2e" stroke-width="1.6"/>')
-            parts.append(f'<text x="{x2:.0f}" y="{yy + 4:.1f}" text-anchor="middle" font-size="13" fill="#b03a2e">✕</text>')
+            between = sum(LADDER_POINT_XS) / 2
+            yy = y - 6 + 12 * (between - x1) / (LADDER_SERVER_X - LADDER_CLIENT_X) * (1 if r.side == "client" else -1)
+            parts.append(f'<line x1="{x1}" y1="{y - 6:.1f}" x2="{between:.0f}" y2="{yy:.1f}" stroke="#b03a2e" stroke-width="1.6"/>')
+            parts.append(f'<text x="{between:.0f}" y="{yy + 4:.1f}" text-anchor="middle" font-size="13" fill="#b03a2e">✕</text>')
         else:
             parts.append(
                 f'<line x1="{x1}" y1="{y - 6:.1f}" x2="{x2}" y2="{y + 6:.1f}" stroke="{colour}" stroke-width="1.6" marker-end="url(#arrow)"/>'

@@ -4,7 +4,7 @@ writes it)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import json
 
@@ -15,14 +15,14 @@ from pcapq.teach.narrate import Story, tell
 from pcapq.two_points import TwoPointFacts
 
 if TYPE_CHECKING:
-    from pcapq._core import _Connection
+    from pcapq._core import _Connection, _Path
     from pcapq.evidence.logs import ProxyLogNote
 
 __all__ = ["NoSuchConnection", "Story", "explain"]
 
 
 def explain(analysis: Analysis, conn: str | None = None, proxy_logs: dict[int, ProxyLogNote] | None = None,
-            path: dict[str, Any] | None = None, two_points: TwoPointFacts | None = None) -> Story:
+            path: _Path | None = None, two_points: TwoPointFacts | None = None) -> Story:
     """The story of the connection `conn` (PORT or IP:PORT) or of the most instructive one.
     `proxy_logs` (connection id -> the proxy's line tied to it, `pcapq.evidence.Ties.by_id`):
     the story ends with the line the proxy wrote about this connection. `path` (a JSON `paths`

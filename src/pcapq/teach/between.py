@@ -4,19 +4,24 @@ when the story's point saw it, or as a step of its own when only the other point
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pcapq.teach.narrate import Step, Story
+
+if TYPE_CHECKING:
+    from pcapq._core import _Path, _Vanished
 
 KINDS = {"S": "SYN", "S.": "SYN-ACK", ".": "ACK", "R": "RST", "R.": "RST", "F.": "FIN", "FP.": "FIN"}
 
 
-def _packet(v: dict) -> str:
+def _packet(v: _Vanished) -> str:
     kind = KINDS.get(v["flags"])
     if v["len"]:
         return f"{v['len']}-byte segment (seq {v['seq']})"
     return kind or f"[{v['flags']}] segment"
 
 
-def _where(v: dict) -> str:
+def _where(v: _Vanished) -> str:
     """Where the packet vanished, in a sentence."""
     if v["direction"] == "client_to_server":
         return (f"it was seen at {v['seen_at']} (frame {v['frame']}) and never reached {v['missing_at']}: lost between the two "
@@ -26,7 +31,7 @@ def _where(v: dict) -> str:
             "between the two capture points on its way back to the client")
 
 
-def place_vanished(story: Story, path: dict, point: str) -> None:
+def place_vanished(story: Story, path: _Path, point: str) -> None:
     """Adds to `story` (told from capture point `point`) where each of its connection's packets
     vanished between the two points of `path` (a JSON `paths` entry)."""
     conn = story.connection
