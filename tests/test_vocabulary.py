@@ -43,6 +43,17 @@ def test_stub_literals_match_the_core():
         assert stub[key] == list(core.VOCABULARY[key]), key
 
 
+def test_icmp_facts_are_the_core_s_and_name_every_kind_but_too_big_once():
+    from pcapq.causes.icmp_words import CLASSES, IcmpFact
+
+    facts = core.VOCABULARY["icmp_facts"]
+    assert list(facts) == list(typing.get_args(IcmpFact))
+    assert {fact: set(kinds) for fact, kinds in facts.items()} == CLASSES
+    named = [kind for kinds in facts.values() for kind in kinds]
+    assert len(named) == len(set(named))
+    assert set(core.VOCABULARY["icmp_kinds"]) - set(named) == {"frag_needed", "packet_too_big"}
+
+
 def test_marks_are_outcomes_then_symptoms_then_facts():
     v = core.VOCABULARY
     assert v["marks"] == v["outcomes"] + v["symptoms"] + v["facts"]

@@ -982,6 +982,19 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("log_kinds", join::kinds())?;
     d.set_item("log_shapes", join::shapes())?;
     d.set_item("icmp_kinds", crate::decode::icmp::IcmpKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
+    // The ICMP kinds each fact stands for, in `Fact::ALL` order.
+    let icmp_facts = PyDict::new(py);
+    for fact in Fact::ALL {
+        let kinds: Vec<&str> = crate::decode::icmp::IcmpKind::ALL
+            .iter()
+            .filter(|k| detect::facts::icmp_fact(k.class()) == Some(fact))
+            .map(|k| k.slug())
+            .collect();
+        if !kinds.is_empty() {
+            icmp_facts.set_item(fact.slug(), kinds)?;
+        }
+    }
+    d.set_item("icmp_facts", icmp_facts)?;
     d.set_item("live_signs", crate::watch::SIGNS.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
     d.set_item("episode_events", crate::watch::EpisodeEventKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;
     d.set_item("reset_answers", crate::watch::metrics::RESET_ANSWERS.to_vec())?;

@@ -283,14 +283,7 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     if c.client.ip == c.server.ip || c.server.ip.is_loopback() {
         f.insert(Fact::Loopback);
     }
-    for class in super::icmp::classes(c) {
-        let fact = match class {
-            IcmpClass::Prohibited => Fact::IcmpProhibited,
-            IcmpClass::NoRoute => Fact::IcmpNoRoute,
-            IcmpClass::PortUnreachable => Fact::IcmpPortUnreachable,
-            IcmpClass::TtlExceeded => Fact::IcmpTtlExceeded,
-            IcmpClass::TooBig => continue,
-        };
+    for fact in super::icmp::classes(c).filter_map(icmp_fact) {
         f.insert(Fact::IcmpAnswered);
         f.insert(fact);
     }
@@ -441,6 +434,18 @@ fn data_after_server_close(c: &Connection) -> bool {
 /// The client sent a request after the server's first FIN.
 pub fn request_after_server_close(c: &Connection) -> bool {
     data_after_server_close(c) && c.milestones.client_bytes_after_server_close > TLS_ALERT_MAX_BYTES
+}
+
+/// The fact an ICMP error of `class` marks its connection with; none for a packet too big,
+/// which the path MTU facts read instead. `VOCABULARY["icmp_facts"]` lists the kinds of each.
+pub fn icmp_fact(class: IcmpClass) -> Option<Fact> {
+    match class {
+        IcmpClass::Prohibited => Some(Fact::IcmpProhibited),
+        IcmpClass::NoRoute => Some(Fact::IcmpNoRoute),
+        IcmpClass::PortUnreachable => Some(Fact::IcmpPortUnreachable),
+        IcmpClass::TtlExceeded => Some(Fact::IcmpTtlExceeded),
+        IcmpClass::TooBig => None,
+    }
 }
 
 #[cfg(test)]

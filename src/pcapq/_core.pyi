@@ -91,6 +91,9 @@ class _Vocabulary(TypedDict):
     log_kinds: list[LogKind]
     log_shapes: list[LogShape]
     icmp_kinds: list[IcmpKind]
+    icmp_facts: dict[Fact, list[IcmpKind]]
+    """The facts an ICMP error marks its connection with, each with the kinds it stands for
+    (a packet too big marks none)."""
     live_signs: list[LiveSign]
     episode_events: list[EpisodeEventKind]
     reset_answers: list[ResetAnswer]

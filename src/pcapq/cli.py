@@ -367,9 +367,8 @@ def watch(
     \b
     Exit codes, as analyze's: 0 nothing wrong found; 1 a problem was found (a finding); 2
     usage error; 3 standard input (or FILE) is not a capture, FILE does not exist (or Ctrl-C
-    came before a capture arrived); 4
-    the capture is damaged (analysed up to the damage); 5 no TCP in it; 70 a bug in pcapq;
-    74 the report could not be written.
+    came before a capture arrived); 4 the capture is damaged (analysed up to the damage); 5 no
+    TCP in it; 70 a bug in pcapq; 74 the report could not be written.
     """
     if follow is not None:
         if follow == "-":

@@ -94,8 +94,8 @@ METRICS: tuple[Metric, ...] = (
            "LiveInput.packets"),
     Metric("pcapq_tcp_segments_total", "counter", "TCP segments decoded from the capture.", "segments"),
     Metric("pcapq_capture_dropped_packets_total", "counter",
-           "Packets the capture says were dropped before it wrote them (pcapng interface statistics); absent when "
-           "the capture does not say.", "dropped"),
+           "Packets the capture says were dropped before it wrote them (pcapng interface statistics, which a writer "
+           "adds as it stops: dumpcap does, tcpdump -w does not); absent until the capture says.", "dropped"),
     Metric("pcapq_last_packet_age_seconds", "gauge",
            "Seconds from the newest packet's capture time to now: grows while nothing matches tcpdump's filter, "
            "or when the capture stalled.", "now - latest_time", unit="seconds"),

@@ -4,8 +4,9 @@ connect() made of them and what nginx then logged. Not a cause (the registry doe
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Literal, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence, cast
 
+from pcapq._core import VOCABULARY
 from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, frame, plural
 from pcapq.diagnose.finding import Finding
@@ -13,16 +14,11 @@ from pcapq.diagnose.finding import Finding
 if TYPE_CHECKING:
     from pcapq._core import IcmpKind, _Icmp, _LeanConnection
 
-# ICMP kind slugs by the fact the core marks them with (src/decode/icmp.rs: IcmpKind::class()).
+# ICMP kind slugs by the fact the core marks them with (src/detect/facts.rs: icmp_fact()).
 IcmpFact = Literal["icmp_prohibited", "icmp_no_route", "icmp_port_unreachable", "icmp_ttl_exceeded"]
+# The keys are IcmpFact's (tests/test_vocabulary.py): the cast holds.
 CLASSES: dict[IcmpFact, set[IcmpKind]] = {
-    "icmp_prohibited": {"net_prohibited", "host_prohibited", "admin_prohibited", "precedence_violation",
-                        "precedence_cutoff", "source_policy_failed", "reject_route"},
-    "icmp_no_route": {"net_unreachable", "host_unreachable", "source_route_failed", "net_unknown", "host_unknown",
-                      "host_isolated", "net_unreachable_for_tos", "host_unreachable_for_tos", "unreachable_other",
-                      "no_route", "beyond_scope", "address_unreachable", "ipv6_unreachable_other"},
-    "icmp_port_unreachable": {"port_unreachable", "protocol_unreachable"},
-    "icmp_ttl_exceeded": {"ttl_exceeded", "reassembly_time_exceeded"},
+    cast("IcmpFact", fact): set(kinds) for fact, kinds in VOCABULARY["icmp_facts"].items()
 }
 
 # errno -> key of pcapq.causes.proxy_log.LINES (nginx logs strerror() of what connect() returned).
