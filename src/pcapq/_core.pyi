@@ -700,6 +700,7 @@ class _Vanished(TypedDict):
     time: float
     seen_at: str
     missing_at: str
+    vanished: Literal["between_points", "before_first_point"]
     file: int
     frame: int
 
