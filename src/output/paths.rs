@@ -94,6 +94,7 @@ pub fn path_json(al: &Alignment, names: Names<'_>, ids: [IdOf<'_>; 2]) -> Value 
         "packets": per_point(names, al.packets),
         "vanished_packets": {"client_to_server": sum_dir(Dir::ClientToServer), "server_to_client": sum_dir(Dir::ServerToClient)},
         "one_point_only": per_point(names, al.not_expected),
+        "resegmented": per_point(names, al.resegmented),
         "translated": al.translated,
         "delays": fit.map(|f| json!({"client_to_server": delays(&f.delays[0]), "server_to_client": delays(&f.delays[1])})),
         "loss_per_second": loss,

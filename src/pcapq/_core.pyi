@@ -724,6 +724,7 @@ class _Path(TypedDict):
     packets: dict[str, int]
     vanished_packets: _VanishedCounts
     one_point_only: dict[str, int]
+    resegmented: dict[str, int]
     translated: bool
     delays: _PathDelays | None
     loss_per_second: list[_LossSecond]
