@@ -37,6 +37,14 @@ CHECKS = {
         "failed": "the server's SYN-ACK vanished between the two capture points: the listener answered and the path "
                   "lost the answer (the client's SYN sent again then gets an answer that can cross its ACK)",
     },
+    # A listener that stalled left its connections waiting with nothing lost: one whose packets
+    # vanished between the points waited for the path.
+    "nothing_lost_between_points": {
+        "holds": "intact",
+        "held": "none of their packets vanished between the two capture points",
+        "failed": "a packet of theirs vanished between the two capture points: the path kept the exchange waiting, not "
+                  "the listener",
+    },
 }
 
 
@@ -56,6 +64,8 @@ def weigh(ctx: EpisodeContext, selection: Selection, check: str) -> tuple[Select
         held = shared & facts.lost
     elif words["holds"] == "synack_kept":
         held = shared - facts.synack_lost
+    elif words["holds"] == "intact":
+        held = shared - facts.lost
     else:
         held = shared - facts.lost_to_server
     failed = shared - held
