@@ -56,7 +56,8 @@ def check_vanished_is_truth(path: dict, run: TwoPointRun) -> None:
     for v in listed:
         assert (v["seen_at"], v["missing_at"]) == ways[v["direction"]], v
     by_way = {w: sum(v["direction"] == w for v in listed) for w in ways}
-    assert by_way == {"client_to_server": run.to_server, "server_to_client": run.to_client}, (by_way, listed[:5])
+    assert by_way == {"client_to_server": run.to_server, "server_to_client": run.to_client}, (
+        by_way, "seen at one point only, not expected at the other:", path["one_point_only"], listed[:5], run.proxy.parent)
     assert path["vanished_packets"] == by_way
 
 

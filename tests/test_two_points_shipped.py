@@ -47,6 +47,8 @@ def test_shipped_two_points_vanished_are_what_the_router_dropped(name):
     listed = vanished(path)
     ways = {"client_to_server": ("proxy.pcap", "server.pcap"), "server_to_client": ("server.pcap", "proxy.pcap")}
     assert all((v["seen_at"], v["missing_at"]) == ways[v["direction"]] for v in listed)
+    # The router is between the points: every one of them vanished there.
+    assert all(v["vanished"] == "between_points" for v in listed)
     assert path["vanished_packets"] == {"client_to_server": truth["dropped_to_server"], "server_to_client": truth["dropped_to_client"]}
     assert len(listed) == truth["dropped_to_server"] + truth["dropped_to_client"]
     # One clock on both points (one kernel): the offset is nil within its uncertainty.

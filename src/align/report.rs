@@ -42,6 +42,10 @@ pub struct Alignment {
     /// Seen at the point only, where the other was not capturing or the connection's hosts
     /// never passed both points.
     pub not_expected: [u64; 2],
+    /// Data seen at one point only whose bytes the other point saw cut otherwise: segmentation
+    /// offload (TSO/GSO) on the sender's host, or receive offload (GRO) on the capturing one,
+    /// made other packets of the same bytes. Not vanished.
+    pub resegmented: [u64; 2],
     /// Packets seen at one point only beyond `MAX_UNMATCHED`: not sorted into either.
     pub uncounted: u64,
     pub translated: bool,
@@ -62,6 +66,8 @@ pub fn assemble(mut m: Matcher, reads: [PointRead; 2]) -> Alignment {
     // The slowest crossing seen each way: how far from either end of the other's capture a
     // packet must be for its absence to say something.
     let slowest = fit.as_ref().map_or(0.0, |f| f.delays.iter().map(|d| d.max).fold(0.0, f64::max) * 1e9) as i64;
+    let resegmented_at = resegmented(&m);
+    let mut resegmented_count = [0u64; 2];
     let mut vanished_count = [0u64; 2];
     let mut not_expected = [0u64; 2];
     let mut by_conn: rustc_hash::FxHashMap<(usize, u32), Vec<Vanished>> = Default::default();
@@ -72,7 +78,11 @@ pub fn assemble(mut m: Matcher, reads: [PointRead; 2]) -> Alignment {
             not_expected[seen_at] += m.sides[seen_at].unmatched.len() as u64;
             continue;
         };
-        for u in &m.sides[seen_at].unmatched {
+        for (i, u) in m.sides[seen_at].unmatched.iter().enumerate() {
+            if resegmented_at[seen_at].contains(&i) {
+                resegmented_count[seen_at] += 1;
+                continue;
+            }
             let c = &m.sides[seen_at].conns.list[u.conn as usize];
             // On the other point's clock.
             let t_first = if seen_at == 0 { u.time_ns } else { u.time_ns - offset(u.time_ns) as i64 };
@@ -128,6 +138,7 @@ pub fn assemble(mut m: Matcher, reads: [PointRead; 2]) -> Alignment {
         packets: [a.packets, b.packets],
         vanished: vanished_count,
         not_expected,
+        resegmented: resegmented_count,
         uncounted: a.unmatched_dropped + b.unmatched_dropped,
         translated: m.translated,
         connections,
@@ -136,4 +147,55 @@ pub fn assemble(mut m: Matcher, reads: [PointRead; 2]) -> Alignment {
         aligned,
         reads,
     }
+}
+
+/// Per point, the indexes (in its `unmatched`) of the data segments whose bytes the other
+/// point saw in other segments left unmatched too, in the same connection and direction and
+/// within the window: one packet of 64 KB at the sender's point (TSO: Linux v6.6
+/// net/ipv4/tcp_output.c: tcp_write_xmit() hands the device segments up to gso_max_size) is
+/// several on the wire and at the other point, or the other way round after GRO
+/// (net/core/gro.c: dev_gro_receive()). Their sequence numbers are the same at both points (a
+/// NAT keeps them).
+fn resegmented(m: &Matcher) -> [rustc_hash::FxHashSet<usize>; 2] {
+    type Key = (u32, u8);
+    // Per point, per (connection, direction): (start, end, index) of unmatched data.
+    let ranges = [0, 1].map(|side| {
+        let mut by: rustc_hash::FxHashMap<Key, Vec<(u64, u64, usize)>> = Default::default();
+        for (i, u) in m.sides[side].unmatched.iter().enumerate() {
+            if u.len == 0 {
+                continue;
+            }
+            // Relative numbers are from the same ISN at both points when both saw the handshake;
+            // absolute ones (base + relative) are the same at both points in any case.
+            let c = &m.sides[side].conns.list[u.conn as usize];
+            let start = u64::from(c.base[u.dir as usize].unwrap_or(0).wrapping_add(u.seq));
+            by.entry((u.conn, u.dir as u8)).or_default().push((start, start + u64::from(u.len), i));
+        }
+        by
+    });
+    let mut out = [rustc_hash::FxHashSet::default(), rustc_hash::FxHashSet::default()];
+    for side in 0..2 {
+        let other = 1 - side;
+        for (&(conn, dir), list) in &ranges[side] {
+            let Some(partner) = m.sides[side].partner[conn as usize] else { continue };
+            let Some(theirs) = ranges[other].get(&(partner, dir)) else { continue };
+            for &(start, end, i) in list {
+                // Covered by the other point's unmatched data of the connection: merge the
+                // ranges that overlap this one, and see whether they leave a hole.
+                let mut pieces: Vec<(u64, u64)> = theirs.iter().filter(|r| r.0 < end && r.1 > start).map(|r| (r.0, r.1)).collect();
+                pieces.sort_unstable();
+                let mut reached = start;
+                for (s, e) in pieces {
+                    if s > reached {
+                        break;
+                    }
+                    reached = reached.max(e);
+                }
+                if reached >= end && end > start {
+                    out[side].insert(i);
+                }
+            }
+        }
+    }
+    out
 }

@@ -275,3 +275,24 @@ fn test_align_late_second_capture_far_offset_found_by_scanning() {
     assert!((fit.offset_at(START + 70_000_000_000) - 10e9).abs() < 1_000_000.0, "{}", fit.offset_at(START));
     assert!(al.matched > 10_000);
 }
+
+#[test]
+fn test_align_segments_cut_otherwise_at_one_point_are_not_vanished() {
+    let mut world = World::new(500_000_000, 0.0, false);
+    traffic(&mut world, 10, |i, n| i % 50 == 7 && n == 3);
+    // The server's answers reach the second point as one segment and the first as two
+    // (segmentation offload on the way, or GRO the other way round).
+    let mut cut = 0;
+    let answers: Vec<Sighting> = world.a.iter().filter(|s| s.key.len == 500 && s.src.port % 10 == 0).copied().collect();
+    world.a.retain(|s| !(s.key.len == 500 && s.src.port % 10 == 0));
+    for s in answers {
+        for (k, part) in [(0u32, 200u32), (200, 300)] {
+            let key = MatchKey { seq: s.key.seq.wrapping_add(k), len: part, ip_id: s.key.ip_id.wrapping_add(100 + k as u16), ..s.key };
+            world.a.push(Sighting { time_ns: s.time_ns + i64::from(k), key, digest: 0, ..s });
+        }
+        cut += 1;
+    }
+    let (al, lost) = world.run(Options::default());
+    same(&vanished(&al), &lost);
+    assert_eq!(al.resegmented, [2 * cut, cut]);
+}

@@ -36,6 +36,7 @@ fn per_point<T: Into<Value>>(names: Names<'_>, values: [T; 2]) -> Value {
 pub fn path_json(al: &Alignment, names: Names<'_>, ids: [IdOf<'_>; 2]) -> Value {
     let fit = al.fit.as_ref();
     let client_side = fit.map(|f| if f.first_is_client_side { names[0] } else { names[1] });
+    let first_is_client_side = fit.is_none_or(|f| f.first_is_client_side);
     let connections: Vec<Value> = al
         .connections
         .iter()
@@ -47,6 +48,9 @@ pub fn path_json(al: &Alignment, names: Names<'_>, ids: [IdOf<'_>; 2]) -> Value 
                 .map(|v| {
                     let u = &v.packet;
                     let (file, frame) = (u.at.file, u.at.frame);
+                    // The point the packet passes first on its way (the one nearer its sender).
+                    let first_passed = usize::from((u.dir == Dir::ClientToServer) != first_is_client_side);
+                    let place = if v.seen_at == first_passed { "between_points" } else { "before_first_point" };
                     json!({
                         "direction": u.dir.slug(),
                         "seq": u.seq,
@@ -55,6 +59,7 @@ pub fn path_json(al: &Alignment, names: Names<'_>, ids: [IdOf<'_>; 2]) -> Value 
                         "time": epoch(u.time_ns),
                         "seen_at": names[v.seen_at],
                         "missing_at": names[1 - v.seen_at],
+                        "vanished": place,
                         "file": file,
                         "frame": frame,
                     })
@@ -89,6 +94,7 @@ pub fn path_json(al: &Alignment, names: Names<'_>, ids: [IdOf<'_>; 2]) -> Value 
         "packets": per_point(names, al.packets),
         "vanished_packets": {"client_to_server": sum_dir(Dir::ClientToServer), "server_to_client": sum_dir(Dir::ServerToClient)},
         "one_point_only": per_point(names, al.not_expected),
+        "resegmented": per_point(names, al.resegmented),
         "translated": al.translated,
         "delays": fit.map(|f| json!({"client_to_server": delays(&f.delays[0]), "server_to_client": delays(&f.delays[1])})),
         "loss_per_second": loss,

@@ -1127,6 +1127,7 @@ class _Vanished(TypedDict):
     time: float
     seen_at: str
     missing_at: str
+    vanished: Literal["between_points", "before_first_point"]
     file: int
     frame: int
 
@@ -1150,6 +1151,7 @@ class _Path(TypedDict):
     packets: dict[str, int]
     vanished_packets: _VanishedCounts
     one_point_only: dict[str, int]
+    resegmented: dict[str, int]
     translated: bool
     delays: _PathDelays | None
     loss_per_second: list[_LossSecond]

@@ -69,7 +69,9 @@ def align(points: Sequence[PointAnalysis]) -> Aligned | None:
 
 def facts_of(entry: _Path, name: str, shared: Sequence[int]) -> TwoPointFacts:
     """What the `paths` entry `entry` says of point `name`'s connections; `shared`: the ids of
-    those the other point saw too."""
+    those the other point saw too. Only the packets lost between the points count; one that
+    never passed the point it would have passed first (a capture drop there) proves nothing
+    of the path."""
     lost: set[int] = set()
     to_server: set[int] = set()
     swallowed: set[int] = set()
@@ -77,14 +79,15 @@ def facts_of(entry: _Path, name: str, shared: Sequence[int]) -> TwoPointFacts:
     other = next(p for p in entry["points"] if p != name)
     for c in entry["connections"]:
         cid = c["ids"][name]
-        if cid is None:
+        between = [v for v in c["vanished"] if v["vanished"] == "between_points"]
+        if cid is None or not between:
             continue
         lost.add(cid)
-        if any(v["direction"] == "server_to_client" and v["flags"] == "S." for v in c["vanished"]):
+        if any(v["direction"] == "server_to_client" and v["flags"] == "S." for v in between):
             synack_lost.add(cid)
-        if c["vanished_client_to_server"]:
+        if any(v["direction"] == "client_to_server" for v in between):
             to_server.add(cid)
-            if c["client"][other] is None and c["vanished_server_to_client"] == 0:
+            if c["client"][other] is None and all(v["direction"] == "client_to_server" for v in c["vanished"]):
                 swallowed.add(cid)
     side = "client" if entry["client_side"] == name else "server"
     return TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server), frozenset(swallowed),

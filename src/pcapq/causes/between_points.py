@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from pcapq.causes.context import EpisodeContext, Weighed
 
 # The checks two aligned capture points add (not the core's: `CheckName`).
-PointCheck = Literal["vanished_between_points", "reached_server_point", "synack_reached_client_point"]
+PointCheck = Literal["vanished_between_points", "reached_server_point", "synack_reached_client_point", "nothing_lost_between_points"]
 
 
 class CheckWords(TypedDict):
@@ -20,7 +20,7 @@ class CheckWords(TypedDict):
     # A TwoPointFacts field: those with a lost packet (`lost`); those none of whose SYN-ACKs
     # vanished (not `synack_lost`); those whose client's packets all reached the server's point
     # (not `lost_to_server`).
-    holds: Literal["lost", "synack_kept", "reached"]
+    holds: Literal["lost", "synack_kept", "reached", "intact"]
     held: str
     failed: str
 
@@ -52,6 +52,14 @@ CHECKS: dict[PointCheck, CheckWords] = {
         "failed": "the server's SYN-ACK vanished between the two capture points: the listener answered and the path "
                   "lost the answer (the client's SYN sent again then gets an answer that can cross its ACK)",
     },
+    # A listener that stalled left its connections waiting with nothing lost: one whose packets
+    # vanished between the points waited for the path.
+    "nothing_lost_between_points": {
+        "holds": "intact",
+        "held": "none of their packets vanished between the two capture points",
+        "failed": "a packet of theirs vanished between the two capture points: the path kept the exchange waiting, not "
+                  "the listener",
+    },
 }
 
 
@@ -71,6 +79,8 @@ def weigh(ctx: EpisodeContext, selection: Selection, check: PointCheck) -> tuple
         held = shared & facts.lost
     elif words["holds"] == "synack_kept":
         held = shared - facts.synack_lost
+    elif words["holds"] == "intact":
+        held = shared - facts.lost
     else:
         held = shared - facts.lost_to_server
     failed = shared - held

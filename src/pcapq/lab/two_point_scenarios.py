@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
@@ -94,7 +95,10 @@ class Points:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.net.run(self.net.client_ns, [*MARK, self.net.server_ip], check=False)
+        # Marks a little apart: the last packets of the run are well inside both captures.
+        for _ in range(3):
+            time.sleep(0.1)
+            self.net.run(self.net.client_ns, [*MARK, self.net.server_ip], check=False)
         for cap in self.caps:
             cap.stop()
         dropped = [cap.dropped() for cap in self.caps]

@@ -6,6 +6,7 @@ Each packet of its timeline crosses the lines it passed and stops where it vanis
     │──▶│──✕│   │   client to server, vanished between the points
     │◀──│◀──│◀──│   server to client, seen at both points
     │   │✕──│◀──│   server to client, seen at the server's point only
+    │──▶?──▶│──▶│   passed a point that did not see it (a capture drop there, or another route)
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ if TYPE_CHECKING:
 
 CROSSED = {"client": "│──▶│──▶│──▶│", "server": "│◀──│◀──│◀──│"}
 VANISHED = {"client": "│──▶│──✕│   │", "server": "│   │✕──│◀──│"}
+# Seen only at the point it passes second (`"vanished": "before_first_point"`).
+UNSEEN = {"client": "│──▶?──▶│──▶│", "server": "│◀──│◀──?◀──│"}
 
 
 def legend(entry: _Path, point: str) -> str:
     other = next(p for p in entry["points"] if p != point)
-    return f"path: client │ {point} │ {other} │ server; ✕ where a packet vanished between the two capture points"
+    return (f"path: client │ {point} │ {other} │ server; ✕ where a packet vanished between the two capture points, "
+            "? a point that did not see a packet that passed it")
 
 
 def add_path(t: ConnectionTimeline, entry: _Path, point: str) -> None:
@@ -33,28 +37,31 @@ def add_path(t: ConnectionTimeline, entry: _Path, point: str) -> None:
     packet that vanished and is not one of its rows (a packet only the other point saw)."""
     conn = next((c for c in entry["connections"] if c["ids"].get(point) == t.id), None)
     vanished = conn["vanished"] if conn is not None else []
-    here = {(v["file"], v["frame"]): v for v in vanished if v["seen_at"] == point}
     shift = entry["clock_offset"] if point == entry["points"][0] else -entry["clock_offset"]
-    rows = list(t.rows)
-    drawn = {(r.file, r.frame) for r in rows}
+    # The lanes of each packet that vanished, by where this point has it (None: not at all).
+    lanes: dict[tuple[int, int], str] = {}
+    added: list[tuple[Row, str]] = []
+    drawn = {(r.file, r.frame) for r in t.rows}
     for v in vanished:
-        if v["seen_at"] == point and (v["file"], v["frame"]) in drawn:
-            continue
+        kind = VANISHED if v["vanished"] == "between_points" else UNSEEN
+        glyphs = kind["client" if v["direction"] == "client_to_server" else "server"]
+        if v["seen_at"] == point:
+            lanes[(v["file"], v["frame"])] = glyphs
+            if (v["file"], v["frame"]) in drawn:
+                continue
         at_here = v["seen_at"] == point
         time = v["time"] if at_here else v["time"] - shift
         where = "" if at_here else f" (frame {v['frame']} at {v['seen_at']})"
-        rows.append(Row(
-            file=v["file"] if at_here else -1, frame=v["frame"] if at_here else 0, time=time, offset=time - t.first_time,
+        note = (f"seen at {v['seen_at']}{where}, never reached {v['missing_at']}" if v["vanished"] == "between_points"
+                else f"seen at {v['seen_at']}{where}, not at {v['missing_at']}, which it passed first")
+        added.append((Row(
+            file=v["file"] if at_here else 0, frame=v["frame"] if at_here else 0, time=time, offset=time - t.first_time,
             side="client" if v["direction"] == "client_to_server" else "server", flags=v["flags"], seq=v["seq"], ack=None,
-            length=v["len"], kind="vanished", note=f"seen at {v['seen_at']}{where}, never reached {v['missing_at']}",
-        ))
-    rows.sort(key=lambda r: r.offset)
-    t.rows = rows
-    t.path = [
-        VANISHED[r.side] if r.kind == "vanished" or (r.file, r.frame) in here else CROSSED[r.side]
-        for r in rows
-    ]
+            length=v["len"], kind="vanished", note=note,
+        ), glyphs))
+    rows = [(r, lanes.get((r.file, r.frame), CROSSED[r.side])) for r in t.rows] + added
+    rows.sort(key=lambda pair: pair[0].offset)
+    t.rows = [r for r, _ in rows]
+    t.path = [glyphs for _, glyphs in rows]
     t.path_legend = legend(entry, point)
     t.path_points = [point, next(p for p in entry["points"] if p != point)]
-    # Rows only the other point saw carry no frame of this capture.
-    t.rows = [replace(r, file=0) if r.file == -1 else r for r in rows]

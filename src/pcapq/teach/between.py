@@ -23,6 +23,9 @@ def _packet(v: _Vanished) -> str:
 
 def _where(v: _Vanished) -> str:
     """Where the packet vanished, in a sentence."""
+    if v["vanished"] == "before_first_point":
+        return (f"{v['seen_at']} saw it (frame {v['frame']}) but {v['missing_at']}, which it passed first, did not: "
+                f"a capture drop at {v['missing_at']}, or a route around it, not a loss on the path")
     if v["direction"] == "client_to_server":
         return (f"it was seen at {v['seen_at']} (frame {v['frame']}) and never reached {v['missing_at']}: lost between the two "
                 "capture points on its way to the server (the path, or a firewall between them), not dropped by the "
@@ -56,8 +59,10 @@ def place_vanished(story: Story, path: _Path, point: str) -> None:
         actor = "client kernel" if v["direction"] == "client_to_server" else "server kernel"
         here = v["seen_at"] == point
         at = "" if here else f" (frame {v['frame']} at {v['seen_at']})"
+        vanishes = "that vanishes between the two capture points" if v["vanished"] == "between_points" else (
+            f"that {v['missing_at']} did not see")
         added.append(Step(frames=[v["frame"]] if here else [], file=v["file"] if here else 0, offset=offset, actor=actor,
-                          what=f"sends a {_packet(v)}{at} that vanishes between the two capture points.",
+                          what=f"sends a {_packet(v)}{at} {vanishes}.",
                           why=_where(v)[0].upper() + _where(v)[1:] + "."))
     story.steps = sorted(story.steps + added, key=lambda s: s.offset)
     lost = len(entry["vanished"])
