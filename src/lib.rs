@@ -10,6 +10,7 @@
 //! (`flow/prefetch.rs`, x86-64 only).
 #![deny(unsafe_code)]
 
+pub mod align;
 pub mod analysis;
 pub mod census;
 pub mod detect;

@@ -186,6 +186,20 @@ impl Episode {
         Selection::of(&self.inner, positions)
     }
 
+    /// The selection's connections whose id is among `ids` (`keep`), or those whose id is not.
+    /// What a rule reads of facts the core did not mark (two capture points aligned,
+    /// pcapq.two_points).
+    #[pyo3(signature = (selection, ids, keep = true))]
+    fn among(&self, selection: &Selection, ids: std::collections::HashSet<u64>, keep: bool) -> Selection {
+        let positions = selection
+            .positions
+            .iter()
+            .copied()
+            .filter(|&p| self.inner.members.get(p as usize).is_some_and(|m| ids.contains(&m.id) == keep))
+            .collect();
+        Selection::of(&self.inner, positions)
+    }
+
     /// Marks the selection's connections as explained: later selections leave them out.
     fn claim(&mut self, selection: &Selection) {
         self.inner.claim(&selection.positions);

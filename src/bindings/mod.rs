@@ -7,6 +7,7 @@ mod diagnosis;
 mod errors;
 mod join;
 mod live;
+mod paths;
 
 use std::io::{self, Write};
 use std::panic::{self, AssertUnwindSafe};
@@ -1029,6 +1030,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze_parts, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_many, m)?)?;
     m.add_function(wrap_pyfunction!(write_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(paths::align_points, m)?)?;
     m.add("PARQUET_SCHEMA_VERSION", crate::output::parquet::SCHEMA_VERSION)?;
     m.add_class::<live::LiveInput>()?;
     m.add_function(wrap_pyfunction!(live::analyze_stdin, m)?)?;

@@ -5,3 +5,4 @@ pub mod comments;
 pub mod json;
 pub mod labels;
 pub mod parquet;
+pub mod paths;

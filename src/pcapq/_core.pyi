@@ -13,7 +13,7 @@ from typing_extensions import NotRequired
 __all__ = [
     "__version__", "JSON_SCHEMA_VERSION", "VOCABULARY", "Analysis", "Problems", "Episode", "Selection",
     "analyze", "analyze_many", "analyze_parts", "PcapqError", "CaptureError", "InternalError",
-    "LiveInput", "analyze_stdin", "PARQUET_SCHEMA_VERSION", "write_parquet",
+    "LiveInput", "analyze_stdin", "PARQUET_SCHEMA_VERSION", "write_parquet", "align_points",
 ]
 
 __version__: Final[str]
@@ -819,6 +819,11 @@ class Episode:
     def union(self, a: Selection, b: Selection) -> Selection:
         """The connections of either selection (both of this episode)."""
 
+    def among(self, selection: Selection, ids: set[int], keep: bool = True) -> Selection:
+        """The selection's connections whose id is among `ids` (`keep`), or those whose id is
+        not. What a rule reads of facts the core did not mark (two capture points aligned,
+        pcapq.two_points)."""
+
     def claim(self, selection: Selection) -> None:
         """Marks the selection's connections as explained: later selections leave them out."""
 
@@ -1090,4 +1095,78 @@ def write_parquet(
         ValueError: an analysis kept only the connections with a problem, or the findings are not
             a JSON array of findings.
         OSError: a file could not be written.
+    """
+
+_Direction = Literal["client_to_server", "server_to_client"]
+
+class _Delays(TypedDict):
+    packets: int
+    min: float
+    mean: float
+    spread: float
+    max: float
+
+class _PathDelays(TypedDict):
+    client_to_server: _Delays
+    server_to_client: _Delays
+
+class _VanishedCounts(TypedDict):
+    client_to_server: int
+    server_to_client: int
+
+class _LossSecond(TypedDict):
+    second: int
+    client_to_server: int
+    server_to_client: int
+
+class _Vanished(TypedDict):
+    direction: _Direction
+    seq: int
+    len: int
+    flags: str
+    time: float
+    seen_at: str
+    missing_at: str
+    vanished: Literal["between_points", "before_first_point"]
+    file: int
+    frame: int
+
+class _PathConnection(TypedDict):
+    client: dict[str, str | None]
+    server: dict[str, str | None]
+    ids: dict[str, int | None]
+    vanished_client_to_server: int
+    vanished_server_to_client: int
+    vanished: list[_Vanished]
+
+class _Path(TypedDict):
+    points: list[str]
+    client_side: str | None
+    clock_offset: float
+    offset_at: float | None
+    drift_ppm: float | None
+    offset_uncertainty: float | None
+    offset_windows: int
+    matched_packets: int
+    packets: dict[str, int]
+    vanished_packets: _VanishedCounts
+    one_point_only: dict[str, int]
+    resegmented: dict[str, int]
+    translated: bool
+    delays: _PathDelays | None
+    loss_per_second: list[_LossSecond]
+    connections: list[_PathConnection]
+
+def align_points(
+    first: list[str], second: list[str], names: tuple[str, str], analyses: tuple[Analysis, Analysis] | None = None
+) -> tuple[_Path, list[int], list[int]]:
+    """Aligns the captures of two points, `first` and `second` (each its files in time order),
+    named `names` in the report (docs/two-points.md). With `analyses` (the two points'
+    analyses, in the same order), connections are named by their ids there (where the analysis
+    keeps them). Returns (the JSON `paths` entry, the ids at the first point of the connections
+    it shares with the second, the same at the second).
+
+    Raises:
+        CaptureError: a file cannot be opened or is not a capture.
+        InternalError: a bug in pcapq's core.
     """

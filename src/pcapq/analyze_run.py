@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pcapq.diagnose.findings import Diagnosis
     from pcapq.points import PointAnalysis
     from pcapq.report.model import AnalyzeReport
+    from pcapq.two_points import Aligned
 
 class KeepRecords(TypedDict):
     """What the core keeps of each connection (`_core.analyze`'s arguments of the same names)."""
@@ -173,7 +174,19 @@ def analyze_and_report(
 
     from pcapq.diagnose import diagnose
 
-    diagnoses = [diagnose(p.analysis, stated, said_by) for p in points]
+    aligned = None
+    if len(points) == 2 and fmt != "parquet" and not scheduler:
+        # Two capture points that saw the same connections: matched packet for packet
+        # (pcapq.two_points); None when they share none. Not on a Dask cluster: the files may
+        # be on the workers' storage only.
+        from pcapq.two_points import align
+
+        try:
+            aligned = align(points)
+        except _core.CaptureError as e:
+            fail(e.args[0], ExitCode.UNREADABLE)
+    facts = aligned.facts if aligned is not None else {}
+    diagnoses = [diagnose(p.analysis, stated, said_by, facts.get(p.name)) for p in points]
     if evidence:
         from pcapq.evidence import apply as apply_evidence
 
@@ -208,7 +221,7 @@ def analyze_and_report(
         deliver(
             output,
             no_color,
-            lambda out, colourless: _write_points_report(points, diagnoses, fmt, pretty, colourless, out),
+            lambda out, colourless: _write_points_report(points, diagnoses, fmt, pretty, colourless, out, aligned),
         )
     findings = [f for d in diagnoses for f in d.findings]
     code = exit_code([(p.name if len(points) > 1 else None, p.analysis) for p in points], findings)
@@ -363,9 +376,12 @@ def print_text_report(result: _core.Analysis, diagnosis: Diagnosis, console: Con
     print_summary(result, console)
 
 
-def _write_points_report(points: list[PointAnalysis], diagnoses: list[Diagnosis], fmt: str, pretty: bool, no_color: bool, out: TextIO) -> None:
+def _write_points_report(points: list[PointAnalysis], diagnoses: list[Diagnosis], fmt: str, pretty: bool, no_color: bool, out: TextIO,
+                         aligned: Aligned | None = None) -> None:
     """Several capture points: JSON, one document with a section per point; Markdown, a section
-    per point; text, the points side by side, then each one's report."""
+    per point; text, the points side by side, then each one's report. Two points aligned
+    (`aligned`, pcapq.two_points.Aligned): JSON adds `paths`, the others a section "Between the
+    two points" first."""
     import json
 
     if fmt == "json":
@@ -376,12 +392,19 @@ def _write_points_report(points: list[PointAnalysis], diagnoses: list[Diagnosis]
             out.write(("," if i else "") + indent + head[:-1] + ', "report": ')
             p.analysis.write_json(out, pretty=pretty, extra=json_extra(d, pretty))
             out.write("}")
-        out.write(("\n" if pretty else "") + "]}\n")
+        out.write(("\n" if pretty else "") + "]")
+        if aligned is not None:
+            out.write(', "paths": ' + json.dumps([aligned.entry], indent=2 if pretty else None))
+        out.write("}\n")
         out.flush()
         return
     if fmt == "markdown":
         from pcapq.report.escape import md_text
 
+        if aligned is not None:
+            from pcapq.report.between import render_markdown
+
+            out.write(render_markdown(aligned.entry) + "\n")
         for p, d in zip(points, diagnoses):
             out.write(f"# Capture point {md_text(p.name)}\n\n")
             write_report(p.analysis, d, fmt, pretty, no_color, out)
@@ -390,7 +413,12 @@ def _write_points_report(points: list[PointAnalysis], diagnoses: list[Diagnosis]
     from pcapq.report.points import print_points
 
     console = console_for(out, no_color)
-    print_points(points, diagnoses, console, lambda p, d, _: print_text_report(p.analysis, d, console))
+    between = None
+    if aligned is not None:
+        from pcapq.report.between import render_text
+
+        between = render_text(aligned.entry)
+    print_points(points, diagnoses, console, lambda p, d, _: print_text_report(p.analysis, d, console), between)
 
 
 def json_extra(diagnosis: Diagnosis, pretty: bool) -> str:

@@ -171,6 +171,9 @@ def _name(points: list[CapturePoint]) -> None:
     every point shares; points sharing a name get #2, #3 in time order."""
     counts: dict[str, int] = {}
     names = [_common_name(p.files) for p in points]
+    if "standard input" not in names and len({os.path.isabs(n) for n in names}) > 1:
+        # Relative and absolute paths given together: their shared directory is an absolute one.
+        names = [os.path.abspath(n) for n in names]
     shared = os.path.commonpath([os.path.dirname(n) or "." for n in names]) if "standard input" not in names else ""
     for p, base in zip(points, names):
         if shared and shared != ".":

@@ -487,7 +487,17 @@ def timeline(
     if causes:
         selection.connection_ids = set()  # filled from the findings below
     every_record = show_connections and (not selection.wants_problems_only() or bool(proxy_logs))
-    result = _read(files, keep_connections=every_record, keep_events=show_connections)
+    # Two capture points that saw the same connections: the timelines are those of the point
+    # nearer the clients, drawn on four lines (docs/two-points.md).
+    two = None
+    if len(files) > 1 and show_connections:
+        from pcapq.two_points import story_point
+
+        try:
+            two = story_point(list(files), every_record)
+        except _core.CaptureError as e:
+            fail(e.args[0], ExitCode.UNREADABLE)
+    result = two[0] if two is not None else _read(files, keep_connections=every_record, keep_events=show_connections)
     starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
     start = min(starts) if starts else 0.0
     selection.since = _parse_when(since, start, "--since")
@@ -496,7 +506,7 @@ def timeline(
     if causes or aggregate or not selecting:
         from pcapq.diagnose import diagnose
 
-        diagnosis = diagnose(result)
+        diagnosis = diagnose(result, two_points=two[2] if two is not None else None)
         findings = diagnosis.findings
         if causes:
             # --cause selects the connections of minor observations too.
@@ -506,6 +516,12 @@ def timeline(
     if show_connections:
         indices, matched = tl.select(result, selection)
         timelines = [tl.connection_timeline(result, i) for i in indices]
+        if two is not None:
+            from pcapq.report.four_lines import add_path
+
+            point = next(p for p in two[1]["points"] if p != two[2].other)
+            for t in timelines:
+                add_path(t, two[1], point)
     if proxy_logs and timelines:
         tied = lines_by_connection(result, proxy_logs)
         for t in timelines:
@@ -740,9 +756,15 @@ def explain(
         # problem at all is read again keeping every record, for its first healthy connection.
         # Standard input cannot be read twice; the logs' join wants every record, as in analyze.
         every_record = conn is not None or "-" in files or bool(proxy_logs)
-        result = _core.analyze(list(files), keep_connections=every_record, keep_events=True)
+        # Two capture points that saw the same connections: the story is told at the one nearer
+        # the clients, with where each packet vanished between them (docs/two-points.md).
+        from pcapq.two_points import story_point
+
+        two = story_point(list(files), every_record) if len(files) > 1 else None
+        result, path, facts = two if two is not None else (_core.analyze(list(files), keep_connections=every_record, keep_events=True), None, None)
         if len(result) == 0 and result.summary()["connections"] > 0:
-            result = _core.analyze(list(files))
+            two = story_point(list(files), True) if path is not None else None
+            result, path, facts = two if two is not None else (_core.analyze(list(files)), None, None)
     except _core.CaptureError as e:
         fail(e.args[0], ExitCode.UNREADABLE)
     for warning in result.warnings():
@@ -751,7 +773,7 @@ def explain(
         fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
     tied = lines_by_connection(result, proxy_logs)
     try:
-        story = tell_story(result, conn, tied)
+        story = tell_story(result, conn, tied, path, facts)
     except (NoSuchConnection, ValueError) as e:
         fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
     deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)

@@ -38,13 +38,19 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     signs = ctx.select(all_of=["queue_sign"], none_of=not_restart)
     if not signs:
         return _stalled(ctx)
-    window = ctx.select(all_of=["in_queue_window"], none_of=not_restart)
+    # Two capture points aligned: a handshake ACK that vanished between them was the path's.
+    signs, between = ctx.between_points(signs, "reached_server_point")
+    signs, crossed = ctx.between_points(signs, "synack_reached_client_point")
+    between += crossed
+    if not signs:
+        return None
+    window, _ = ctx.between_points(ctx.select(all_of=["in_queue_window"], none_of=not_restart), "reached_server_point")
     involved = ctx.union(signs, window)
     dropped = ctx.count(all_of=["final_ack_dropped"])
     resets = 0 if restart else ctx.count(all_of=["reset_after_ack"])
     cookies = ctx.count(all_of=["syncookie_suspected"])
     # The checks of every SYN-ACK re-sent after the ACK, also those a competitor explained.
-    weighed = ctx.checks(ctx.select(all_of=["synack_after_ack"], claimed=True), "synack_after_ack")
+    weighed = between + ctx.checks(ctx.select(all_of=["synack_after_ack"], claimed=True), "synack_after_ack")
     held_back = next((c["held"] for c in weighed if c["check"] == "request_held_back"), 0)
     cp = ctx.capture_point
     if resets:
@@ -128,6 +134,11 @@ def _stalled(ctx: EpisodeContext) -> Finding | None:
     full queue looks so: each new SYN finds it full (tcp_conn_request()), none reaches the ACK."""
     drops = ctx.select(all_of=["syn_unanswered", "listener_stalled"], none_of=NOT_THE_LISTENER)
     held = ctx.select(all_of=["request_acked", "listener_stalled"], none_of=NOT_THE_LISTENER)
+    # Two capture points aligned: only the SYNs that reached the server's point unanswered, and
+    # the connections that waited with nothing lost on the way.
+    drops, reached = ctx.between_points(drops, "reached_server_point")
+    drops, answered = ctx.between_points(drops, "synack_reached_client_point")
+    held, intact = ctx.between_points(held, "nothing_lost_between_points")
     # As many clients' SYNs as blame a listener rather than the path (listen_drops).
     if len(drops) < LISTEN_DROP_MIN or not held:
         return None
@@ -155,7 +166,7 @@ def _stalled(ctx: EpisodeContext) -> Finding | None:
     return ctx.finding(CAUSE, involved, 0.7, reason, evidence, rests_on=[
         f"{plural(len(drops), 'SYN')} re-sent with nothing back, each while an earlier connection waited",
         f"{plural(len(held), 'request')} acknowledged by the server's kernel and not answered before the client gave up",
-    ], details=details, proxy_log=["timed_out", "read_timeout"])
+    ], details=details, proxy_log=["timed_out", "read_timeout"], checks=reached + answered + intact)
 
 
 def _queue_estimate(ctx: EpisodeContext, signs: Selection) -> dict[str, float | str]:

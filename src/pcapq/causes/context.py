@@ -11,9 +11,11 @@ from pcapq.causes.proxy_log import LINES
 from pcapq.diagnose.capture_point import CapturePoint
 from pcapq.diagnose.finding import CheckTally, Evidence, Finding
 from pcapq.diagnose.timeouts import ProxyTimeout, TimeoutKind, proxy_log_line
+from pcapq.two_points import TwoPointFacts
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, SeriesKind, SignName, _LeanConnection, _OneSyn, _ServerStats
+    from pcapq.causes.between_points import PointCheck
     from pcapq.causes.cause import Cause
 
 MAX_EVIDENCE = 6
@@ -44,6 +46,9 @@ class CaptureContext:
     # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts); a kind is absent when
     # neither says it.
     proxy_timeouts: dict[TimeoutKind, ProxyTimeout] = field(default_factory=dict)
+    # What aligning this capture point with another says of its connections
+    # (pcapq.two_points); None with one point.
+    two_points: TwoPointFacts | None = None
 
     @property
     def one_syn(self) -> _OneSyn:
@@ -69,6 +74,19 @@ class EpisodeContext:
     @property
     def capture_point(self) -> CapturePoint:
         return self.capture.capture_point
+
+    def between_points(self, selection: Selection, check: PointCheck) -> tuple[Selection, list[Weighed]]:
+        """`selection` less the connections two aligned capture points show `check` failed
+        for, and its `checks` entry (pcapq.causes.between_points)."""
+        from pcapq.causes.between_points import weigh
+
+        return weigh(self, selection, check)
+
+    def vanished_among(self, selection: Selection) -> Selection:
+        """The selection's connections that lost a packet between two aligned capture points
+        (none without two points)."""
+        facts = self.capture.two_points
+        return self.episode.among(selection, set(facts.lost) if facts is not None else set())
 
     def select(self, all_of: Sequence[Mark] = (), any_of: Sequence[Mark] = (), none_of: Sequence[Mark] = (),
                claimed: bool = False) -> Selection:

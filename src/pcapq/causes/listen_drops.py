@@ -28,9 +28,13 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     # No SYN-ACK before the re-send needs the server's direction; a capture cut after the re-sends
     # takes nothing from it.
     unanswered = ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener + ["one_way"])
+    # Two capture points aligned: only the SYNs that reached the server's point.
+    unanswered, between = ctx.between_points(unanswered, "reached_server_point")
+    unanswered, answered = ctx.between_points(unanswered, "synack_reached_client_point")
+    between += answered
     if len(unanswered) < LISTEN_DROP_MIN:
         return None
-    weighed = ctx.checks(ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener), "unanswered")
+    weighed = between + ctx.checks(ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener), "unanswered")
     loopback = ctx.count(all_of=["syn_unanswered", "loopback"]) == len(unanswered)
     reason = (
         f"{plural(len(unanswered), 'client')}' SYNs went unanswered and were sent again on the backoff while "

@@ -30,8 +30,16 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     # SYNs that got nothing and were never sent again belong to the same flood.
     silent = ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host", *UNSEEN])
     involved = ctx.union(ctx.union(ctx.select(all_of=["half_open"], none_of=["silent_host", *UNSEEN]), unanswered), silent)
-    weighed = ctx.checks(ctx.union(ctx.select(all_of=["half_open"], none_of=["silent_host"]),
-                                   ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host"])), "nothing_followed")
+    # Two capture points aligned: only the connections whose SYNs and ACKs reached the server's point.
+    involved, between = ctx.between_points(involved, "reached_server_point")
+    involved, answered = ctx.between_points(involved, "synack_reached_client_point")
+    between += answered
+    unanswered, _ = ctx.between_points(unanswered, "reached_server_point")
+    unanswered, _ = ctx.between_points(unanswered, "synack_reached_client_point")
+    if not unanswered:
+        return None
+    weighed = between + ctx.checks(ctx.union(ctx.select(all_of=["half_open"], none_of=["silent_host"]),
+                                             ctx.select(all_of=["one_syn", "never_connected"], none_of=["silent_host"])), "nothing_followed")
     reason = (
         f"{plural(half_open, 'half-open request')} (SYN-ACK sent, handshake never completed) held the SYN "
         f"queue while {plural(len(unanswered), 'other client')}'s SYNs went unanswered and were sent again"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from pcapq._core import CheckName, Mark
+    from pcapq.causes.between_points import PointCheck
 
 
 class Evidence(TypedDict):
@@ -22,7 +23,8 @@ class CheckTally(TypedDict):
     """A check the core tested on a finding's connections (detect::checks): in how many it held
     and failed, what each says, and the kernel function or RFC section behind it."""
 
-    check: CheckName
+    # The core's checks, or those two aligned capture points add (pcapq.causes.between_points).
+    check: CheckName | PointCheck
     held: int
     failed: int
     says_held: str

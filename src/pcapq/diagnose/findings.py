@@ -18,6 +18,7 @@ from pcapq.diagnose.timeouts import ProxyTimeout, TimeoutKind, resolve
 
 if TYPE_CHECKING:
     from pcapq.causes.context import CaptureContext
+    from pcapq.two_points import TwoPointFacts
 
 # More findings of one cause than this in one capture become one finding over many endpoints:
 # a gnutella client dialling 900 peers is one story, not 122 panels.
@@ -75,10 +76,11 @@ class Diagnosis:
 
 
 def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] = None,
-             said_by: Optional[Mapping[str, str]] = None) -> Diagnosis:
+             said_by: Optional[Mapping[str, str]] = None, two_points: Optional[TwoPointFacts] = None) -> Diagnosis:
     """`proxy_timeouts`: the proxy's timeouts as the user stated them ({"connect": 2.0, "read":
     3.0}), and where each was said (`said_by`: "as stated" by default); the kinds not stated
-    are inferred from the capture."""
+    are inferred from the capture. `two_points`: what aligning this capture point with another
+    says of its connections (pcapq.two_points), for the causes that read it."""
     # The causes import this package's Finding: imported here, not at the top.
     from pcapq.causes.context import CaptureContext, EpisodeContext
     from pcapq.causes.registry import in_order
@@ -86,7 +88,7 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
     servers = analysis.servers()
     problems = analysis.problems()
     timeouts = resolve(analysis, proxy_timeouts, said_by)
-    ctx = CaptureContext(analysis, problems, servers, infer(servers), proxy_timeouts=timeouts)
+    ctx = CaptureContext(analysis, problems, servers, infer(servers), proxy_timeouts=timeouts, two_points=two_points)
     findings: list[Finding] = []
     for cause in in_order("capture"):
         findings.extend(cause.rule(ctx))

@@ -374,6 +374,8 @@ LADDER_LEFT = 150  # time and frame labels to the left of the client line
 LADDER_CLIENT_X = 250
 LADDER_SERVER_X = 520
 LADDER_NOTE_X = 540
+# Seen at two capture points: the lines of the point nearer the clients and of the other.
+LADDER_POINT_XS = (LADDER_CLIENT_X + 90, LADDER_SERVER_X - 90)
 NOTE_CHAR_PX = 6.6  # average width of a character of the notes' 11.5 px font
 LADDER_MAX_ROWS = 150
 ROW_MIN_GAP = 22
@@ -448,6 +450,12 @@ def ladder_svg(t: tl.ConnectionTimeline) -> str:
     ]
     for x in (LADDER_CLIENT_X, LADDER_SERVER_X):
         parts.append(f'<line x1="{x}" y1="24" x2="{x}" y2="{bottom - 10:.0f}" stroke="#333" stroke-width="1.5"/>')
+    if t.path is not None and t.path_points is not None:
+        # Seen at two capture points (pcapq.report.four_lines): their two lines between the
+        # client's and the server's, and each packet stops where it vanished.
+        for x, name in zip(LADDER_POINT_XS, t.path_points):
+            parts.append(f'<line x1="{x}" y1="30" x2="{x}" y2="{bottom - 10:.0f}" stroke="#888" stroke-width="1" stroke-dasharray="3 3"/>')
+            parts.append(f'<text x="{x}" y="28" text-anchor="middle" font-size="9.5" fill="#555">{h(name)}</text>')
     for s, y in slot_ys:
         colour = SERIES_COLOURS.get(s.series, "#888")
         label = f"{s.series} #{s.attempt} due ({tl.SCHEDULE_NAMES.get(s.schedule, s.schedule)})"
@@ -459,12 +467,19 @@ def ladder_svg(t: tl.ConnectionTimeline) -> str:
             f'<text x="{LADDER_CLIENT_X - 44}" y="{y + 3:.1f}" text-anchor="end" font-size="9.5" fill="{colour}">'
             f"{h(s.series)} #{s.attempt} due</text>"
         )
-    for r, y, lines in zip(t.rows, ys, notes):
+    for i, (r, y, lines) in enumerate(zip(t.rows, ys, notes)):
         x1, x2 = (LADDER_CLIENT_X, LADDER_SERVER_X) if r.side == "client" else (LADDER_SERVER_X, LADDER_CLIENT_X)
-        colour = "#b03a2e" if r.kind in ("rst",) else "#d35400" if "retransmit" in r.kind else "#1f4e79"
-        parts.append(
-            f'<line x1="{x1}" y1="{y - 6:.1f}" x2="{x2}" y2="{y + 6:.1f}" stroke="{colour}" stroke-width="1.6" marker-end="url(#arrow)"/>'
-        )
+        colour = "#b03a2e" if r.kind in ("rst", "vanished") else "#d35400" if "retransmit" in r.kind else "#1f4e79"
+        if t.path is not None and "✕" in t.path[i]:
+            # Vanished between the two points: the arrow stops between their lines.
+            between = sum(LADDER_POINT_XS) / 2
+            yy = y - 6 + 12 * (between - x1) / (LADDER_SERVER_X - LADDER_CLIENT_X) * (1 if r.side == "client" else -1)
+            parts.append(f'<line x1="{x1}" y1="{y - 6:.1f}" x2="{between:.0f}" y2="{yy:.1f}" stroke="#b03a2e" stroke-width="1.6"/>')
+            parts.append(f'<text x="{between:.0f}" y="{yy + 4:.1f}" text-anchor="middle" font-size="13" fill="#b03a2e">✕</text>')
+        else:
+            parts.append(
+                f'<line x1="{x1}" y1="{y - 6:.1f}" x2="{x2}" y2="{y + 6:.1f}" stroke="{colour}" stroke-width="1.6" marker-end="url(#arrow)"/>'
+            )
         label = f"{r.flags} seq={r.seq if r.seq is not None else '-'} ack={r.ack if r.ack is not None else '-'} len={r.length}"
         parts.append(
             f'<text x="{(LADDER_CLIENT_X + LADDER_SERVER_X) / 2:.0f}" y="{y - 5:.1f}" text-anchor="middle" font-size="10" '

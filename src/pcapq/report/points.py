@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Literal, Sequence
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
@@ -52,14 +52,19 @@ def print_points(
     diagnoses: Sequence[Diagnosis],
     console: Console,
     print_one: Callable[[PointAnalysis, Diagnosis, Console], None],
+    between: RenderableType | None = None,
 ) -> None:
-    """The side-by-side table, the files of each point in the order they were joined, then
-    each point's report as `print_one` prints it."""
+    """The side-by-side table, the files of each point in the order they were joined, what
+    happened between the two points when they were aligned (`between`), then each point's
+    report as `print_one` prints it."""
     console.print(render_side_by_side(points, diagnoses))
     console.print()
     for p in points:
         files = ", ".join("standard input" if f.path == "-" else f.path for f in p.point.files)
         console.print(Text(f"{p.name}: {files}", style="dim"))
+    if between is not None:
+        console.print()
+        console.print(between)
     for p, d in zip(points, diagnoses):
         console.print()
         console.print(Rule(Text(p.name), align="left"))

@@ -92,6 +92,11 @@ class ConnectionTimeline:
     events_dropped: int = 0
     proxy_log: Optional[ProxyLogNote] = None
     """With --log: the proxy's line tied to this connection (`pcapq.evidence.Ties.by_id`)."""
+    path: Optional[list[str]] = None
+    """Seen at two capture points: each row's crossing of the four lines (pcapq.report.four_lines)."""
+    path_legend: Optional[str] = None
+    path_points: Optional[list[str]] = None
+    """The two capture points' names, the one nearer the clients first."""
 
     @property
     def failed(self) -> bool:
@@ -104,6 +109,10 @@ class ConnectionTimeline:
         if out["proxy_log"] is None:
             # As in analyze's JSON: only a connection a line is tied to has the field.
             del out["proxy_log"]
+        for key in ("path", "path_legend", "path_points"):
+            # Only a connection seen at two capture points has them.
+            if out[key] is None:
+                del out[key]
         return out
 
 

@@ -138,14 +138,19 @@ def connection_table(t: ConnectionTimeline) -> Group:
     table.add_column("seq", justify="right")
     table.add_column("ack", justify="right")
     table.add_column("len", justify="right")
+    if t.path is not None:
+        table.add_column("path", no_wrap=True)
     table.add_column("what it means", overflow="fold")
-    for r in t.rows:
-        style = "red" if r.kind == "rst" else "yellow" if "retransmit" in r.kind else ""
+    for i, r in enumerate(t.rows):
+        style = "red" if r.kind in ("rst", "vanished") else "yellow" if "retransmit" in r.kind else ""
+        path = [Text(t.path[i], style="red" if "✕" in t.path[i] else "")] if t.path is not None else []
         table.add_row(
-            str(r.frame) + (f"/{r.file}" if r.file else ""), f"{r.offset:.6f}", r.arrow, r.flags,
-            "" if r.seq is None else str(r.seq), "" if r.ack is None else str(r.ack), str(r.length), Text(r.note, style=style),
+            (str(r.frame) + (f"/{r.file}" if r.file else "")) if r.frame else "-", f"{r.offset:.6f}", r.arrow, r.flags,
+            "" if r.seq is None else str(r.seq), "" if r.ack is None else str(r.ack), str(r.length), *path, Text(r.note, style=style),
         )
     parts: list[Any] = [head]
+    if t.path_legend is not None:
+        parts.append(Text(t.path_legend, style="dim"))
     if t.proxy_log is not None:
         parts += proxy_log_lines(t.proxy_log)
     parts.append(table)

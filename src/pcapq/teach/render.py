@@ -15,6 +15,9 @@ WIDTH = 100
 
 def _frames(step: Step) -> str:
     frames = step.frames
+    if not frames:
+        # A packet only the other capture point saw (pcapq.teach.between).
+        return "not in this capture"
     label = "frame" if len(frames) == 1 else "frames"
     shown = ", ".join(map(str, frames[:8])) + (f" ... ({len(frames)} in all)" if len(frames) > 8 else "")
     where = f" (file {step.file})" if step.file else ""

@@ -1,0 +1,116 @@
+"""Two capture points, one story (docs/two-points.md): when `pcapq analyze` is given exactly two
+capture points that saw the same connections (the proxy's side and the server's side), the core
+aligns them packet for packet (`_core.align_points`, src/align), and this module turns what it
+found into the JSON `paths` entry and the facts each point's causes read (`TwoPointFacts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from pcapq import _core
+from pcapq.points import PointAnalysis
+
+if TYPE_CHECKING:
+    from pcapq._core import _Path
+
+# Fewer packets matched than this and the two points are taken to share nothing: two captures
+# of unrelated hosts can agree on a packet or two by chance (an IP ID, sequence numbers and a
+# length alike), not on ten.
+MIN_MATCHED = 10
+
+
+@dataclass(frozen=True)
+class TwoPointFacts:
+    """What aligning a capture point with another says of its connections, by their ids at
+    this point."""
+
+    other: str
+    # "client" when this point is the nearer to the clients (the proxy's side), else "server".
+    side: str
+    # Connections the other point saw too.
+    shared: frozenset[int] = field(default_factory=frozenset)
+    # Connections with packets that vanished between the two points, either way.
+    lost: frozenset[int] = field(default_factory=frozenset)
+    # Connections a packet of whose client (a SYN, the handshake ACK, a request) vanished
+    # between the two points: the path, not the server's kernel, kept it from the server.
+    lost_to_server: frozenset[int] = field(default_factory=frozenset)
+    # Connections the other point never saw although every packet of their client's was on
+    # its way there: something between the points swallowed every try (a firewall; random
+    # loss spares some).
+    swallowed: frozenset[int] = field(default_factory=frozenset)
+    # Connections whose server's SYN-ACK vanished between the points on its way to the client.
+    synack_lost: frozenset[int] = field(default_factory=frozenset)
+
+
+@dataclass
+class Aligned:
+    """The alignment of two points: the JSON `paths` entry, and each point's facts by name."""
+
+    entry: _Path
+    facts: dict[str, TwoPointFacts]
+
+
+def align(points: Sequence[PointAnalysis]) -> Aligned | None:
+    """The alignment of two capture points, or None: not two points, standard input, or two
+    points that do not share connections. Raises _core.CaptureError."""
+    if len(points) != 2 or any(f.path == "-" for p in points for f in p.point.files):
+        return None
+    a, b = points
+    entry, shared_a, shared_b = _core.align_points(
+        a.point.paths, b.point.paths, (a.name, b.name), analyses=(a.analysis, b.analysis)
+    )
+    if entry["matched_packets"] < MIN_MATCHED:
+        return None
+    facts = {a.name: facts_of(entry, a.name, shared_a), b.name: facts_of(entry, b.name, shared_b)}
+    return Aligned(entry, facts)
+
+
+def facts_of(entry: _Path, name: str, shared: Sequence[int]) -> TwoPointFacts:
+    """What the `paths` entry `entry` says of point `name`'s connections; `shared`: the ids of
+    those the other point saw too. Only the packets lost between the points count; one that
+    never passed the point it would have passed first (a capture drop there) proves nothing
+    of the path."""
+    lost: set[int] = set()
+    to_server: set[int] = set()
+    swallowed: set[int] = set()
+    synack_lost: set[int] = set()
+    other = next(p for p in entry["points"] if p != name)
+    for c in entry["connections"]:
+        cid = c["ids"][name]
+        between = [v for v in c["vanished"] if v["vanished"] == "between_points"]
+        if cid is None or not between:
+            continue
+        lost.add(cid)
+        if any(v["direction"] == "server_to_client" and v["flags"] == "S." for v in between):
+            synack_lost.add(cid)
+        if any(v["direction"] == "client_to_server" for v in between):
+            to_server.add(cid)
+            if c["client"][other] is None and all(v["direction"] == "client_to_server" for v in c["vanished"]):
+                swallowed.add(cid)
+    side = "client" if entry["client_side"] == name else "server"
+    return TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server), frozenset(swallowed),
+                        frozenset(synack_lost))
+
+
+def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, _Path, TwoPointFacts] | None:
+    """For `pcapq explain` of files that are two capture points sharing connections: the
+    analysis of the point nearer the clients (the story is told from there), the `paths` entry
+    and that point's facts (its name: the other's `other`); None otherwise. Raises
+    _core.CaptureError."""
+    from pcapq.capture_points import FileTimes, group
+    from pcapq.inputs import first_packet_time
+
+    if "-" in paths:
+        return None
+    points = group([FileTimes(p, first_packet_time(p), None) for p in paths])
+    if len(points) != 2:
+        return None
+    a, b = (_core.analyze(p.paths, keep_connections=keep_connections, keep_events=True) for p in points)
+    entry, shared_a, shared_b = _core.align_points(points[0].paths, points[1].paths, (points[0].name, points[1].name), analyses=(a, b))
+    if entry["matched_packets"] < MIN_MATCHED:
+        return None
+    if entry["client_side"] in (None, points[0].name):
+        return a, entry, facts_of(entry, points[0].name, shared_a)
+    return b, entry, facts_of(entry, points[1].name, shared_b)

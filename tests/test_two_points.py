@@ -1,0 +1,125 @@
+"""Two capture points on real kernel traffic (pcapq.lab.two_point_scenarios): client, router
+and server namespaces, tcpdump on the client's veth (the proxy's point) and on the server's
+veth (the server's point), the router losing, dropping or translating in between. The truth
+is the router's nftables counters and the server's kernel counters, never pcapq. Needs root,
+`ip`, `tcpdump`, `nft`, `nstat` and `editcap`; skipped otherwise."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_pcapq
+from pcapq.lab.errors import LabUnavailable
+from pcapq.lab.namespaces import NetnsRouted
+from pcapq.lab.two_point_scenarios import TwoPointRun, accept_overflow, firewall, path_loss
+
+pytestmark = pytest.mark.kernel
+
+LISTENER = {"accept_queue_overflow", "syn_queue_overflow", "listen_drops"}
+
+
+@pytest.fixture
+def net():
+    try:
+        with NetnsRouted(tools=("ip", "tcpdump", "nft", "nstat")) as routed:
+            yield routed
+    except LabUnavailable as e:
+        pytest.skip(str(e))
+
+
+def analyze(*paths: Path) -> dict:
+    proc = run_pcapq("analyze", "--format", "json", *map(str, paths))
+    assert proc.returncode in (0, 1), proc.stderr.decode()
+    return json.loads(proc.stdout)
+
+
+def vanished(path: dict) -> list[dict]:
+    return [v for c in path["connections"] for v in c["vanished"]]
+
+
+def findings(doc: dict, point: str) -> set[str]:
+    """The point's causes, material or minor."""
+    report = next(p["report"] for p in doc["capture_points"] if p["name"] == point)
+    return {f["cause"] for f in report["findings"] + report["minor_observations"]}
+
+
+def check_vanished_is_truth(path: dict, run: TwoPointRun) -> None:
+    """Every vanished packet listed is one the router dropped, in its direction, seen at the
+    point before the router and missing at the one after; none it dropped is missing."""
+    listed = vanished(path)
+    ways = {"client_to_server": ("proxy.pcap", "server.pcap"), "server_to_client": ("server.pcap", "proxy.pcap")}
+    for v in listed:
+        assert (v["seen_at"], v["missing_at"]) == ways[v["direction"]], v
+    by_way = {w: sum(v["direction"] == w for v in listed) for w in ways}
+    assert by_way == {"client_to_server": run.to_server, "server_to_client": run.to_client}, (
+        by_way, "seen at one point only, not expected at the other:", path["one_point_only"], listed[:5], run.proxy.parent)
+    assert path["vanished_packets"] == by_way
+
+
+def test_two_points_path_loss_each_way_listed_and_blamed_on_the_path(net, tmp_path):
+    run = path_loss(net, tmp_path)
+    assert run.to_server + run.to_client > 0, "the router dropped nothing: rerun"
+    doc = analyze(run.proxy, run.server)
+    (path,) = doc["paths"]
+    assert path["client_side"] == "proxy.pcap"
+    check_vanished_is_truth(path, run)
+    assert abs(path["clock_offset"]) < 0.001
+    for point in ("proxy.pcap", "server.pcap"):
+        report = next(p["report"] for p in doc["capture_points"] if p["name"] == point)
+        blamed = [(f["cause"], f["connections"], f["confidence_reason"], f.get("checks"))
+                  for f in report["findings"] + report["minor_observations"] if f["cause"] in LISTENER]
+        assert not blamed, (f"the path's loss blamed on the listener at {point} (captures kept in {tmp_path})", blamed)
+    assert "network_loss" in findings(doc, "proxy.pcap") | findings(doc, "server.pcap")
+
+
+def test_two_points_firewall_swallows_syns_between_the_points(net, tmp_path):
+    run = firewall(net, tmp_path)
+    assert run.to_server >= 3
+    doc = analyze(run.proxy, run.server)
+    (path,) = doc["paths"]
+    check_vanished_is_truth(path, run)
+    assert {v["flags"] for v in vanished(path)} == {"S"}
+    # The server's point never saw them.
+    assert all(c["ids"]["server.pcap"] is None for c in path["connections"])
+    assert not findings(doc, "proxy.pcap") & LISTENER
+
+
+def test_two_points_nat_in_the_middle_hop(net, tmp_path):
+    run = path_loss(net, tmp_path, connections=20, nat=True)
+    doc = analyze(run.proxy, run.server)
+    (path,) = doc["paths"]
+    assert path["translated"]
+    check_vanished_is_truth(path, run)
+    for c in path["connections"]:
+        if c["client"]["server.pcap"] is not None:
+            assert c["client"]["server.pcap"].startswith(net.router_server_ip + ":")
+            assert c["client"]["proxy.pcap"].startswith(net.client_ip + ":")
+
+
+def test_two_points_accept_queue_overflow_reached_the_server(net, tmp_path):
+    run = accept_overflow(net, tmp_path)
+    assert run.nstat.get("TcpExtListenOverflows", 0) > 0, run.nstat
+    doc = analyze(run.proxy, run.server)
+    (path,) = doc["paths"]
+    # Nothing between the points loses: every SYN and ACK reached the server's point.
+    assert path["vanished_packets"] == {"client_to_server": 0, "server_to_client": 0}
+    assert "accept_queue_overflow" in findings(doc, "server.pcap")
+    for point in ("proxy.pcap", "server.pcap"):
+        assert "network_loss" not in findings(doc, point)
+
+
+@pytest.mark.skipif(shutil.which("editcap") is None, reason="needs editcap (wireshark-common)")
+def test_two_points_clock_shift_recovered_within_a_millisecond(net, tmp_path):
+    run = firewall(net, tmp_path, healthy=10, blocked=0)
+    shifted = tmp_path / "server-late.pcap"
+    subprocess.run(["editcap", "-t", "2.5", str(run.server), str(shifted)], check=True, capture_output=True)
+    before = analyze(run.proxy, run.server)["paths"][0]["clock_offset"]
+    after = analyze(run.proxy, shifted)["paths"][0]
+    assert abs(after["clock_offset"] - 2.5) < 0.001, after["clock_offset"]
+    assert abs(after["clock_offset"] - before - 2.5) < 0.0001
+    assert after["offset_uncertainty"] < 0.001
