@@ -5,7 +5,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::{epoch, parse_endpoint};
+use super::{epoch, parse_endpoint, seconds};
 use crate::analysis;
 use crate::detect::join::{self, Candidate, Line, LineKind, Shape};
 
@@ -74,17 +74,16 @@ pub fn join_log<'py>(
             if let Some(x) = tied.get_mut(t.candidate) {
                 *x = true;
             }
-            let seconds = |ns: Option<i64>| ns.map(|n| n as f64 / 1e9);
             let agree = |logged: Option<i64>, seen: Option<i64>| logged.zip(seen).map(|(l, s)| join::times_agree(l, s));
             let said = lines.get(line).map(|(_, l)| *l);
             let (connect_agrees, header_agrees) = said.map_or((None, None), |l| (agree(l.connect_ns, c.connect_ns), agree(l.header_ns, c.first_byte_ns)));
-            ties_out.append((line, c.id, c.index, c.shape.slug(), (seconds(c.connect_ns), seconds(c.first_byte_ns)), (connect_agrees, header_agrees)))?;
+            ties_out.append((line, c.id, c.index, c.shape.slug(), (c.connect_ns.map(seconds), c.first_byte_ns.map(seconds)), (connect_agrees, header_agrees)))?;
         }
         let d = PyDict::new(py);
         d.set_item("ties", j.ties.len())?;
-        d.set_item("zone", j.zone_ns as f64 / 1e9)?;
+        d.set_item("zone", seconds(j.zone_ns))?;
         d.set_item("zone_searched", zone.is_none())?;
-        d.set_item("skew", j.skew_ns.map(|s| s as f64 / 1e9))?;
+        d.set_item("skew", j.skew_ns.map(seconds))?;
         d.set_item("skew_pairs", j.skew_pairs)?;
         files_out.append(d)?;
     }

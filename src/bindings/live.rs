@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{analyze_options, catch, errors, Analysis};
+use super::{analyze_options, catch, epoch, errors, Analysis};
 use crate::analysis;
 use crate::live::{LiveCounters, LiveStream};
 use crate::reader::CaptureReader;
@@ -44,7 +44,7 @@ impl LiveInput {
         d.set_item("events_dropped", look.events_dropped)?;
         d.set_item("episodes_forgotten", look.forgotten)?;
         d.set_item("open", look.open)?;
-        d.set_item("latest_time", look.latest_ns.map(|t| t as f64 / 1e9))?;
+        d.set_item("latest_time", look.latest_ns.map(epoch))?;
         d.set_item("segments", look.segments)?;
         Ok(d)
     }
@@ -55,7 +55,7 @@ impl LiveInput {
         let m = self.watch.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).metrics();
         let d = PyDict::new(py);
         d.set_item("segments", m.segments)?;
-        d.set_item("latest_time", m.latest_ns.map(|t| t as f64 / 1e9))?;
+        d.set_item("latest_time", m.latest_ns.map(epoch))?;
         d.set_item("dropped", m.dropped)?;
         d.set_item("listeners_other", m.listeners_other)?;
         d.set_item("buckets", BUCKETS.to_vec())?;
@@ -177,9 +177,9 @@ fn event_dict<'py>(py: Python<'py>, e: &EpisodeEvent) -> PyResult<Bound<'py, PyD
     let d = PyDict::new(py);
     d.set_item("kind", e.kind.slug())?;
     d.set_item("server", e.server.to_string())?;
-    d.set_item("time", e.at_ns as f64 / 1e9)?;
-    d.set_item("first_time", e.first_ns as f64 / 1e9)?;
-    d.set_item("last_time", e.last_ns as f64 / 1e9)?;
+    d.set_item("time", epoch(e.at_ns))?;
+    d.set_item("first_time", epoch(e.first_ns))?;
+    d.set_item("last_time", epoch(e.last_ns))?;
     d.set_item("signs", sign_slugs(e.signs))?;
     d.set_item("connections", e.connections)?;
     Ok(d)

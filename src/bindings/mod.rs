@@ -102,8 +102,8 @@ impl Analysis {
             d.set_item("gzip", f.gzip)?;
             d.set_item("packets", f.packets)?;
             d.set_item("tcp_segments", f.tcp_segments)?;
-            d.set_item("first_time", f.first_time_ns.map(|t| t as f64 / 1e9))?;
-            d.set_item("last_time", f.last_time_ns.map(|t| t as f64 / 1e9))?;
+            d.set_item("first_time", f.first_time_ns.map(epoch))?;
+            d.set_item("last_time", f.last_time_ns.map(epoch))?;
             let links = PyDict::new(py);
             for (t, n) in &f.link_types {
                 links.set_item(crate::reader::CaptureReader::linktype_name(*t), n)?;
@@ -197,15 +197,15 @@ impl Analysis {
                 symptoms.set_item(sy.slug(), s.symptoms[sy.index()])?;
             }
             d.set_item("symptoms", symptoms)?;
-            d.set_item("first_time", s.first_ns as f64 / 1e9)?;
-            d.set_item("last_time", s.last_ns as f64 / 1e9)?;
+            d.set_item("first_time", epoch(s.first_ns))?;
+            d.set_item("last_time", epoch(s.last_ns))?;
             d.set_item("answered", s.answered.total(detect::moments::Kind::Begins))?;
             d.set_item("binned_through", s.binned_through())?;
             d.set_item("one_syn", s.one_syn)?;
             d.set_item("packets", s.packets)?;
             d.set_item("data_retransmits", s.data_retransmits)?;
-            d.set_item("syn_to_synack", s.median_syn_to_synack_ns().map(|n| n as f64 / 1e9))?;
-            d.set_item("synack_to_ack", s.median_synack_to_ack_ns().map(|n| n as f64 / 1e9))?;
+            d.set_item("syn_to_synack", s.median_syn_to_synack_ns().map(seconds))?;
+            d.set_item("synack_to_ack", s.median_synack_to_ack_ns().map(seconds))?;
             list.append(d)?;
         }
         Ok(list)
@@ -231,7 +231,7 @@ impl Analysis {
             d.set_item("client", p.client.to_string())?;
             d.set_item("server", p.server.to_string())?;
             d.set_item("peak", p.peak)?;
-            d.set_item("at", p.at_ns as f64 / 1e9)?;
+            d.set_item("at", epoch(p.at_ns))?;
             d.set_item("range", detect::servers::EPHEMERAL_PORTS)?;
             d.set_item("error", p.error)?;
             list.append(d)?;
@@ -357,7 +357,7 @@ impl Analysis {
                 symptoms,
                 epoch(c.first_time_ns),
                 epoch(c.last_time_ns),
-                epoch(v.added_latency_ns),
+                seconds(v.added_latency_ns),
                 c.first.file,
                 c.first.frame,
             );
@@ -577,7 +577,15 @@ impl Analysis {
 
 const CHUNK: usize = 1 << 20;
 
+/// A moment as Unix epoch seconds, rounded to the microsecond as the JSON document and the
+/// Parquet tables write it (`output::json::epoch`): the same number for the same moment in the
+/// Python API, the JSON and Parquet.
 fn epoch(ns: i64) -> f64 {
+    crate::output::json::epoch(ns)
+}
+
+/// A duration in seconds.
+fn seconds(ns: i64) -> f64 {
     ns as f64 / 1e9
 }
 
@@ -642,7 +650,7 @@ pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c:
     }
     d.set_item("duplicates", c.duplicates)?;
     d.set_item("vlan", pyo3::types::PyTuple::new(py, link::vlan_list(c.vlan))?)?;
-    d.set_item("added_latency", epoch(v.added_latency_ns))?;
+    d.set_item("added_latency", seconds(v.added_latency_ns))?;
     match c.milestones.first_rst() {
         Some(r) => {
             let reset = PyDict::new(py);
@@ -665,7 +673,7 @@ pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c:
         }
         None => d.set_item("reset", py.None())?,
     }
-    let send = |t: &detect::TimedSend| shapes.send.call1((t.at.file, t.at.frame, epoch(t.time_ns), t.interval_ns.map(epoch)));
+    let send = |t: &detect::TimedSend| shapes.send.call1((t.at.file, t.at.frame, epoch(t.time_ns), t.interval_ns.map(seconds)));
     let mut series = Vec::with_capacity(v.series.len());
     for s in &v.series {
         let (Some(first), Some(last)) = (s.sends.first(), s.sends.last()) else { continue };

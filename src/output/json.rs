@@ -24,7 +24,7 @@ pub(super) fn seconds(ns: i64) -> f64 {
 
 /// A point in time as Unix epoch seconds, rounded to the microsecond: an f64 cannot hold
 /// nanoseconds at today's epoch, and rounding first keeps the printed number short and exact.
-pub(super) fn epoch(ns: i64) -> f64 {
+pub(crate) fn epoch(ns: i64) -> f64 {
     let us = ns.div_euclid(1000) + i64::from(ns.rem_euclid(1000) >= 500);
     us as f64 / 1e6
 }
