@@ -53,11 +53,16 @@ class Aligned:
 
 
 def align(points: Sequence[PointAnalysis]) -> Aligned | None:
-    """The alignment of two capture points, or None: not two points, standard input, or two
-    points that do not share connections. Raises _core.CaptureError."""
+    """The alignment of two capture points, or None: not two points, standard input, two points
+    that did not capture at the same time, or two that do not share connections. Raises
+    _core.CaptureError."""
     if len(points) != 2 or any(f.path == "-" for p in points for f in p.point.files):
         return None
     a, b = points
+    if not _overlap(a, b):
+        # One taken well after the other ended: they cannot have seen the same packets,
+        # however alike these look.
+        return None
     entry, shared_a, shared_b = _core.align_points(
         a.point.paths, b.point.paths, (a.name, b.name), analyses=(a.analysis, b.analysis)
     )
@@ -65,6 +70,27 @@ def align(points: Sequence[PointAnalysis]) -> Aligned | None:
         return None
     facts = {a.name: facts_of(entry, a.name, shared_a), b.name: facts_of(entry, b.name, shared_b)}
     return Aligned(entry, facts)
+
+
+# Two points whose captures lie further apart than this are not aligned: not one moment seen
+# twice, but two moments (two rings of one name pattern taken hours apart).
+CLOCKS_APART_S = 300.0
+
+
+def _span(p: PointAnalysis) -> tuple[float, float] | None:
+    """The point's first and last packet times, if its files have any."""
+    firsts = [f.first_time for f in p.point.files if f.first_time is not None]
+    lasts = [f.last_time for f in p.point.files if f.last_time is not None]
+    return (min(firsts), max(lasts)) if firsts and lasts else None
+
+
+def _overlap(a: PointAnalysis, b: PointAnalysis) -> bool:
+    """Whether the two points captured at the same time, by their own clocks give or take
+    `CLOCKS_APART_S` (a host's clock may be off; a capture shifted on purpose is too)."""
+    span_a, span_b = _span(a), _span(b)
+    if span_a is None or span_b is None:
+        return False
+    return span_a[0] <= span_b[1] + CLOCKS_APART_S and span_b[0] <= span_a[1] + CLOCKS_APART_S
 
 
 def facts_of(entry: _Path, name: str, shared: Sequence[int]) -> TwoPointFacts:
