@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import REPO
+from test_watch import REPLAY
 
 import pcapq._core as core
 from pcapq.exitcodes import ExitCode
@@ -375,29 +376,6 @@ def test_docs_table_is_the_metrics_table() -> None:
 # ---- a running `pcapq watch --metrics`
 
 
-# Replays a pcap's records with their capture-time gaps divided by SPEED, like tcpdump -U; touches
-# DONE after the last record, then stays silent until SIGINT.
-REPLAY = textwrap.dedent(
-    """
-    import os, signal, struct, sys, time
-    capture, done, speed = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    signal.signal(signal.SIGINT, lambda *_: os._exit(0))
-    data = open(capture, "rb").read()
-    os.write(1, data[:24])
-    at, previous = 24, None
-    while at < len(data):
-        seconds, fraction, caplen = struct.unpack("<III", data[at:at + 12])
-        t = seconds + fraction / 1e6
-        if previous is not None and t > previous:
-            time.sleep((t - previous) / speed)
-        previous = t
-        os.write(1, data[at:at + 16 + caplen])
-        at += 16 + caplen
-    open(done, "w").close()
-    for _ in range(600):
-        time.sleep(0.1)
-    """
-)
 
 
 class Pipeline:

@@ -134,6 +134,19 @@ def test_shipped_two_points_clock_shift_recovered_within_a_millisecond(tmp_path)
     assert path["vanished_packets"]["client_to_server"] == truth["dropped_to_server"]
 
 
+@pytest.mark.parametrize("seconds, aligned", [(60, True), (-120, True), (250, True), (400, False), (-3600, False)])
+def test_shipped_two_points_clocks_apart_within_five_minutes_are_aligned(tmp_path, seconds, aligned):
+    """A 3.4 s capture shifted by whole minutes: within 5 minutes of the other by its own clock
+    the offset is still found; further apart, the two are two moments, not one seen twice."""
+    late = shifted(RUNS / "path_loss" / "server.pcap", tmp_path / "server.pcap", seconds)
+    paths = analyze(RUNS / "path_loss" / "proxy.pcap", late).get("paths")
+    if not aligned:
+        assert paths is None
+        return
+    (path,) = paths
+    assert abs(path["clock_offset"] - seconds) < 0.001
+
+
 def test_shipped_two_points_text_and_markdown_have_the_section():
     folder = RUNS / "path_loss"
     text = run_pcapq("analyze", "--no-color", str(folder / "proxy.pcap"), str(folder / "server.pcap")).stdout.decode()

@@ -203,6 +203,18 @@ def test_r14_watch_takes_only_standard_input() -> None:
     assert b"watch reads standard input" in proc.stderr
 
 
+def loopback_exchanges(port: int, server: socket.socket, n: int) -> None:
+    """`n` request-answer exchanges on loopback with `server` (bounded)."""
+    for _ in range(n):
+        client = socket.create_connection(("127.0.0.1", port), timeout=5)
+        conn, _ = server.accept()
+        client.sendall(b"ping")
+        conn.sendall(conn.recv(4))
+        client.recv(4)
+        client.close()
+        conn.close()
+
+
 # ---- the words, without a pipeline ----
 
 
@@ -260,14 +272,7 @@ def test_r14_watch_on_tcpdump_says_connections_while_they_happen(tmp_path: Path)
     done = tmp_path / "never"
     lines = _Lines(reader, done)
     time.sleep(2)  # tcpdump is capturing
-    for _ in range(3):
-        client = socket.create_connection(("127.0.0.1", port))
-        conn, _ = server.accept()
-        client.sendall(b"ping")
-        conn.sendall(conn.recv(4))
-        client.recv(4)
-        client.close()
-        conn.close()
+    loopback_exchanges(port, server, 3)
     lines.wait_for(f"127.0.0.1:{port}  ", timeout=30)
     time.sleep(1.5)  # the next interval's line, should the three have straddled two
     code, out = _interrupt(tcpdump, reader, lines)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from craft import Captured, Conversation, write_pcap
+from test_watch import loopback_exchanges
 
 SERVER = ("10.0.0.2", 9000)
 START = 1_700_000_000.0
@@ -74,18 +75,6 @@ class _Stderr:
         raise AssertionError(f"no line with {text!r} in {self.lines}")
 
 
-def _loopback_connections(port: int, server: socket.socket, n: int) -> None:
-    """`n` request-answer exchanges on loopback (bounded)."""
-    for _ in range(n):
-        client = socket.create_connection(("127.0.0.1", port), timeout=5)
-        conn, _ = server.accept()
-        client.sendall(b"ping")
-        conn.sendall(conn.recv(4))
-        client.recv(4)
-        client.close()
-        conn.close()
-
-
 def _wait_for_file(path: Path, size: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not (path.exists() and path.stat().st_size >= size):
@@ -113,7 +102,7 @@ def test_r30_follow_reads_the_file_tcpdump_is_writing_until_ctrl_c(tmp_path: Pat
         watch = subprocess.Popen(["pcapq", "watch", "--every", "1", "--follow", str(dump)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         err = _Stderr(watch)
         time.sleep(1.5)  # tcpdump is capturing, pcapq at the end of the file
-        _loopback_connections(port, server, 3)
+        loopback_exchanges(port, server, 3)
         err.wait_for(f"127.0.0.1:{port}  ")
         time.sleep(1.5)  # the next interval's line, should the three have straddled two
         watch.send_signal(signal.SIGINT)
@@ -219,7 +208,7 @@ def test_r30_pcapng_on_a_pipe_ends_cleanly_when_its_writer_is_killed(tmp_path: P
     err = _Stderr(watch)
     try:
         time.sleep(2)
-        _loopback_connections(port, server, 3)
+        loopback_exchanges(port, server, 3)
         err.wait_for(f"127.0.0.1:{port}  ")
     finally:
         tcpdump.terminate()

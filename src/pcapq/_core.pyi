@@ -132,10 +132,9 @@ class InternalError(PcapqError):
 class _TextFile(Protocol):
     def write(self, text: str, /) -> object: ...
 
-class _Summary(TypedDict):
-    packets: int
-    tcp_segments: int
-    skipped: int
+class _Tally(TypedDict):
+    """The counts of connections the summary and its `all_time` share (the core's `Tally`)."""
+
     connections: int
     handshakes_completed: int
     with_syn_retransmits: int
@@ -150,6 +149,11 @@ class _Summary(TypedDict):
     duplicate_frames: int
     outcomes: dict[Outcome, int]
     symptoms: dict[Symptom, int]
+
+class _Summary(_Tally):
+    packets: int
+    tcp_segments: int
+    skipped: int
     all_time: NotRequired[_AllTime]
     icmp: NotRequired[_IcmpSummary]
     """ICMP errors in the capture; absent when there were none."""
@@ -194,26 +198,12 @@ class _PcapngNotes(TypedDict):
     packet_comments: list[_PacketComment]
     packet_comments_total: int
 
-class _AllTime(TypedDict):
+class _AllTime(_Tally):
     """A watch with --keep: every connection since it began (the summary is the window's)."""
 
     since: float
     window_start: float
     keep_seconds: float
-    connections: int
-    handshakes_completed: int
-    with_syn_retransmits: int
-    with_synack_retransmits: int
-    with_data_retransmits: int
-    with_dup_acks: int
-    with_zero_window: int
-    reset: int
-    partial: int
-    port_reuse: int
-    snaplen_cut_segments: int
-    duplicate_frames: int
-    outcomes: dict[Outcome, int]
-    symptoms: dict[Symptom, int]
 
 class _CaptureInfo(TypedDict):
     path: str
