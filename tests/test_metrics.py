@@ -37,8 +37,6 @@ from pcapq.watch import Watcher
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (apt-get install prometheus)")
-CORE_COUNTS = hasattr(core.LiveInput, "metrics")
-needs_core = pytest.mark.skipif(not CORE_COUNTS, reason="this build's core has no LiveInput.metrics() yet (issue 30, Rust side)")
 BUCKETS = [0.001, 0.01, 0.1, 1.0, 3.0]
 
 
@@ -423,7 +421,6 @@ class Pipeline:
                 proc.wait()
 
 
-@needs_core
 def test_r30_a_running_watch_serves_the_accept_queue_sign_of_its_listener(tmp_path: Path) -> None:
     overflow = Pipeline(tmp_path, REPO / "captures" / "accept_queue_overflow.pcap", speed=2.0)
     healthy = Pipeline(tmp_path, REPO / "captures" / "healthy.pcap", speed=4.0)
@@ -476,7 +473,6 @@ SNAPSHOT = textwrap.dedent(
 )
 
 
-@needs_core
 def test_r30_the_core_snapshot_has_the_shape_the_collector_reads() -> None:
     capture = (REPO / "captures" / "accept_queue_overflow.pcap").read_bytes()
     proc = subprocess.run([sys.executable, "-c", SNAPSHOT], input=capture, capture_output=True, timeout=60)

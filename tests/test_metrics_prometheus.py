@@ -25,7 +25,6 @@ import pytest
 
 from netns import NetnsPair, unavailable_reason
 
-import pcapq._core as core
 from pcapq.lab.scenarios import PEERS, PORT, SHAPE_BURST, SHAPE_RATE, start_server
 
 PROMETHEUS = shutil.which("prometheus")
@@ -36,7 +35,6 @@ pytestmark = [
     pytest.mark.kernel,
     pytest.mark.skipif(unavailable_reason(NEEDS) is not None, reason=str(unavailable_reason(NEEDS))),
     pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)"),
-    pytest.mark.skipif(not hasattr(core.LiveInput, "metrics"), reason="this build's core has no LiveInput.metrics() yet (issue 30, Rust side)"),
 ]
 
 
