@@ -26,7 +26,7 @@ from pcapq.lab.namespaces import unavailable_reason
 CAPTURES = REPO / "captures"
 # Each kind of error line and the shape of connection it must be tied to.
 RIGHT_SHAPE = {
-    "connect_timeout": {"no_handshake"},
+    "connect_timeout": {"no_handshake", "closed_at_connect"},
     "read_timeout": {"unanswered"},
     "send_timeout": {"unanswered"},
     "refused": {"refused"},

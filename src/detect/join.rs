@@ -97,14 +97,14 @@ impl LineKind {
     /// The connection shapes a line of this kind can describe.
     fn fits(self, shape: Shape) -> bool {
         match self {
-            LineKind::ConnectTimeout => shape == Shape::NoHandshake,
+            LineKind::ConnectTimeout => matches!(shape, Shape::NoHandshake | Shape::ClosedAtConnect),
             LineKind::ReadTimeout | LineKind::SendTimeout => shape == Shape::Unanswered,
             LineKind::Refused => shape == Shape::Refused,
             LineKind::Reset => shape == Shape::Reset,
             LineKind::PrematureClose => shape == Shape::ServerClosed,
-            LineKind::GatewayTimeout => matches!(shape, Shape::NoHandshake | Shape::Unanswered),
+            LineKind::GatewayTimeout => matches!(shape, Shape::NoHandshake | Shape::ClosedAtConnect | Shape::Unanswered),
             LineKind::BadGateway => matches!(shape, Shape::Refused | Shape::Reset | Shape::ServerClosed),
-            LineKind::ConnectFailure => matches!(shape, Shape::NoHandshake | Shape::Refused),
+            LineKind::ConnectFailure => matches!(shape, Shape::NoHandshake | Shape::ClosedAtConnect | Shape::Refused),
             LineKind::UpstreamClosed => matches!(shape, Shape::Reset | Shape::ServerClosed),
             LineKind::Answered => shape == Shape::Answered,
         }
@@ -116,6 +116,10 @@ impl LineKind {
 pub enum Shape {
     /// No SYN-ACK reached the client: its connect() could only time out.
     NoHandshake,
+    /// A SYN-ACK came as the client gave up: it closed (or its kernel reset the late SYN-ACK,
+    /// tcp_rcv_state_process() on a closed socket) without sending a byte. A connect() timing
+    /// out as a re-sent SYN is answered.
+    ClosedAtConnect,
     /// Connected, the request sent, no answer before the client closed (or the capture ended).
     Unanswered,
     /// The server's RST answered the SYN.
@@ -129,12 +133,20 @@ pub enum Shape {
 }
 
 impl Shape {
-    pub const ALL: [Shape; 6] =
-        [Shape::NoHandshake, Shape::Unanswered, Shape::Refused, Shape::Reset, Shape::ServerClosed, Shape::Answered];
+    pub const ALL: [Shape; 7] = [
+        Shape::NoHandshake,
+        Shape::ClosedAtConnect,
+        Shape::Unanswered,
+        Shape::Refused,
+        Shape::Reset,
+        Shape::ServerClosed,
+        Shape::Answered,
+    ];
 
     pub fn slug(self) -> &'static str {
         match self {
             Shape::NoHandshake => "no_handshake",
+            Shape::ClosedAtConnect => "closed_at_connect",
             Shape::Unanswered => "unanswered",
             Shape::Refused => "refused",
             Shape::Reset => "reset",
@@ -214,6 +226,14 @@ pub fn candidate(c: &Connection, index: u32, end_ns: i64) -> Option<Candidate> {
                 (Shape::Answered, Some(c.last_time_ns), None)
             } else if let Some(fin) = server_fin.filter(|&f| client_close.is_none_or(|close| f <= close)) {
                 (Shape::ServerClosed, Some(fin), None)
+            } else if let (None, Some(close)) = (c.milestones.client_data_ns.get(), client_close) {
+                if client_rst == Some(close) && c.handshake_ack_time_ns.get().is_none() {
+                    // The RST answered a SYN-ACK that came after the socket was closed: the
+                    // give-up lies between the first SYN and it.
+                    (Shape::ClosedAtConnect, None, Some((c.syn_time_ns.get().unwrap_or(c.first_time_ns), close)))
+                } else {
+                    (Shape::ClosedAtConnect, Some(close), None)
+                }
             } else if c.milestones.client_data_ns.get().is_some() || client_close.is_some() {
                 let request = c.milestones.client_data_ns.get().unwrap_or(c.first_time_ns);
                 // The request acknowledged before the FIN, and not just before it after re-sends (a
@@ -416,7 +436,10 @@ fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64
                     // Not shown: the earliest waiting first (a proxy's timeouts expire in the
                     // order they were set).
                     None => NS * 3600 + (c.earliest_ns - base).max(0) / 1000,
-                } + line.timings_differ(c) * NS * 7200;
+                } + line.timings_differ(c) * NS * 7200
+                    // A handshake completed as the client closed is a connect timeout's only when
+                    // no connection without one fits (a health check also connects and closes).
+                    + i64::from(c.shape == Shape::ClosedAtConnect) * NS * 7200;
                 if best.is_none_or(|(s, _)| score < s) {
                     best = Some((score, ci));
                 }
@@ -626,5 +649,60 @@ mod tests {
         let j = join(&lines, &c, None, (100 * NS, 110 * NS));
         assert_eq!(j.zone_ns, 3600 * NS);
         assert_eq!(j.ties.len(), 2);
+    }
+
+    // ---- Tests for a handshake completed as the client gave up ----
+
+    /// The shape and span of the only connection a wire carried, its capture ending at `end_ms`.
+    fn shape_of(w: &crate::flow::wire::Wire, end_ms: i64) -> (Shape, Option<i64>, i64, i64) {
+        let c = candidate(w.conn(), 0, end_ms * 1_000_000).expect("a candidate");
+        (c.shape, c.end_ns, c.earliest_ns, c.latest_ns)
+    }
+
+    #[test]
+    fn test_handshake_then_client_fin_without_a_byte_is_closed_at_connect() {
+        use crate::flow::wire::*;
+        // SYN dropped, the re-sent one answered at 1.03 s as the proxy's 1 s connect timeout
+        // fired late: it closes at once.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1030, C, SYN, CISN, 0, 0);
+        w.send(1030, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(1030, C, ACK, CISN + 1, SISN + 1, 0);
+        w.send(1031, C, FIN | ACK, CISN + 1, SISN + 1, 0);
+        w.send(1032, S, ACK, SISN + 1, CISN + 2, 0);
+        assert_eq!(shape_of(&w, 5000), (Shape::ClosedAtConnect, Some(1031 * MS), 1031 * MS, 1031 * MS));
+    }
+
+    #[test]
+    fn test_late_synack_reset_by_the_client_spans_from_its_syn() {
+        use crate::flow::wire::*;
+        // The SYN-ACK came 1.5 s after the SYN, the socket closed: the client's kernel resets it.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(1500, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.send(1500, C, RST, CISN + 1, 0, 0);
+        assert_eq!(shape_of(&w, 5000), (Shape::ClosedAtConnect, None, 0, 1500 * MS));
+    }
+
+    #[test]
+    fn test_request_sent_then_closed_stays_unanswered() {
+        use crate::flow::wire::*;
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(10, &[]);
+        w.send(20, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(3010, C, FIN | ACK, CISN + 101, SISN + 1, 0);
+        assert_eq!(shape_of(&w, 5000).0, Shape::Unanswered);
+    }
+
+    #[test]
+    fn test_connect_timeout_takes_a_closed_at_connect_only_when_no_handshakeless_fits() {
+        let quick_close = cand(0, Shape::ClosedAtConnect, 100.0, 102.0, Some(102.0));
+        let no_handshake = cand(1, Shape::NoHandshake, 100.0, 101.0, None);
+        let lines = [line(102, LineKind::ConnectTimeout)];
+        assert_eq!(join(&lines, &[quick_close, no_handshake], Some(0), (100 * NS, 110 * NS)).ties, vec![Tie { line: 0, candidate: 1 }]);
+        assert_eq!(join(&lines, &[quick_close], Some(0), (100 * NS, 110 * NS)).ties, vec![Tie { line: 0, candidate: 0 }]);
+        assert!(join(&[line(102, LineKind::ReadTimeout)], &[quick_close], Some(0), (100 * NS, 110 * NS)).ties.is_empty());
     }
 }

@@ -59,7 +59,7 @@ LogKind = Literal[
     "connect_timeout", "read_timeout", "send_timeout", "refused", "reset", "premature_close", "gateway_timeout",
     "bad_gateway", "connect_failure", "upstream_closed", "answered",
 ]
-LogShape = Literal["no_handshake", "unanswered", "refused", "reset", "server_closed", "answered"]
+LogShape = Literal["no_handshake", "closed_at_connect", "unanswered", "refused", "reset", "server_closed", "answered"]
 IcmpKind = Literal[
     "net_unreachable", "host_unreachable", "protocol_unreachable", "port_unreachable", "frag_needed",
     "source_route_failed", "net_unknown", "host_unknown", "host_isolated", "net_prohibited", "host_prohibited",
