@@ -23,10 +23,24 @@ from pcapq.capture_points import CapturePoint, FileTimes, name_groups, named
 from pcapq.inputs import first_packet_time
 from pcapq.points import PointAnalysis, analyze_points
 
-# How long to wait for the scheduler to answer before giving up.
+# How long to wait for the scheduler to answer before giving up, unless Dask's configuration
+# says otherwise (distributed.comm.timeouts.connect; DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT).
 CONNECT_TIMEOUT_S = 30
 # A scheduler that has not answered after this long gets a line saying what pcapq waits for.
 SAY_WAITING_AFTER_S = 1.0
+
+
+def _connect_timeout_s() -> float:
+    """Dask's connect timeout when its configuration sets one, else CONNECT_TIMEOUT_S."""
+    import dask.config
+    from dask.utils import parse_timedelta
+
+    configured = dask.config.get("distributed.comm.timeouts.connect", None)
+    try:
+        seconds = parse_timedelta(configured, default="seconds") if configured is not None else None
+    except (ValueError, TypeError, KeyError):
+        seconds = None
+    return float(seconds) if seconds else float(CONNECT_TIMEOUT_S)
 
 
 class ClusterUnavailable(Exception):
@@ -66,17 +80,18 @@ def analyze_on_cluster(
         from distributed import Client
     except ImportError as e:
         raise ClusterUnavailable("--scheduler needs dask.distributed: pip install 'pcapq[dask]'") from e
+    timeout = _connect_timeout_s()
     try:
         # Connecting is silent until it succeeds or the timeout runs out: past a second, say
         # what pcapq is waiting for.
         waiting = threading.Timer(SAY_WAITING_AFTER_S, lambda: print(
-            f"pcapq: waiting for the Dask scheduler at {scheduler} (giving up after {CONNECT_TIMEOUT_S} s)",
+            f"pcapq: waiting for the Dask scheduler at {scheduler} (giving up after {timeout:g} s)",
             file=sys.stderr, flush=True))
         waiting.daemon = True
         waiting.start()
         try:
             # distributed leaves Client.__init__ unannotated.
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)  # type: ignore[no-untyped-call]
+            client = Client(scheduler, timeout=timeout, set_as_default=False)  # type: ignore[no-untyped-call]
         finally:
             waiting.cancel()
     except (OSError, TimeoutError, ValueError) as e:
