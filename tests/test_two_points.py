@@ -61,6 +61,23 @@ def check_vanished_is_truth(path: dict, run: TwoPointRun) -> None:
     assert path["vanished_packets"] == by_way
 
 
+def check_verdicts(doc: dict, run: TwoPointRun) -> None:
+    """Each finding's `between_points` verdict blames what the truth dropped: a listener's
+    finding is the server side's (every packet reached it), a loss is the path's, and no
+    direction the router dropped nothing in is blamed."""
+    for p in doc["capture_points"]:
+        for f in p["report"]["findings"] + p["report"]["minor_observations"]:
+            v = f.get("between_points")
+            if v is None:
+                continue
+            if f["cause"] in LISTENER:
+                assert v["verdict"] == "reached_server", (p["name"], f["cause"], v)
+            if f["cause"] == "network_loss":
+                assert v["verdict"] in ("lost_to_server", "lost_to_client", "lost_both_ways"), (p["name"], v)
+            assert run.to_server or not v["lost_to_server"], (p["name"], f["cause"], v)
+            assert run.to_client or not v["lost_to_client"], (p["name"], f["cause"], v)
+
+
 def test_two_points_path_loss_each_way_listed_and_blamed_on_the_path(net, tmp_path):
     run = path_loss(net, tmp_path)
     assert run.to_server + run.to_client > 0, "the router dropped nothing: rerun"
@@ -75,6 +92,7 @@ def test_two_points_path_loss_each_way_listed_and_blamed_on_the_path(net, tmp_pa
                   for f in report["findings"] + report["minor_observations"] if f["cause"] in LISTENER]
         assert not blamed, (f"the path's loss blamed on the listener at {point} (captures kept in {tmp_path})", blamed)
     assert "network_loss" in findings(doc, "proxy.pcap") | findings(doc, "server.pcap")
+    check_verdicts(doc, run)
 
 
 def test_two_points_firewall_swallows_syns_between_the_points(net, tmp_path):
@@ -87,6 +105,7 @@ def test_two_points_firewall_swallows_syns_between_the_points(net, tmp_path):
     # The server's point never saw them.
     assert all(c["ids"]["server.pcap"] is None for c in path["connections"])
     assert not findings(doc, "proxy.pcap") & LISTENER
+    check_verdicts(doc, run)
 
 
 def test_two_points_nat_in_the_middle_hop(net, tmp_path):
@@ -99,6 +118,7 @@ def test_two_points_nat_in_the_middle_hop(net, tmp_path):
         if c["client"]["server.pcap"] is not None:
             assert c["client"]["server.pcap"].startswith(net.router_server_ip + ":")
             assert c["client"]["proxy.pcap"].startswith(net.client_ip + ":")
+    check_verdicts(doc, run)
 
 
 def test_two_points_accept_queue_overflow_reached_the_server(net, tmp_path):
@@ -111,6 +131,7 @@ def test_two_points_accept_queue_overflow_reached_the_server(net, tmp_path):
     assert "accept_queue_overflow" in findings(doc, "server.pcap")
     for point in ("proxy.pcap", "server.pcap"):
         assert "network_loss" not in findings(doc, point)
+    check_verdicts(doc, run)
 
 
 @pytest.mark.skipif(shutil.which("editcap") is None, reason="needs editcap (wireshark-common)")
@@ -123,3 +144,23 @@ def test_two_points_clock_shift_recovered_within_a_millisecond(net, tmp_path):
     assert abs(after["clock_offset"] - 2.5) < 0.001, after["clock_offset"]
     assert abs(after["clock_offset"] - before - 2.5) < 0.0001
     assert after["offset_uncertainty"] < 0.001
+
+
+@pytest.mark.parametrize("lost_to_server, lost_to_client, missed, verdict", [
+    ({1, 2}, set(), set(), "lost_to_server"),
+    (set(), {1, 2}, set(), "lost_to_client"),
+    ({1}, {2}, set(), "lost_both_ways"),
+    (set(), set(), set(), "reached_server"),
+    (set(), set(), {1, 2}, "missed_first_point"),
+    ({1}, set(), set(), "mixed"),
+])
+def test_between_points_verdict_of_a_finding(lost_to_server, lost_to_client, missed, verdict):
+    from pcapq.two_points import TwoPointFacts, between_points
+
+    lost = frozenset(lost_to_server | lost_to_client)
+    facts = TwoPointFacts("server.pcap", "client", shared=frozenset({1, 2, 3}), lost=lost, lost_to_server=frozenset(lost_to_server),
+                          lost_to_client=frozenset(lost_to_client), missed_first=frozenset(missed))
+    v = between_points(facts, [1, 2, 9])
+    assert v is not None and v["verdict"] == verdict and v["connections"] == 2, v
+    assert v["reached_server"] == 2 - len(lost | missed)
+    assert between_points(facts, [9]) is None

@@ -111,6 +111,38 @@ def test_shipped_two_points_accept_overflow_is_the_servers_kernel():
         assert "network_loss" not in findings(doc, point)
 
 
+LOST = {"lost_to_server", "lost_to_client", "lost_both_ways"}
+
+
+@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow"])
+def test_shipped_two_points_verdicts_blame_what_the_truth_dropped(name):
+    """Each finding's `between_points` verdict: the path where the router dropped packets (the
+    direction it dropped them), the server's side where it dropped none; a listener's finding
+    is never the path's, a loss never the server's."""
+    doc, truth = run(name)
+    verdicts = {(point, cause): f["between_points"] for point in ("proxy.pcap", "server.pcap")
+                for cause, f in findings(doc, point).items() if "between_points" in f}
+    assert verdicts
+    for (point, cause), v in verdicts.items():
+        # Every connection is counted once among reached, missed and lost (either way or both).
+        lost = v["connections"] - v["reached_server"] - v["missed_first_point"]
+        assert 0 <= max(v["lost_to_server"], v["lost_to_client"]) <= lost <= v["lost_to_server"] + v["lost_to_client"]
+        if cause in LISTENER:
+            assert v["verdict"] == "reached_server", (point, cause, v)
+        if cause == "network_loss":
+            assert v["verdict"] in LOST, (point, cause, v)
+        if not truth["dropped_to_server"]:
+            assert v["lost_to_server"] == 0
+        if not truth["dropped_to_client"]:
+            assert v["lost_to_client"] == 0
+    if name == "accept_overflow":
+        assert verdicts[("server.pcap", "accept_queue_overflow")]["verdict"] == "reached_server"
+    if name == "firewall":
+        assert verdicts[("proxy.pcap", "network_loss")]["verdict"] == "lost_to_server"
+    text = run_pcapq("analyze", "--no-color", str(RUNS / name / "proxy.pcap"), str(RUNS / name / "server.pcap")).stdout.decode()
+    assert "between the points" in text
+
+
 def shifted(source: Path, target: Path, seconds: float) -> Path:
     """`editcap -t seconds`: the capture with every timestamp later (classic pcap, µs)."""
     data = source.read_bytes()

@@ -7,7 +7,7 @@ found into the JSON `paths` entry and the facts each point's causes read (`TwoPo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence, TypedDict
 
 from pcapq import _core
 from pcapq.points import PointAnalysis
@@ -42,6 +42,11 @@ class TwoPointFacts:
     swallowed: frozenset[int] = field(default_factory=frozenset)
     # Connections whose server's SYN-ACK vanished between the points on its way to the client.
     synack_lost: frozenset[int] = field(default_factory=frozenset)
+    # Connections a packet of whose server's vanished between the points on its way back.
+    lost_to_client: frozenset[int] = field(default_factory=frozenset)
+    # Connections with a packet only the farther point saw: it never passed the nearer one (a
+    # capture drop there, or a route around it).
+    missed_first: frozenset[int] = field(default_factory=frozenset)
 
 
 @dataclass
@@ -100,15 +105,21 @@ def facts_of(entry: _Path, name: str, shared: Sequence[int]) -> TwoPointFacts:
     of the path."""
     lost: set[int] = set()
     to_server: set[int] = set()
+    to_client: set[int] = set()
     swallowed: set[int] = set()
     synack_lost: set[int] = set()
+    missed_first: set[int] = set()
     other = next(p for p in entry["points"] if p != name)
     for c in entry["connections"]:
         cid = c["ids"][name]
+        if cid is not None and any(v["vanished"] == "before_first_point" for v in c["vanished"]):
+            missed_first.add(cid)
         between = [v for v in c["vanished"] if v["vanished"] == "between_points"]
         if cid is None or not between:
             continue
         lost.add(cid)
+        if any(v["direction"] == "server_to_client" for v in between):
+            to_client.add(cid)
         if any(v["direction"] == "server_to_client" and v["flags"] == "S." for v in between):
             synack_lost.add(cid)
         if any(v["direction"] == "client_to_server" for v in between):
@@ -117,7 +128,61 @@ def facts_of(entry: _Path, name: str, shared: Sequence[int]) -> TwoPointFacts:
                 swallowed.add(cid)
     side = "client" if entry["client_side"] == name else "server"
     return TwoPointFacts(other, side, frozenset(shared) | frozenset(lost), frozenset(lost), frozenset(to_server), frozenset(swallowed),
-                        frozenset(synack_lost))
+                        frozenset(synack_lost), frozenset(to_client), frozenset(missed_first))
+
+
+Verdict = Literal["lost_to_server", "lost_to_client", "lost_both_ways", "reached_server", "missed_first_point", "mixed"]
+
+
+class BetweenPoints(TypedDict):
+    """What two aligned points prove of a finding's connections (the JSON finding's
+    `between_points`): how many cross both points, and of those, how many lost a packet
+    on the path each way, how many had every packet reach the server's side, and how many had
+    one only the farther point saw; `verdict` when one answer holds for all."""
+
+    verdict: Verdict
+    says: str
+    connections: int
+    lost_to_server: int
+    lost_to_client: int
+    reached_server: int
+    missed_first_point: int
+
+
+def between_points(facts: TwoPointFacts, ids: Sequence[int]) -> BetweenPoints | None:
+    """The verdict two aligned points give on a finding's connections `ids` (their ids at this
+    point): those the other point saw or should have seen (`TwoPointFacts.shared`); None when
+    there are none."""
+    shared = facts.shared & frozenset(ids)
+    if not shared:
+        return None
+    to_server, to_client = shared & facts.lost_to_server, shared & facts.lost_to_client
+    missed = (shared & facts.missed_first) - facts.lost
+    reached = shared - facts.lost - missed
+    n = len(shared)
+    of = f"of its {n:,} connections that cross both points" if n > 1 else "its connection that crosses both points"
+    verdict: Verdict
+    if to_server | to_client == shared and not to_client:
+        verdict, says = "lost_to_server", f"{of}: a packet of the client's vanished between the points: the path to the server lost it"
+    elif to_server | to_client == shared and not to_server:
+        verdict, says = "lost_to_client", f"{of}: a packet of the server's vanished between the points: the path back lost it"
+    elif to_server | to_client == shared:
+        verdict, says = "lost_both_ways", (f"{of}: each lost a packet between the points ({len(to_server):,} of them on the "
+                                            f"way to the server, {len(to_client):,} on the way back): the path lost them")
+    elif reached == shared:
+        verdict, says = "reached_server", (f"{of}: every packet reached the server's side: what went unanswered, the server's "
+                                            "kernel or application left so, not the path")
+    elif missed == shared:
+        verdict, says = "missed_first_point", (f"{of}: a packet only the farther point saw (a capture drop at the nearer "
+                                                "one, or a route around it)")
+    else:
+        parts = [f"{len(x):,} {w}" for x, w in ((to_server, "lost a packet on the way to the server"),
+                                                 (to_client, "lost one on the way back"),
+                                                 (reached, "had every packet reach the server's side"),
+                                                 (missed, "had one only the farther point saw")) if x]
+        verdict, says = "mixed", f"{of}: " + ", ".join(parts)
+    return BetweenPoints(verdict=verdict, says=says, connections=n, lost_to_server=len(to_server),
+                         lost_to_client=len(to_client), reached_server=len(reached), missed_first_point=len(missed))
 
 
 def story_point(paths: Sequence[str], keep_connections: bool) -> tuple[_core.Analysis, _Path, TwoPointFacts] | None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:
     from pcapq._core import CheckName, Mark
     from pcapq.causes.between_points import PointCheck
+    from pcapq.two_points import BetweenPoints
 
 
 class Evidence(TypedDict):
@@ -67,6 +68,9 @@ class Finding:
     # The checks the core tested on its connections (detect::checks): each with how many held and
     # failed, what that says, and the kernel function or RFC section behind it.
     checks: list[CheckTally] = field(default_factory=list)
+    # With two aligned capture points: where its connections' packets went between them
+    # (pcapq.two_points.between_points).
+    between_points: BetweenPoints | None = None
 
     @property
     def connection_count(self) -> int:
@@ -97,5 +101,6 @@ class Finding:
             **({"confirmed_by": self.confirmed_by, "contradicted_by": self.contradicted_by, "logged": self.logged}
                if self.checked else {}),
             **({"checks": self.checks} if self.checks else {}),
+            **({"between_points": self.between_points} if self.between_points is not None else {}),
             **({"minor": self.minor} if self.minor is not None else {}),
         }

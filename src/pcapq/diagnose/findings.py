@@ -112,6 +112,11 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
     findings = fold_many(findings)
     findings.sort(key=lambda f: (f.first, f.server, f.cause))
     material, minor = judge_materiality(findings, ctx)
+    if two_points is not None:
+        from pcapq.two_points import between_points
+
+        for f in findings:
+            f.between_points = between_points(two_points, f.connections)
     return Diagnosis(ctx.capture_point, material, settings.sentences(problems.timings()), minor_observations=minor,
                      proxy_timeouts=timeouts, no_tcp=analysis.summary()["tcp_segments"] == 0)
 

@@ -56,6 +56,8 @@ def finding_rows(f: Finding, capture_start: Optional[float], clock: Callable[[fl
         rows.append(Row("rests on", "; ".join(f.rests_on)))
     if f.disproved_by:
         rows.append(Row("would disprove it", "; ".join(f.disproved_by)))
+    if f.between_points is not None:
+        rows.append(Row("between the points", f.between_points["says"]))
     for key, label in (("estimate_note", "queue"), ("suggestion_note", "sizing")):
         if key in f.details:
             rows.append(Row(label, f.details[key]))
