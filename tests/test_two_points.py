@@ -15,8 +15,8 @@ import pytest
 
 from conftest import run_pcapq
 from pcapq.lab.errors import LabUnavailable
-from pcapq.lab.namespaces import NetnsRouted
-from pcapq.lab.two_point_scenarios import TwoPointRun, accept_overflow, firewall, path_loss
+from pcapq.lab.namespaces import NetnsDelayed, NetnsRouted
+from pcapq.lab.two_point_scenarios import TwoPointRun, accept_overflow, firewall, mtu_black_hole, path_loss, reordering
 
 pytestmark = pytest.mark.kernel
 
@@ -132,6 +132,43 @@ def test_two_points_accept_queue_overflow_reached_the_server(net, tmp_path):
     for point in ("proxy.pcap", "server.pcap"):
         assert "network_loss" not in findings(doc, point)
     check_verdicts(doc, run)
+
+
+def test_two_points_mtu_black_hole_between_the_points(net, tmp_path):
+    """The router cannot forward the client's full-size segments and its ICMP errors are
+    dropped: each one it failed (IpFragFails) vanished between the points, and the proxy's
+    point's black hole is the path's, not the server's."""
+    run = mtu_black_hole(net, tmp_path)
+    assert run.to_server > 0, run.setup
+    doc = analyze(run.proxy, run.server)
+    (path,) = doc["paths"]
+    check_vanished_is_truth(path, run)
+    assert "mtu_black_hole" in findings(doc, "proxy.pcap")
+    assert not (findings(doc, "proxy.pcap") | findings(doc, "server.pcap")) & LISTENER
+    check_verdicts(doc, run)
+    hole = next(f for f in next(p["report"] for p in doc["capture_points"] if p["name"] == "proxy.pcap")["findings"]
+                if f["cause"] == "mtu_black_hole")
+    assert hole["between_points"]["verdict"] == "lost_to_server"
+
+
+def test_two_points_reordering_is_no_loss(tmp_path):
+    """A path that only reorders: the server's fast re-sends of segments the path held are
+    seen at both points, nothing vanished between them, and no point blames loss or the
+    listener."""
+    try:
+        with NetnsDelayed(tools=("ip", "tcpdump", "nstat")) as delayed:
+            run = reordering(delayed, tmp_path)
+    except LabUnavailable as e:
+        pytest.skip(str(e))
+    assert (run.to_server, run.to_client) == (0, 0)
+    # The server did re-send what the path only held (fast re-sends on the client's SACKs).
+    assert run.nstat.get("TcpExtTCPFastRetrans", 0) > 0, run.nstat
+    assert "segments held, 0 dropped" in run.setup[-1] and not run.setup[-1].startswith("delay line: 0 ")
+    doc = analyze(run.proxy, run.server)
+    (path,) = doc["paths"]
+    check_vanished_is_truth(path, run)
+    for point in ("proxy.pcap", "server.pcap"):
+        assert not findings(doc, point) & (LISTENER | {"network_loss"}), (point, findings(doc, point))
 
 
 @pytest.mark.skipif(shutil.which("editcap") is None, reason="needs editcap (wireshark-common)")

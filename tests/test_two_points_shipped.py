@@ -38,7 +38,7 @@ def vanished(path: dict) -> list[dict]:
     return [v for c in path["connections"] for v in c["vanished"]]
 
 
-@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow"])
+@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow", "mtu_black_hole"])
 def test_shipped_two_points_vanished_are_what_the_router_dropped(name):
     doc, truth = run(name)
     (path,) = doc["paths"]
@@ -114,7 +114,7 @@ def test_shipped_two_points_accept_overflow_is_the_servers_kernel():
 LOST = {"lost_to_server", "lost_to_client", "lost_both_ways"}
 
 
-@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow"])
+@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow", "mtu_black_hole"])
 def test_shipped_two_points_verdicts_blame_what_the_truth_dropped(name):
     """Each finding's `between_points` verdict: the path where the router dropped packets (the
     direction it dropped them), the server's side where it dropped none; a listener's finding
@@ -141,6 +141,19 @@ def test_shipped_two_points_verdicts_blame_what_the_truth_dropped(name):
         assert verdicts[("proxy.pcap", "network_loss")]["verdict"] == "lost_to_server"
     text = run_pcapq("analyze", "--no-color", str(RUNS / name / "proxy.pcap"), str(RUNS / name / "server.pcap")).stdout.decode()
     assert "between the points" in text
+
+
+def test_shipped_two_points_mtu_black_hole_is_the_path_not_the_server():
+    doc, truth = run("mtu_black_hole")
+    (path,) = doc["paths"]
+    listed = vanished(path)
+    # The full-size segments of one request: the router could not forward them.
+    assert len(listed) == truth["dropped_to_server"] > 0
+    assert {v["direction"] for v in listed} == {"client_to_server"} and {v["len"] for v in listed} == {1448}
+    hole = findings(doc, "proxy.pcap")["mtu_black_hole"]
+    assert hole["between_points"]["verdict"] == "lost_to_server"
+    # The server's point saw none of it: nothing there to blame the server for.
+    assert findings(doc, "server.pcap") == {}
 
 
 def shifted(source: Path, target: Path, seconds: float) -> Path:

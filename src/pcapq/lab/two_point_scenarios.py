@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from pcapq.lab.errors import LabError
-from pcapq.lab.namespaces import Capture, NetnsRouted
+from pcapq.lab.namespaces import Capture, NetnsDelayed, NetnsPair, NetnsRouted
 from pcapq.lab.scenarios import PEERS, PORT, accept_queue_overflow, start_server
 
 TABLE = "pq2p"
@@ -81,7 +81,7 @@ def lossy(net: NetnsRouted) -> str:
 class Points:
     """tcpdump at both points for the body of a `with`, and a mark at each end."""
 
-    def __init__(self, net: NetnsRouted, out: Path) -> None:
+    def __init__(self, net: NetnsPair, out: Path) -> None:
         self.net = net
         self.proxy = out / "proxy.pcap"
         self.server = out / "server.pcap"
@@ -106,7 +106,7 @@ class Points:
             raise LabError(f"tcpdump dropped packets ({dropped}): the captures are not the truth")
 
 
-def load(net: NetnsRouted, count: int, port: int = PORT, timeout: float = 5) -> None:
+def load(net: NetnsPair, count: int, port: int = PORT, timeout: float = 5) -> None:
     """`count` sequential request/response connections from the client (failures allowed)."""
     net.run(net.client_ns, [*PEERS, "client", net.server_ip, str(port), "--count", str(count), "--request", "100",
                             "--timeout", str(timeout), "--deadline", "20"], timeout=40, check=False)
@@ -173,5 +173,76 @@ def accept_overflow(net: NetnsRouted, out: Path, connections: int = 8) -> TwoPoi
     return result
 
 
+def mtu_black_hole(net: NetnsRouted, out: Path, healthy: int = 8, request: int = 20000) -> TwoPointRun:
+    """A path MTU black hole between the points: the router's link towards the server takes
+    1200 bytes, the veths 1500, so the client sends full-size segments with DF set (Linux sets it
+    on every TCP segment: ip_queue_xmit(), IP_PMTUDISC_WANT) and the router cannot forward them
+    (ip_forward() counts IpFragFails and answers ICMP fragmentation needed, which its output
+    chain drops). `healthy` connections with 100-byte requests pass first; then one
+    `request`-byte request reaches the proxy's point and never the server's. The client's veth
+    sends one segment per frame (no TSO super-packets), so each IpFragFails is one packet. The
+    client's output is closed to the server before the captures stop, so no re-send is counted
+    that they did not see."""
+    from pcapq.lab.icmp_scenarios import ROUTER_MTU
+
+    net.run(net.router_ns, ["ip", "link", "set", "dev", net.router_server_if, "mtu", str(ROUTER_MTU)])
+    net.run(net.client_ns, ["ip", "link", "set", "dev", net.client_if, "gso_max_segs", "1"])
+    rule = "icmp type destination-unreachable icmp code frag-needed counter drop"
+    net.run(net.router_ns, ["nft", "-f", "-"],
+            input=f"table inet {TABLE}_icmp {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n    {rule}\n  }}\n}}\n")
+    router_rules(net, "")
+    before, router_before = net.nstat(net.server_ns), net.nstat(net.router_ns)
+    server = start_server(net, "--count", str(healthy + 1), "--response", "1000", "--deadline", "20")
+    try:
+        with Points(net, out) as points:
+            load(net, healthy)
+            net.run(net.client_ns, [*PEERS, "client", net.server_ip, str(PORT), "--count", "1", "--request", str(request),
+                                    "--timeout", "5", "--deadline", "10"], timeout=30, check=False)
+            # The client's kernel re-sends the orphaned request on its timer: stop it here.
+            net.run(net.client_ns, ["nft", "-f", "-"],
+                    input=f"table inet {TABLE}_stop {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n"
+                          f"    ip daddr {net.server_ip} meta l4proto tcp drop\n  }}\n}}\n")
+            time.sleep(0.3)
+            frag_fails = net.nstat(net.router_ns).get("IpFragFails", 0) - router_before.get("IpFragFails", 0)
+    finally:
+        net.stop(server)
+    setup = [f"router: its link towards the server MTU {ROUTER_MTU}, the veths 1500; its output chain `{rule}`",
+             f"client: {healthy} connections with a 100-byte request, then one {request:,}-byte request (timeout 5 s), "
+             "one segment per frame; then its output to the server dropped, before the captures stop",
+             f"router: IpFragFails +{frag_fails} (segments too big to forward with DF set)"]
+    run = _finish(net, TwoPointRun(points.proxy, points.server, setup=setup), before)
+    run.to_server = frag_fails
+    return run
+
+
+def reordering(net: NetnsDelayed, out: Path, connections: int = 10, hold_every: int = 5, hold_for: float = 0.03) -> TwoPointRun:
+    """A path that reorders and loses nothing (NetnsDelayed's user-space delay line, 5 ms each
+    way): each `hold_every`th new data segment from the server comes `hold_for` s late, and the
+    segments behind it overtake it. The client's duplicate ACKs may make the server re-send a
+    segment the path only held (RACK: tcp_rack_detect_loss()): a re-send at the proxy's point
+    with nothing lost between the points. The truth is the delay line's own count: nothing
+    dropped."""
+    net.start_path(delay_cs=0.005, delay_sc=0.005, hold_every=hold_every, hold_for=hold_for, direction="sc")
+    before = net.nstat(net.server_ns)
+    server = start_server(net, "--count", "0", "--response", "20000", "--deadline", "25")
+    try:
+        with Points(net, out) as points:
+            load(net, connections)
+    finally:
+        net.stop(server)
+        path = net.stop_path()
+    after = net.nstat(net.server_ns)
+    held, dropped = path.get("held", []), path.get("dropped", [])
+    setup = [f"path: {net.path_settings}",
+             f"client: {connections} sequential connections, 100-byte request, 20,000-byte response",
+             f"delay line: {len(held)} segments held, {len(dropped)} dropped"]
+    run = TwoPointRun(points.proxy, points.server, setup=setup)
+    run.to_server = sum(1 for d in dropped if d[0] == "cs")
+    run.to_client = sum(1 for d in dropped if d[0] == "sc")
+    run.nstat = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0) and k.startswith("TcpExt")}
+    return run
+
+
 RUNS = {"path_loss": path_loss, "nat": lambda net, out: path_loss(net, out, connections=20, nat=True),
-        "firewall": firewall, "accept_overflow": accept_overflow}
+        "firewall": firewall, "accept_overflow": accept_overflow,
+        "mtu_black_hole": mtu_black_hole}
