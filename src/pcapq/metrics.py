@@ -1,4 +1,4 @@
-"""`pcapq watch --metrics HOST:PORT -`: what the watch counts, served to Prometheus (issue 30).
+"""`pcapq watch --metrics HOST:PORT -`: what the watch counts, served to Prometheus (docs/monitoring.md).
 
 On each scrape the collector takes one snapshot from the core (`LiveInput.metrics()`: counts
 since the start, per listener, the busiest `--max-listeners` named and the rest summed under

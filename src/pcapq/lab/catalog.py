@@ -33,7 +33,7 @@ class Scenario:
     """The folder of captures/ its shipped capture is in: "" (captures/) or "kernel_runs"."""
 
 
-# Issue 18: ICMP answers to the client's SYNs, and a path MTU black hole (src/pcapq/lab/icmp_scenarios.py).
+# ICMP answers to the client's SYNs, and a path MTU black hole (src/pcapq/lab/icmp_scenarios.py).
 ICMP_SCENARIOS = (
     Scenario(
         "icmp_admin_prohibited",

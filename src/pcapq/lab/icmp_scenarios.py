@@ -1,4 +1,4 @@
-"""Scenarios in which ICMP answers the client's SYNs (issue 18): a reject rule on the server's host,
+"""Scenarios in which ICMP answers the client's SYNs: a reject rule on the server's host,
 a route that says no on a router, a TTL that runs out, and a blackhole route that says nothing;
 and path MTU: a link that drops big frames without a word, and a router with a smaller MTU
 towards the server whose "fragmentation needed" reaches the client (path MTU discovery) or is
