@@ -21,5 +21,7 @@ pub mod live;
 pub mod reader;
 pub mod watch;
 
+mod slugs;
+
 #[cfg(feature = "python")]
 mod bindings;

@@ -6,35 +6,26 @@ use super::key::Endpoint;
 use super::marks::Marks;
 use crate::decode::{Segment, TcpOptions};
 
-/// Where the handshake and teardown got to, as seen at the capture point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum ConnState {
-    /// Client SYN seen, no SYN-ACK yet (RFC 9293 §3.3.2 SYN-SENT, from the client's view).
-    SynSent,
-    /// SYN-ACK seen, the client's ACK of it not yet (SYN-RECEIVED at the server).
-    SynReceived,
-    /// The handshake completed, or the capture started mid-connection.
-    Established,
-    /// A FIN from one side.
-    Closing,
-    /// FINs from both sides.
-    Closed,
-    /// An RST ended it.
-    Reset,
+crate::slugs::slug_enum! {
+    /// Where the handshake and teardown got to, as seen at the capture point.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    pub enum ConnState {
+        /// Client SYN seen, no SYN-ACK yet (RFC 9293 §3.3.2 SYN-SENT, from the client's view).
+        SynSent => "syn_sent",
+        /// SYN-ACK seen, the client's ACK of it not yet (SYN-RECEIVED at the server).
+        SynReceived => "syn_received",
+        /// The handshake completed, or the capture started mid-connection.
+        Established => "established",
+        /// A FIN from one side.
+        Closing => "closing",
+        /// FINs from both sides.
+        Closed => "closed",
+        /// An RST ended it.
+        Reset => "reset",
+    }
 }
 
 impl ConnState {
-    pub fn slug(self) -> &'static str {
-        match self {
-            ConnState::SynSent => "syn_sent",
-            ConnState::SynReceived => "syn_received",
-            ConnState::Established => "established",
-            ConnState::Closing => "closing",
-            ConnState::Closed => "closed",
-            ConnState::Reset => "reset",
-        }
-    }
-
     pub fn is_over(self) -> bool {
         matches!(self, ConnState::Closed | ConnState::Reset)
     }
