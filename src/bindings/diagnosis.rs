@@ -243,7 +243,7 @@ impl Selection {
 
 /// Per check, the connections (by weight) in which it held and in which it failed.
 fn tally_checks(members: &[&episodes::Member]) -> Vec<(u64, u64)> {
-    let mut out = vec![(0, 0); Check::ALL.len()];
+    let mut out = vec![(0, 0); Check::COUNT];
     for m in members {
         let checks = Checks::from_bits(m.checks);
         for (i, &check) in Check::ALL.iter().enumerate() {

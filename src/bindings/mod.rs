@@ -293,7 +293,7 @@ impl Analysis {
         let server = server.map(parse_endpoint).transpose()?;
         let timeline = self.inner.timeline();
         let mut seconds = Vec::new();
-        let mut new: Vec<Vec<u64>> = vec![Vec::new(); detect::Outcome::ALL.len()];
+        let mut new: Vec<Vec<u64>> = vec![Vec::new(); detect::Outcome::COUNT];
         let (mut retransmissions, mut waiting_in, mut waiting_out) = (Vec::new(), Vec::new(), Vec::new());
         for (second, counts) in timeline.seconds(server) {
             seconds.push(second);

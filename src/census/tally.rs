@@ -19,10 +19,10 @@ pub fn counted_outcome(marks: Marks) -> Option<Outcome> {
 pub struct Tally {
     /// Connections by outcome, in `Outcome::ALL` order.
     #[serde(serialize_with = "by_outcome", deserialize_with = "outcomes_by_slug")]
-    pub outcomes: [u64; Outcome::ALL.len()],
+    pub outcomes: [u64; Outcome::COUNT],
     /// Connections with each symptom, in `Symptom::ALL` order.
     #[serde(serialize_with = "by_symptom", deserialize_with = "symptoms_by_slug")]
-    pub symptoms: [u64; Symptom::ALL.len()],
+    pub symptoms: [u64; Symptom::COUNT],
     pub connections: u64,
     pub handshakes_completed: u64,
     pub with_syn_retransmits: u64,
@@ -118,7 +118,7 @@ impl Tally {
     }
 }
 
-fn by_outcome<S: Serializer>(counts: &[u64; Outcome::ALL.len()], serializer: S) -> Result<S::Ok, S::Error> {
+fn by_outcome<S: Serializer>(counts: &[u64; Outcome::COUNT], serializer: S) -> Result<S::Ok, S::Error> {
     let mut map = serializer.serialize_map(Some(counts.len()))?;
     for o in Outcome::ALL {
         map.serialize_entry(o.slug(), &counts[o.index()])?;
@@ -126,7 +126,7 @@ fn by_outcome<S: Serializer>(counts: &[u64; Outcome::ALL.len()], serializer: S) 
     map.end()
 }
 
-fn by_symptom<S: Serializer>(counts: &[u64; Symptom::ALL.len()], serializer: S) -> Result<S::Ok, S::Error> {
+fn by_symptom<S: Serializer>(counts: &[u64; Symptom::COUNT], serializer: S) -> Result<S::Ok, S::Error> {
     let mut map = serializer.serialize_map(Some(counts.len()))?;
     for s in Symptom::ALL {
         map.serialize_entry(s.slug(), &counts[s.index()])?;
@@ -147,10 +147,10 @@ fn by_slug<'de, D: serde::Deserializer<'de>, const N: usize>(d: D, index: impl F
     Ok(out)
 }
 
-fn outcomes_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Outcome::ALL.len()], D::Error> {
-    by_slug(d, |slug| Outcome::ALL.iter().find(|o| o.slug() == slug).map(|o| o.index()))
+fn outcomes_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Outcome::COUNT], D::Error> {
+    by_slug(d, |slug| Outcome::from_slug(slug).map(Outcome::index))
 }
 
-fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Symptom::ALL.len()], D::Error> {
-    by_slug(d, |slug| Symptom::ALL.iter().find(|s| s.slug() == slug).map(|s| s.index()))
+fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Symptom::COUNT], D::Error> {
+    by_slug(d, |slug| Symptom::from_slug(slug).map(Symptom::index))
 }

@@ -76,11 +76,11 @@ fn outcome_bit(o: Outcome) -> u64 {
 }
 
 fn symptom_bit(s: Symptom) -> u64 {
-    1 << (Outcome::ALL.len() + s.index())
+    1 << (Outcome::COUNT + s.index())
 }
 
 pub(super) fn fact_bit(f: Fact) -> u64 {
-    1 << (Outcome::ALL.len() + Symptom::ALL.len() + f.index())
+    1 << (Outcome::COUNT + Symptom::COUNT + f.index())
 }
 
 /// Something a full accept queue does to a connection: its SYN or request re-sent, a connect
