@@ -982,7 +982,7 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("failed_outcomes", Outcome::ALL.iter().filter(|o| o.is_failure()).map(|o| o.slug()).collect::<Vec<_>>())?;
     d.set_item("symptoms", Symptom::ALL.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
     d.set_item("facts", Fact::ALL.iter().map(|f| f.slug()).collect::<Vec<_>>())?;
-    d.set_item("marks", detect::episodes::mark_names())?;
+    d.set_item("marks", detect::marks::NAMES.to_vec())?;
     d.set_item("event_kinds", EventKind::ALL.iter().map(|e| e.slug()).collect::<Vec<_>>())?;
     d.set_item("schedules", Schedule::SLUGS.to_vec())?;
     d.set_item("series_kinds", SeriesKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;

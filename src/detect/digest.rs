@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::timings::Timings;
 use super::facts::{self, Fact, Facts};
+use super::marks::{fact_bit, outcome_bit, symptom_bit};
 use super::{Outcome, Symptom, Symptoms};
 use crate::flow::{Connection, Endpoint, FrameRef, Side};
 
@@ -47,7 +48,7 @@ pub struct Seed {
     pub id: u64,
     pub first_ns: i64,
     pub last_ns: i64,
-    /// Its outcome, symptoms and facts (episodes::mark_names), without the facts that need
+    /// Its outcome, symptoms and facts (`super::marks`), without the facts that need
     /// other connections: SilentHost, ScanProbe and InQueueWindow.
     pub marks: u64,
     /// When its accept queue showed full (QueueSign), or when its SYN or request was in
@@ -69,18 +70,6 @@ pub struct Seed {
     /// one merged had the same.
     #[serde(default)]
     pub unclosed_frames: Option<u32>,
-}
-
-fn outcome_bit(o: Outcome) -> u64 {
-    1 << o.index()
-}
-
-fn symptom_bit(s: Symptom) -> u64 {
-    1 << (Outcome::COUNT + s.index())
-}
-
-pub(super) fn fact_bit(f: Fact) -> u64 {
-    1 << (Outcome::COUNT + Symptom::COUNT + f.index())
 }
 
 /// Something a full accept queue does to a connection: its SYN or request re-sent, a connect

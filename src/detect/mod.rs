@@ -7,6 +7,7 @@ pub mod digest;
 pub mod episodes;
 pub mod facts;
 pub mod join;
+pub mod marks;
 pub mod moments;
 pub mod icmp;
 pub mod probes;
