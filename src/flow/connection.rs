@@ -3,7 +3,7 @@
 
 use super::event::{Event, FrameRef, PacketRole, Side};
 use super::key::Endpoint;
-use super::marks::Marks;
+use super::tallied::Tallied;
 use crate::decode::{Segment, TcpOptions};
 
 crate::slugs::slug_enum! {
@@ -146,7 +146,7 @@ pub struct Connection {
     pub prefix: Option<Box<Prefix>>,
     /// What the summary already counted for this connection: set on a record revived by a late
     /// packet after its first record was counted and dropped.
-    pub tallied: Marks,
+    pub tallied: Tallied,
     /// Moments the verdict needs (src/detect).
     pub milestones: Milestones,
     /// Every re-sent SYN, SYN-ACK and data segment with the sends before it; only for
@@ -439,7 +439,7 @@ impl Connection {
             duplicates: 0,
             repeats_told_by_delay: 0,
             prefix: None,
-            tallied: Marks::default(),
+            tallied: Tallied::default(),
             milestones: Milestones::default(),
             retransmits: None,
             icmp: None,
@@ -455,7 +455,7 @@ impl Connection {
 
     /// A record for a late packet of a connection that was already counted and dropped: it
     /// carries what was counted, so counting it again adds only what the late packets show.
-    pub fn revived(id: u64, client: Endpoint, server: Endpoint, state: ConnState, tallied: Marks, at: FrameRef, time_ns: i64) -> Connection {
+    pub fn revived(id: u64, client: Endpoint, server: Endpoint, state: ConnState, tallied: Tallied, at: FrameRef, time_ns: i64) -> Connection {
         let mut conn = Connection::new(id, client, server, tallied.is_partial(), at, time_ns);
         conn.set_state(state);
         conn.tallied = tallied;
