@@ -17,6 +17,7 @@ pub mod servers;
 pub mod timeouts;
 pub mod timings;
 pub mod trimmed;
+pub mod worst;
 
 use crate::flow::connection::{Connection, RstFacts, Send};
 use crate::flow::{FrameRef, PacketRole, Side};
