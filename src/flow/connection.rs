@@ -134,11 +134,11 @@ pub struct Connection {
     pub events_dropped: u32,
     /// Segments whose payload the snaplen cut.
     pub snaplen_cut: u32,
-    /// Frames that were a copy of the frame before them in the same direction (`tracker::is_copy`),
+    /// Frames that were a copy of the frame before them in the same direction (`label::is_copy`),
     /// not counted as packets and not labelled.
     pub duplicates: u32,
     /// Re-sends that repeat the frame before them with the same IP ID and no TSval: only the
-    /// delay told them from a copy (`tracker::is_copy`).
+    /// delay told them from a copy (`label::is_copy`).
     #[serde(default)]
     pub repeats_told_by_delay: u32,
     /// In a mergeable analysis, the first segments of a connection that may have begun in the
@@ -155,7 +155,7 @@ pub struct Connection {
     /// ICMP errors that answered its packets (src/flow/icmp.rs); only for connections that got one.
     pub icmp: Option<Box<super::icmp::IcmpLog>>,
     /// The IP ID and TSval of the first SYN (client) and SYN-ACK (server) when they carried
-    /// timestamps: the same again is that datagram copied (`tracker::is_handshake_copy`).
+    /// timestamps: the same again is that datagram copied (`label::is_handshake_copy`).
     #[serde(default)]
     pub handshake_ident: [Option<(u16, u32)>; 2],
     /// The TTL (hop limit) of the first SYN-ACK and of the server's first packet after it, at
