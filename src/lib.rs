@@ -3,7 +3,7 @@
 //! Layers, each depending only on the ones before it:
 //! `reader` (pcap, pcapng, gzip, stdin) → `decode` (link, IP, TCP) → `flow` (connections and
 //! their events) → `detect` (verdicts, episodes) → `census` (every finished connection counted
-//! once) → `analysis` (one run over the inputs) → `output` (JSON); `live` and `watch` read
+//! once) → `analysis` (one run over the inputs) → `output` (JSON); `reader::live` and `watch` read
 //! standard input as it arrives. Only `bindings` knows about Python.
 //!
 //! No unsafe code, with one exception: the cache prefetch hint of the sweep of finished flows
@@ -17,9 +17,10 @@ pub mod detect;
 pub mod decode;
 pub mod flow;
 pub mod output;
-pub mod live;
 pub mod reader;
 pub mod watch;
+
+mod slugs;
 
 #[cfg(feature = "python")]
 mod bindings;

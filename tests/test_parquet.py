@@ -234,7 +234,7 @@ def test_streamed_json_is_the_document_of_every_connection_kept(name: str, tmp_p
 def test_standard_input_streams_as_a_file_does(fmt: str, tmp_path: Path) -> None:
     """`pcapq analyze -` hands its connections to a temporary file as a file's analysis does:
     the same document (but the capture's name), and no more memory than the file's run but
-    the 4 MiB of chunks standard input may have on their way (src/live.rs: 64 of 64 KiB). 300,000
+    the 4 MiB of chunks standard input may have on their way (src/reader/live.rs: 64 of 64 KiB). 300,000
     packets of bench/generate.py hold about 26,000 connections: kept in memory with their
     events, the piped run peaked 16 MiB above the file's."""
     if not os.access(GNU_TIME, os.X_OK):

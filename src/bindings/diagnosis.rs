@@ -7,6 +7,7 @@ use pyo3::types::{PyDict, PyList};
 use super::{epoch, lean_connection, Analysis, LeanShapes};
 use crate::detect::checks::{Check, Checks};
 use crate::detect::episodes::{self, Book, Filter};
+use crate::detect::marks;
 use crate::flow::Endpoint;
 
 /// The problem connections of one analysis, per listener (`Analysis.problems()`).
@@ -128,7 +129,7 @@ pub struct Episode {
 
 fn bits(names: Vec<String>) -> PyResult<u64> {
     names.iter().try_fold(0u64, |acc, name| {
-        let bit = episodes::mark_bit(name)
+        let bit = marks::bit(name)
             .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("not a mark: {name}")))?;
         Ok(acc | bit)
     })
@@ -243,7 +244,7 @@ impl Selection {
 
 /// Per check, the connections (by weight) in which it held and in which it failed.
 fn tally_checks(members: &[&episodes::Member]) -> Vec<(u64, u64)> {
-    let mut out = vec![(0, 0); Check::ALL.len()];
+    let mut out = vec![(0, 0); Check::COUNT];
     for m in members {
         let checks = Checks::from_bits(m.checks);
         for (i, &check) in Check::ALL.iter().enumerate() {

@@ -1,5 +1,5 @@
 //! `LiveInput` and `analyze_stdin`: standard input read live, counted as it arrives and
-//! stoppable from Python (Ctrl-C), with the analysis of what was read (`crate::live`), and
+//! stoppable from Python (Ctrl-C), with the analysis of what was read (`crate::reader::live`), and
 //! watched while it is read (`crate::watch`, `LiveInput.look`, `LiveInput.metrics`).
 
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 
 use super::{analyze_options, catch, epoch, errors, Analysis};
 use crate::analysis;
-use crate::live::{LiveCounters, LiveStream};
+use crate::reader::live::{LiveCounters, LiveStream};
 use crate::reader::CaptureReader;
 use crate::detect::{Outcome, Symptoms};
 use crate::watch::metrics::{Histogram, ListenerMetrics, BUCKETS, RESET_ANSWERS};

@@ -293,7 +293,7 @@ impl Analysis {
         let server = server.map(parse_endpoint).transpose()?;
         let timeline = self.inner.timeline();
         let mut seconds = Vec::new();
-        let mut new: Vec<Vec<u64>> = vec![Vec::new(); detect::Outcome::ALL.len()];
+        let mut new: Vec<Vec<u64>> = vec![Vec::new(); detect::Outcome::COUNT];
         let (mut retransmissions, mut waiting_in, mut waiting_out) = (Vec::new(), Vec::new(), Vec::new());
         for (second, counts) in timeline.seconds(server) {
             seconds.push(second);
@@ -324,7 +324,7 @@ impl Analysis {
     fn worst<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<(usize, Bound<'py, PyList>)> {
         self.settle();
         let end_ns = self.inner.end_ns();
-        let (count, ranked) = rank_worst(&self.inner.connections, end_ns, n);
+        let (count, ranked) = detect::worst::rank_worst(&self.inner.connections, end_ns, n);
         let count = count + self.inner.not_kept as usize;
         let shapes = LeanShapes::import(py)?;
         let list = PyList::empty(py);
@@ -341,7 +341,7 @@ impl Analysis {
     fn worst_rows<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<(usize, Bound<'py, PyList>)> {
         self.settle();
         let end_ns = self.inner.end_ns();
-        let (count, ranked) = rank_worst(&self.inner.connections, end_ns, n);
+        let (count, ranked) = detect::worst::rank_worst(&self.inner.connections, end_ns, n);
         let count = count + self.inner.not_kept as usize;
         let list = PyList::empty(py);
         for i in ranked {
@@ -587,28 +587,6 @@ fn epoch(ns: i64) -> f64 {
 /// A duration in seconds.
 fn seconds(ns: i64) -> f64 {
     ns as f64 / 1e9
-}
-
-/// How many of `connections` have a problem, and the places of the `n` worst, worst first:
-/// failed outcomes, then any symptom, then the most added latency, then the earliest, then the
-/// lowest id (`report.timeline.severity` in Python).
-fn rank_worst(connections: &[Connection], end_ns: i64, n: usize) -> (usize, Vec<usize>) {
-    let mut ranked: Vec<((bool, bool, i64, i64, u64), usize)> = Vec::new();
-    for (i, c) in connections.iter().enumerate() {
-        let (outcome, symptoms) = detect::classify(c, end_ns);
-        if !detect::servers::has_problem(outcome, symptoms) {
-            continue;
-        }
-        let latency = detect::judge(c, end_ns).added_latency_ns;
-        ranked.push(((!outcome.is_failure(), symptoms.is_empty(), -latency, c.first_time_ns, c.id), i));
-    }
-    let count = ranked.len();
-    if n < count {
-        ranked.select_nth_unstable(n);
-        ranked.truncate(n);
-    }
-    ranked.sort_unstable();
-    (count, ranked.into_iter().map(|(_, i)| i).collect())
 }
 
 /// The fields of a connection the findings read, as a flat dict whose series are
@@ -982,7 +960,7 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("failed_outcomes", Outcome::ALL.iter().filter(|o| o.is_failure()).map(|o| o.slug()).collect::<Vec<_>>())?;
     d.set_item("symptoms", Symptom::ALL.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
     d.set_item("facts", Fact::ALL.iter().map(|f| f.slug()).collect::<Vec<_>>())?;
-    d.set_item("marks", detect::episodes::mark_names())?;
+    d.set_item("marks", detect::marks::NAMES.to_vec())?;
     d.set_item("event_kinds", EventKind::ALL.iter().map(|e| e.slug()).collect::<Vec<_>>())?;
     d.set_item("schedules", Schedule::SLUGS.to_vec())?;
     d.set_item("series_kinds", SeriesKind::ALL.iter().map(|k| k.slug()).collect::<Vec<_>>())?;

@@ -96,7 +96,7 @@ impl Counter for Census {
     fn count(&mut self, conn: &Connection, end_ns: i64) -> Counted {
         let (outcome, symptoms) = detect::classify(conn, end_ns);
         let first_count = tally::counted_outcome(conn.tallied).is_none();
-        let marks = self.tally.count_as(conn, outcome, symptoms);
+        let tallied = self.tally.count_as(conn, outcome, symptoms);
         if first_count {
             match &mut self.beside {
                 Some(beside) => beside.add(conn, outcome, symptoms),
@@ -104,11 +104,11 @@ impl Counter for Census {
             }
         }
         // A revived record is judged only by its outcome (a late RST can change it).
-        let outcome_now = tally::counted_outcome(marks).unwrap_or(outcome);
+        let outcome_now = tally::counted_outcome(tallied).unwrap_or(outcome);
         let symptoms_now = if first_count { symptoms } else { detect::Symptoms::default() };
         let problem = servers::has_problem(outcome_now, symptoms_now);
         let example = problem && first_count && self.examples.wants(conn);
-        Counted { marks, problem, example }
+        Counted { tallied, problem, example }
     }
 
     fn digest(&mut self, conn: &Connection, end_ns: i64) {

@@ -4,14 +4,15 @@
 use serde::ser::{SerializeMap, Serializer};
 
 use crate::detect::{self, Outcome, Symptom};
-use crate::flow::marks::Marks;
+use crate::flow::tallied::Tallied;
 use crate::flow::Connection;
 
-const _: () = assert!(Symptom::COUNT <= Marks::SYMPTOM_BITS, "symptom marks fit in a u32");
+const _: () = assert!(Symptom::COUNT <= Tallied::SYMPTOM_BITS, "the symptoms fit in the bits Tallied has for them");
+const _: () = assert!(Outcome::COUNT <= Tallied::OUTCOME_ROOM, "an outcome's index plus one fits in the bits Tallied has for it");
 
 /// The outcome counted for a connection, if it was counted.
-pub fn counted_outcome(marks: Marks) -> Option<Outcome> {
-    marks.outcome_index().and_then(|i| Outcome::ALL.get(i).copied())
+pub fn counted_outcome(tallied: Tallied) -> Option<Outcome> {
+    tallied.outcome_index().and_then(|i| Outcome::ALL.get(i).copied())
 }
 
 /// Counts over connections (docs/json.md, `summary`).
@@ -19,10 +20,10 @@ pub fn counted_outcome(marks: Marks) -> Option<Outcome> {
 pub struct Tally {
     /// Connections by outcome, in `Outcome::ALL` order.
     #[serde(serialize_with = "by_outcome", deserialize_with = "outcomes_by_slug")]
-    pub outcomes: [u64; Outcome::ALL.len()],
+    pub outcomes: [u64; Outcome::COUNT],
     /// Connections with each symptom, in `Symptom::ALL` order.
     #[serde(serialize_with = "by_symptom", deserialize_with = "symptoms_by_slug")]
-    pub symptoms: [u64; Symptom::ALL.len()],
+    pub symptoms: [u64; Symptom::COUNT],
     pub connections: u64,
     pub handshakes_completed: u64,
     pub with_syn_retransmits: u64,
@@ -43,15 +44,15 @@ impl Tally {
     /// Counts what `c` shows beyond what was already counted for it (`c.tallied`, set on a
     /// record revived after it was counted), for a capture read up to `end_ns`. Returns
     /// everything counted for it so far. The outcome is counted once, the first time.
-    pub fn count(&mut self, c: &Connection, end_ns: i64) -> Marks {
+    pub fn count(&mut self, c: &Connection, end_ns: i64) -> Tallied {
         let (outcome, symptoms) = detect::classify(c, end_ns);
         self.count_as(c, outcome, symptoms)
     }
 
     /// `count`, with the connection's outcome and symptoms already known.
-    pub fn count_as(&mut self, c: &Connection, outcome: Outcome, symptoms: detect::Symptoms) -> Marks {
-        let symptom_bits = symptoms.iter().fold(0, |bits, s| bits | Marks::symptom_bit(s.index()));
-        let now = Marks::of(c).with_bits(symptom_bits).union(c.tallied);
+    pub fn count_as(&mut self, c: &Connection, outcome: Outcome, symptoms: detect::Symptoms) -> Tallied {
+        let symptom_bits = symptoms.iter().fold(0, |bits, s| bits | Tallied::symptom_bit(s.index()));
+        let now = Tallied::of(c).with_bits(symptom_bits).union(c.tallied);
         let new = now.new_since(c.tallied);
         let outcome = match counted_outcome(c.tallied) {
             // Counted before; a revived record knows too little to be judged again, but a late
@@ -79,18 +80,18 @@ impl Tally {
         };
         let now = now.with_outcome_index(outcome.index());
         for s in Symptom::ALL {
-            self.symptoms[s.index()] += new.has(Marks::symptom_bit(s.index()));
+            self.symptoms[s.index()] += new.has(Tallied::symptom_bit(s.index()));
         }
-        self.connections += new.has(Marks::COUNTED);
-        self.handshakes_completed += new.has(Marks::HANDSHAKE_COMPLETED);
-        self.with_syn_retransmits += new.has(Marks::SYN_RETRANSMITS);
-        self.with_synack_retransmits += new.has(Marks::SYNACK_RETRANSMITS);
-        self.with_data_retransmits += new.has(Marks::DATA_RETRANSMITS);
-        self.with_dup_acks += new.has(Marks::DUP_ACKS);
-        self.with_zero_window += new.has(Marks::ZERO_WINDOW);
-        self.reset += new.has(Marks::RESET);
-        self.partial += new.has(Marks::PARTIAL);
-        self.port_reuse += new.has(Marks::PORT_REUSE);
+        self.connections += new.has(Tallied::COUNTED);
+        self.handshakes_completed += new.has(Tallied::HANDSHAKE_COMPLETED);
+        self.with_syn_retransmits += new.has(Tallied::SYN_RETRANSMITS);
+        self.with_synack_retransmits += new.has(Tallied::SYNACK_RETRANSMITS);
+        self.with_data_retransmits += new.has(Tallied::DATA_RETRANSMITS);
+        self.with_dup_acks += new.has(Tallied::DUP_ACKS);
+        self.with_zero_window += new.has(Tallied::ZERO_WINDOW);
+        self.reset += new.has(Tallied::RESET);
+        self.partial += new.has(Tallied::PARTIAL);
+        self.port_reuse += new.has(Tallied::PORT_REUSE);
         self.snaplen_cut_segments += u64::from(c.snaplen_cut);
         self.duplicate_frames += u64::from(c.duplicates);
         now
@@ -118,7 +119,7 @@ impl Tally {
     }
 }
 
-fn by_outcome<S: Serializer>(counts: &[u64; Outcome::ALL.len()], serializer: S) -> Result<S::Ok, S::Error> {
+fn by_outcome<S: Serializer>(counts: &[u64; Outcome::COUNT], serializer: S) -> Result<S::Ok, S::Error> {
     let mut map = serializer.serialize_map(Some(counts.len()))?;
     for o in Outcome::ALL {
         map.serialize_entry(o.slug(), &counts[o.index()])?;
@@ -126,7 +127,7 @@ fn by_outcome<S: Serializer>(counts: &[u64; Outcome::ALL.len()], serializer: S) 
     map.end()
 }
 
-fn by_symptom<S: Serializer>(counts: &[u64; Symptom::ALL.len()], serializer: S) -> Result<S::Ok, S::Error> {
+fn by_symptom<S: Serializer>(counts: &[u64; Symptom::COUNT], serializer: S) -> Result<S::Ok, S::Error> {
     let mut map = serializer.serialize_map(Some(counts.len()))?;
     for s in Symptom::ALL {
         map.serialize_entry(s.slug(), &counts[s.index()])?;
@@ -147,10 +148,10 @@ fn by_slug<'de, D: serde::Deserializer<'de>, const N: usize>(d: D, index: impl F
     Ok(out)
 }
 
-fn outcomes_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Outcome::ALL.len()], D::Error> {
-    by_slug(d, |slug| Outcome::ALL.iter().find(|o| o.slug() == slug).map(|o| o.index()))
+fn outcomes_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Outcome::COUNT], D::Error> {
+    by_slug(d, |slug| Outcome::from_slug(slug).map(Outcome::index))
 }
 
-fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Symptom::ALL.len()], D::Error> {
-    by_slug(d, |slug| Symptom::ALL.iter().find(|s| s.slug() == slug).map(|s| s.index()))
+fn symptoms_by_slug<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; Symptom::COUNT], D::Error> {
+    by_slug(d, |slug| Symptom::from_slug(slug).map(Symptom::index))
 }

@@ -19,7 +19,7 @@ const NS_PER_S: i64 = 1_000_000_000;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Second {
     /// Connections whose first packet fell in this second, by outcome (`Outcome::ALL` order).
-    pub new: [u64; Outcome::ALL.len()],
+    pub new: [u64; Outcome::COUNT],
     /// SYN, SYN-ACK and data retransmissions sent in this second.
     pub retransmissions: u64,
     /// Connections that began waiting in this second: the client's handshake ACK made them

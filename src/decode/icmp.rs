@@ -30,52 +30,54 @@ const ICMP_HEADER_LEN: usize = 8;
 /// RFC 792: the quote holds "the first 64 bits of the original data datagram".
 pub const MIN_QUOTED_TCP: usize = 8;
 
-/// What an ICMP error says, one variant per type and code (IPv4 type 3 codes from RFC 792 and
-/// RFC 1812 §5.2.7.1; ICMPv6 type 1 codes from RFC 4443 §3.1 and RFC 6550 §20.18). Both
-/// families share a variant where the meaning is the same.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
-pub enum IcmpKind {
-    NetUnreachable,
-    HostUnreachable,
-    ProtocolUnreachable,
-    PortUnreachable,
-    /// IPv4 code 4: fragmentation needed and DF set (RFC 1191 §4: with the next-hop MTU).
-    FragNeeded,
-    SourceRouteFailed,
-    NetUnknown,
-    HostUnknown,
-    HostIsolated,
-    /// IPv4 code 9: communication with the network administratively prohibited.
-    NetProhibited,
-    /// IPv4 code 10: communication with the host administratively prohibited.
-    HostProhibited,
-    NetUnreachableForTos,
-    HostUnreachableForTos,
-    /// IPv4 code 13 (RFC 1812 §5.2.7.1), ICMPv6 code 1: communication administratively prohibited.
-    AdminProhibited,
-    PrecedenceViolation,
-    PrecedenceCutoff,
-    /// IPv4 type 3 with a code above 15: Linux ignores it (Linux v6.6 net/ipv4/tcp_ipv4.c:
-    /// tcp_v4_err(): code > NR_ICMP_UNREACH).
-    UnreachableOther,
-    /// ICMPv6 type 1 code 0: no route to destination.
-    NoRoute,
-    /// ICMPv6 type 1 code 2: beyond scope of source address.
-    BeyondScope,
-    /// ICMPv6 type 1 code 3: address unreachable (neighbour discovery failed).
-    AddressUnreachable,
-    /// ICMPv6 type 1 code 5: source address failed ingress/egress policy.
-    SourcePolicyFailed,
-    /// ICMPv6 type 1 code 6: reject route to destination.
-    RejectRoute,
-    /// ICMPv6 type 1 code 7 and above: error in source routing header (RFC 6550), or unassigned.
-    Ipv6UnreachableOther,
-    /// ICMPv6 type 2 (with the MTU of the next hop).
-    PacketTooBig,
-    /// IPv4 type 11 code 0, ICMPv6 type 3 code 0: TTL or hop limit exceeded in transit.
-    TtlExceeded,
-    /// Type 11 code 1 / ICMPv6 type 3 code 1: fragment reassembly time exceeded.
-    ReassemblyTimeExceeded,
+crate::slugs::slug_enum! {
+    /// What an ICMP error says, one variant per type and code (IPv4 type 3 codes from RFC 792 and
+    /// RFC 1812 §5.2.7.1; ICMPv6 type 1 codes from RFC 4443 §3.1 and RFC 6550 §20.18). Both
+    /// families share a variant where the meaning is the same.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+    pub enum IcmpKind {
+        NetUnreachable => "net_unreachable",
+        HostUnreachable => "host_unreachable",
+        ProtocolUnreachable => "protocol_unreachable",
+        PortUnreachable => "port_unreachable",
+        /// IPv4 code 4: fragmentation needed and DF set (RFC 1191 §4: with the next-hop MTU).
+        FragNeeded => "frag_needed",
+        SourceRouteFailed => "source_route_failed",
+        NetUnknown => "net_unknown",
+        HostUnknown => "host_unknown",
+        HostIsolated => "host_isolated",
+        /// IPv4 code 9: communication with the network administratively prohibited.
+        NetProhibited => "net_prohibited",
+        /// IPv4 code 10: communication with the host administratively prohibited.
+        HostProhibited => "host_prohibited",
+        NetUnreachableForTos => "net_unreachable_for_tos",
+        HostUnreachableForTos => "host_unreachable_for_tos",
+        /// IPv4 code 13 (RFC 1812 §5.2.7.1), ICMPv6 code 1: communication administratively prohibited.
+        AdminProhibited => "admin_prohibited",
+        PrecedenceViolation => "precedence_violation",
+        PrecedenceCutoff => "precedence_cutoff",
+        /// IPv4 type 3 with a code above 15: Linux ignores it (Linux v6.6 net/ipv4/tcp_ipv4.c:
+        /// tcp_v4_err(): code > NR_ICMP_UNREACH).
+        UnreachableOther => "unreachable_other",
+        /// ICMPv6 type 1 code 0: no route to destination.
+        NoRoute => "no_route",
+        /// ICMPv6 type 1 code 2: beyond scope of source address.
+        BeyondScope => "beyond_scope",
+        /// ICMPv6 type 1 code 3: address unreachable (neighbour discovery failed).
+        AddressUnreachable => "address_unreachable",
+        /// ICMPv6 type 1 code 5: source address failed ingress/egress policy.
+        SourcePolicyFailed => "source_policy_failed",
+        /// ICMPv6 type 1 code 6: reject route to destination.
+        RejectRoute => "reject_route",
+        /// ICMPv6 type 1 code 7 and above: error in source routing header (RFC 6550), or unassigned.
+        Ipv6UnreachableOther => "ipv6_unreachable_other",
+        /// ICMPv6 type 2 (with the MTU of the next hop).
+        PacketTooBig => "packet_too_big",
+        /// IPv4 type 11 code 0, ICMPv6 type 3 code 0: TTL or hop limit exceeded in transit.
+        TtlExceeded => "ttl_exceeded",
+        /// Type 11 code 1 / ICMPv6 type 3 code 1: fragment reassembly time exceeded.
+        ReassemblyTimeExceeded => "reassembly_time_exceeded",
+    }
 }
 
 /// What a kind means for the diagnosis: which cause it belongs to.
@@ -94,66 +96,6 @@ pub enum IcmpClass {
 }
 
 impl IcmpKind {
-    pub const ALL: [IcmpKind; 26] = [
-        IcmpKind::NetUnreachable,
-        IcmpKind::HostUnreachable,
-        IcmpKind::ProtocolUnreachable,
-        IcmpKind::PortUnreachable,
-        IcmpKind::FragNeeded,
-        IcmpKind::SourceRouteFailed,
-        IcmpKind::NetUnknown,
-        IcmpKind::HostUnknown,
-        IcmpKind::HostIsolated,
-        IcmpKind::NetProhibited,
-        IcmpKind::HostProhibited,
-        IcmpKind::NetUnreachableForTos,
-        IcmpKind::HostUnreachableForTos,
-        IcmpKind::AdminProhibited,
-        IcmpKind::PrecedenceViolation,
-        IcmpKind::PrecedenceCutoff,
-        IcmpKind::UnreachableOther,
-        IcmpKind::NoRoute,
-        IcmpKind::BeyondScope,
-        IcmpKind::AddressUnreachable,
-        IcmpKind::SourcePolicyFailed,
-        IcmpKind::RejectRoute,
-        IcmpKind::Ipv6UnreachableOther,
-        IcmpKind::PacketTooBig,
-        IcmpKind::TtlExceeded,
-        IcmpKind::ReassemblyTimeExceeded,
-    ];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            IcmpKind::NetUnreachable => "net_unreachable",
-            IcmpKind::HostUnreachable => "host_unreachable",
-            IcmpKind::ProtocolUnreachable => "protocol_unreachable",
-            IcmpKind::PortUnreachable => "port_unreachable",
-            IcmpKind::FragNeeded => "frag_needed",
-            IcmpKind::SourceRouteFailed => "source_route_failed",
-            IcmpKind::NetUnknown => "net_unknown",
-            IcmpKind::HostUnknown => "host_unknown",
-            IcmpKind::HostIsolated => "host_isolated",
-            IcmpKind::NetProhibited => "net_prohibited",
-            IcmpKind::HostProhibited => "host_prohibited",
-            IcmpKind::NetUnreachableForTos => "net_unreachable_for_tos",
-            IcmpKind::HostUnreachableForTos => "host_unreachable_for_tos",
-            IcmpKind::AdminProhibited => "admin_prohibited",
-            IcmpKind::PrecedenceViolation => "precedence_violation",
-            IcmpKind::PrecedenceCutoff => "precedence_cutoff",
-            IcmpKind::UnreachableOther => "unreachable_other",
-            IcmpKind::NoRoute => "no_route",
-            IcmpKind::BeyondScope => "beyond_scope",
-            IcmpKind::AddressUnreachable => "address_unreachable",
-            IcmpKind::SourcePolicyFailed => "source_policy_failed",
-            IcmpKind::RejectRoute => "reject_route",
-            IcmpKind::Ipv6UnreachableOther => "ipv6_unreachable_other",
-            IcmpKind::PacketTooBig => "packet_too_big",
-            IcmpKind::TtlExceeded => "ttl_exceeded",
-            IcmpKind::ReassemblyTimeExceeded => "reassembly_time_exceeded",
-        }
-    }
-
     pub fn class(self) -> IcmpClass {
         use IcmpKind::*;
         match self {

@@ -26,19 +26,15 @@ const ANSWER_SLACK_NS: i64 = 10_000_000;
 
 macro_rules! checks {
     ($($(#[doc = $doc:literal])* $variant:ident = $slug:literal, $cites:literal, $held:literal, $failed:literal;)*) => {
-        /// A prediction one explanation of a sign makes of the capture.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum Check {
-            $($(#[doc = $doc])* $variant,)*
+        crate::slugs::slug_enum! {
+            /// A prediction one explanation of a sign makes of the capture.
+            #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+            pub enum Check {
+                $($(#[doc = $doc])* $variant => $slug,)*
+            }
         }
 
         impl Check {
-            pub const ALL: &'static [Check] = &[$(Check::$variant,)*];
-
-            pub fn slug(self) -> &'static str {
-                match self { $(Check::$variant => $slug,)* }
-            }
-
             /// The kernel function or RFC section the prediction rests on.
             pub fn cites(self) -> &'static str {
                 match self { $(Check::$variant => $cites,)* }
@@ -148,39 +144,24 @@ checks! {
         "the connection stopped at the packet count where the capture cut every long flow: it was trimmed, not silent";
 }
 
-/// A sign that explanations compete for; its checks weigh them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sign {
-    /// A SYN-ACK sent again after the client's handshake ACK: a full accept queue, or another.
-    SynackAfterAck,
-    /// A SYN or data sent again: loss on the path, or another.
-    Resent,
-    /// A SYN or request sent again with nothing back before the re-send, or a host that sent
-    /// nothing: the host did not answer, or the capture did not see the answer.
-    Unanswered,
-    /// Nothing followed a connection's last packet (a client that gave up, a handshake never
-    /// completed, a request never answered): nothing was sent, or the capture did not see it.
-    NothingFollowed,
-}
-
-impl Sign {
-    pub const ALL: [Sign; 4] = [Sign::SynackAfterAck, Sign::Resent, Sign::Unanswered, Sign::NothingFollowed];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            Sign::SynackAfterAck => "synack_after_ack",
-            Sign::Resent => "resent",
-            Sign::Unanswered => "unanswered",
-            Sign::NothingFollowed => "nothing_followed",
-        }
+crate::slugs::slug_enum! {
+    /// A sign that explanations compete for; its checks weigh them.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Sign {
+        /// A SYN-ACK sent again after the client's handshake ACK: a full accept queue, or another.
+        SynackAfterAck => "synack_after_ack",
+        /// A SYN or data sent again: loss on the path, or another.
+        Resent => "resent",
+        /// A SYN or request sent again with nothing back before the re-send, or a host that sent
+        /// nothing: the host did not answer, or the capture did not see the answer.
+        Unanswered => "unanswered",
+        /// Nothing followed a connection's last packet (a client that gave up, a handshake never
+        /// completed, a request never answered): nothing was sent, or the capture did not see it.
+        NothingFollowed => "nothing_followed",
     }
 }
 
 impl Check {
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
     /// The signs whose explanations it weighs.
     pub fn signs(self) -> &'static [Sign] {
         match self {
@@ -206,7 +187,7 @@ pub struct Checks {
     failed: u16,
 }
 
-const _: () = assert!(Check::ALL.len() <= 16, "Checks keeps a check in one bit of a u16");
+const _: () = assert!(Check::COUNT <= u16::BITS as usize, "Checks keeps a check in one bit of a u16");
 
 impl Checks {
     pub fn set(&mut self, check: Check, result: Option<bool>) {

@@ -8,14 +8,14 @@
 //! one that stands for all of them (`weight`); the interval doubles at each merge, from 1 s.
 //! Before any merge every seed is one connection, as a kept record would give.
 
-use std::net::IpAddr;
-
 use rustc_hash::FxHashMap;
 
+use super::scans::Probe;
 use super::timings::Timings;
 use super::facts::{self, Fact, Facts};
+use super::marks::{fact_bit, outcome_bit, symptom_bit};
 use super::{Outcome, Symptom, Symptoms};
-use crate::flow::{Connection, Endpoint, FrameRef, Side};
+use crate::flow::{Connection, Endpoint, Side};
 
 /// Seeds kept before alike ones are merged: 136 bytes each in memory. More are kept only when
 /// they differ in listener or marks (and probe source) after every merge (`merge_alike`).
@@ -29,16 +29,6 @@ const SECOND_NS: i64 = 1_000_000_000;
 /// Problem connections of one listener further apart than this are separate episodes.
 pub const EPISODE_GAP_NS: i64 = 30 * SECOND_NS;
 
-/// A probe's own facts, for the scan table (`scans::ScanBook::add`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Probe {
-    pub client: IpAddr,
-    pub first: FrameRef,
-    pub open: bool,
-    pub refused: bool,
-    pub one_syn: bool,
-}
-
 /// One problem connection as the episodes read it, or several alike merged (`weight`).
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Seed {
@@ -47,7 +37,7 @@ pub struct Seed {
     pub id: u64,
     pub first_ns: i64,
     pub last_ns: i64,
-    /// Its outcome, symptoms and facts (episodes::mark_names), without the facts that need
+    /// Its outcome, symptoms and facts (`super::marks`), without the facts that need
     /// other connections: SilentHost, ScanProbe and InQueueWindow.
     pub marks: u64,
     /// When its accept queue showed full (QueueSign), or when its SYN or request was in
@@ -69,18 +59,6 @@ pub struct Seed {
     /// one merged had the same.
     #[serde(default)]
     pub unclosed_frames: Option<u32>,
-}
-
-fn outcome_bit(o: Outcome) -> u64 {
-    1 << o.index()
-}
-
-fn symptom_bit(s: Symptom) -> u64 {
-    1 << (Outcome::ALL.len() + s.index())
-}
-
-pub(super) fn fact_bit(f: Fact) -> u64 {
-    1 << (Outcome::ALL.len() + Symptom::ALL.len() + f.index())
 }
 
 /// Something a full accept queue does to a connection: its SYN or request re-sent, a connect
@@ -321,7 +299,10 @@ impl Digest {
 
 #[cfg(test)]
 mod tests {
+    use std::net::IpAddr;
+
     use super::*;
+    use crate::flow::FrameRef;
 
     const S: i64 = SECOND_NS;
 

@@ -1,38 +1,25 @@
 //! Episodes: per server endpoint (a listener), its problem connections in time order, split where
-//! nothing failed for a while, each reduced to its marks: its outcome, its symptoms and its facts.
-//! The diagnosis's rules count, select and claim over marks here; they never loop over
-//! connections. The rules are in docs/diagnosis.md.
+//! nothing failed for a while, each reduced to its marks (`super::marks`): its outcome, its
+//! symptoms and its facts. The diagnosis's rules count, select and claim over marks here; they
+//! never loop over connections. The rules are in docs/diagnosis.md.
 
 use std::net::IpAddr;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::digest::{self, fact_bit, Digest, Seed, EPISODE_GAP_NS};
+use super::digest::{self, Digest, Seed, EPISODE_GAP_NS};
+use super::marks::fact_bit;
 use super::checks::{Check, Checks};
 use super::facts::Fact;
 use super::scans::ScanBook;
 use super::servers::ServerStats;
 use super::timings::Timings;
-use super::{Outcome, Symptom};
 use crate::flow::{Connection, Endpoint};
 
 /// A SYN or request this close to a span in which its listener's accept queue was full belongs
 /// to that queue: a full accept queue drops SYNs too (Linux v6.6 net/ipv4/tcp_input.c:
 /// tcp_conn_request(): sk_acceptq_is_full()), and a client's first SYN re-send comes 1 s later.
 pub const QUEUE_WINDOW_PAD_NS: i64 = 1_000_000_000;
-
-/// Every mark's name: outcomes, then symptoms, then facts. A mark is a bit of `Member::marks`.
-pub fn mark_names() -> Vec<&'static str> {
-    let outcomes = Outcome::ALL.iter().map(|o| o.slug());
-    let symptoms = Symptom::ALL.iter().map(|s| s.slug());
-    let facts = Fact::ALL.iter().map(|f| f.slug());
-    outcomes.chain(symptoms).chain(facts).collect()
-}
-
-/// The bit of a mark, by name.
-pub fn mark_bit(name: &str) -> Option<u64> {
-    mark_names().iter().position(|&n| n == name).map(|i| 1 << i)
-}
 
 /// One problem connection, as the rules see it, or several alike (`weight`) whose records
 /// were not kept (`digest`).
@@ -424,17 +411,6 @@ mod tests {
         let m = episodes[0].members[inside[0] as usize];
         assert_eq!((m.id, m.weight, m.record(), m.ack_ns), (2, 5, None, Some(11 * S + 1)));
         assert!(episodes[1].select(&window).is_empty());
-    }
-
-    #[test]
-    fn test_mark_names_are_unique_and_fit_the_bits() {
-        let names = mark_names();
-        let unique: FxHashSet<&str> = names.iter().copied().collect();
-        assert_eq!(unique.len(), names.len());
-        assert!(names.len() <= 64);
-        assert_eq!(mark_bit("completed"), Some(1));
-        assert_eq!(mark_bit("syn_unanswered"), Some(fact_bit(Fact::SynUnanswered)));
-        assert_eq!(mark_bit("no_such_mark"), None);
     }
 
     #[test]

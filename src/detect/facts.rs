@@ -14,181 +14,109 @@ pub const TIME_WAIT_NS: i64 = 60 * 1_000_000_000;
 /// sending closes within a round trip.
 pub const WAITED_MIN_NS: i64 = 200_000_000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fact {
-    /// The client sent its SYN again and neither a SYN-ACK nor an RST came before the re-send.
-    SynUnanswered,
-    /// The server sent a SYN-ACK and the handshake never completed (its SYN was seen).
-    HalfOpen,
-    /// One client SYN and nothing more from the client (probes::is_one_syn).
-    OneSyn,
-    /// Neither side sent a payload byte, and the handshake was refused, reset or never completed:
-    /// what a port scanner's probe leaves.
-    Probe,
-    /// A probe from a source that probed many ports of this server's address (detect::scans).
-    ScanProbe,
-    /// The client's RST answered an ACK that came before any SYN-ACK: a TIME-WAIT socket's
-    /// answer to a SYN on its 4-tuple (RFC 9293 §3.10.7.4).
-    StrayAckReset,
-    /// It reused the 4-tuple of an earlier connection the server closed first, within its
-    /// TIME-WAIT (60 s).
-    ReusedInTimeWait,
-    /// The server acknowledged client data.
-    RequestAcked,
-    /// The client sent data and the server sent none after the client's last data began.
-    RequestUnanswered,
-    /// The client closed (FIN or RST) at least `WAITED_MIN_NS` after its last data: it waited
-    /// for an answer, it did not just finish sending (a one-way upload closes at once).
-    ClientWaited,
-    /// No SYN-ACK ever came and the client's connect() ended (timed out or abandoned).
-    NeverConnected,
-    /// A sign of a full accept queue: a dropped final ACK, an RST for it, or a cookie's stall.
-    QueueSign,
-    /// Its trouble (re-sent SYN or request) fell inside a window where the same listener showed
-    /// a sign of a full accept queue (see `episodes::queue_windows`).
-    InQueueWindow,
-    /// The server's address sent no packet at all in the capture, and no client sent it more than
-    /// SYNs (an ACK or data would show the capture misses the server's direction): a host down,
-    /// unreachable or behind a silent filter.
-    SilentHost,
-    /// Client and server are one host (loopback): there is no path to lose packets on.
-    Loopback,
-    /// The client sent its one SYN, got a SYN-ACK and answered nothing: a spoofed or scanning
-    /// source, not a client waiting for the server.
-    SynackIgnored,
-    /// The client's RST came before anything of the server was seen: no client kernel gives up a
-    /// connect that way (Linux v6.6 net/ipv4/tcp.c: tcp_disconnect() sends no RST in SYN-SENT);
-    /// backscatter of a spoofed SYN, or a capture that misses the server's side.
-    RstUnprovoked,
-    /// An ICMP error (other than "too big") answered one of its packets (src/flow/icmp.rs).
-    IcmpAnswered,
-    /// ...saying a filter refused it (administratively prohibited, policy, reject route)...
-    IcmpProhibited,
-    /// ...no route to the network or host, or the host did not answer on its link...
-    IcmpNoRoute,
-    /// ...nothing listening: port (or protocol) unreachable...
-    IcmpPortUnreachable,
-    /// ...or the TTL (hop limit) ran out on the way.
-    IcmpTtlExceeded,
-    /// A "fragmentation needed" / "packet too big" error answered its data and no black hole
-    /// followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss.
-    PmtuDiscovered,
-    /// The client sent a request after the server's FIN (more than a TLS alert's bytes): a
-    /// request on a connection the server had already closed, such as an idle keep-alive
-    /// connection reused as it was being closed.
-    RequestAfterServerClose,
-    /// The server had sent data before the client's last request, which it left unanswered: an
-    /// earlier request on the connection was answered (a kept-alive connection).
-    AnsweredBefore,
-    /// The server sent its SYN-ACK again by its timer after the client's handshake ACK: the
-    /// sign whose explanations `detect::checks` weighs (a full accept queue when none of its
-    /// competitors' checks failed: `final_ack_dropped`).
-    SynackAfterAck,
-    /// The server answered the client's request, but the client's close (FIN or RST), at least
-    /// `WAITED_MIN_NS` after the request, acknowledged none of the answer: the client gave up at
-    /// its own read timeout as the answer was on its way (`answer_crossed_close`).
-    AnswerCrossedClose,
-    /// The client sent its SYN again, yet its first SYN got through and so did the answer: the
-    /// server's first SYN-ACK, captured before the re-sent SYN, is the one the client's
-    /// handshake ACK echoes (RFC 7323 §3.2). The client's timer fired before a slow path brought
-    /// the answer; nothing was lost (`syn_resend_spurious`).
-    SynResendSpurious,
-    /// The server's address sent no packet the capture shows, yet clients sent it ACKs or data:
-    /// they heard from it, and the capture misses its direction (a one-way capture, or
-    /// asymmetric routing past the capture point). Nothing that needs the server's packets
-    /// (an unanswered SYN, a request left unanswered, a client giving up) can be told.
-    OneWay,
-    /// Its last frame is where the capture cut every long flow (a capture kept to the first
-    /// packets of each flow, `trimmed::FlowLengths::trimmed_at`): what did not follow was not
-    /// seen, not unsent.
-    FlowTrimmed,
-    /// Its SYN went unanswered while the same listener held an earlier connection whose request
-    /// its kernel had acknowledged and nobody answered, or it was such a connection while SYNs
-    /// were dropped: the listener was not taking connections, its accept queue full (Linux v6.6
-    /// net/ipv4/tcp_input.c: tcp_conn_request() drops a SYN while sk_acceptq_is_full()).
-    /// See `episodes::stalled`.
-    ListenerStalled,
-}
-
-impl Fact {
-    pub const ALL: [Fact; 31] = [
-        Fact::SynUnanswered,
-        Fact::HalfOpen,
-        Fact::OneSyn,
-        Fact::Probe,
-        Fact::ScanProbe,
-        Fact::StrayAckReset,
-        Fact::ReusedInTimeWait,
-        Fact::RequestAcked,
-        Fact::RequestUnanswered,
-        Fact::ClientWaited,
-        Fact::NeverConnected,
-        Fact::QueueSign,
-        Fact::InQueueWindow,
-        Fact::SilentHost,
-        Fact::Loopback,
-        Fact::SynackIgnored,
-        Fact::RstUnprovoked,
-        Fact::IcmpAnswered,
-        Fact::IcmpProhibited,
-        Fact::IcmpNoRoute,
-        Fact::IcmpPortUnreachable,
-        Fact::IcmpTtlExceeded,
-        Fact::PmtuDiscovered,
-        Fact::RequestAfterServerClose,
-        Fact::AnsweredBefore,
-        Fact::SynackAfterAck,
-        Fact::AnswerCrossedClose,
-        Fact::SynResendSpurious,
-        Fact::OneWay,
-        Fact::FlowTrimmed,
-        Fact::ListenerStalled,
-    ];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            Fact::SynUnanswered => "syn_unanswered",
-            Fact::HalfOpen => "half_open",
-            Fact::OneSyn => "one_syn",
-            Fact::Probe => "probe",
-            Fact::ScanProbe => "scan_probe",
-            Fact::StrayAckReset => "stray_ack_reset",
-            Fact::ReusedInTimeWait => "reused_in_time_wait",
-            Fact::RequestAcked => "request_acked",
-            Fact::RequestUnanswered => "request_unanswered",
-            Fact::ClientWaited => "client_waited",
-            Fact::NeverConnected => "never_connected",
-            Fact::QueueSign => "queue_sign",
-            Fact::InQueueWindow => "in_queue_window",
-            Fact::SilentHost => "silent_host",
-            Fact::Loopback => "loopback",
-            Fact::SynackIgnored => "synack_ignored",
-            Fact::RstUnprovoked => "rst_unprovoked",
-            Fact::IcmpAnswered => "icmp_answered",
-            Fact::IcmpProhibited => "icmp_prohibited",
-            Fact::IcmpNoRoute => "icmp_no_route",
-            Fact::IcmpPortUnreachable => "icmp_port_unreachable",
-            Fact::IcmpTtlExceeded => "icmp_ttl_exceeded",
-            Fact::PmtuDiscovered => "pmtu_discovered",
-            Fact::RequestAfterServerClose => "request_after_close",
-            Fact::AnsweredBefore => "answered_before",
-            Fact::SynackAfterAck => "synack_after_ack",
-            Fact::AnswerCrossedClose => "answer_crossed_close",
-            Fact::SynResendSpurious => "syn_resend_spurious",
-            Fact::OneWay => "one_way",
-            Fact::FlowTrimmed => "flow_trimmed",
-            Fact::ListenerStalled => "listener_stalled",
-        }
-    }
-
-    pub fn index(self) -> usize {
-        self as usize
+crate::slugs::slug_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Fact {
+        /// The client sent its SYN again and neither a SYN-ACK nor an RST came before the re-send.
+        SynUnanswered => "syn_unanswered",
+        /// The server sent a SYN-ACK and the handshake never completed (its SYN was seen).
+        HalfOpen => "half_open",
+        /// One client SYN and nothing more from the client (probes::is_one_syn).
+        OneSyn => "one_syn",
+        /// Neither side sent a payload byte, and the handshake was refused, reset or never completed:
+        /// what a port scanner's probe leaves.
+        Probe => "probe",
+        /// A probe from a source that probed many ports of this server's address (detect::scans).
+        ScanProbe => "scan_probe",
+        /// The client's RST answered an ACK that came before any SYN-ACK: a TIME-WAIT socket's
+        /// answer to a SYN on its 4-tuple (RFC 9293 §3.10.7.4).
+        StrayAckReset => "stray_ack_reset",
+        /// It reused the 4-tuple of an earlier connection the server closed first, within its
+        /// TIME-WAIT (60 s).
+        ReusedInTimeWait => "reused_in_time_wait",
+        /// The server acknowledged client data.
+        RequestAcked => "request_acked",
+        /// The client sent data and the server sent none after the client's last data began.
+        RequestUnanswered => "request_unanswered",
+        /// The client closed (FIN or RST) at least `WAITED_MIN_NS` after its last data: it waited
+        /// for an answer, it did not just finish sending (a one-way upload closes at once).
+        ClientWaited => "client_waited",
+        /// No SYN-ACK ever came and the client's connect() ended (timed out or abandoned).
+        NeverConnected => "never_connected",
+        /// A sign of a full accept queue: a dropped final ACK, an RST for it, or a cookie's stall.
+        QueueSign => "queue_sign",
+        /// Its trouble (re-sent SYN or request) fell inside a window where the same listener showed
+        /// a sign of a full accept queue (see `episodes::queue_windows`).
+        InQueueWindow => "in_queue_window",
+        /// The server's address sent no packet at all in the capture, and no client sent it more than
+        /// SYNs (an ACK or data would show the capture misses the server's direction): a host down,
+        /// unreachable or behind a silent filter.
+        SilentHost => "silent_host",
+        /// Client and server are one host (loopback): there is no path to lose packets on.
+        Loopback => "loopback",
+        /// The client sent its one SYN, got a SYN-ACK and answered nothing: a spoofed or scanning
+        /// source, not a client waiting for the server.
+        SynackIgnored => "synack_ignored",
+        /// The client's RST came before anything of the server was seen: no client kernel gives up a
+        /// connect that way (Linux v6.6 net/ipv4/tcp.c: tcp_disconnect() sends no RST in SYN-SENT);
+        /// backscatter of a spoofed SYN, or a capture that misses the server's side.
+        RstUnprovoked => "rst_unprovoked",
+        /// An ICMP error (other than "too big") answered one of its packets (src/flow/icmp.rs).
+        IcmpAnswered => "icmp_answered",
+        /// ...saying a filter refused it (administratively prohibited, policy, reject route)...
+        IcmpProhibited => "icmp_prohibited",
+        /// ...no route to the network or host, or the host did not answer on its link...
+        IcmpNoRoute => "icmp_no_route",
+        /// ...nothing listening: port (or protocol) unreachable...
+        IcmpPortUnreachable => "icmp_port_unreachable",
+        /// ...or the TTL (hop limit) ran out on the way.
+        IcmpTtlExceeded => "icmp_ttl_exceeded",
+        /// A "fragmentation needed" / "packet too big" error answered its data and no black hole
+        /// followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss.
+        PmtuDiscovered => "pmtu_discovered",
+        /// The client sent a request after the server's FIN (more than a TLS alert's bytes): a
+        /// request on a connection the server had already closed, such as an idle keep-alive
+        /// connection reused as it was being closed.
+        RequestAfterServerClose => "request_after_close",
+        /// The server had sent data before the client's last request, which it left unanswered: an
+        /// earlier request on the connection was answered (a kept-alive connection).
+        AnsweredBefore => "answered_before",
+        /// The server sent its SYN-ACK again by its timer after the client's handshake ACK: the
+        /// sign whose explanations `detect::checks` weighs (a full accept queue when none of its
+        /// competitors' checks failed: `final_ack_dropped`).
+        SynackAfterAck => "synack_after_ack",
+        /// The server answered the client's request, but the client's close (FIN or RST), at least
+        /// `WAITED_MIN_NS` after the request, acknowledged none of the answer: the client gave up at
+        /// its own read timeout as the answer was on its way (`answer_crossed_close`).
+        AnswerCrossedClose => "answer_crossed_close",
+        /// The client sent its SYN again, yet its first SYN got through and so did the answer: the
+        /// server's first SYN-ACK, captured before the re-sent SYN, is the one the client's
+        /// handshake ACK echoes (RFC 7323 §3.2). The client's timer fired before a slow path brought
+        /// the answer; nothing was lost (`syn_resend_spurious`).
+        SynResendSpurious => "syn_resend_spurious",
+        /// The server's address sent no packet the capture shows, yet clients sent it ACKs or data:
+        /// they heard from it, and the capture misses its direction (a one-way capture, or
+        /// asymmetric routing past the capture point). Nothing that needs the server's packets
+        /// (an unanswered SYN, a request left unanswered, a client giving up) can be told.
+        OneWay => "one_way",
+        /// Its last frame is where the capture cut every long flow (a capture kept to the first
+        /// packets of each flow, `trimmed::FlowLengths::trimmed_at`): what did not follow was not
+        /// seen, not unsent.
+        FlowTrimmed => "flow_trimmed",
+        /// Its SYN went unanswered while the same listener held an earlier connection whose request
+        /// its kernel had acknowledged and nobody answered, or it was such a connection while SYNs
+        /// were dropped: the listener was not taking connections, its accept queue full (Linux v6.6
+        /// net/ipv4/tcp_input.c: tcp_conn_request() drops a SYN while sk_acceptq_is_full()).
+        /// See `episodes::stalled`.
+        ListenerStalled => "listener_stalled",
     }
 }
 
 /// A set of facts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Facts(u32);
+
+const _: () = assert!(Fact::COUNT <= u32::BITS as usize, "a fact set is a u32");
 
 impl Facts {
     pub fn insert(&mut self, f: Fact) {
@@ -336,7 +264,7 @@ pub fn first_syn_answer_lost(c: &Connection) -> Option<bool> {
     // This soon after a SYN, a SYN-ACK answers it where it was captured (at the server).
     let gap = first_synack - last_syn;
     let round_trip = round_trip_at_least_ns(c)?;
-    (gap > crate::flow::tracker::TRIGGERED_SYNACK_NS && gap < round_trip).then_some(false)
+    (gap > crate::flow::label::TRIGGERED_SYNACK_NS && gap < round_trip).then_some(false)
 }
 
 /// Linux delays an ACK by at most TCP_DELACK_MAX (include/net/tcp.h: 200 ms).

@@ -31,69 +31,37 @@ pub const ZONE_STEP_NS: i64 = 15 * 60 * NS;
 /// The largest time-zone offset searched (UTC-12 to UTC+14).
 pub const ZONE_MAX_NS: i64 = 14 * 3600 * NS;
 
-/// What a log line says happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LineKind {
-    /// "upstream timed out (110) while connecting to upstream"
-    ConnectTimeout,
-    /// "upstream timed out (110) while reading response header from upstream"
-    ReadTimeout,
-    /// "upstream timed out (110) while sending request to upstream"
-    SendTimeout,
-    /// "connect() failed (111: Connection refused)"
-    Refused,
-    /// "recv() failed (104: Connection reset by peer)"
-    Reset,
-    /// "upstream prematurely closed connection"
-    PrematureClose,
-    /// An access-log 504 that does not say which timeout.
-    GatewayTimeout,
-    /// An access-log 502 that does not say which failure.
-    BadGateway,
-    /// The connect failed, without saying how (Envoy's `UF`: refused, timed out or reset).
-    ConnectFailure,
-    /// The upstream closed or reset the connection before its answer was complete, without
-    /// saying which (HAProxy's `SH`, `SD`; Envoy's `UC`).
-    UpstreamClosed,
-    /// An access-log line whose upstream answered.
-    Answered,
+crate::slugs::slug_enum! {
+    /// What a log line says happened.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum LineKind {
+        /// "upstream timed out (110) while connecting to upstream"
+        ConnectTimeout => "connect_timeout",
+        /// "upstream timed out (110) while reading response header from upstream"
+        ReadTimeout => "read_timeout",
+        /// "upstream timed out (110) while sending request to upstream"
+        SendTimeout => "send_timeout",
+        /// "connect() failed (111: Connection refused)"
+        Refused => "refused",
+        /// "recv() failed (104: Connection reset by peer)"
+        Reset => "reset",
+        /// "upstream prematurely closed connection"
+        PrematureClose => "premature_close",
+        /// An access-log 504 that does not say which timeout.
+        GatewayTimeout => "gateway_timeout",
+        /// An access-log 502 that does not say which failure.
+        BadGateway => "bad_gateway",
+        /// The connect failed, without saying how (Envoy's `UF`: refused, timed out or reset).
+        ConnectFailure => "connect_failure",
+        /// The upstream closed or reset the connection before its answer was complete, without
+        /// saying which (HAProxy's `SH`, `SD`; Envoy's `UC`).
+        UpstreamClosed => "upstream_closed",
+        /// An access-log line whose upstream answered.
+        Answered => "answered",
+    }
 }
 
 impl LineKind {
-    pub const ALL: [LineKind; 11] = [
-        LineKind::ConnectTimeout,
-        LineKind::ReadTimeout,
-        LineKind::SendTimeout,
-        LineKind::Refused,
-        LineKind::Reset,
-        LineKind::PrematureClose,
-        LineKind::GatewayTimeout,
-        LineKind::BadGateway,
-        LineKind::ConnectFailure,
-        LineKind::UpstreamClosed,
-        LineKind::Answered,
-    ];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            LineKind::ConnectTimeout => "connect_timeout",
-            LineKind::ReadTimeout => "read_timeout",
-            LineKind::SendTimeout => "send_timeout",
-            LineKind::Refused => "refused",
-            LineKind::Reset => "reset",
-            LineKind::PrematureClose => "premature_close",
-            LineKind::GatewayTimeout => "gateway_timeout",
-            LineKind::BadGateway => "bad_gateway",
-            LineKind::ConnectFailure => "connect_failure",
-            LineKind::UpstreamClosed => "upstream_closed",
-            LineKind::Answered => "answered",
-        }
-    }
-
-    pub fn from_slug(slug: &str) -> Option<LineKind> {
-        LineKind::ALL.iter().copied().find(|k| k.slug() == slug)
-    }
-
     /// The connection shapes a line of this kind can describe.
     fn fits(self, shape: Shape) -> bool {
         match self {
@@ -111,50 +79,30 @@ impl LineKind {
     }
 }
 
-/// What the capture shows a connection went through, as a proxy would log it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Shape {
-    /// No SYN-ACK reached the client: its connect() could only time out.
-    NoHandshake,
-    /// A SYN-ACK came as the client gave up: it closed (or its kernel reset the late SYN-ACK,
-    /// tcp_rcv_state_process() on a closed socket) without sending a byte. A connect() timing
-    /// out as a re-sent SYN is answered.
-    ClosedAtConnect,
-    /// Connected, the request sent, no answer before the client closed (or the capture ended).
-    Unanswered,
-    /// The server's RST answered the SYN.
-    Refused,
-    /// The server reset the connection after the handshake.
-    Reset,
-    /// The server closed before answering.
-    ServerClosed,
-    /// The server answered.
-    Answered,
+crate::slugs::slug_enum! {
+    /// What the capture shows a connection went through, as a proxy would log it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Shape {
+        /// No SYN-ACK reached the client: its connect() could only time out.
+        NoHandshake => "no_handshake",
+        /// A SYN-ACK came as the client gave up: it closed (or its kernel reset the late SYN-ACK,
+        /// tcp_rcv_state_process() on a closed socket) without sending a byte. A connect() timing
+        /// out as a re-sent SYN is answered.
+        ClosedAtConnect => "closed_at_connect",
+        /// Connected, the request sent, no answer before the client closed (or the capture ended).
+        Unanswered => "unanswered",
+        /// The server's RST answered the SYN.
+        Refused => "refused",
+        /// The server reset the connection after the handshake.
+        Reset => "reset",
+        /// The server closed before answering.
+        ServerClosed => "server_closed",
+        /// The server answered.
+        Answered => "answered",
+    }
 }
 
 impl Shape {
-    pub const ALL: [Shape; 7] = [
-        Shape::NoHandshake,
-        Shape::ClosedAtConnect,
-        Shape::Unanswered,
-        Shape::Refused,
-        Shape::Reset,
-        Shape::ServerClosed,
-        Shape::Answered,
-    ];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            Shape::NoHandshake => "no_handshake",
-            Shape::ClosedAtConnect => "closed_at_connect",
-            Shape::Unanswered => "unanswered",
-            Shape::Refused => "refused",
-            Shape::Reset => "reset",
-            Shape::ServerClosed => "server_closed",
-            Shape::Answered => "answered",
-        }
-    }
-
     /// A proxy logs an error for a connection of this shape.
     pub fn is_failure(self) -> bool {
         self != Shape::Answered

@@ -7,6 +7,7 @@ pub mod digest;
 pub mod episodes;
 pub mod facts;
 pub mod join;
+pub mod marks;
 pub mod moments;
 pub mod icmp;
 pub mod probes;
@@ -16,6 +17,7 @@ pub mod servers;
 pub mod timeouts;
 pub mod timings;
 pub mod trimmed;
+pub mod worst;
 
 use crate::flow::connection::{Connection, RstFacts, Send};
 use crate::flow::{FrameRef, PacketRole, Side};
@@ -26,57 +28,27 @@ const SLACK_NS: i64 = 1_000_000_000;
 /// A request unacknowledged this long, with no SYN-ACK re-sent, had no request socket behind it.
 const COOKIE_STALL_NS: i64 = 1_000_000_000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    Completed,
-    Open,
-    Refused,
-    TimedOut,
-    Abandoned,
-    ResetByServer,
-    ResetByClient,
-    Partial,
-    /// An ICMP error answered the client's SYN and ended its connect() (detect::icmp).
-    Unreachable,
-    /// The server closed (FIN) with the client's last request taken and not a byte of answer to
-    /// it, before the client closed: its application closed the socket or died
-    /// (`closed_by_server`).
-    ClosedByServer,
+crate::slugs::slug_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Outcome {
+        Completed => "completed",
+        Open => "open",
+        Refused => "refused",
+        TimedOut => "timed_out",
+        Abandoned => "abandoned",
+        ResetByServer => "reset_by_server",
+        ResetByClient => "reset_by_client",
+        Partial => "partial",
+        /// An ICMP error answered the client's SYN and ended its connect() (detect::icmp).
+        Unreachable => "unreachable",
+        /// The server closed (FIN) with the client's last request taken and not a byte of answer to
+        /// it, before the client closed: its application closed the socket or died
+        /// (`closed_by_server`).
+        ClosedByServer => "closed_by_server",
+    }
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 10] = [
-        Outcome::Completed,
-        Outcome::Open,
-        Outcome::Refused,
-        Outcome::TimedOut,
-        Outcome::Abandoned,
-        Outcome::ResetByServer,
-        Outcome::ResetByClient,
-        Outcome::Partial,
-        Outcome::Unreachable,
-        Outcome::ClosedByServer,
-    ];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::Open => "open",
-            Outcome::Refused => "refused",
-            Outcome::TimedOut => "timed_out",
-            Outcome::Abandoned => "abandoned",
-            Outcome::ResetByServer => "reset_by_server",
-            Outcome::ResetByClient => "reset_by_client",
-            Outcome::Partial => "partial",
-            Outcome::Unreachable => "unreachable",
-            Outcome::ClosedByServer => "closed_by_server",
-        }
-    }
-
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
     /// The connection failed: it was refused, timed out, abandoned, reset, closed unanswered, or
     /// an ICMP error ended its connect().
     pub fn is_failure(self) -> bool {
@@ -93,68 +65,26 @@ impl Outcome {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Symptom {
-    SynRetransmitted,
-    SynackRetransmitted,
-    FinalAckDropped,
-    RequestUnacked,
-    DataRetransmitted,
-    SyncookieSuspected,
-    ResetAfterAck,
-    ResetAfterExpiry,
-    Rejected,
-    TfoFallback,
-    DeferAcceptSuspected,
-    SynAfterRst,
-    /// Data re-sent that the receiver reported as received twice (D-SACK, RFC 2883 §4).
-    SpuriousRetransmission,
-    /// Full-size data re-sent and never acknowledged while smaller packets got through
-    /// (detect::icmp::black_hole).
-    MtuBlackHole,
-}
-
-impl Symptom {
-    pub const COUNT: usize = 14;
-
-    pub const ALL: [Symptom; Symptom::COUNT] = [
-        Symptom::SynRetransmitted,
-        Symptom::SynackRetransmitted,
-        Symptom::FinalAckDropped,
-        Symptom::RequestUnacked,
-        Symptom::DataRetransmitted,
-        Symptom::SyncookieSuspected,
-        Symptom::ResetAfterAck,
-        Symptom::ResetAfterExpiry,
-        Symptom::Rejected,
-        Symptom::TfoFallback,
-        Symptom::DeferAcceptSuspected,
-        Symptom::SynAfterRst,
-        Symptom::SpuriousRetransmission,
-        Symptom::MtuBlackHole,
-    ];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            Symptom::SynRetransmitted => "syn_retransmitted",
-            Symptom::SynackRetransmitted => "synack_retransmitted",
-            Symptom::FinalAckDropped => "final_ack_dropped",
-            Symptom::RequestUnacked => "request_unacked",
-            Symptom::DataRetransmitted => "data_retransmitted",
-            Symptom::SyncookieSuspected => "syncookie_suspected",
-            Symptom::ResetAfterAck => "reset_after_ack",
-            Symptom::ResetAfterExpiry => "reset_after_expiry",
-            Symptom::Rejected => "rejected",
-            Symptom::TfoFallback => "tfo_fallback",
-            Symptom::DeferAcceptSuspected => "defer_accept_suspected",
-            Symptom::SynAfterRst => "syn_after_rst",
-            Symptom::SpuriousRetransmission => "spurious_retransmission",
-            Symptom::MtuBlackHole => "mtu_black_hole",
-        }
-    }
-
-    pub fn index(self) -> usize {
-        self as usize
+crate::slugs::slug_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Symptom {
+        SynRetransmitted => "syn_retransmitted",
+        SynackRetransmitted => "synack_retransmitted",
+        FinalAckDropped => "final_ack_dropped",
+        RequestUnacked => "request_unacked",
+        DataRetransmitted => "data_retransmitted",
+        SyncookieSuspected => "syncookie_suspected",
+        ResetAfterAck => "reset_after_ack",
+        ResetAfterExpiry => "reset_after_expiry",
+        Rejected => "rejected",
+        TfoFallback => "tfo_fallback",
+        DeferAcceptSuspected => "defer_accept_suspected",
+        SynAfterRst => "syn_after_rst",
+        /// Data re-sent that the receiver reported as received twice (D-SACK, RFC 2883 §4).
+        SpuriousRetransmission => "spurious_retransmission",
+        /// Full-size data re-sent and never acknowledged while smaller packets got through
+        /// (detect::icmp::black_hole).
+        MtuBlackHole => "mtu_black_hole",
     }
 }
 
@@ -162,7 +92,7 @@ impl Symptom {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Symptoms(u16);
 
-const _: () = assert!(Symptom::COUNT <= 16, "a symptom set is a u16");
+const _: () = assert!(Symptom::COUNT <= u16::BITS as usize, "a symptom set is a u16");
 
 impl Symptoms {
     pub fn insert(&mut self, s: Symptom) {
@@ -182,22 +112,12 @@ impl Symptoms {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SeriesKind {
-    Syn,
-    Synack,
-    Data,
-}
-
-impl SeriesKind {
-    pub const ALL: [SeriesKind; 3] = [SeriesKind::Syn, SeriesKind::Synack, SeriesKind::Data];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            SeriesKind::Syn => "syn",
-            SeriesKind::Synack => "synack",
-            SeriesKind::Data => "data",
-        }
+crate::slugs::slug_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum SeriesKind {
+        Syn => "syn",
+        Synack => "synack",
+        Data => "data",
     }
 }
 

@@ -7,7 +7,6 @@ use std::net::IpAddr;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::digest::Probe;
 use crate::flow::{Endpoint, FrameRef};
 
 /// A source that probed at least this many ports of one address is scanning it. A proxy talks
@@ -42,6 +41,16 @@ impl Scan {
         let ports = self.ports.len();
         ports >= SCAN_MIN_PORTS || (ports >= SCAN_MIN_PORTS_ONE_SYN && self.one_syn == self.probes)
     }
+}
+
+/// A probe's own facts, for the scan table (`ScanBook::add`), kept with its seed (`digest::Seed::probe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Probe {
+    pub client: IpAddr,
+    pub first: FrameRef,
+    pub open: bool,
+    pub refused: bool,
+    pub one_syn: bool,
 }
 
 #[derive(Default)]

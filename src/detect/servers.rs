@@ -19,8 +19,8 @@ const MAX_GAP_SAMPLES: usize = 4096;
 pub struct ServerStats {
     pub server: Endpoint,
     pub connections: u64,
-    pub outcomes: [u64; Outcome::ALL.len()],
-    pub symptoms: [u64; Symptom::ALL.len()],
+    pub outcomes: [u64; Outcome::COUNT],
+    pub symptoms: [u64; Symptom::COUNT],
     pub first_ns: i64,
     pub last_ns: i64,
     /// Handshakes without retransmission: SYN to SYN-ACK, and SYN-ACK to the client's ACK, as
@@ -51,8 +51,8 @@ impl ServerStats {
         ServerStats {
             server,
             connections: 0,
-            outcomes: [0; Outcome::ALL.len()],
-            symptoms: [0; Symptom::ALL.len()],
+            outcomes: [0; Outcome::COUNT],
+            symptoms: [0; Symptom::COUNT],
             first_ns: i64::MAX,
             last_ns: i64::MIN,
             gaps: GapSample::default(),

@@ -3,38 +3,29 @@
 
 use super::event::{Event, FrameRef, PacketRole, Side};
 use super::key::Endpoint;
-use super::marks::Marks;
+use super::tallied::Tallied;
 use crate::decode::{Segment, TcpOptions};
 
-/// Where the handshake and teardown got to, as seen at the capture point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum ConnState {
-    /// Client SYN seen, no SYN-ACK yet (RFC 9293 §3.3.2 SYN-SENT, from the client's view).
-    SynSent,
-    /// SYN-ACK seen, the client's ACK of it not yet (SYN-RECEIVED at the server).
-    SynReceived,
-    /// The handshake completed, or the capture started mid-connection.
-    Established,
-    /// A FIN from one side.
-    Closing,
-    /// FINs from both sides.
-    Closed,
-    /// An RST ended it.
-    Reset,
+crate::slugs::slug_enum! {
+    /// Where the handshake and teardown got to, as seen at the capture point.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    pub enum ConnState {
+        /// Client SYN seen, no SYN-ACK yet (RFC 9293 §3.3.2 SYN-SENT, from the client's view).
+        SynSent => "syn_sent",
+        /// SYN-ACK seen, the client's ACK of it not yet (SYN-RECEIVED at the server).
+        SynReceived => "syn_received",
+        /// The handshake completed, or the capture started mid-connection.
+        Established => "established",
+        /// A FIN from one side.
+        Closing => "closing",
+        /// FINs from both sides.
+        Closed => "closed",
+        /// An RST ended it.
+        Reset => "reset",
+    }
 }
 
 impl ConnState {
-    pub fn slug(self) -> &'static str {
-        match self {
-            ConnState::SynSent => "syn_sent",
-            ConnState::SynReceived => "syn_received",
-            ConnState::Established => "established",
-            ConnState::Closing => "closing",
-            ConnState::Closed => "closed",
-            ConnState::Reset => "reset",
-        }
-    }
-
     pub fn is_over(self) -> bool {
         matches!(self, ConnState::Closed | ConnState::Reset)
     }
@@ -143,11 +134,11 @@ pub struct Connection {
     pub events_dropped: u32,
     /// Segments whose payload the snaplen cut.
     pub snaplen_cut: u32,
-    /// Frames that were a copy of the frame before them in the same direction (`tracker::is_copy`),
+    /// Frames that were a copy of the frame before them in the same direction (`label::is_copy`),
     /// not counted as packets and not labelled.
     pub duplicates: u32,
     /// Re-sends that repeat the frame before them with the same IP ID and no TSval: only the
-    /// delay told them from a copy (`tracker::is_copy`).
+    /// delay told them from a copy (`label::is_copy`).
     #[serde(default)]
     pub repeats_told_by_delay: u32,
     /// In a mergeable analysis, the first segments of a connection that may have begun in the
@@ -155,7 +146,7 @@ pub struct Connection {
     pub prefix: Option<Box<Prefix>>,
     /// What the summary already counted for this connection: set on a record revived by a late
     /// packet after its first record was counted and dropped.
-    pub tallied: Marks,
+    pub tallied: Tallied,
     /// Moments the verdict needs (src/detect).
     pub milestones: Milestones,
     /// Every re-sent SYN, SYN-ACK and data segment with the sends before it; only for
@@ -164,7 +155,7 @@ pub struct Connection {
     /// ICMP errors that answered its packets (src/flow/icmp.rs); only for connections that got one.
     pub icmp: Option<Box<super::icmp::IcmpLog>>,
     /// The IP ID and TSval of the first SYN (client) and SYN-ACK (server) when they carried
-    /// timestamps: the same again is that datagram copied (`tracker::is_handshake_copy`).
+    /// timestamps: the same again is that datagram copied (`label::is_handshake_copy`).
     #[serde(default)]
     pub handshake_ident: [Option<(u16, u32)>; 2],
     /// The TTL (hop limit) of the first SYN-ACK and of the server's first packet after it, at
@@ -448,7 +439,7 @@ impl Connection {
             duplicates: 0,
             repeats_told_by_delay: 0,
             prefix: None,
-            tallied: Marks::default(),
+            tallied: Tallied::default(),
             milestones: Milestones::default(),
             retransmits: None,
             icmp: None,
@@ -464,7 +455,7 @@ impl Connection {
 
     /// A record for a late packet of a connection that was already counted and dropped: it
     /// carries what was counted, so counting it again adds only what the late packets show.
-    pub fn revived(id: u64, client: Endpoint, server: Endpoint, state: ConnState, tallied: Marks, at: FrameRef, time_ns: i64) -> Connection {
+    pub fn revived(id: u64, client: Endpoint, server: Endpoint, state: ConnState, tallied: Tallied, at: FrameRef, time_ns: i64) -> Connection {
         let mut conn = Connection::new(id, client, server, tallied.is_partial(), at, time_ns);
         conn.set_state(state);
         conn.tallied = tallied;

@@ -28,102 +28,46 @@ impl Side {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum EventKind {
-    /// The client's first SYN.
-    Syn,
-    /// The SYN again with the same ISN: the client's SYN timer fired (or a SYN-ACK never arrived).
-    SynRetransmit,
-    /// The server's first SYN-ACK.
-    Synack,
-    /// The SYN-ACK again (same ISN).
-    SynackRetransmit,
-    /// The client's ACK of the SYN-ACK that completes the three-way handshake.
-    HandshakeAck,
-    /// The first payload byte in this direction.
-    DataFirst,
-    /// Payload again whose range starts below the highest sequence number already sent.
-    DataRetransmit,
-    /// A FIN with no data again.
-    FinRetransmit,
-    /// Same ACK number, same window, no data, as Wireshark's tcp.analysis.duplicate_ack.
-    DupAck,
-    /// The receive window dropped to zero.
-    ZeroWindow,
-    Fin,
-    Rst,
-}
-
-impl EventKind {
-    pub fn slug(self) -> &'static str {
-        match self {
-            EventKind::Syn => "syn",
-            EventKind::SynRetransmit => "syn_retransmit",
-            EventKind::Synack => "synack",
-            EventKind::SynackRetransmit => "synack_retransmit",
-            EventKind::HandshakeAck => "handshake_ack",
-            EventKind::DataFirst => "data_first",
-            EventKind::DataRetransmit => "data_retransmit",
-            EventKind::FinRetransmit => "fin_retransmit",
-            EventKind::DupAck => "dup_ack",
-            EventKind::ZeroWindow => "zero_window",
-            EventKind::Fin => "fin",
-            EventKind::Rst => "rst",
-        }
+crate::slugs::slug_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+    pub enum EventKind {
+        /// The client's first SYN.
+        Syn => "syn",
+        /// The SYN again with the same ISN: the client's SYN timer fired (or a SYN-ACK never arrived).
+        SynRetransmit => "syn_retransmit",
+        /// The server's first SYN-ACK.
+        Synack => "synack",
+        /// The SYN-ACK again (same ISN).
+        SynackRetransmit => "synack_retransmit",
+        /// The client's ACK of the SYN-ACK that completes the three-way handshake.
+        HandshakeAck => "handshake_ack",
+        /// The first payload byte in this direction.
+        DataFirst => "data_first",
+        /// Payload again whose range starts below the highest sequence number already sent.
+        DataRetransmit => "data_retransmit",
+        /// A FIN with no data again.
+        FinRetransmit => "fin_retransmit",
+        /// Same ACK number, same window, no data, as Wireshark's tcp.analysis.duplicate_ack.
+        DupAck => "dup_ack",
+        /// The receive window dropped to zero.
+        ZeroWindow => "zero_window",
+        Fin => "fin",
+        Rst => "rst",
     }
-
-    pub const ALL: [EventKind; 12] = [
-        EventKind::Syn,
-        EventKind::SynRetransmit,
-        EventKind::Synack,
-        EventKind::SynackRetransmit,
-        EventKind::HandshakeAck,
-        EventKind::DataFirst,
-        EventKind::DataRetransmit,
-        EventKind::FinRetransmit,
-        EventKind::DupAck,
-        EventKind::ZeroWindow,
-        EventKind::Fin,
-        EventKind::Rst,
-    ];
 }
 
-/// What a packet was, as far as an RST that follows it is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum PacketRole {
-    Syn,
-    Synack,
-    HandshakeAck,
-    Ack,
-    Data,
-    Retransmit,
-    Fin,
-    Rst,
-}
-
-impl PacketRole {
-    pub const ALL: [PacketRole; 8] = [
-        PacketRole::Syn,
-        PacketRole::Synack,
-        PacketRole::HandshakeAck,
-        PacketRole::Ack,
-        PacketRole::Data,
-        PacketRole::Retransmit,
-        PacketRole::Fin,
-        PacketRole::Rst,
-    ];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            PacketRole::Syn => "syn",
-            PacketRole::Synack => "synack",
-            PacketRole::HandshakeAck => "handshake_ack",
-            PacketRole::Ack => "ack",
-            PacketRole::Data => "data",
-            PacketRole::Retransmit => "retransmit",
-            PacketRole::Fin => "fin",
-            PacketRole::Rst => "rst",
-        }
+crate::slugs::slug_enum! {
+    /// What a packet was, as far as an RST that follows it is concerned.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+    pub enum PacketRole {
+        Syn => "syn",
+        Synack => "synack",
+        HandshakeAck => "handshake_ack",
+        Ack => "ack",
+        Data => "data",
+        Retransmit => "retransmit",
+        Fin => "fin",
+        Rst => "rst",
     }
 }
 

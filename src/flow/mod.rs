@@ -1,11 +1,11 @@
 //! Connections: identity (4-tuple plus ISN), the tracker that assigns segments to them, and the
-//! events it labels packets with.
+//! events the labeller (`label`) marks packets with.
 
 pub mod connection;
 pub mod event;
 pub mod icmp;
 pub mod key;
-pub mod marks;
+pub mod label;
 pub mod merge;
 mod prefetch;
 pub mod seq;
@@ -14,6 +14,7 @@ pub mod stage;
 pub mod state;
 pub mod store;
 pub mod table;
+pub mod tallied;
 pub mod tombstones;
 pub mod tracker;
 pub mod window;

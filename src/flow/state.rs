@@ -1,6 +1,6 @@
 //! The tracker's working state for a live flow: per direction, the sequence space seen, the
 //! last ACK and window, and the segments in flight. The hot table (`table.rs`) keeps it; the
-//! state machine (`tracker.rs`) changes it.
+//! state machine (`label.rs`) changes it.
 
 use super::connection::ConnState;
 use super::event::{FrameRef, PacketRole};

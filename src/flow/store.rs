@@ -8,7 +8,7 @@
 
 use super::connection::{ConnState, Connection};
 use super::key::FlowKey;
-use super::marks::Marks;
+use super::tallied::Tallied;
 use super::spill::Spill;
 use super::window::{Covered, Slice, Window};
 
@@ -33,7 +33,7 @@ pub trait Counter: Default {
 #[derive(Clone, Copy, Debug)]
 pub struct Counted {
     /// Everything counted for it so far (kept with its tombstone, for a revival).
-    pub marks: Marks,
+    pub tallied: Tallied,
     /// It had a problem: its record is kept for the findings (or digested beyond the cap)...
     pub problem: bool,
     /// ...and it is among the first of its listener's episode: kept whole beyond the cap too,
@@ -71,7 +71,7 @@ pub struct Finished<C> {
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Retired {
     pub id: u64,
-    pub tallied: Marks,
+    pub tallied: Tallied,
     slot: u32,
 }
 
@@ -88,7 +88,7 @@ impl Retired {
     }
 
     /// The record was counted and dropped after all.
-    pub fn fold(&mut self, tallied: Marks) {
+    pub fn fold(&mut self, tallied: Tallied) {
         self.slot = Retired::NO_SLOT;
         self.tallied = tallied;
     }
@@ -261,7 +261,7 @@ impl<C: Counter> ConnectionStore<C> {
     }
 
     /// Counts the record in `slot` and frees the slot (a record no flow refers to any more).
-    pub fn fold(&mut self, slot: usize, now_ns: i64) -> Marks {
+    pub fn fold(&mut self, slot: usize, now_ns: i64) -> Tallied {
         self.slots[slot].prefix = None;
         let tallied = self.count(slot, now_ns);
         self.slots[slot].events = Vec::new();
@@ -367,7 +367,7 @@ impl<C: Counter> ConnectionStore<C> {
         self.note_end(slot, now_ns);
         let conn = &self.slots[slot];
         if self.keep_all {
-            return Retired { id: conn.id, tallied: Marks::default(), slot: slot as u32 };
+            return Retired { id: conn.id, tallied: Tallied::default(), slot: slot as u32 };
         }
         if self.mergeable && conn.prefix.is_some() {
             // A merge may still join it to the capture before: not counted yet.
@@ -380,7 +380,7 @@ impl<C: Counter> ConnectionStore<C> {
 
     /// Hands the record in `slot` to the census, and keeps it if it had a problem. The one
     /// place where a finished connection leaves the tracker.
-    fn count(&mut self, slot: usize, end_ns: i64) -> Marks {
+    fn count(&mut self, slot: usize, end_ns: i64) -> Tallied {
         // The writers of every connection (JSON, Parquet) read it back from the spill.
         if let Some(spill) = &mut self.spill {
             spill.put(&self.slots[slot]);
@@ -388,10 +388,10 @@ impl<C: Counter> ConnectionStore<C> {
         // Counted without its events, which the census does not read: its books may take a
         // copy of the record to another thread (`census::beside`).
         let events = std::mem::take(&mut self.slots[slot].events);
-        let Counted { mut marks, problem, example } = self.census.count(&self.slots[slot], end_ns);
+        let Counted { mut tallied, problem, example } = self.census.count(&self.slots[slot], end_ns);
         self.slots[slot].events = events;
         let conn = &self.slots[slot];
-        if problem && !marks.is_kept() {
+        if problem && !tallied.is_kept() {
             let kept = self.with_problems.len() + self.window.as_ref().map_or(0, |w| w.kept_older);
             if kept < self.max_kept || (example && kept < self.max_kept + self.room_for_examples()) {
                 self.with_problems.push(conn.clone());
@@ -399,9 +399,9 @@ impl<C: Counter> ConnectionStore<C> {
                 self.census.digest(conn, end_ns);
                 self.with_problems_not_kept += 1;
             }
-            marks = marks.kept();
+            tallied = tallied.kept();
         }
-        marks
+        tallied
     }
 
     /// A late packet came for a retired connection: its slot, holding its record again.

@@ -153,7 +153,7 @@ mod tests {
         fn count(&mut self, _: &Connection, _: i64) -> Counted {
             self.window += 1;
             self.totals += 1;
-            Counted { marks: Default::default(), problem: false, example: false }
+            Counted { tallied: Default::default(), problem: false, example: false }
         }
         fn digest(&mut self, _: &Connection, _: i64) {}
         fn add(&mut self, other: Count) {

@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::{Connection, Endpoint, FrameRef, Side, Tracker, TrackerOptions};
+use super::{Connection, Detail, Endpoint, Event, EventKind, FrameRef, PacketRole, Side, Tracker, TrackerOptions};
 use crate::census::Census;
 use crate::decode::{flags, Segment, TcpOptions};
 
@@ -164,4 +164,66 @@ impl Wire {
         assert_eq!(self.conns().len(), 1, "connections: {:?}", self.conns());
         &self.conns()[0]
     }
+}
+
+/// What the tracker and labeller tests read of a wire's connections.
+impl Wire {
+    /// Every event of every connection as (frame, kind), in frame order.
+    pub fn kinds(&self) -> Vec<(u64, EventKind)> {
+        let mut all: Vec<(u64, EventKind)> =
+            self.conns().iter().flat_map(|c| c.events.iter().map(|e| (e.at.frame, e.kind))).collect();
+        all.sort_by_key(|(frame, _)| *frame);
+        all
+    }
+
+    /// Frames labelled with `kind`.
+    pub fn frames_of(&self, kind: EventKind) -> Vec<u64> {
+        self.kinds().into_iter().filter(|(_, k)| *k == kind).map(|(f, _)| f).collect()
+    }
+
+    /// The event of `kind` on `frame`, and its connection.
+    pub fn find(&self, frame: u64, kind: EventKind) -> (&Connection, &Event) {
+        self.conns()
+            .iter()
+            .find_map(|c| c.events.iter().find(|e| e.at.frame == frame && e.kind == kind).map(|e| (c, e)))
+            .unwrap_or_else(|| panic!("no {kind:?} on frame {frame}: {:?}", self.kinds()))
+    }
+
+    pub fn event(&self, frame: u64, kind: EventKind) -> &Event {
+        self.find(frame, kind).1
+    }
+
+    pub fn detail(&self, frame: u64, kind: EventKind) -> Detail {
+        self.event(frame, kind).detail
+    }
+
+    /// `len` bytes of client data at `seq`, acknowledging the server's first byte.
+    pub fn request_at(&mut self, ms: i64, seq: u32, len: u32) -> u64 {
+        self.send(ms, C, PSH | ACK, seq, SISN + 1, len)
+    }
+
+    /// Relative (seq, ack) of an event, as the JSON shows them; ack 0 without the ACK flag.
+    pub fn relative(&self, frame: u64, kind: EventKind) -> (u32, u32) {
+        let (c, e) = self.find(frame, kind);
+        let base = |side: Side| c.base_seq[side.index()].expect("base known");
+        let ack = if e.flags & ACK != 0 { e.ack.wrapping_sub(base(e.from.other())) } else { 0 };
+        (e.seq.wrapping_sub(base(e.from)), ack)
+    }
+}
+
+/// Frame `n` of the first input, and the details of the events the tests expect.
+pub fn frame(n: u64) -> Option<FrameRef> {
+    Some(FrameRef { file: 0, frame: n })
+}
+
+pub fn attempt(attempt: u32, original: u64, since_ms: i64, after_handshake_ack: bool) -> Detail {
+    Detail::Attempt { attempt, original: frame(original), since_previous_ns: Some(since_ms * MS), after_handshake_ack }
+}
+
+pub fn dup(count: u32, of: u64) -> Detail {
+    Detail::DupAck { count, of: FrameRef { file: 0, frame: of } }
+}
+
+pub fn rst(answers: PacketRole, frame_n: u64, after_ms: i64) -> Detail {
+    Detail::Rst { answers: Some(answers), answers_frame: frame(frame_n), after_ns: Some(after_ms * MS) }
 }

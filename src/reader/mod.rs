@@ -1,4 +1,5 @@
-//! Reading captures: classic pcap and pcapng (through the `pcap-parser` crate), gzip, stdin.
+//! Reading captures: classic pcap and pcapng (through the `pcap-parser` crate), gzip, stdin;
+//! standard input and a file still being written read as they arrive (`live`).
 //!
 //! The reader streams: it holds one buffer of `BUFFER_LEN` bytes (grown, up to `MAX_RECORD_LEN`,
 //! only for a record that does not fit), never the file. Every record, packet or not, gets the
@@ -6,6 +7,7 @@
 
 mod ahead;
 pub(crate) mod error;
+pub mod live;
 pub mod notes;
 pub(crate) mod pcap;
 pub(crate) mod source;
@@ -326,7 +328,7 @@ fn pcap_section(path: &str, head: &[u8; PCAP_HEADER_LEN], info: &mut CaptureInfo
 }
 
 impl CaptureReader {
-    /// A reader of a stream already open (standard input read live, `crate::live`); `name`
+    /// A reader of a stream already open (standard input read live, `live`); `name`
     /// names it in messages.
     pub fn from_stream(name: &str, stream: Box<dyn std::io::Read + Send>) -> Result<CaptureReader, ReadError> {
         CaptureReader::of_source(name, source::from_stream(name, stream)?)

@@ -36,10 +36,18 @@ const CANDIDATES_PER_SLOT: usize = 16;
 
 /// What a connection's first RST answered (`resets`): a packet role, or "other" when the
 /// tracker could not tell.
-pub const RESET_ANSWERS: [&str; PacketRole::ALL.len() + 1] = ["syn", "synack", "handshake_ack", "ack", "data", "retransmit", "fin", "rst", "other"];
+pub const RESET_ANSWERS: [&str; PacketRole::COUNT + 1] = {
+    let mut answers = ["other"; PacketRole::COUNT + 1];
+    let mut i = 0;
+    while i < PacketRole::COUNT {
+        answers[i] = PacketRole::ALL[i].slug();
+        i += 1;
+    }
+    answers
+};
 
 fn reset_answer_index(answered: Option<PacketRole>) -> usize {
-    answered.and_then(|role| PacketRole::ALL.iter().position(|&r| r == role)).unwrap_or(PacketRole::ALL.len())
+    answered.map_or(PacketRole::COUNT, PacketRole::index)
 }
 
 /// A Prometheus histogram: counts per bucket (`BUCKETS`, then +Inf), not cumulative.
@@ -73,13 +81,13 @@ pub struct Row {
     /// Connections the server answered for the first time (its first data).
     pub answered: u64,
     /// Connections that ended, by `Outcome::index`.
-    pub ended: [u64; Outcome::ALL.len()],
+    pub ended: [u64; Outcome::COUNT],
     /// Segments showing each sign, by `SIGNS` position (the intervals' reading).
     pub signs: [u64; SIGNS.len()],
     /// Connections reset, by the side of their first RST and what it answered (`RESET_ANSWERS`).
     pub resets: [[u64; RESET_ANSWERS.len()]; 2],
     /// ICMP errors tied to its connections, by `IcmpKind::ALL` position.
-    pub icmp: [u64; IcmpKind::ALL.len()],
+    pub icmp: [u64; IcmpKind::COUNT],
     /// First SYN to the client's handshake ACK.
     pub handshake: Histogram,
     /// First SYN to the server's first data.
@@ -378,9 +386,7 @@ impl Metrics {
 
     /// An ICMP error tied to a connection of `server`.
     pub fn icmp(&mut self, server: Endpoint, kind: IcmpKind) {
-        if let Some(i) = IcmpKind::ALL.iter().position(|&k| k == kind) {
-            self.row(server).icmp[i] += 1;
-        }
+        self.row(server).icmp[kind.index()] += 1;
     }
 
     /// The capture said `n` more packets were dropped (a file's Interface Statistics Blocks).

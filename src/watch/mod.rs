@@ -95,27 +95,15 @@ impl Open {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EpisodeEventKind {
-    Opened,
-    /// An open episode showed signs it had not shown before (`signs` holds those only).
-    NewSigns,
-    Recovered,
-    /// Still open when the input ended (`Watch::take` at the end).
-    StillOpen,
-}
-
-impl EpisodeEventKind {
-    pub const ALL: [EpisodeEventKind; 4] =
-        [EpisodeEventKind::Opened, EpisodeEventKind::NewSigns, EpisodeEventKind::Recovered, EpisodeEventKind::StillOpen];
-
-    pub fn slug(self) -> &'static str {
-        match self {
-            EpisodeEventKind::Opened => "opened",
-            EpisodeEventKind::NewSigns => "new_signs",
-            EpisodeEventKind::Recovered => "recovered",
-            EpisodeEventKind::StillOpen => "still_open",
-        }
+crate::slugs::slug_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum EpisodeEventKind {
+        Opened => "opened",
+        /// An open episode showed signs it had not shown before (`signs` holds those only).
+        NewSigns => "new_signs",
+        Recovered => "recovered",
+        /// Still open when the input ended (`Watch::take` at the end).
+        StillOpen => "still_open",
     }
 }
 

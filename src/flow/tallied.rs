@@ -1,13 +1,15 @@
 //! What a connection showed when it was counted, as bits kept with its record and its tombstone,
 //! so that counting it again (after a late packet revived it) adds only what is new. The census
 //! (`crate::census`) gives the outcome and symptom bits their meaning; here they are indexes.
+//! (Not the episodes' marks, `detect::marks`: those are a verdict's bits, these a count's.)
 
 use super::connection::{Connection, DirectionCounts};
 
+/// What the tally counted for one connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Marks(u32);
+pub struct Tallied(u32);
 
-impl Marks {
+impl Tallied {
     pub const COUNTED: u32 = 1 << 0;
     pub const HANDSHAKE_COMPLETED: u32 = 1 << 1;
     pub const SYN_RETRANSMITS: u32 = 1 << 2;
@@ -22,46 +24,48 @@ impl Marks {
     const KEPT: u32 = 1 << 14;
     /// The outcome counted, as its index plus one, in these four bits.
     const OUTCOME_SHIFT: u32 = 10;
-    const OUTCOME_MASK: u32 = 0b1111 << Marks::OUTCOME_SHIFT;
+    const OUTCOME_MASK: u32 = 0b1111 << Tallied::OUTCOME_SHIFT;
+    /// How many outcomes there is room for (0 in those bits is none).
+    pub const OUTCOME_ROOM: usize = (Tallied::OUTCOME_MASK >> Tallied::OUTCOME_SHIFT) as usize;
     /// Symptoms take the bits from here up, by index.
     const FIRST_SYMPTOM: u32 = 16;
     /// How many symptom bits there are room for.
-    pub const SYMPTOM_BITS: usize = 16;
+    pub const SYMPTOM_BITS: usize = (u32::BITS - Tallied::FIRST_SYMPTOM) as usize;
 
     /// What the record itself shows (no verdict): counted, handshake, retransmissions, resets...
-    pub fn of(c: &Connection) -> Marks {
+    pub fn of(c: &Connection) -> Tallied {
         let any = |f: &dyn Fn(&DirectionCounts) -> bool| c.counts.iter().any(f);
         let bits = [
-            (true, Marks::COUNTED),
-            (c.handshake_completed(), Marks::HANDSHAKE_COMPLETED),
-            (c.syn_count > 1, Marks::SYN_RETRANSMITS),
-            (c.synack_count > 1, Marks::SYNACK_RETRANSMITS),
-            (any(&|d| d.data_retransmits > 0), Marks::DATA_RETRANSMITS),
-            (any(&|d| d.dup_acks > 0), Marks::DUP_ACKS),
-            (any(&|d| d.zero_windows > 0), Marks::ZERO_WINDOW),
-            (any(&|d| d.rst), Marks::RESET),
-            (c.partial, Marks::PARTIAL),
-            (c.follows.is_some(), Marks::PORT_REUSE),
+            (true, Tallied::COUNTED),
+            (c.handshake_completed(), Tallied::HANDSHAKE_COMPLETED),
+            (c.syn_count > 1, Tallied::SYN_RETRANSMITS),
+            (c.synack_count > 1, Tallied::SYNACK_RETRANSMITS),
+            (any(&|d| d.data_retransmits > 0), Tallied::DATA_RETRANSMITS),
+            (any(&|d| d.dup_acks > 0), Tallied::DUP_ACKS),
+            (any(&|d| d.zero_windows > 0), Tallied::ZERO_WINDOW),
+            (any(&|d| d.rst), Tallied::RESET),
+            (c.partial, Tallied::PARTIAL),
+            (c.follows.is_some(), Tallied::PORT_REUSE),
         ];
-        Marks(bits.iter().filter(|(on, _)| *on).fold(0, |m, (_, bit)| m | bit))
+        Tallied(bits.iter().filter(|(on, _)| *on).fold(0, |m, (_, bit)| m | bit))
     }
 
     /// The bit of the symptom with this index.
     pub fn symptom_bit(index: usize) -> u32 {
-        1 << (Marks::FIRST_SYMPTOM + index as u32)
+        1 << (Tallied::FIRST_SYMPTOM + index as u32)
     }
 
-    pub fn with_bits(self, bits: u32) -> Marks {
-        Marks(self.0 | bits)
+    pub fn with_bits(self, bits: u32) -> Tallied {
+        Tallied(self.0 | bits)
     }
 
-    pub fn union(self, other: Marks) -> Marks {
-        Marks(self.0 | other.0)
+    pub fn union(self, other: Tallied) -> Tallied {
+        Tallied(self.0 | other.0)
     }
 
     /// The bits set here and not in `before`, the outcome left out.
-    pub fn new_since(self, before: Marks) -> Marks {
-        Marks(self.0 & !before.0 & !Marks::OUTCOME_MASK)
+    pub fn new_since(self, before: Tallied) -> Tallied {
+        Tallied(self.0 & !before.0 & !Tallied::OUTCOME_MASK)
     }
 
     /// 1 if `bit` is set, else 0 (to add to a count).
@@ -71,23 +75,23 @@ impl Marks {
 
     /// The index of the outcome counted, if the connection was counted.
     pub fn outcome_index(self) -> Option<usize> {
-        let n = ((self.0 & Marks::OUTCOME_MASK) >> Marks::OUTCOME_SHIFT) as usize;
+        let n = ((self.0 & Tallied::OUTCOME_MASK) >> Tallied::OUTCOME_SHIFT) as usize;
         n.checked_sub(1)
     }
 
-    pub fn with_outcome_index(self, index: usize) -> Marks {
-        Marks((self.0 & !Marks::OUTCOME_MASK) | ((index as u32 + 1) << Marks::OUTCOME_SHIFT))
+    pub fn with_outcome_index(self, index: usize) -> Tallied {
+        Tallied((self.0 & !Tallied::OUTCOME_MASK) | ((index as u32 + 1) << Tallied::OUTCOME_SHIFT))
     }
 
     pub fn is_partial(self) -> bool {
-        self.0 & Marks::PARTIAL != 0
+        self.0 & Tallied::PARTIAL != 0
     }
 
     pub fn is_kept(self) -> bool {
-        self.0 & Marks::KEPT != 0
+        self.0 & Tallied::KEPT != 0
     }
 
-    pub fn kept(self) -> Marks {
-        Marks(self.0 | Marks::KEPT)
+    pub fn kept(self) -> Tallied {
+        Tallied(self.0 | Tallied::KEPT)
     }
 }
