@@ -47,7 +47,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
         evidence = [frame(f["file"], f["frame"], f"a probe from {source}") for s in scans for f in s["frames"]]
         server = scans[0]["target"] if len(scans) == 1 else f"{len(scans)} addresses"
         findings.append(Finding(
-            cause="port_scan", server=f"{server} (from {source})", confidence=0.85, confidence_reason=reason,
+            cause=CAUSE.slug, server=f"{server} (from {source})", confidence=0.85, confidence_reason=reason,
             first=min(s["first_time"] for s in scans), last=max(s["last_time"] for s in scans), connections=[],
             evidence=evidence[:MAX_EVIDENCE], advice=CAUSE.advice, count=probes,
             details={"source": source, "targets": [[s["target"], s["ports"], s["probes"]] for s in scans],
@@ -76,7 +76,7 @@ def _from_aggregate(ctx: CaptureContext) -> list[Finding]:
     )
     evidence = [frame(f["file"], f["frame"], "a SYN with nothing after it from its source") for f in s["frames"]]
     return [Finding(
-        cause="port_scan", server=f"{address} (from {source})", confidence=0.85, confidence_reason=reason,
+        cause=CAUSE.slug, server=f"{address} (from {source})", confidence=0.85, confidence_reason=reason,
         first=first, last=last, connections=[], evidence=evidence[:MAX_EVIDENCE],
         advice=CAUSE.advice, count=s["connections"],
         details={"source": source, "targets": [[address, s["targets"], s["connections"]]], "address": address,
