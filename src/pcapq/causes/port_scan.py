@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.context import CaptureContext, frame, plural
 from pcapq.diagnose.finding import Finding
+from pcapq.endpoint import parse
 
 if TYPE_CHECKING:
     from pcapq._core import _Scan
@@ -67,7 +68,7 @@ def _from_aggregate(ctx: CaptureContext) -> list[Finding]:
     if not scan or first is None or last is None:
         return []
     target = s["top_targets"][0][0]
-    address = target.rsplit(":", 1)[0].strip("[]")
+    address = parse(target).ip
     source = s["top_sources"][0][0]
     sources = f"{s['sources']:,} source address{'es' if s['sources'] != 1 else ''}"
     reason = (

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Sequence
 from pcapq.causes.cause import Narration
 from pcapq.causes.registry import CAUSES, phrase
 from pcapq.diagnose import Diagnosis, Finding
+from pcapq.endpoint import parse
 from pcapq.teach.glossary import Glossary
 
 if TYPE_CHECKING:
@@ -529,7 +530,7 @@ def _icmp(answers: list[_IcmpEvent], ctx: _Context) -> tuple[Step, list[str]]:
     kind = a["icmp_kind"]
     conn = ctx.conn
     v6 = conn["ip_version"] == 6
-    client_ip, server_ip = _address(conn["client"]), _address(conn["server"])
+    client_ip, server_ip = parse(conn["client"]).ip, parse(conn["server"]).ip
     actor = (f"server's host ({a['sender']})" if a["sender"] == server_ip
              else f"client's own host ({a['sender']})" if a["sender"] == client_ip
              else f"router or firewall {a['sender']}")
@@ -591,11 +592,6 @@ def _icmp(answers: list[_IcmpEvent], ctx: _Context) -> tuple[Step, list[str]]:
                 "the next re-send comes sooner.")
     return _step(actor, what, why, kernel=f"{err}: sk_err_soft; tcp_write_err() at the timeout",
                  application="The application waits; if the kernel gives up, its call fails with the errno above."), ["ICMP"]
-
-
-def _address(endpoint: str) -> str:
-    """'10.0.0.2:9000' -> '10.0.0.2'; '[fd00::2]:9000' -> 'fd00::2'."""
-    return endpoint.rsplit(":", 1)[0].strip("[]")
 
 
 def _quoted(answers: list[_IcmpEvent]) -> str:
