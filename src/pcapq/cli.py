@@ -586,16 +586,12 @@ def _check_endpoint(text: str | None, option: str) -> str | None:
     """"10.0.0.1:9000" or "[2001:db8::1]:9000", written as the core writes endpoints."""
     if text is None:
         return None
-    import ipaddress
+    from pcapq.endpoint import parse
 
-    host, _, port = text.rpartition(":")
     try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-        if not (port.isdigit() and 0 < int(port) < 65536):
-            raise ValueError(port)
+        return str(parse(text))
     except ValueError:
         raise click.BadParameter(f"{text!r} is not IP:PORT (IPv6 as [addr]:PORT)", param_hint=option) from None
-    return f"[{ip}]:{int(port)}" if ip.version == 6 else f"{ip}:{int(port)}"
 
 
 def _parse_when(text: str | None, start: float, option: str) -> float | None:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pcapq.causes.cause import Always, EpisodeCause
+from pcapq.causes.cause import Always, CounterSigns, EpisodeCause, ListenerSign
 from pcapq.causes.context import EpisodeContext, checks_held, plural, reset_frame, series_frame, span
-from pcapq.causes.listen_drops import LISTEN_DROP_MIN
+from pcapq.causes.listen_drops import LISTEN_DROP_MIN, LISTENER_DROPPED_SYNS
 from pcapq.causes.syn_queue_overflow import HALF_OPEN_MIN
 from pcapq.diagnose.finding import Evidence, Finding
 from pcapq.diagnose.timeouts import or_default
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, Selection
+    from pcapq.evidence.counters import Listener
 
 # Failing share of the connections begun in the overflow's seconds below which one full queue
 # among several listeners (SO_REUSEPORT) is worth naming.
@@ -245,6 +246,29 @@ def _share_failed(ctx: EpisodeContext, involved: Selection) -> tuple[int, int, s
     )
 
 
+def weigh_listener(f: Finding, listener: Listener, said: str) -> None:
+    """What `ss -lnt` says of the listener: its queue full when ss ran, and its backlog (Send-Q)
+    against pcapq's estimate (`_queue_estimate`)."""
+    full = listener.recv_q > listener.send_q
+    estimate = f.details.get("estimated_backlog")
+    f.details["ss_backlog"] = listener.send_q
+    f.details["ss_waiting"] = listener.recv_q
+    if full:
+        f.confirmed_by.append(f"{said}: the accept queue was full when ss ran")
+    if isinstance(estimate, int):
+        if estimate >= listener.send_q:
+            f.confirmed_by.append(
+                f"ss: backlog {listener.send_q}; pcapq's estimate {estimate} is at or above it, as it should be "
+                "(accepted connections count too)"
+            )
+        else:
+            f.contradicted_by.append(
+                f"{said}: pcapq's estimate {estimate} is below it: a queue of {listener.send_q} was not full with {estimate} waiting"
+            )
+    elif not full:
+        f.confirmed_by.append(said)
+
+
 CAUSE = EpisodeCause(
     slug="accept_queue_overflow",
     title="Accept queue overflow",
@@ -283,4 +307,7 @@ CAUSE = EpisodeCause(
     ),
     kernel="Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_check_req(); net/ipv4/tcp_ipv4.c: tcp_v4_syn_recv_sock(); sk_acceptq_is_full()",
     live_signs=("final_ack_dropped", "reset_after_ack"),
+    counters=CounterSigns(rise=("TcpExtListenOverflows",), none_rose="the accept queue never overflowed"),
+    listener=ListenerSign(listening=True, weigh=weigh_listener),
+    narration=LISTENER_DROPPED_SYNS,
 )

@@ -1,9 +1,10 @@
-"""What a cause of failure is: its words, its advice, where it applies, its rule, and when a
-finding of it matters (`Materiality`).
+"""What a cause of failure is: its words, its advice, where it applies, its rule, when a
+finding of it matters (`Materiality`), what the server's counters and listeners say of it
+(`CounterSigns`, `ListenerSign`) and what `pcapq explain` adds to its stories (`Narration`).
 
 One module per cause holds one `Cause`; `pcapq.causes.registry` lists the modules. Everything
-that names causes (the CLI's choices, report titles, explain and lab wording, the table in
-docs/diagnosis.md) reads them from there.
+that names causes (the CLI's choices, report titles, explain and lab wording, the evidence's
+verdicts, the table in docs/diagnosis.md) reads them from there.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ if TYPE_CHECKING:
     # forward references at every start-up.
     from typing import Callable, Literal, Optional
 
-    from pcapq._core import LiveSign, _ServerStats
+    from pcapq._core import LiveSign, _Connection, _ServerStats
     from pcapq.causes.context import CaptureContext, EpisodeContext
     from pcapq.diagnose.finding import Finding
+    from pcapq.evidence.counters import Listener
 
     Scope = Literal["capture", "episode", "server", "evidence"]
 
@@ -125,6 +127,57 @@ def _percent(share: float) -> str:
 
 
 @dataclass(frozen=True)
+class CounterSigns:
+    """What the server's kernel counters (nstat or netstat -s, read with --nstat) say of a finding
+    of the cause (`pcapq.evidence`)."""
+
+    rise: tuple[str, ...]
+    """Counters, as nstat names them, whose rise confirms the finding: each one that rose is
+    said in its `confirmed_by`."""
+    none_rose: str = ""
+    """When none of them rose and some read flat: why that contradicts the finding, said after
+    the flat ones in its `contradicted_by`; empty: it does not."""
+    cleared: Callable[[Finding, list[str]], None] | None = None
+    """When none of them rose and some read flat: what the finding becomes instead (given the
+    sentences saying which stayed flat)."""
+
+
+@dataclass(frozen=True)
+class ListenerSign:
+    """What `ss -lnt` on the server (read with --ss) says of a finding of the cause (`pcapq.evidence`)."""
+
+    listening: bool
+    """True: the finding needs a listener on its endpoint, and none there contradicts it. False:
+    the finding says nothing listens there: none confirms it, one contradicts it."""
+    weigh: Callable[[Finding, Listener, str], None] | None = None
+    """With a listener there: sets what its queue says for or against the finding; the string
+    is ss's line in words ("ss: 10.0.0.2:9000 Recv-Q 129, Send-Q 128 (backlog)")."""
+
+
+@dataclass(frozen=True)
+class SynDropped:
+    """Why a listener dropped a SYN, and the queue that did it, as `pcapq explain` tells a SYN
+    sent again with no answer."""
+
+    why: str
+    queue: str
+
+
+@dataclass(frozen=True)
+class Narration:
+    """What `pcapq explain` (`pcapq.teach.narrate`) says of a connection of a finding of the
+    cause, beyond what its packets say."""
+
+    nstat: tuple[str, ...] = ()
+    """Counters the story's ending asks the reader to check on the server (`nstat -az`)."""
+    syn_dropped: SynDropped | None = None
+    """Why a SYN went again unanswered, when no SYN-ACK went out and no ICMP error came."""
+    application_saw: Callable[[_Connection], str | None] | None = None
+    """What the applications saw, when the cause knows better than the connection's outcome;
+    None from it: the outcome says."""
+
+
+@dataclass(frozen=True)
 class Cause:
     """A cause pcapq can name: its words, scope, precedence and rule."""
 
@@ -159,6 +212,11 @@ class Cause:
     live_signs: Sequence[LiveSign] = ()
     """Signs (`_core.LiveSign`) that, seen on a capture watched live (`pcapq watch`), point to
     this cause alone: the live lines say "signs of" it, never that it is the cause."""
+    counters: CounterSigns | None = None
+    """The kernel counters that confirm or contradict a finding; None: none bears on it."""
+    listener: ListenerSign | None = None
+    """What a listener on the finding's endpoint, or none, says of it; None: nothing."""
+    narration: Narration = field(default_factory=Narration)
 
 
 @dataclass(frozen=True)

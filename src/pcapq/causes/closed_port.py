@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Connections, EpisodeCause
+from pcapq.causes.cause import Connections, CounterSigns, EpisodeCause, ListenerSign, Narration
 from pcapq.causes.context import EpisodeContext, plural, reset_frame
 from pcapq.diagnose.finding import Finding
 
@@ -48,4 +48,7 @@ CAUSE = EpisodeCause(
     confidence="0.95",
     kernel="RFC 9293 §3.10.7.1: a SYN to a CLOSED port is answered with RST",
     live_signs=("rejected",),
+    counters=CounterSigns(rise=("TcpOutRsts", "TcpAttemptFails")),
+    listener=ListenerSign(listening=False),
+    narration=Narration(nstat=("TcpOutRsts", "TcpAttemptFails")),
 )

@@ -10,6 +10,7 @@ from pcapq._core import VOCABULARY
 from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, frame, plural
 from pcapq.diagnose.finding import Finding
+from pcapq.endpoint import parse
 
 if TYPE_CHECKING:
     from pcapq._core import IcmpKind, _Icmp, _LeanConnection
@@ -55,7 +56,7 @@ def icmp_rule(ctx: EpisodeContext, cause: Cause, fact: IcmpFact, what: str, conf
     seen = [a for c in examples for a in answers(c, fact)]
     senders = Counter(a["sender"] for a in seen)
     kinds = Counter(a["kind"].replace("_", " ") for a in seen)
-    server_ip = ctx.server.rsplit(":", 1)[0].strip("[]")
+    server_ip = parse(ctx.server).ip
     who = ", ".join(
         f"{s} (the server's own host)" if s == server_ip else s for s, _ in senders.most_common(3)
     ) or "the path"

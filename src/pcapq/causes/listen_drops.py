@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pcapq.causes.cause import Always, EpisodeCause
+from pcapq.causes.cause import Always, CounterSigns, EpisodeCause, ListenerSign, Narration, SynDropped
 from pcapq.causes.context import EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
@@ -14,6 +14,26 @@ if TYPE_CHECKING:
 
 # How many clients' SYNs must go unanswered together to blame the listener, not the path.
 LISTEN_DROP_MIN = 3
+
+
+# How `pcapq explain` tells a SYN the listener dropped, for this cause and accept_queue_overflow.
+LISTENER_DROPPED_SYNS = Narration(
+    nstat=("TcpExtListenOverflows", "TcpExtListenDrops"),
+    syn_dropped=SynDropped(
+        why=("No SYN-ACK came: the listener dropped the SYN because its accept queue was full "
+             "(tcp_conn_request(): sk_acceptq_is_full(), counted in TcpExtListenOverflows). A listener "
+             "whose application does not accept() fast enough refuses new handshakes silently."),
+        queue="accept queue: full, so new SYNs are dropped.",
+    ),
+)
+
+
+def cleared_by_counters(f: Finding, unchanged: list[str]) -> None:
+    """TcpExtListenDrops flat: the listener dropped none of the SYNs, something before it did."""
+    # syns_filtered imports this module (LISTEN_DROP_MIN): imported when called.
+    from pcapq.causes.syns_filtered import from_listen_drops
+
+    from_listen_drops(f, unchanged)
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
@@ -82,4 +102,7 @@ CAUSE = EpisodeCause(
     proxy_log=("timed_out",),
     confidence="0.6: the capture cannot tell the listener from a firewall",
     kernel="Linux v6.6 net/ipv4/tcp_input.c: tcp_conn_request() (drops counted by tcp_listendrop())",
+    counters=CounterSigns(rise=("TcpExtListenDrops",), cleared=cleared_by_counters),
+    listener=ListenerSign(listening=True),
+    narration=LISTENER_DROPPED_SYNS,
 )

@@ -9,6 +9,7 @@ from collections import Counter
 from pcapq.causes.cause import Always, EpisodeCause
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.diagnose.finding import Finding
+from pcapq.endpoint import parse
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
 MATERIALITY = Always(reason=(
@@ -27,7 +28,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     mtus = Counter(h["mtu"] for h in holes if h["mtu"])
     with_icmp = sum(1 for h in holes if h["frag_needed"])
     sides = Counter(h["from"] for h in holes)
-    v6 = ctx.server.startswith("[")
+    v6 = parse(ctx.server).v6
     packet = holes[0]["ip_len"] if holes else 0
     reason = (
         f"{plural(len(hit), 'connection')} re-sent full-size segments ({smallest:,} bytes of payload, IP packets of "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from pcapq.causes.cause import EpisodeCause, Resends
+from pcapq.causes.cause import CounterSigns, EpisodeCause, Narration, Resends
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
@@ -125,4 +125,6 @@ CAUSE = EpisodeCause(
     disproved_by=("interface and conntrack counters that did not move (`ip -s link`, `conntrack -S`)",),
     confidence="0.6 with data re-sent or a lost SYN-ACK; 0.5 with unanswered SYNs only",
     kernel="Linux v6.6 net/ipv4/tcp_timer.c: tcp_retransmit_timer(); RFC 6298 §5",
+    counters=CounterSigns(rise=("TcpExtTCPTimeouts", "TcpRetransSegs", "TcpExtTCPSynRetrans")),
+    narration=Narration(nstat=("TcpRetransSegs", "TcpExtTCPFastRetrans", "TcpExtTCPTimeouts")),
 )

@@ -31,7 +31,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
         if p["error"]:
             reason += f"; counted per second, so at most {p['error']:,} too high"
         out.append(Finding(
-            cause="port_exhaustion", server=p["server"], confidence=0.8, confidence_reason=reason,
+            cause=CAUSE.slug, server=p["server"], confidence=0.8, confidence_reason=reason,
             first=p["at"], last=p["at"], connections=[], evidence=[], advice=CAUSE.advice,
             proxy_log=[LINES["no_port"]],
             details={"client": p["client"], "peak_ports": p["peak"], "port_range": p["range"], "at": p["at"]},

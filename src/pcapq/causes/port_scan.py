@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.context import CaptureContext, frame, plural
 from pcapq.diagnose.finding import Finding
+from pcapq.endpoint import parse
 
 if TYPE_CHECKING:
     from pcapq._core import _Scan
@@ -47,7 +48,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
         evidence = [frame(f["file"], f["frame"], f"a probe from {source}") for s in scans for f in s["frames"]]
         server = scans[0]["target"] if len(scans) == 1 else f"{len(scans)} addresses"
         findings.append(Finding(
-            cause="port_scan", server=f"{server} (from {source})", confidence=0.85, confidence_reason=reason,
+            cause=CAUSE.slug, server=f"{server} (from {source})", confidence=0.85, confidence_reason=reason,
             first=min(s["first_time"] for s in scans), last=max(s["last_time"] for s in scans), connections=[],
             evidence=evidence[:MAX_EVIDENCE], advice=CAUSE.advice, count=probes,
             details={"source": source, "targets": [[s["target"], s["ports"], s["probes"]] for s in scans],
@@ -67,7 +68,7 @@ def _from_aggregate(ctx: CaptureContext) -> list[Finding]:
     if not scan or first is None or last is None:
         return []
     target = s["top_targets"][0][0]
-    address = target.rsplit(":", 1)[0].strip("[]")
+    address = parse(target).ip
     source = s["top_sources"][0][0]
     sources = f"{s['sources']:,} source address{'es' if s['sources'] != 1 else ''}"
     reason = (
@@ -76,7 +77,7 @@ def _from_aggregate(ctx: CaptureContext) -> list[Finding]:
     )
     evidence = [frame(f["file"], f["frame"], "a SYN with nothing after it from its source") for f in s["frames"]]
     return [Finding(
-        cause="port_scan", server=f"{address} (from {source})", confidence=0.85, confidence_reason=reason,
+        cause=CAUSE.slug, server=f"{address} (from {source})", confidence=0.85, confidence_reason=reason,
         first=first, last=last, connections=[], evidence=evidence[:MAX_EVIDENCE],
         advice=CAUSE.advice, count=s["connections"],
         details={"source": source, "targets": [[address, s["targets"], s["connections"]]], "address": address,

@@ -1,64 +1,55 @@
 """Every cause pcapq can name, one module each. To add a cause: write its module (a `CAUSE`, an
-`EpisodeCause` or a `CaptureCause`, with its words, scope, precedence and rule) and add one line
-here."""
+`EpisodeCause` or a `CaptureCause`, with its words, scope, precedence and rule) and add its name
+to NAMES here."""
 
 from __future__ import annotations
 
+from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Literal, overload
 
-from pcapq.causes import (
-    accept_queue_overflow,
-    client_gave_up,
-    closed_port,
-    firewall_reject,
-    listen_drops,
-    mtu_black_hole,
-    network_loss,
-    no_route,
-    no_such_port,
-    port_exhaustion,
-    port_reuse,
-    port_scan,
-    server_closed,
-    silent_host,
-    slow_server,
-    syn_flood,
-    syn_queue_overflow,
-    syns_filtered,
-    ttl_exceeded,
-    unix_socket_failure,
-    unix_socket_overflow,
-)
 from pcapq.causes.cause import CaptureCause, Cause, EpisodeCause
 
 if TYPE_CHECKING:
     from pcapq.causes.cause import Scope
 
-MODULES = [
-    port_scan,
-    syn_flood,
-    firewall_reject,
-    no_route,
-    no_such_port,
-    ttl_exceeded,
-    mtu_black_hole,
-    closed_port,
-    accept_queue_overflow,
-    syn_queue_overflow,
-    listen_drops,
-    syns_filtered,
-    silent_host,
-    network_loss,
-    server_closed,
-    slow_server,
-    client_gave_up,
-    port_reuse,
-    port_exhaustion,
-    unix_socket_overflow,
-    unix_socket_failure,
+# The modules of pcapq.causes that hold a cause (its `CAUSE`). Their order is not the rules':
+# each cause's precedence is.
+NAMES = [
+    "port_scan",
+    "syn_flood",
+    "firewall_reject",
+    "no_route",
+    "no_such_port",
+    "ttl_exceeded",
+    "mtu_black_hole",
+    "closed_port",
+    "accept_queue_overflow",
+    "syn_queue_overflow",
+    "listen_drops",
+    "syns_filtered",
+    "silent_host",
+    "network_loss",
+    "server_closed",
+    "slow_server",
+    "client_gave_up",
+    "port_reuse",
+    "port_exhaustion",
+    "unix_socket_overflow",
+    "unix_socket_failure",
 ]
 
-CAUSES: dict[str, Cause] = {m.CAUSE.slug: m.CAUSE for m in sorted(MODULES, key=lambda m: m.CAUSE.precedence)}
+MODULES: list[ModuleType] = [import_module(f"pcapq.causes.{name}") for name in NAMES]
+
+
+def _cause(module: ModuleType) -> Cause:
+    cause = module.CAUSE
+    if not isinstance(cause, Cause):
+        raise TypeError(f"{module.__name__}.CAUSE is a {type(cause).__name__}, not a Cause")
+    return cause
+
+
+CAUSES: dict[str, Cause] = {c.slug: c for c in sorted(map(_cause, MODULES), key=lambda c: c.precedence)}
 SLUGS: list[str] = list(CAUSES)
 
 

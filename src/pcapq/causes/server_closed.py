@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pcapq.causes.cause import Connections, EpisodeCause
+from pcapq.causes.cause import Connections, EpisodeCause, Narration
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
 from pcapq.diagnose.finding import Evidence, Finding
 
 if TYPE_CHECKING:
-    from pcapq._core import Mark, _LeanConnection
+    from pcapq._core import Mark, _Connection, _LeanConnection
 
 # Not a server closing on its client: a full accept queue's RST (`queue_sign` holds
 # tcp_abort_on_overflow's `reset_after_ack`) or an expired request socket's, a scanner's probes, an
@@ -92,6 +92,21 @@ def rule(ctx: EpisodeContext) -> Finding | None:
                        proxy_log=proxy_log)
 
 
+def application_saw(conn: _Connection) -> str | None:
+    """For `pcapq explain`: a connection reset by the server after its FIN (the core found a
+    request after the FIN, not a TLS alert) read end of file before the RST; else None."""
+    reset = conn.get("reset")
+    if conn["outcome"] != "reset_by_server" or not reset or reset["from"] != "server":
+        return None
+    fin = next((e for e in conn["events"] if e["kind"] == "fin" and e["from"] == "server"), None)
+    if fin is None or fin["time"] >= reset["time"]:
+        return None
+    return ("the server had closed (its FIN, frame {}) when the request went out: the next read() returned end "
+            "of file, nginx logs \"upstream prematurely closed connection while reading response header from "
+            "upstream\" and answers 502 (or retries an idempotent request on another connection); the "
+            "server's RST only confirms the socket was gone.").format(fin["frame"])
+
+
 CAUSE = EpisodeCause(
     slug="server_closed",
     title="Server closed connections with a request unanswered",
@@ -127,6 +142,8 @@ CAUSE = EpisodeCause(
     ),
     disproved_by=("the proxy's access log showing these requests answered (upstream_status 200)",),
     proxy_log=("premature_close", "reset_by_server"),
+    narration=Narration(nstat=("TcpExtTCPAbortOnClose", "TcpExtTCPAbortOnData", "TcpOutRsts"),
+                        application_saw=application_saw),
     confidence="0.8; 0.85 when every connection sent its request after the server's FIN",
     kernel=(
         "Linux v6.6 net/ipv4/tcp.c: tcp_close() (FIN; RST when data was left unread or SO_LINGER is 0); "

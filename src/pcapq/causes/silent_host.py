@@ -6,6 +6,7 @@ from __future__ import annotations
 from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
+from pcapq.endpoint import parse
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
@@ -21,7 +22,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     unanswered = ctx.select(all_of=["silent_host", "syn_retransmitted"], none_of=["scan_probe", "icmp_answered"])
     if not unanswered:
         return None
-    address = ctx.server.rsplit(":", 1)[0]
+    address = parse(ctx.server).ip
     reason = (
         f"{address} sent no packet at all in the capture while {plural(len(unanswered), 'connection')}' SYNs to "
         f"{ctx.server} were sent again on the backoff: the host is down or unreachable, or a firewall drops the "

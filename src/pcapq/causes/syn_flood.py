@@ -55,7 +55,7 @@ def rule(ctx: CaptureContext) -> list[Finding]:
             continue
         reason = f"{n:,} connections to {target} were one SYN and nothing more, from {_sources(s)} in all{tail}"
         findings.append(Finding(
-            "syn_flood", target, 0.85, reason, first, last, [], evidence[:MAX_EVIDENCE],
+            CAUSE.slug, target, 0.85, reason, first, last, [], evidence[:MAX_EVIDENCE],
             CAUSE.advice, count=n, details=details,
             rests_on=[f"{n:,} one-SYN connections: no client kernel leaves a SYN unanswered and unrepeated"],
             disproved_by=list(CAUSE.disproved_by),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcapq.causes.cause import Always, EpisodeCause
+from pcapq.causes.cause import Always, CounterSigns, EpisodeCause, ListenerSign, Narration, SynDropped
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.diagnose.finding import Finding
 
@@ -80,4 +80,16 @@ CAUSE = EpisodeCause(
     proxy_log=("timed_out",),
     confidence="0.8",
     kernel="Linux v6.6 net/ipv4/tcp_input.c: tcp_conn_request(): inet_csk_reqsk_queue_is_full()",
+    counters=CounterSigns(rise=("TcpExtTCPReqQFullDrop", "TcpExtTCPReqQFullDoCookies", "TcpExtSyncookiesSent"),
+                          none_rose="the SYN queue never filled"),
+    listener=ListenerSign(listening=True),
+    narration=Narration(
+        nstat=("TcpExtTCPReqQFullDrop", "TcpExtTCPReqQFullDoCookies", "TcpExtListenDrops"),
+        syn_dropped=SynDropped(
+            why=("No SYN-ACK came: the listener dropped the SYN because its SYN queue was full and "
+                 "net.ipv4.tcp_syncookies is 0 (tcp_conn_request(): inet_csk_reqsk_queue_is_full(), counted in "
+                 "TcpExtTCPReqQFullDrop). The client's SYN timer fired."),
+            queue="SYN queue: full of half-open requests, so the SYN was dropped.",
+        ),
+    ),
 )

@@ -15,6 +15,7 @@ from pcapq.diagnose import settings
 from pcapq.diagnose.capture_point import CapturePoint, infer
 from pcapq.diagnose.finding import Finding
 from pcapq.diagnose.timeouts import ProxyTimeout, TimeoutKind, resolve
+from pcapq.endpoint import parse
 
 if TYPE_CHECKING:
     from pcapq.causes.context import CaptureContext
@@ -98,7 +99,7 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
         stats = by_endpoint.get(server)
         for episode in problems.episodes(server):
             for where, all_of, none_of in explains:
-                if where is None or where == server or where == _address(server):
+                if where is None or where == server or where == parse(server).ip:
                     episode.claim(episode.select(list(all_of), [], list(none_of)))
             if stats is not None and episode.count() == 0:
                 continue  # everything in it is explained already
@@ -183,9 +184,3 @@ def _fold(cause: str, group: list[Finding]) -> Finding:
         rests_on=rests_on,
         disproved_by=group[0].disproved_by,
     )
-
-
-def _address(endpoint: str) -> str:
-    """'10.0.0.2:9000' -> '10.0.0.2', '[fd00::2]:9000' -> 'fd00::2'."""
-    host = endpoint.rsplit(":", 1)[0]
-    return host[1:-1] if host.startswith("[") else host

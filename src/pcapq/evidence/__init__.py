@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from pcapq.causes import syns_filtered, unix_socket_overflow
+from pcapq.causes import unix_socket_overflow
+from pcapq.causes.registry import CAUSES
 from pcapq.evidence import timings
 from pcapq.evidence.counters import CounterError, Counters, Listener, Movement, listener_for, movement, read_counters, read_ss
 from pcapq.evidence.haproxy import FormatError, compile_haproxy_format, is_haproxy_format
@@ -152,61 +153,34 @@ def _counter_notes(m: Movement, names: tuple[str, ...]) -> tuple[list[str], list
 
 
 def _judge_counters(f: Finding, m: Movement) -> None:
-    if f.cause == "accept_queue_overflow":
-        moved, still = _counter_notes(m, ("TcpExtListenOverflows",))
-        f.confirmed_by += moved
-        f.contradicted_by += [s + ": the accept queue never overflowed" for s in still]
-    elif f.cause == "syn_queue_overflow":
-        moved, still = _counter_notes(m, ("TcpExtTCPReqQFullDrop", "TcpExtTCPReqQFullDoCookies", "TcpExtSyncookiesSent"))
-        f.confirmed_by += moved
-        if still and not moved:
-            f.contradicted_by.append("; ".join(still) + ": the SYN queue never filled")
-    elif f.cause == "listen_drops":
-        moved, still = _counter_notes(m, ("TcpExtListenDrops",))
-        f.confirmed_by += moved
-        if still and not moved:
-            # The listener's own counter clears it: the cause is what dropped them before it.
-            syns_filtered.from_listen_drops(f, still)
-    elif f.cause == "network_loss":
-        moved, still = _counter_notes(m, ("TcpExtTCPTimeouts", "TcpRetransSegs", "TcpExtTCPSynRetrans"))
-        f.confirmed_by += moved
-    elif f.cause == "closed_port":
-        moved, _ = _counter_notes(m, ("TcpOutRsts", "TcpAttemptFails"))
-        f.confirmed_by += moved
+    signs = CAUSES[f.cause].counters
+    if signs is None:
+        return
+    moved, still = _counter_notes(m, signs.rise)
+    f.confirmed_by += moved
+    if still and not moved:
+        if signs.none_rose:
+            f.contradicted_by.append("; ".join(still) + ": " + signs.none_rose)
+        if signs.cleared is not None:
+            signs.cleared(f, still)
 
 
 def _judge_listener(f: Finding, listeners: list[Listener], ss_path: str) -> None:
+    sign = CAUSES[f.cause].listener
+    if sign is None:
+        return
     listener = listener_for(listeners, f.server)
     if listener is None:
-        if f.cause in ("closed_port",):
-            f.confirmed_by.append(f"ss: no listener on {f.server}")
-        elif f.cause in ("accept_queue_overflow", "syn_queue_overflow", "listen_drops"):
+        if sign.listening:
             f.contradicted_by.append(f"ss: no listener on {f.server} in {ss_path}")
+        else:
+            f.confirmed_by.append(f"ss: no listener on {f.server}")
         return
     said = f"ss: {listener.local} Recv-Q {listener.recv_q}, Send-Q {listener.send_q} (backlog)"
-    if f.cause == "closed_port":
+    if not sign.listening:
         f.contradicted_by.append(f"{said}: something listens there")
-        return
-    if f.cause != "accept_queue_overflow":
-        return
-    full = listener.recv_q > listener.send_q
-    estimate = f.details.get("estimated_backlog")
-    f.details["ss_backlog"] = listener.send_q
-    f.details["ss_waiting"] = listener.recv_q
-    if full:
-        f.confirmed_by.append(f"{said}: the accept queue was full when ss ran")
-    if isinstance(estimate, int):
-        if estimate >= listener.send_q:
-            f.confirmed_by.append(
-                f"ss: backlog {listener.send_q}; pcapq's estimate {estimate} is at or above it, as it should be "
-                "(accepted connections count too)"
-            )
-        else:
-            f.contradicted_by.append(
-                f"{said}: pcapq's estimate {estimate} is below it: a queue of {listener.send_q} was not full with {estimate} waiting"
-            )
-    elif not full:
-        f.confirmed_by.append(said)
+    elif sign.weigh is not None:
+        sign.weigh(f, listener, said)
 
 
 def apply(analysis: Analysis, diagnosis: Diagnosis, ev: Evidence) -> dict[str, str]:

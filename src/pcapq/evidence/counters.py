@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from pcapq.endpoint import parse
+
 
 class CounterError(ValueError):
     """A file that is not nstat, netstat -s or ss output pcapq can read."""
@@ -176,12 +178,19 @@ def read_ss(path: str) -> list[Listener]:
     return out
 
 
+# How ss writes a listener on every address, before ":PORT".
+WILDCARDS = ("*", "0.0.0.0", "[::]", "[::ffff:0.0.0.0]", "::")
+
+
 def listener_for(listeners: list[Listener], server: str) -> Optional[Listener]:
     """The listener a server endpoint ('10.0.0.2:9000') connects to: its address, or a wildcard."""
-    host, _, port = server.rpartition(":")
     exact = [listener for listener in listeners if not listener.unix and listener.local == server]
     if exact:
         return exact[0]
-    wild = [listener for listener in listeners if not listener.unix and listener.local.rpartition(":")[2] == port
-            and listener.local.rpartition(":")[0] in ("*", "0.0.0.0", "[::]", "[::ffff:0.0.0.0]", "::")]
+    try:
+        port = parse(server).port
+    except ValueError:
+        return None
+    on_every_address = {f"{w}:{port}" for w in WILDCARDS}
+    wild = [listener for listener in listeners if not listener.unix and listener.local in on_every_address]
     return wild[0] if wild else None

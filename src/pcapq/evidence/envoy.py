@@ -11,12 +11,12 @@ Read: Envoy's default format string, the one Istio's proxies use by default (Env
 from __future__ import annotations
 
 import calendar
-import ipaddress
 import json
 import re
 from datetime import datetime
 from typing import Optional
 
+from pcapq.endpoint import parse
 from pcapq.evidence.logs import VARIABLE, LogError, LogLine
 
 # Envoy's default format string ("Default Format String"), its newline left out.
@@ -233,18 +233,12 @@ def _address(value: Optional[str]) -> Optional[tuple[str, int]]:
     after any `tcp://`; None for `-`, a pipe or a name."""
     if not value:
         return None
-    value = SCHEME.sub("", value.strip())
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        return None
-    bracketed = host.startswith("[") and host.endswith("]")
     try:
-        ip = ipaddress.ip_address(host[1:-1] if bracketed else host)
+        endpoint = parse(SCHEME.sub("", value.strip()))
     except ValueError:
         return None
-    if ip.version == 6 and not bracketed:
-        return None
-    return (f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"), int(port)
+    # Port 0: Envoy had no connection to name.
+    return (str(endpoint), endpoint.port) if endpoint.port else None
 
 
 def connect_failure_kind(reason: str) -> str:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Optional
 
+from pcapq.endpoint import Endpoint
+
 # The formats `option httplog` and `option tcplog` stand for (8.2.2, 8.2.3).
 HTTPLOG = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %hr %hs %{+Q}r"
 TCPLOG = "%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc %sq/%bq"
@@ -168,6 +170,14 @@ def _start(fields: dict[str, str]) -> Optional[tuple[float, Optional[float], flo
     return None
 
 
+def _server_endpoint(si: str, sp: str) -> Optional[str]:
+    """The server's endpoint of a line's %si and %sp; None when they name none ("-", no IP address)."""
+    try:
+        return str(Endpoint.of(si, int(sp))) if sp.isdigit() else None
+    except ValueError:
+        return None
+
+
 def session(fields: dict[str, str], servers: Optional[dict[tuple[str, str], str]] = None) -> Optional[Session]:
     """The session of a line's fields (named as HAProxy's variables); None when its date cannot
     be read. `servers`: (backend, server name) -> address, from haproxy.cfg."""
@@ -193,11 +203,8 @@ def session(fields: dict[str, str], servers: Optional[dict[tuple[str, str], str]
         kind = "other"
     else:
         kind = None  # the client left or timed out: nothing about the upstream
-    upstream = None
-    si, sp = fields.get("si", "-"), fields.get("sp", "-")
-    if si not in ("-", "") and sp.isdigit():
-        upstream = f"[{si}]:{sp}" if ":" in si else f"{si}:{sp}"
-    elif servers and (fields.get("b"), server) in servers:
+    upstream = _server_endpoint(fields.get("si", "-"), fields.get("sp", "-"))
+    if upstream is None and servers and (fields.get("b"), server) in servers:
         upstream = servers[(fields.get("b", ""), server)]
     bp = fields.get("bp", "-")
     local_port = int(bp) if bp.isdigit() and 0 < int(bp) < 65536 else None

@@ -8,11 +8,11 @@ section's settings hold for the proxies after it; a proxy's own override them.""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from pcapq.endpoint import parse
 from pcapq.evidence.haproxy import HTTPLOG, TCPLOG
 
 SECTIONS = ("global", "defaults", "frontend", "listen", "backend", "resolvers", "peers", "userlist", "program",
@@ -79,16 +79,10 @@ def _seconds(value: str) -> Optional[float]:
 def _address(value: str) -> Optional[str]:
     """`IP:PORT` of a server's address (`10.0.0.2:9000`, `ipv6@[fd00::2]:80`, `[fd00::2]:80`);
     None for a name, a unix socket or an address without a port."""
-    value = value.split("@", 1)[1] if "@" in value else value
-    host, _, port = value.rpartition(":")
-    host = host.strip("[]")
-    if not port.isdigit() or not host:
-        return None
     try:
-        ip = ipaddress.ip_address(host)
+        return str(parse(value.split("@", 1)[1] if "@" in value else value))
     except ValueError:
         return None
-    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
 def read_haproxy_cfg(path: str) -> HaproxyCfg:

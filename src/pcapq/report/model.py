@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from pcapq._core import Analysis
 from pcapq.diagnose import Diagnosis
+from pcapq.endpoint import parse
 
 if TYPE_CHECKING:
     from pcapq._core import _LeanConnection
@@ -43,7 +44,7 @@ class ConnectionRow:
 
     @property
     def client_port(self) -> str:
-        return self.client.rsplit(":", 1)[1]
+        return str(parse(self.client).port)
 
     @staticmethod
     def of(c: _LeanConnection) -> "ConnectionRow":

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from pcapq._core import Analysis
+from pcapq.endpoint import on_port
 # The aggregate timeline has a module of its own (the text report needs only it); its names
 # are this module's too, as the renderers and tests use them.
 from pcapq.report.aggregate import (  # noqa: F401
@@ -252,7 +253,7 @@ class Selection:
         if conn.isdigit():
             if c["id"] == int(conn):
                 return "connection id"
-            return "client port" if c["client"].rsplit(":", 1)[1] == conn else None
+            return "client port" if on_port(c["client"], int(conn)) else None
         return "client endpoint" if c["client"] == conn else None
 
 

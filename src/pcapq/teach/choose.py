@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from pcapq._core import Analysis
 from pcapq.diagnose import Diagnosis
+from pcapq.endpoint import on_port, parse
 
 if TYPE_CHECKING:
     from pcapq._core import _Connection, _LeanConnection
@@ -115,7 +116,7 @@ def _cause(cause: str) -> str:
 
 def _by_endpoint(analysis: Analysis, conn: str) -> Choice:
     """PORT or IP:PORT ([v6]:PORT) of the client, else of the server."""
-    want_port, want_addr = _parse(conn)
+    want_port, want = _parse(conn)
     client_side: list[int] = []  # the first matches, in capture order
     server_side: list[int] = []
     counts = {True: 0, False: 0}
@@ -126,8 +127,7 @@ def _by_endpoint(analysis: Analysis, conn: str) -> Choice:
         if found is None:
             continue
         for is_client, endpoint in ((True, found.group(2)), (False, found.group(3))):
-            addr, _, port = endpoint.rpartition(":")
-            if port == want_port and (want_addr is None or addr.strip("[]") == want_addr):
+            if endpoint == want if want is not None else on_port(endpoint, want_port):
                 counts[is_client] += 1
                 kept = client_side if is_client else server_side
                 if len(kept) <= MAX_OTHERS:
@@ -140,8 +140,15 @@ def _by_endpoint(analysis: Analysis, conn: str) -> Choice:
     return Choice(ids[0], reason, ids[1:], matched)
 
 
-def _parse(conn: str) -> tuple[str, str | None]:
-    addr, sep, port = conn.rpartition(":")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--conn takes PORT or IP:PORT, not {conn!r}")
-    return str(int(port)), addr.strip("[]") if sep else None
+def _parse(conn: str) -> tuple[int, str | None]:
+    """(port, the endpoint as the core writes it, or None for a port alone)."""
+    try:
+        if ":" not in conn:
+            port = int(conn) if conn.isascii() and conn.isdigit() else -1
+            if not 0 <= port <= 65535:
+                raise ValueError(conn)
+            return port, None
+        endpoint = parse(conn)
+    except ValueError:
+        raise ValueError(f"--conn takes PORT or IP:PORT, not {conn!r}") from None
+    return endpoint.port, str(endpoint)

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
-from pcapq.causes.registry import phrase
+from pcapq.causes.cause import Narration
+from pcapq.causes.registry import CAUSES, phrase
 from pcapq.diagnose import Diagnosis, Finding
+from pcapq.endpoint import parse
 from pcapq.teach.glossary import Glossary
 
 if TYPE_CHECKING:
@@ -107,7 +109,8 @@ class Story:
 @dataclass
 class _Context:
     conn: _Connection
-    cause: str | None
+    narration: Narration
+    """What the finding's cause adds to the story (`Cause.narration`)."""
     capture_side: str
     seen: set[str] = field(default_factory=set)
     """Event kinds already told."""
@@ -123,7 +126,7 @@ class _Context:
 def tell(conn: _Connection, diagnosis: Diagnosis, reason: str, others: list[int] | None = None, matched: int = 1,
          proxy_log: ProxyLogNote | None = None) -> Story:
     finding = next((f for f in diagnosis.every_finding() if conn["id"] in f.connections), None)
-    ctx = _Context(conn, finding.cause if finding else None, diagnosis.capture_point.side)
+    ctx = _Context(conn, CAUSES[finding.cause].narration if finding else Narration(), diagnosis.capture_point.side)
     glossary = Glossary()
     intro = _intro(conn, finding, diagnosis)
     steps: list[Step] = []
@@ -225,7 +228,7 @@ def _ending(conn: _Connection, finding: Finding | None, ctx: _Context, logged: l
         lines.append(f"Time lost to retransmissions: {conn['added_latency']:.3f} s.")
     if finding:
         lines.append(f"What to change: {finding.advice}")
-    counters = _counters(ctx)
+    counters = ctx.narration.nstat
     if counters:
         lines.append(f"To confirm on the server: nstat -az {' '.join(counters)} (the counters move when this happens).")
     return lines
@@ -259,21 +262,10 @@ def _logged(conn: _Connection, finding: Finding | None, note: ProxyLogNote) -> t
     return [quoted, said + (f" {timing}" if timing else "")], agrees
 
 
-def _counters(ctx: _Context) -> list[str]:
-    if ctx.cause in ("accept_queue_overflow", "listen_drops"):
-        return ["TcpExtListenOverflows", "TcpExtListenDrops"]
-    if ctx.cause == "syn_queue_overflow":
-        return ["TcpExtTCPReqQFullDrop", "TcpExtTCPReqQFullDoCookies", "TcpExtListenDrops"]
-    if ctx.cause == "network_loss":
-        return ["TcpRetransSegs", "TcpExtTCPFastRetrans", "TcpExtTCPTimeouts"]
-    if ctx.cause == "closed_port":
-        return ["TcpOutRsts", "TcpAttemptFails"]
-    if ctx.cause == "server_closed":
-        return ["TcpExtTCPAbortOnClose", "TcpExtTCPAbortOnData", "TcpOutRsts"]
-    return []
-
-
 def _application_outcome(conn: _Connection, ctx: _Context) -> str:
+    said = ctx.narration.application_saw(conn) if ctx.narration.application_saw else None
+    if said is not None:
+        return said
     outcome = conn["outcome"]
     reset = conn.get("reset")
     if outcome == "completed":
@@ -282,13 +274,6 @@ def _application_outcome(conn: _Connection, ctx: _Context) -> str:
     if outcome == "refused":
         return "connect() failed with ECONNREFUSED: nginx logs \"connect() failed (111: Connection refused)\" and answers 502."
     if outcome == "reset_by_server":
-        # Claimed by server_closed, the core found a request after the server's FIN (not a TLS alert).
-        fin = next((e for e in conn["events"] if e["kind"] == "fin" and e["from"] == "server"), None)
-        if ctx.cause == "server_closed" and fin and reset and reset["from"] == "server" and fin["time"] < reset["time"]:
-            return ("the server had closed (its FIN, frame {}) when the request went out: the next read() returned end "
-                    "of file, nginx logs \"upstream prematurely closed connection while reading response header from "
-                    "upstream\" and answers 502 (or retries an idempotent request on another connection); the "
-                    "server's RST only confirms the socket was gone.").format(fin["frame"])
         return ("connect() had returned, then the next read() failed with ECONNRESET: nginx logs "
                 "\"recv() failed (104: Connection reset by peer)\" and answers 502.")
     if outcome == "closed_by_server":
@@ -374,16 +359,8 @@ def _syn_retransmit(events: list[_Event], ctx: _Context) -> tuple[Step, list[str
                "schedule. The SYN was answered, not dropped by a listener.")
         return _step("client kernel", what, why, kernel="tcp_v4_err(): sk_err_soft while sock_owned_by_user(); tcp_retransmit_timer()",
                      application="connect() is still waiting: the error did not end it."), terms
-    elif ctx.cause == "syn_queue_overflow":
-        why = ("No SYN-ACK came: the listener dropped the SYN because its SYN queue was full and "
-               "net.ipv4.tcp_syncookies is 0 (tcp_conn_request(): inet_csk_reqsk_queue_is_full(), counted in "
-               "TcpExtTCPReqQFullDrop). The client's SYN timer fired.")
-        queue = "SYN queue: full of half-open requests, so the SYN was dropped."
-    elif ctx.cause in ("accept_queue_overflow", "listen_drops"):
-        why = ("No SYN-ACK came: the listener dropped the SYN because its accept queue was full "
-               "(tcp_conn_request(): sk_acceptq_is_full(), counted in TcpExtListenOverflows). A listener "
-               "whose application does not accept() fast enough refuses new handshakes silently.")
-        queue = "accept queue: full, so new SYNs are dropped."
+    elif ctx.narration.syn_dropped is not None:
+        why, queue = ctx.narration.syn_dropped.why, ctx.narration.syn_dropped.queue
     else:
         why = "No SYN-ACK came back in time: the SYN or its answer was lost, or the server was not answering."
         queue = None
@@ -553,7 +530,7 @@ def _icmp(answers: list[_IcmpEvent], ctx: _Context) -> tuple[Step, list[str]]:
     kind = a["icmp_kind"]
     conn = ctx.conn
     v6 = conn["ip_version"] == 6
-    client_ip, server_ip = _address(conn["client"]), _address(conn["server"])
+    client_ip, server_ip = parse(conn["client"]).ip, parse(conn["server"]).ip
     actor = (f"server's host ({a['sender']})" if a["sender"] == server_ip
              else f"client's own host ({a['sender']})" if a["sender"] == client_ip
              else f"router or firewall {a['sender']}")
@@ -615,11 +592,6 @@ def _icmp(answers: list[_IcmpEvent], ctx: _Context) -> tuple[Step, list[str]]:
                 "the next re-send comes sooner.")
     return _step(actor, what, why, kernel=f"{err}: sk_err_soft; tcp_write_err() at the timeout",
                  application="The application waits; if the kernel gives up, its call fails with the errno above."), ["ICMP"]
-
-
-def _address(endpoint: str) -> str:
-    """'10.0.0.2:9000' -> '10.0.0.2'; '[fd00::2]:9000' -> 'fd00::2'."""
-    return endpoint.rsplit(":", 1)[0].strip("[]")
 
 
 def _quoted(answers: list[_IcmpEvent]) -> str:
