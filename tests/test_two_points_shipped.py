@@ -38,7 +38,7 @@ def vanished(path: dict) -> list[dict]:
     return [v for c in path["connections"] for v in c["vanished"]]
 
 
-@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow", "mtu_black_hole"])
+@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow", "pmtu_black_hole"])
 def test_shipped_two_points_vanished_are_what_the_router_dropped(name):
     doc, truth = run(name)
     (path,) = doc["paths"]
@@ -114,7 +114,7 @@ def test_shipped_two_points_accept_overflow_is_the_servers_kernel():
 LOST = {"lost_to_server", "lost_to_client", "lost_both_ways"}
 
 
-@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow", "mtu_black_hole"])
+@pytest.mark.parametrize("name", ["path_loss", "synack_loss", "nat", "firewall", "accept_overflow", "pmtu_black_hole"])
 def test_shipped_two_points_verdicts_blame_what_the_truth_dropped(name):
     """Each finding's `between_points` verdict: the path where the router dropped packets (the
     direction it dropped them), the server's side where it dropped none; a listener's finding
@@ -144,7 +144,7 @@ def test_shipped_two_points_verdicts_blame_what_the_truth_dropped(name):
 
 
 def test_shipped_two_points_mtu_black_hole_is_the_path_not_the_server():
-    doc, truth = run("mtu_black_hole")
+    doc, truth = run("pmtu_black_hole")
     (path,) = doc["paths"]
     listed = vanished(path)
     # The full-size segments of one request: the router could not forward them.

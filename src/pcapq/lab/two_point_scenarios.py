@@ -245,4 +245,4 @@ def reordering(net: NetnsDelayed, out: Path, connections: int = 10, hold_every: 
 
 RUNS = {"path_loss": path_loss, "nat": lambda net, out: path_loss(net, out, connections=20, nat=True),
         "firewall": firewall, "accept_overflow": accept_overflow,
-        "mtu_black_hole": mtu_black_hole}
+        "pmtu_black_hole": mtu_black_hole}
