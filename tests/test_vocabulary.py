@@ -43,6 +43,19 @@ def test_stub_literals_match_the_core():
         assert stub[key] == list(core.VOCABULARY[key]), key
 
 
+def test_stub_literals_are_written_from_the_core():
+    """tools/stub_literals.py writes them: a word declared once in the core reaches the stub
+    without a hand edit, and the tool's types are the ones checked here."""
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parent.parent / "tools" / "stub_literals.py"
+    proc = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = tool.read_text()
+    assert all(f'"{key}": "{name}"' in text for key, name in STUB_TYPES.items())
+
+
 def test_icmp_facts_are_the_core_s_and_name_every_kind_but_too_big_once():
     from pcapq.causes.icmp_words import CLASSES, IcmpFact
 
@@ -99,3 +112,13 @@ def test_every_check_is_explained_in_the_diagnosis_doc():
         assert f"| `{name}` |" in doc, name
         text = VOCABULARY["check_texts"][name]
         assert text["held"] and text["failed"] and text["cites"], name
+
+
+def test_docs_fact_table_names_every_fact_once():
+    """docs/diagnosis.md's table of facts has a row for each fact the core declares, and none it
+    does not (a row may name several: the ICMP classes)."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "diagnosis.md").read_text()
+    table = text.split("| fact | rule |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    named = [name for row in table.splitlines() for name in
+             __import__("re").findall(r"`([a-z_]+)`", row.split(" | ", 1)[0])]
+    assert sorted(named) == sorted(core.VOCABULARY["facts"])

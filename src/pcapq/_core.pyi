@@ -20,8 +20,8 @@ __version__: Final[str]
 JSON_SCHEMA_VERSION: Final[int]
 PARQUET_SCHEMA_VERSION: Final[int]
 
-# The core's words (src/detect, src/flow); tests/test_vocabulary.py fails when these drift from
-# VOCABULARY.
+# The core's words (src/detect, src/flow), written from VOCABULARY by tools/stub_literals.py;
+# tests/test_vocabulary.py fails when they drift.
 Outcome = Literal[
     "completed", "open", "refused", "timed_out", "abandoned", "reset_by_server", "reset_by_client", "partial",
     "unreachable", "closed_by_server",
@@ -33,11 +33,10 @@ Symptom = Literal[
 ]
 Fact = Literal[
     "syn_unanswered", "half_open", "one_syn", "probe", "scan_probe", "stray_ack_reset", "reused_in_time_wait",
-    "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window", "silent_host",
-    "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
+    "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window",
+    "silent_host", "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
     "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered", "request_after_close", "answered_before",
-    "synack_after_ack", "answer_crossed_close", "syn_resend_spurious", "one_way", "flow_trimmed",
-    "listener_stalled",
+    "synack_after_ack", "answer_crossed_close", "syn_resend_spurious", "one_way", "flow_trimmed", "listener_stalled",
 ]
 # The predictions a sign's explanations make of the capture (src/detect/checks.rs).
 CheckName = Literal[
@@ -64,9 +63,8 @@ IcmpKind = Literal[
     "net_unreachable", "host_unreachable", "protocol_unreachable", "port_unreachable", "frag_needed",
     "source_route_failed", "net_unknown", "host_unknown", "host_isolated", "net_prohibited", "host_prohibited",
     "net_unreachable_for_tos", "host_unreachable_for_tos", "admin_prohibited", "precedence_violation",
-    "precedence_cutoff", "unreachable_other", "no_route", "beyond_scope", "address_unreachable",
-    "source_policy_failed", "reject_route", "ipv6_unreachable_other", "packet_too_big", "ttl_exceeded",
-    "reassembly_time_exceeded",
+    "precedence_cutoff", "unreachable_other", "no_route", "beyond_scope", "address_unreachable", "source_policy_failed",
+    "reject_route", "ipv6_unreachable_other", "packet_too_big", "ttl_exceeded", "reassembly_time_exceeded",
 ]
 # The symptoms a live watch reads from single segments (src/watch/mod.rs), and its episode events.
 LiveSign = Literal[
