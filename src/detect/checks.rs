@@ -232,20 +232,13 @@ impl Checks {
     }
 }
 
-/// The server's SYN-ACK re-sends by its timer after the client's handshake ACK: the sign the
-/// checks weigh. Empty for any other connection.
-pub fn synacks_after_ack(c: &Connection) -> Vec<Send> {
-    let (Some(log), Some(ack_ns)) = (&c.retransmits, c.handshake_ack_time_ns.get()) else { return Vec::new() };
-    log.synack.iter().skip(1).filter(|s| !s.triggered && s.time_ns > ack_ns).copied().collect()
-}
-
 /// The checks of a connection's re-sends: of a SYN-ACK sent again after the client's handshake
 /// ACK, and of a SYN or data sent again. None for a connection without either (nor copies).
 pub fn of(c: &Connection) -> Checks {
     let mut checks = Checks::default();
     checks.set(Check::NotCaptureCopy, not_capture_copy(c));
     let Some(log) = &c.retransmits else { return checks };
-    let after_ack = synacks_after_ack(c);
+    let after_ack = super::facts::synacks_after_ack(c);
     let deferred = super::defer_accept_suspected(c, &log.synack, &after_ack);
     if let Some(synack) = of_synack_after_ack(c, &after_ack, deferred) {
         checks = checks.with(synack);

@@ -199,7 +199,7 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     if syn_resend_spurious(c) {
         f.insert(Fact::SynResendSpurious);
     }
-    if !super::checks::synacks_after_ack(c).is_empty() {
+    if !synacks_after_ack(c).is_empty() {
         f.insert(Fact::SynackAfterAck);
     }
     if c.synack_count == 0 && matches!(outcome, Outcome::TimedOut | Outcome::Abandoned) {
@@ -245,6 +245,13 @@ pub fn answer_crossed_close(c: &Connection) -> bool {
 /// See `Fact::SynResendSpurious`.
 pub fn syn_resend_spurious(c: &Connection) -> bool {
     first_syn_answer_lost(c) == Some(false)
+}
+
+/// The server's SYN-ACK re-sends by its timer after the client's handshake ACK: the sign the
+/// checks weigh. Empty for any other connection.
+pub fn synacks_after_ack(c: &Connection) -> Vec<crate::flow::connection::Send> {
+    let (Some(log), Some(ack_ns)) = (&c.retransmits, c.handshake_ack_time_ns.get()) else { return Vec::new() };
+    log.synack.iter().skip(1).filter(|s| !s.triggered && s.time_ns > ack_ns).copied().collect()
 }
 
 /// Whether the first SYN or its answer was lost. Where the capture saw a SYN-ACK before the

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from pcapq.causes.cause import Always, CounterSigns, EpisodeCause, ListenerSign, Narration, SynDropped
 from pcapq.causes.context import EpisodeContext, checks_failed, checks_held, plural, series_frame
+from pcapq.causes.syns_filtered import from_listen_drops
 from pcapq.diagnose.finding import Finding
 
 if TYPE_CHECKING:
@@ -30,9 +31,6 @@ LISTENER_DROPPED_SYNS = Narration(
 
 def cleared_by_counters(f: Finding, unchanged: list[str]) -> None:
     """TcpExtListenDrops flat: the listener dropped none of the SYNs, something before it did."""
-    # syns_filtered imports this module (LISTEN_DROP_MIN): imported when called.
-    from pcapq.causes.syns_filtered import from_listen_drops
-
     from_listen_drops(f, unchanged)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pcapq.causes.cause import Always, CaptureCause
-from pcapq.causes.listen_drops import LISTEN_DROP_MIN
 from pcapq.diagnose.finding import Finding
 
 if TYPE_CHECKING:
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
 MATERIALITY = Always(reason=(
-    f"made from a listener-drops finding ({LISTEN_DROP_MIN} clients' SYNs dropped while others were answered) that "
+    "made from a listener-drops finding (clients' SYNs dropped while others were answered) that "
     "the server's counters clear: the same connects delayed or failed, by something else"
 ))
 
@@ -57,7 +56,7 @@ CAUSE = CaptureCause(
     rule=no_capture_rule,
     materiality=MATERIALITY,
     evidence=(
-        f"a `listen_drops` finding (at least {LISTEN_DROP_MIN} connections whose SYN was re-sent unanswered while the "
+        "a `listen_drops` finding (connections whose SYN was re-sent unanswered while the "
         "listener answered others) and the server's TcpExtListenDrops unchanged over the capture (read with --nstat)"
     ),
     exclusions=("TcpExtListenDrops moved: the listener dropped them (`listen_drops`)",),

@@ -16,7 +16,8 @@ from pcapq.diagnose.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq.evidence.counters import Listener
-    from pcapq.evidence.logs import LogFile, LogLine
+    from pcapq.evidence.log_line import LogLine
+    from pcapq.evidence.logs import LogFile
 
 
 def finding(log: LogFile, lines: list[LogLine], zone: float, listeners: list[Listener]) -> Finding:

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Optional
 
 from pcapq.endpoint import parse
-from pcapq.evidence.logs import VARIABLE, LogError, LogLine
+from pcapq.evidence.log_line import VARIABLE, LogError, LogLine
 
 # Envoy's default format string ("Default Format String"), its newline left out.
 DEFAULT_FORMAT = (

@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Optional, TypedDict
 
+from pcapq.evidence.envoy import compile_envoy_format, envoy_line, is_envoy_format
 from pcapq.evidence.haproxy import Session, compile_haproxy_format, haproxy_line
+from pcapq.evidence.log_line import VARIABLE
+from pcapq.evidence.log_line import LogError as LogError
+from pcapq.evidence.log_line import LogLine as LogLine
 
 # Kinds no TCP connection of the capture can show: counted, never tied.
 UNTIED_KINDS = ("no_live_upstreams", "unix_eagain", "unix_refused", "unix_missing", "unix_other", "other")
@@ -58,28 +62,6 @@ class ProxyLogNote(_NoteSaid, total=False):
 
 
 @dataclass
-class LogLine:
-    line: int
-    """1-based line number in its file."""
-    time: float
-    """Epoch seconds, the log's clock read as UTC (the start of its second)."""
-    kind: str
-    upstream: Optional[str] = None
-    """'10.0.0.2:9000', None when the line does not say (or a unix socket)."""
-    status: Optional[int] = None
-    socket: Optional[str] = None
-    """A unix socket's path."""
-    local_port: Optional[int] = None
-    """The proxy's source port toward the upstream, when the line says it (HAProxy's `%bp`,
-    Envoy's `%UPSTREAM_LOCAL_ADDRESS%`): the tie is then exact."""
-    timings: dict[str, float] = field(default_factory=dict)
-    """This attempt's seconds as the proxy measured them: `connect` (the upstream's connect()),
-    `header` (to the response's first byte, from the attempt's start), `response`, `total`."""
-    text: str = ""
-    """The line as written (its first `TEXT_KEPT` characters)."""
-
-
-@dataclass
 class LogFile:
     path: str
     format: str
@@ -94,10 +76,6 @@ class LogFile:
     zone: Optional[float] = None
     """Log clock minus UTC, seconds, when the file says it (access logs' `+0100`)."""
     resolution: float = 1.0
-
-
-class LogError(ValueError):
-    """A file that is not a proxy log pcapq can read."""
 
 
 # ---- error.log ----
@@ -379,7 +357,6 @@ def _key_value_access(text: str) -> Optional[tuple[float, Optional[float], float
 
 # ---- a log_format given by the user (`--log-format`) ----
 
-VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 
 
 def compile_log_format(log_format: str) -> re.Pattern[str]:
@@ -391,7 +368,6 @@ def compile_log_format(log_format: str) -> re.Pattern[str]:
         LogError: the format has no time variable ($msec, $time_local, $time_iso8601) or no $status
         (Envoy's: no %START_TIME%, or neither %RESPONSE_FLAGS% nor %UPSTREAM_HOST%).
     """
-    from pcapq.evidence.envoy import compile_envoy_format, is_envoy_format  # envoy imports this module
 
     if is_envoy_format(log_format):
         return compile_envoy_format(log_format)
@@ -441,7 +417,6 @@ def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Option
     Raises:
         LogError: the file cannot be read, or no line of it is a line of a log pcapq reads.
     """
-    from pcapq.evidence.envoy import envoy_line, is_envoy_format  # envoy imports this module
 
     pattern = compile_log_format(log_format) if log_format else None
     haproxy_pattern = compile_haproxy_format(haproxy_format) if haproxy_format else None
