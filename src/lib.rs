@@ -3,7 +3,8 @@
 //! Layers, each depending only on the ones before it:
 //! `reader` (pcap, pcapng, gzip, stdin) → `decode` (link, IP, TCP) → `flow` (connections and
 //! their events) → `detect` (verdicts, episodes) → `census` (every finished connection counted
-//! once) → `analysis` (one run over the inputs) → `output` (JSON); `reader::live` and `watch` read
+//! once) → `analysis` (one run over the inputs) → `output` (JSON); `evidence` joins a proxy's
+//! log lines to the connections, `align` two capture points; `reader::live` and `watch` read
 //! standard input as it arrives. Only `bindings` knows about Python.
 //!
 //! No unsafe code, with one exception: the cache prefetch hint of the sweep of finished flows
@@ -14,6 +15,7 @@ pub mod align;
 pub mod analysis;
 pub mod census;
 pub mod detect;
+pub mod evidence;
 pub mod decode;
 pub mod flow;
 pub mod output;

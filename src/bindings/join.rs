@@ -7,7 +7,7 @@ use pyo3::types::{PyDict, PyList};
 
 use super::{epoch, parse_endpoint, seconds};
 use crate::analysis;
-use crate::detect::join::{self, Candidate, Line, LineKind, Shape};
+use crate::evidence::join::{self, Candidate, Line, LineKind, Shape};
 
 /// Failed connections no line describes: at most this many ids per shape.
 const SILENT_IDS: usize = 20;

@@ -6,7 +6,6 @@ pub mod checks;
 pub mod digest;
 pub mod episodes;
 pub mod facts;
-pub mod join;
 pub mod marks;
 pub mod moments;
 pub mod icmp;

@@ -5,7 +5,7 @@ nginx's `$upstream_connect_time` and HAProxy's `%Tc` are the connect() of the at
 its SYN to the handshake's end, as the capture shows from the first SYN to the handshake's ACK.
 nginx's `$upstream_header_time` and HAProxy's `%Tc + %Tr` run from the attempt's start to the
 response's first byte, as the capture shows from the first SYN to the server's first byte. The
-core says whether each pair agrees (`detect::join::times_agree`: within 10 ms and a tenth; a
+core says whether each pair agrees (`evidence::join::times_agree`: within 10 ms and a tenth; a
 re-sent SYN makes a connect() of 1 s, 3 s, ...: the log and the capture then agree in seconds),
 and the join prefers the connection whose times agree; this module counts them and words them.
 """
