@@ -201,6 +201,25 @@ def test_shipped_two_points_text_and_markdown_have_the_section():
     assert md.startswith("# Between the two points")
 
 
+def test_shipped_two_points_html_report_has_the_section(tmp_path):
+    """The HTML page of two aligned points: the point nearer the clients, with the section
+    between the two points after its findings, each finding's verdict, and the other point's
+    findings in a line."""
+    folder = RUNS / "synack_loss"
+    page = tmp_path / "two.html"
+    proc = run_pcapq("analyze", "--format", "html", "-o", str(page), str(folder / "proxy.pcap"), str(folder / "server.pcap"))
+    assert proc.returncode in (0, 1), proc.stderr.decode()
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and f"<h1>pcapq: {folder / 'proxy.pcap'}</h1>" in html
+    assert html.index('id="findings"') < html.index('id="between"') < html.index('id="timeline"')
+    assert "Vanished between the points: " in html and "At the other point: server.pcap: " in html
+    assert "<dt>between the points</dt>" in html
+    # Two points that share nothing still want --merge or one point.
+    other = run_pcapq("analyze", "--format", "html", "-o", str(tmp_path / "x.html"), str(folder / "proxy.pcap"),
+                      str(RUNS / "firewall" / "server.pcap"))
+    assert other.returncode == 2 and b"an HTML report shows one capture point" in other.stderr
+
+
 def test_shipped_two_points_explain_tells_where_it_vanished():
     folder = RUNS / "firewall"
     proc = run_pcapq("explain", "--format", "json", "--conn", str(9001), str(folder / "proxy.pcap"), str(folder / "server.pcap"))

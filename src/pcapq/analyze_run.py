@@ -199,11 +199,14 @@ def analyze_and_report(
         warn(read.sentence())
         for d in diagnoses:
             d.interrupted = read
-    if fmt == "html" and len(points) > 1:
+    if fmt == "html" and len(points) > 1 and aligned is None:
         names = ", ".join(p.name for p in points)
         fail(f"an HTML report shows one capture point and these files are {len(points)} ({names}): add --merge, or give one point's files", ExitCode.USAGE)
     if fmt == "parquet":
         _write_parquet(points, diagnoses, output, parquet_dir)
+    elif fmt == "html" and aligned is not None:
+        two = aligned
+        deliver(output, no_color, lambda out, colourless: _write_two_points_html(points, diagnoses, two, out))
     elif len(points) == 1:
         result, diagnosis = points[0].analysis, diagnoses[0]
 
@@ -374,6 +377,26 @@ def print_text_report(result: _core.Analysis, diagnosis: Diagnosis, console: Con
             console.print(legend)
         console.print()
     print_summary(result, console)
+
+
+def _write_two_points_html(points: list[PointAnalysis], diagnoses: list[Diagnosis], aligned: Aligned, out: TextIO) -> None:
+    """Two aligned points as one HTML page: the report of the point nearer the clients (the
+    story is told from there, as `explain` tells it), the section "Between the two points"
+    after its findings, and the other point's findings in a line."""
+    from pcapq.causes.registry import title
+    from pcapq.report import model
+    from pcapq.report.between import render_html
+    from pcapq.report.escape import html_text
+    from pcapq.report.html import render_analyze_parts
+
+    names = [p.name for p in points]
+    near = names.index(aligned.entry["client_side"]) if aligned.entry["client_side"] in names else 0
+    far = 1 - near
+    others = [f"{title(f.cause)} on {f.server}" + (f" ({f.between_points['says']})" if f.between_points else "")
+              for f in diagnoses[far].findings]
+    between = render_html(aligned.entry, html_text, [f"{names[far]}: {line}" for line in others] or [f"{names[far]}: no finding"])
+    report = model.build(points[near].analysis, diagnoses[near], with_table=True, with_ladders=True, with_aggregate=True)
+    out.writelines(render_analyze_parts(report, between))
 
 
 def _write_points_report(points: list[PointAnalysis], diagnoses: list[Diagnosis], fmt: str, pretty: bool, no_color: bool, out: TextIO,

@@ -5,7 +5,7 @@ each one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from rich.console import Group, RenderableType
 from rich.rule import Rule
@@ -140,3 +140,27 @@ def render_markdown(entry: _Path) -> str:
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)
+
+
+def render_html(entry: _Path, escape: Callable[[str], str], other_findings: Sequence[str] = ()) -> list[str]:
+    """The section for an HTML page, its parts; `escape` writes text as HTML; `other_findings`:
+    one line per finding of the other point (its page is not drawn)."""
+    first, second = entry["points"]
+    out = [f'<h2 id="between">Between the two points: {escape(first)} and {escape(second)}</h2>']
+    out += [f"<p>{escape(line)}</p>" for line in sentences(entry)]
+    if entry["loss_per_second"]:
+        rows = "".join(f"<tr><td>{escape(_utc(r['second']))}</td><td class=num>{r['client_to_server']:,}</td>"
+                       f"<td class=num>{r['server_to_client']:,}</td></tr>" for r in entry["loss_per_second"][:MAX_SECONDS])
+        out.append('<table class="conns"><thead><tr><th>second (UTC)</th><th>client → server</th><th>server → client</th>'
+                   f"</tr></thead><tbody>{rows}</tbody></table>")
+    if entry["connections"]:
+        rows = "".join("<tr>" + "".join(f"<td class=wrap>{'<br>'.join(escape(x) for x in cell.split(chr(10)))}</td>"
+                                        for cell in _connection_cells(entry, c)) + "</tr>"
+                       for c in entry["connections"][:MAX_CONNECTIONS])
+        out.append('<table class="conns"><thead><tr><th>client</th><th>server</th><th>ids</th><th>vanished</th></tr></thead>'
+                   f"<tbody>{rows}</tbody></table>")
+        if len(entry["connections"]) > MAX_CONNECTIONS:
+            out.append(f'<p class="muted">... and {len(entry["connections"]) - MAX_CONNECTIONS:,} more (--format json lists them all)</p>')
+    if other_findings:
+        out.append("<p>At the other point: " + "; ".join(escape(line) for line in other_findings) + ".</p>")
+    return out

@@ -582,9 +582,10 @@ def render_analyze(report: AnalyzeReport) -> str:
     return "".join(render_analyze_parts(report))
 
 
-def render_analyze_parts(report: AnalyzeReport) -> list[str]:
+def render_analyze_parts(report: AnalyzeReport, between: Optional[list[str]] = None) -> list[str]:
     """`render_analyze` in pieces, to be written one after the other: a large capture's table
-    is megabytes of embedded JSON, and joining the page copies it again."""
+    is megabytes of embedded JSON, and joining the page copies it again. `between`: the parts
+    of the section "Between the two points" (report.between.render_html), after the findings."""
     names = ", ".join("standard input" if c["path"] == "-" else c["path"] for c in report.captures)
     when = ""
     if report.start is not None:
@@ -593,8 +594,8 @@ def render_analyze_parts(report: AnalyzeReport) -> list[str]:
     body = [
         f"<h1>pcapq: {h(names)}</h1>",
         f'<p class="muted">{h(when)} · pcapq {h(_core.__version__)}</p>',
-        '<nav><a href="#findings">Findings</a><a href="#timeline">Timeline</a><a href="#connections">Connections</a>'
-        '<a href="#ladders">Ladders</a></nav>',
+        '<nav><a href="#findings">Findings</a>' + ('<a href="#between">Between the points</a>' if between else '')
+        + '<a href="#timeline">Timeline</a><a href="#connections">Connections</a><a href="#ladders">Ladders</a></nav>',
     ]
     body += _totals(report)
     body += _captures(report)
@@ -603,6 +604,7 @@ def render_analyze_parts(report: AnalyzeReport) -> list[str]:
     for w in report.warnings:
         body.append(f'<p class="note">warning: {h(w)}</p>')
     body += _findings(report)
+    body += between or []
     if report.aggregate is not None:
         body += [
             f'<h2 id="timeline">Timeline <span class="muted">(buckets of {report.aggregate.width} s)</span></h2>',
