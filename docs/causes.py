@@ -2,7 +2,8 @@
 """Writes the tables of causes in the docs from the registry (src/pcapq/causes/): in
 docs/diagnosis.md the causes with their rules and their materiality (the blocks between
 `<!-- causes -->` and `<!-- /causes -->`, and `<!-- materiality -->` and `<!-- /materiality -->`),
-and in docs/json.md the values of a finding's `cause` (`<!-- json-causes -->`).
+in docs/json.md the values of a finding's `cause` (`<!-- json-causes -->`), and in
+docs/evidence.md the counters that confirm each cause (`<!-- counters -->`).
 
     python3 docs/causes.py           # rewrite the table
     python3 docs/causes.py --check   # exit 1 if it is out of date (tests/test_causes_doc.py)
@@ -18,6 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DIAGNOSIS = REPO / "docs" / "diagnosis.md"
 JSON = REPO / "docs" / "json.md"
+EVIDENCE = REPO / "docs" / "evidence.md"
 
 
 def block(name: str) -> re.Pattern:
@@ -66,8 +68,30 @@ def json_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def counters_table() -> str:
+    """docs/evidence.md: per cause, the counters whose rise confirms a finding and what it means
+    when none rose (`Cause.counters`)."""
+    from pcapq.causes.registry import CAUSES
+
+    rows = ["| finding | confirmed by | contradicted by |", "|---------|--------------|-----------------|"]
+    for c in CAUSES.values():
+        if c.counters is None:
+            continue
+        names = [f"`{n}`" for n in c.counters.rise]
+        rose = (names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]) + " moved"
+        if c.counters.cleared_says:
+            flat = ("it did not: " if len(names) == 1 else "none of them did: ") + c.counters.cleared_says
+        elif c.counters.none_rose:
+            flat = ("it did not: " if len(names) == 1 else "none of them did: ") + c.counters.none_rose
+        else:
+            flat = "-"
+        rows.append(f"| `{c.slug}` | {cell(rose)} | {cell(flat)} |")
+    return "\n".join(rows) + "\n"
+
+
 # Each document and the blocks written in it.
-BLOCKS = ((DIAGNOSIS, (("causes", table), ("materiality", materiality_table))), (JSON, (("json-causes", json_table),)))
+BLOCKS = ((DIAGNOSIS, (("causes", table), ("materiality", materiality_table))), (JSON, (("json-causes", json_table),)),
+          (EVIDENCE, (("counters", counters_table),)))
 
 
 def main() -> int:

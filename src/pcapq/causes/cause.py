@@ -140,6 +140,8 @@ class CounterSigns:
     cleared: Callable[[Finding, list[str]], None] | None = None
     """When none of them rose and some read flat: what the finding becomes instead (given the
     sentences saying which stayed flat)."""
+    cleared_says: str = ""
+    """What `cleared` makes of the finding, in words (docs/evidence.md)."""
 
 
 @dataclass(frozen=True)

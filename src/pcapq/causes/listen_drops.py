@@ -100,7 +100,9 @@ CAUSE = EpisodeCause(
     proxy_log=("timed_out",),
     confidence="0.6: the capture cannot tell the listener from a firewall",
     kernel="Linux v6.6 net/ipv4/tcp_input.c: tcp_conn_request() (drops counted by tcp_listendrop())",
-    counters=CounterSigns(rise=("TcpExtListenDrops",), cleared=cleared_by_counters),
+    counters=CounterSigns(rise=("TcpExtListenDrops",), cleared=cleared_by_counters,
+                          cleared_says="the listener dropped no SYN, so a firewall or conntrack did: the finding becomes "
+                                       "`syns_filtered`"),
     listener=ListenerSign(listening=True),
     narration=LISTENER_DROPPED_SYNS,
 )
