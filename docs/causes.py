@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the tables of causes in the docs from the registry (src/pcapq/causes/): in
 docs/diagnosis.md the causes with their rules and their materiality (the blocks between
-`<!-- causes -->` and `<!-- /causes -->`, and `<!-- materiality -->` and `<!-- /materiality -->`),
+`<!-- causes -->` and `<!-- /causes -->`, and `<!-- materiality -->` and `<!-- /materiality -->`) and
+the facts the core declares with their rules (`<!-- facts -->`),
 in docs/json.md the values of a finding's `cause` (`<!-- json-causes -->`), and in
 docs/evidence.md the counters that confirm each cause (`<!-- counters -->`).
 
@@ -68,6 +69,16 @@ def json_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def facts_table() -> str:
+    """docs/diagnosis.md: each fact the core declares, with the rule in words declared with it
+    (`VOCABULARY["fact_rules"]`, src/detect/facts.rs)."""
+    from pcapq._core import VOCABULARY
+
+    rows = ["| fact | rule |", "|---|---|"]
+    rows += [f"| `{fact}` | {cell(rule)} |" for fact, rule in VOCABULARY["fact_rules"].items()]
+    return "\n".join(rows) + "\n"
+
+
 def counters_table() -> str:
     """docs/evidence.md: per cause, the counters whose rise confirms a finding and what it means
     when none rose (`Cause.counters`)."""
@@ -90,7 +101,7 @@ def counters_table() -> str:
 
 
 # Each document and the blocks written in it.
-BLOCKS = ((DIAGNOSIS, (("causes", table), ("materiality", materiality_table))), (JSON, (("json-causes", json_table),)),
+BLOCKS = ((DIAGNOSIS, (("causes", table), ("materiality", materiality_table), ("facts", facts_table))), (JSON, (("json-causes", json_table),)),
           (EVIDENCE, (("counters", counters_table),)))
 
 

@@ -4,10 +4,11 @@
 
 /// Declares a fieldless enum from `Variant => "slug"` pairs (doc comments and attributes kept),
 /// and with it: `ALL`, every variant in declaration order (the order the vocabulary exports to
-/// Python); `COUNT`; `index()`, a variant's place in `ALL` (its bit in a set); `slug()`; and
-/// `from_slug()`.
+/// Python); `COUNT`; `index()`, a variant's place in `ALL` (its bit in a set); `slug()`;
+/// `from_slug()`; and `rule()`, the words a pair may carry after it (`Variant => "slug" ; "the
+/// rule in words"`), for the docs, empty where it carries none.
 macro_rules! slug_enum {
-    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($(#[$vmeta:meta])* $variant:ident => $slug:literal),* $(,)? }) => {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($(#[$vmeta:meta])* $variant:ident => $slug:literal $(; $rule:literal)?),* $(,)? }) => {
         $(#[$meta])*
         $vis enum $name {
             $($(#[$vmeta])* $variant,)*
@@ -35,6 +36,14 @@ macro_rules! slug_enum {
                     _ => None,
                 }
             }
+
+            /// The rule in words declared with the variant; empty when none was.
+            #[allow(dead_code)]
+            pub const fn rule(self) -> &'static str {
+                match self {
+                    $($name::$variant => concat!("" $(, $rule)?),)*
+                }
+            }
         }
     };
 }
@@ -48,7 +57,7 @@ mod tests {
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         enum Word {
             /// The first.
-            First => "first",
+            First => "first" ; "the first word",
             SecondOne => "second_one",
         }
     }
@@ -61,6 +70,7 @@ mod tests {
         assert_eq!(Word::SecondOne.slug(), "second_one");
         assert_eq!(Word::from_slug("first"), Some(Word::First));
         assert_eq!(Word::from_slug("First"), None);
+        assert_eq!((Word::First.rule(), Word::SecondOne.rule()), ("the first word", ""));
         for w in Word::ALL {
             assert_eq!(Word::from_slug(w.slug()), Some(w));
         }

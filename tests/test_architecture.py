@@ -58,7 +58,7 @@ def files(root: Path) -> set[str]:
 
 def test_the_walkthrough_names_its_steps_and_files():
     assert [(path, where) for path, where, _, _ in steps()] == [
-        ("src/detect/facts.rs", "after"), ("src/detect/facts.rs", "before"), ("docs/diagnosis.md", "after"),
+        ("src/detect/facts.rs", "after"), ("src/detect/facts.rs", "before"),
         ("src/pcapq/causes/reset_after_answer.py", ""), ("src/pcapq/causes/registry.py", "after")]
     assert touched() == {"src/detect/facts.rs", "src/pcapq/_core.pyi", "src/pcapq/causes/reset_after_answer.py",
                          "src/pcapq/causes/registry.py", "docs/diagnosis.md", "docs/json.md"}

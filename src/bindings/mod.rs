@@ -960,6 +960,11 @@ fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("failed_outcomes", Outcome::ALL.iter().filter(|o| o.is_failure()).map(|o| o.slug()).collect::<Vec<_>>())?;
     d.set_item("symptoms", Symptom::ALL.iter().map(|s| s.slug()).collect::<Vec<_>>())?;
     d.set_item("facts", Fact::ALL.iter().map(|f| f.slug()).collect::<Vec<_>>())?;
+    let rules = PyDict::new(py);
+    for f in Fact::ALL {
+        rules.set_item(f.slug(), f.rule())?;
+    }
+    d.set_item("fact_rules", rules)?;
     d.set_item("marks", detect::marks::NAMES.to_vec())?;
     d.set_item("event_kinds", EventKind::ALL.iter().map(|e| e.slug()).collect::<Vec<_>>())?;
     d.set_item("schedules", Schedule::SLUGS.to_vec())?;

@@ -81,6 +81,8 @@ class _Vocabulary(TypedDict):
     failed_outcomes: list[Outcome]
     symptoms: list[Symptom]
     facts: list[Fact]
+    fact_rules: dict[Fact, str]
+    """Each fact's rule in words, declared with it (docs/diagnosis.md's table of facts)."""
     marks: list[Mark]
     event_kinds: list[EventKind]
     schedules: list[Schedule]
