@@ -26,6 +26,8 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.inet6 import IPv6
 from scapy.packet import Raw
 
+from pcapq.lab.delayline import checksum
+
 START = 1_700_000_000.0
 
 # LINKTYPE_* values (tcpdump.org/linktypes.html)
@@ -74,16 +76,6 @@ def _tcp_options(options: tuple) -> bytes:
     return bytes(TCP(options=list(options)))[20:]
 
 
-def _checksum(data: bytes) -> int:
-    """The Internet checksum (RFC 1071)."""
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
 def ipv4_tcp(src: str, dst: str, ip_id: int, sport: int, dport: int, seq: int, ack: int, flags: str, window: int,
              options: tuple = (), payload: bytes = b"") -> bytes:
     """An IPv4/TCP packet, byte for byte what scapy's IP(id=ip_id)/TCP(...)/Raw(payload) builds
@@ -93,10 +85,10 @@ def ipv4_tcp(src: str, dst: str, ip_id: int, sport: int, dport: int, seq: int, a
     offset_flags = ((20 + len(opts)) // 4) << 12 | bits
     tcp = struct.pack("!HHIIHHHH", sport, dport, seq, ack, offset_flags, window, 0, 0) + opts + payload
     s, d = socket.inet_aton(src), socket.inet_aton(dst)
-    check = _checksum(s + d + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)
+    check = checksum(s + d + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)
     tcp = tcp[:16] + struct.pack("!H", check) + tcp[18:]
     header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), ip_id, 0, 64, 6, 0, s, d)
-    header = header[:10] + struct.pack("!H", _checksum(header)) + header[12:]
+    header = header[:10] + struct.pack("!H", checksum(header)) + header[12:]
     return header + tcp
 
 

@@ -106,17 +106,28 @@ class Points:
             raise LabError(f"tcpdump dropped packets ({dropped}): the captures are not the truth")
 
 
-def load(net: NetnsPair, count: int, port: int = PORT, timeout: float = 5) -> None:
-    """`count` sequential request/response connections from the client (failures allowed)."""
-    net.run(net.client_ns, [*PEERS, "client", net.server_ip, str(port), "--count", str(count), "--request", "100",
+def load(net: NetnsPair, count: int, port: int = PORT, timeout: float = 5, request: int = 100) -> None:
+    """`count` sequential connections from the client, each a `request`-byte request and its
+    response (failures allowed)."""
+    net.run(net.client_ns, [*PEERS, "client", net.server_ip, str(port), "--count", str(count), "--request", str(request),
                             "--timeout", str(timeout), "--deadline", "20"], timeout=40, check=False)
+
+
+def output_drop(net: NetnsPair, ns: str, table: str, rule: str) -> None:
+    """An nftables table in `ns` whose output chain holds `rule`."""
+    net.run(ns, ["nft", "-f", "-"], input=(f"table inet {table} {{\n  chain output {{\n    type filter hook output priority 0; "
+                                           f"policy accept;\n    {rule}\n  }}\n}}\n"))
+
+
+def moved(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The TcpExt counters that moved between two nstat readings, by how much."""
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0) and k.startswith("TcpExt")}
 
 
 def _finish(net: NetnsRouted, run: TwoPointRun, before: dict[str, int]) -> TwoPointRun:
     c = counters(net)
     run.to_server, run.to_client = c.get("to_server", 0), c.get("to_client", 0)
-    after = net.nstat(net.server_ns)
-    run.nstat = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0) and k.startswith("TcpExt")}
+    run.nstat = moved(before, net.nstat(net.server_ns))
     return run
 
 
@@ -188,20 +199,16 @@ def mtu_black_hole(net: NetnsRouted, out: Path, healthy: int = 8, request: int =
     net.run(net.router_ns, ["ip", "link", "set", "dev", net.router_server_if, "mtu", str(ROUTER_MTU)])
     net.run(net.client_ns, ["ip", "link", "set", "dev", net.client_if, "gso_max_segs", "1"])
     rule = "icmp type destination-unreachable icmp code frag-needed counter drop"
-    net.run(net.router_ns, ["nft", "-f", "-"],
-            input=f"table inet {TABLE}_icmp {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n    {rule}\n  }}\n}}\n")
+    output_drop(net, net.router_ns, f"{TABLE}_icmp", rule)
     router_rules(net, "")
     before, router_before = net.nstat(net.server_ns), net.nstat(net.router_ns)
     server = start_server(net, "--count", str(healthy + 1), "--response", "1000", "--deadline", "20")
     try:
         with Points(net, out) as points:
             load(net, healthy)
-            net.run(net.client_ns, [*PEERS, "client", net.server_ip, str(PORT), "--count", "1", "--request", str(request),
-                                    "--timeout", "5", "--deadline", "10"], timeout=30, check=False)
+            load(net, 1, request=request)
             # The client's kernel re-sends the orphaned request on its timer: stop it here.
-            net.run(net.client_ns, ["nft", "-f", "-"],
-                    input=f"table inet {TABLE}_stop {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n"
-                          f"    ip daddr {net.server_ip} meta l4proto tcp drop\n  }}\n}}\n")
+            output_drop(net, net.client_ns, f"{TABLE}_stop", f"ip daddr {net.server_ip} meta l4proto tcp drop")
             time.sleep(0.3)
             frag_fails = net.nstat(net.router_ns).get("IpFragFails", 0) - router_before.get("IpFragFails", 0)
     finally:
@@ -239,7 +246,7 @@ def reordering(net: NetnsDelayed, out: Path, connections: int = 10, hold_every: 
     run = TwoPointRun(points.proxy, points.server, setup=setup)
     run.to_server = sum(1 for d in dropped if d[0] == "cs")
     run.to_client = sum(1 for d in dropped if d[0] == "sc")
-    run.nstat = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0) and k.startswith("TcpExt")}
+    run.nstat = moved(before, after)
     return run
 
 
