@@ -815,3 +815,46 @@ def test_nginx_conf_gives_the_access_logs_format_and_the_timeouts(tmp_path: Path
 def test_nginx_conf_that_cannot_be_read_is_a_usage_error(tmp_path: Path) -> None:
     r = invoke("--nginx-conf", str(tmp_path / "nope.conf"), str(CAPTURES / "healthy.pcap"))
     assert r.exit_code == ExitCode.USAGE and "cannot read the nginx configuration" in r.stderr
+
+
+# A connect timeout as the SYN-ACK comes: the proxy's connect() gives up after 1 s and closes
+# the socket; the server's SYN-ACK, held on the path, comes later to no socket, and the client's
+# kernel answers it with RST (Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_rcv() finds no socket,
+# tcp_v4_send_reset()). The capture shows a handshake answered, not one without a SYN-ACK; the
+# proxy's line must still tie to it. Delays either side of the SYN-ACK re-send's 1 s.
+@pytest.mark.kernel
+@pytest.mark.parametrize("synack_delay", [1.3, 2.4])
+def test_connect_timeout_lines_tie_to_a_synack_that_came_too_late(tmp_path: Path, synack_delay: float) -> None:
+    import time
+
+    from pcapq.lab.errors import LabUnavailable
+    from pcapq.lab.namespaces import NetnsDelayed
+    from pcapq.lab.scenarios import PEERS, PORT, start_server
+
+    pcap = tmp_path / "late.pcap"
+    try:
+        with NetnsDelayed(tools=("ip", "tcpdump")) as net:
+            net.capture_at("client")
+            net.start_path(delay_cs=0.005, delay_sc=synack_delay)
+            server = start_server(net, "--count", "0", "--deadline", "30")
+            try:
+                with net.capture(pcap):
+                    net.run(net.client_ns, [*PEERS, "client", net.server_ip, str(PORT), "--count", "3", "--timeout", "1",
+                                            "--deadline", "15"], timeout=30, check=False)
+                    time.sleep(synack_delay + 0.5)
+            finally:
+                net.stop(server)
+                net.stop_path()
+            upstream = f"{net.server_ip}:{PORT}"
+    except LabUnavailable as e:
+        pytest.skip(str(e))
+    analysis = pcapq.analyze([str(pcap)])
+    conns = analysis.connections()
+    # The mechanism happened: each connect answered by a SYN-ACK the client reset.
+    assert len(conns) == 3 and all(c["handshake"]["synack_attempts"] >= 1 and c["sides"]["client"]["rst"] for c in conns), conns
+    # nginx's line, in the second its 1 s connect timeout ran out.
+    times = [float(int(c["handshake"]["syn_time"] + 1.0)) for c in conns]
+    result = analysis.join_log(times, [0] * 3, [upstream] * 3, [None] * 3, [(None, None)] * 3, ["connect_timeout"] * 3, [1.0], [0.0])
+    tied = {pos: (cid, shape) for pos, cid, _index, shape, *_ in result["ties"]}
+    assert sorted(tied) == [0, 1, 2], result
+    assert [tied[i] for i in range(3)] == [(c["id"], "closed_at_connect") for c in conns]
