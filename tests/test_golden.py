@@ -7,18 +7,18 @@ After a change that is meant to alter pcapq's output, refresh them and review th
     pytest tests/test_golden.py --refresh-golden && git diff tests/golden/
 
 The only environment-dependent field, each capture's `path`, is kept stable by running pcapq
-from the repository root with the path relative to it; nothing else is normalised.
+from the repository root with the path relative to it; nothing else is normalised. The command
+runs in this process (tests/inprocess.py); tests/test_cli.py runs the console script itself.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+from inprocess import run_main, working_directory
 
 GOLDEN = REPO / "tests" / "golden"
 # The two nmap scans: 1,000 connections each, 3.4 MB of JSON apiece. Their findings are checked
@@ -34,14 +34,12 @@ def golden_path(capture: Path) -> Path:
 
 
 def report(capture: Path) -> str:
-    proc = subprocess.run(
-        ["pcapq", "analyze", "--format", "json", "--pretty", str(capture.relative_to(REPO))],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode in (0, 1), proc.stderr
+    with working_directory(REPO):
+        code, out, err = run_main("analyze", "--format", "json", "--pretty", str(capture.relative_to(REPO)))
+    assert code in (0, 1), err
     # 1 exactly when there is a finding (docs/exit-codes.md).
-    assert proc.returncode == (1 if json.loads(proc.stdout)["findings"] else 0)
-    return proc.stdout
+    assert code == (1 if json.loads(out)["findings"] else 0)
+    return out
 
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: str(p.relative_to(REPO / "captures")))
