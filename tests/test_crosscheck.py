@@ -1,7 +1,9 @@
 """`pcapq crosscheck`: pcapq's labels against tshark's, over every shipped capture, fresh
 kernel captures and crafted ones; the exit codes; the JSON shape.
 
-Every run but the one with a doctored tshark result goes through the CLI in a subprocess.
+The comparisons go through the CLI in this process (tests/inprocess.py), with tshark's reading
+of each capture made once per test process and shared by the reports of every format; the
+console script itself is run for the output file, the refusals and --help.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO, run_pcapq
 from craft import Conversation, write_pcap
+from inprocess import run_main
 
+from pcapq.crosscheck import tshark
 from pcapq.exitcodes import ExitCode
 
 pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
@@ -26,11 +30,30 @@ pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark i
 CATALOG = sorted((REPO / "captures").glob("*.pcap"))
 
 
+# tshark's reading of a capture, by (path, packets, method): the slow half of a crosscheck,
+# and the same for every report format and every test of the same capture.
+_TSHARK_READS: dict[tuple[str, int, str], tshark.TsharkResult] = {}
+_read_tshark = tshark.read_tshark
+
+
+def _read_once(path: str, packets: int, method: str = "auto") -> tshark.TsharkResult:
+    key = (str(path), packets, method)
+    if key not in _TSHARK_READS:
+        _TSHARK_READS[key] = _read_tshark(path, packets, method)
+    # A copy: a test may doctor the frames it gets.
+    return replace(_TSHARK_READS[key], frames=dict(_TSHARK_READS[key].frames))
+
+
+@pytest.fixture(autouse=True)
+def tshark_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tshark, "read_tshark", _read_once)
+
+
 def crosscheck_json(path: Path, *args: str) -> dict:
-    proc = run_pcapq("crosscheck", "--format", "json", *args, str(path))
-    doc = json.loads(proc.stdout)
+    code, out, err = run_main("crosscheck", "--format", "json", *args, str(path))
+    doc = json.loads(out)
     unexplained = [d for d in doc["disagreements"] if d["verdict"] == "unexplained"]
-    assert proc.returncode == (ExitCode.DISAGREE if unexplained else ExitCode.OK), proc.stderr.decode()
+    assert code == (ExitCode.DISAGREE if unexplained else ExitCode.OK), err
     return doc
 
 
@@ -55,9 +78,9 @@ def test_kernel_runs_have_no_unexplained_disagreement(path):
 def test_catalog_captures_have_no_unexplained_disagreement(path):
     doc = assert_all_explained(path)
     assert doc["tshark"]["method"] == "pyshark"
-    proc = run_pcapq("crosscheck", str(path))
-    assert proc.returncode == 0, proc.stderr.decode()
-    assert b"0 unexplained" in proc.stdout
+    code, out, err = run_main("crosscheck", str(path))
+    assert code == 0, err
+    assert "0 unexplained" in out
 
 
 def test_both_tshark_readers_give_the_same_result():
@@ -133,7 +156,6 @@ def test_crafted_differences(tmp_path):
 def test_unexplained_disagreement_fails(monkeypatch):
     """A tshark result with a flag pcapq has no reason for: listed as such, exit code 6."""
     from pcapq.cli import cli
-    from pcapq.crosscheck import tshark
 
     real = tshark.read_tshark
 
@@ -209,9 +231,8 @@ def test_kernel_captures_have_no_unexplained_disagreement(tmp_path, scenario):
 def test_markdown_and_html_reports(tmp_path):
     capture = REPO / "captures/accept_queue_overflow.pcap"
     doc = crosscheck_json(capture)
-    md = run_pcapq("crosscheck", "--format", "markdown", str(capture))
-    assert md.returncode == 0, md.stderr.decode()
-    text = md.stdout.decode()
+    code, text, err = run_main("crosscheck", "--format", "markdown", str(capture))
+    assert code == 0, err
     assert "## Agreement per label" in text and "## Disagreements" in text
     # One table row per label and per disagreement, as in the JSON.
     assert sum(line.startswith("| ") for line in text.splitlines()) == 2 + len(doc["table"]) + len(doc["disagreements"])
@@ -228,7 +249,7 @@ def test_markdown_and_html_reports(tmp_path):
 def test_reports_escape_the_file_name(tmp_path):
     hostile = tmp_path / "a<b>|`c`.pcap"
     hostile.write_bytes((REPO / "captures/closed_port.pcap").read_bytes())
-    md = run_pcapq("crosscheck", "--format", "markdown", str(hostile)).stdout.decode()
+    md = run_main("crosscheck", "--format", "markdown", str(hostile))[1]
     assert "<b>" not in md and "|`c`" not in md
-    html = run_pcapq("crosscheck", "--format", "html", str(hostile)).stdout.decode()
+    html = run_main("crosscheck", "--format", "html", str(hostile))[1]
     assert "a<b>" not in html and "a&lt;b&gt;" in html
