@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import REPO
+from lab_runs import NGINX_ACCESS_LOGS, run_variant
 
 import pcapq
 from pcapq import cli
@@ -22,6 +23,7 @@ from pcapq.evidence.counters import CounterError, listener_for, movement, read_c
 from pcapq.evidence.logs import LogError, read_log
 from pcapq.exitcodes import ExitCode
 from pcapq.lab.namespaces import unavailable_reason
+from pcapq.lab.runner import LabResult
 
 CAPTURES = REPO / "captures"
 # Each kind of error line and the shape of connection it must be tied to.
@@ -481,13 +483,14 @@ LAB_NGINX = ("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab")
 @pytest.mark.kernel
 @pytest.mark.skipif(unavailable_reason(LAB_NGINX) is not None, reason=str(unavailable_reason(LAB_NGINX)))
 @pytest.mark.parametrize("scenario", ["nginx_php_fpm", "nginx_php_fpm_slow"])
-def test_r15_fresh_lab_run_ties_its_logs(tmp_path: Path, scenario: str) -> None:
-    from pcapq.lab.runner import run_scenario
-
-    pcap = tmp_path / "ng.pcap"
-    result = run_scenario(scenario, pcap)
+def test_r15_fresh_lab_run_ties_its_logs(tmp_path: Path, scenario: str, request: pytest.FixtureRequest) -> None:
+    if scenario == "nginx_php_fpm":
+        result = request.getfixturevalue("nginx_lab")
+    else:
+        result = run_variant(scenario, tmp_path / "ng.pcap")
     assert result.problems == []
-    base = str(tmp_path / "ng")
+    pcap = result.run.pcap
+    base = str(pcap.with_suffix(""))
     analysis = pcapq.analyze([str(pcap)])
     d = diagnose(analysis)
     apply(analysis, d, read((base + ".error.log", base + ".access.log"), (base + ".nstat.txt",), base + ".ss.txt"))
@@ -498,42 +501,20 @@ def test_r15_fresh_lab_run_ties_its_logs(tmp_path: Path, scenario: str) -> None:
         assert any(s.startswith("nstat: TcpExtListenOverflows +") for s in f.confirmed_by)
 
 
-# Access logs as production nginx writes them: three log_formats of its own.
-CUSTOM_FORMATS = {
-    "key_value": "'$msec $status rt=$request_time ua=$upstream_addr us=$upstream_status uct=$upstream_connect_time "
-                 "uht=$upstream_header_time urt=$upstream_response_time'",
-    "json": "escape=json '{\"msec\":\"$msec\",\"status\":\"$status\",\"upstream_addr\":\"$upstream_addr\","
-            "\"upstream_status\":\"$upstream_status\",\"upstream_connect_time\":\"$upstream_connect_time\"}'",
-    "log_format": "'$time_iso8601|$status|$upstream_addr|$upstream_connect_time|$upstream_response_time|$request'",
-}
-
-
 @pytest.mark.kernel
 @pytest.mark.skipif(unavailable_reason(LAB_NGINX) is not None, reason=str(unavailable_reason(LAB_NGINX)))
-@pytest.mark.parametrize("read_as", list(CUSTOM_FORMATS))
-def test_real_nginx_access_logs_of_its_own_format_are_tied(tmp_path: Path, read_as: str) -> None:
-    import dataclasses
-
-    from pcapq.lab import scenarios
-    from pcapq.lab.catalog import SCENARIOS
-    from pcapq.lab.runner import run_scenario
-
-    name = f"nginx_php_fpm_{read_as}"
-    SCENARIOS[name] = dataclasses.replace(
-        SCENARIOS["nginx_php_fpm"], name=name,
-        run=lambda net, pcap: scenarios.nginx_php_fpm(net, pcap, pcap.with_suffix(""), log_format=CUSTOM_FORMATS[read_as]))
-    pcap = tmp_path / "ng.pcap"
-    try:
-        result = run_scenario(name, pcap)
-    finally:
-        del SCENARIOS[name]
-    assert result.problems == []
-    base = str(tmp_path / "ng")
+@pytest.mark.parametrize("read_as", list(NGINX_ACCESS_LOGS))
+def test_real_nginx_access_logs_of_its_own_format_are_tied(nginx_lab: LabResult, read_as: str) -> None:
+    # One nginx run wrote the same requests in every format (tests/lab_runs.py).
+    assert nginx_lab.problems == []
+    pcap = nginx_lab.run.pcap
+    base = str(pcap.with_suffix(""))
     analysis = pcapq.analyze([str(pcap)])
     d = diagnose(analysis)
     # key=value and JSON lines are recognised alone; the pipe-separated format is read with the
     # configuration that defines it.
-    ev = read((base + ".error.log", base + ".access.log"), nginx_conf=base + ".nginx.conf" if read_as == "log_format" else None)
+    ev = read((base + ".error.log", f"{base}.{read_as}.access.log"),
+              nginx_conf=base + ".nginx.conf" if read_as == "log_format" else None)
     assert not ev.warnings and {log.format for log in ev.logs} == {"error", read_as}
     apply(analysis, d, ev)
     logs = d.evidence["logs"]

@@ -18,6 +18,7 @@ from pcapq import cli
 from pcapq.exitcodes import ExitCode
 from pcapq.lab.catalog import SCENARIOS
 from pcapq.lab.namespaces import unavailable_reason
+from pcapq.lab.runner import LabResult
 
 NEEDS = ("ip", "tcpdump", "tc", "nstat")
 
@@ -190,13 +191,12 @@ LAB_NGINX = (*NEEDS, "ss", "nginx", "ab")
 
 @pytest.mark.kernel
 @pytest.mark.skipif(unavailable_reason(LAB_NGINX) is not None, reason=str(unavailable_reason(LAB_NGINX)))
-def test_nginx_php_fpm_logs_504_and_the_capture_shows_the_queue(tmp_path: Path) -> None:
-    from pcapq.lab.runner import run_scenario
-
-    result = run_scenario("nginx_php_fpm", tmp_path / "ng.pcap")
+def test_nginx_php_fpm_logs_504_and_the_capture_shows_the_queue(nginx_lab: LabResult) -> None:
+    result = nginx_lab
     assert result.problems == []
-    assert (tmp_path / "ng.error.log").read_text().count("upstream timed out (110: Connection timed out)") >= 1
-    assert " 504 " in (tmp_path / "ng.access.log").read_text()
+    pcap = result.run.pcap
+    assert pcap.with_suffix(".error.log").read_text().count("upstream timed out (110: Connection timed out)") >= 1
+    assert " 504 " in pcap.with_suffix(".access.log").read_text()
     assert result.run.delta("TcpExtListenOverflows") > 0
     doc = analyze_json(result.run.pcap)
     assert "accept_queue_overflow" in {f["cause"] for f in doc["findings"]}
@@ -217,7 +217,9 @@ def test_php_fpm_max_requests_closes_match_nginx_premature_close_lines(tmp_path:
     doc = analyze_json(result.run.pcap)
     closed = [c for c in doc["connections"] if c["outcome"] == "closed_by_server"]
     assert len(closed) == premature
-    (finding,) = [f for f in doc["findings"] if f["cause"] == "server_closed"]
+    # Material from three closes on (its Materiality); how many workers recycle mid-request varies
+    # from run to run, so the finding may be a minor observation.
+    (finding,) = [f for f in doc["findings"] + doc["minor_observations"] if f["cause"] == "server_closed"]
     assert finding["details"]["closed"] == finding["details"]["answered_before"] == premature
     assert not {"accept_queue_overflow", "syn_queue_overflow", "network_loss"} & {f["cause"] for f in doc["findings"]}
 

@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pcapq.lab import counters
 from pcapq.lab.errors import LabError
@@ -522,7 +522,7 @@ def nginx_php_fpm(
     read_timeout: float = 3.0,
     snaplen: int = 128,
     upstream_log: bool = False,
-    log_format: str | None = None,
+    access_logs: Mapping[str, str] | None = None,
     terminate_after: int | None = None,
     keepalive: int = 0,
     max_requests: int = 0,
@@ -533,16 +533,20 @@ def nginx_php_fpm(
     requests, `concurrency` at a time. php-fpm answers children / service_time requests a second,
     the rest wait in its listen queues or overflow them: nginx logs 504 (timed out) or 502.
     nginx's error.log and access.log are copied to `logs`.error.log / `logs`.access.log; with
-    `upstream_log`, the access log has the upstream's address, status and timings; with
-    `log_format` (a log_format directive's arguments after its name: "'$msec $status ...'" or
-    "escape=json '{...}'"), it is written in that format instead (nginx.conf is copied to
-    `logs`.nginx.conf). With
+    `upstream_log`, the access log has the upstream's address, status and timings. Each of
+    `access_logs` (a name -> a log_format directive's arguments after its name: "'$msec $status
+    ...'" or "escape=json '{...}'") is one more access log of the same requests in that format,
+    `logs`.NAME.access.log, the name nginx itself wrote it under (nginx.conf, which says which
+    format each file has, is copied to `logs`.nginx.conf). With
     `terminate_after`, php-fpm's request_terminate_timeout: its master kills a worker whose
     request has run that many seconds. With `keepalive`, nginx keeps that many idle connections
     to php-fpm open for the next requests (an upstream block's `keepalive`, `fastcgi_keep_conn
     on`); with `max_requests`, php-fpm's pm.max_requests: a worker exits after that many."""
     import shutil
     import tempfile
+
+    def custom_log(name: str) -> str:
+        return f"{logs.name}.{name}.access.log"
 
     php_fpm = next((p for p in ("php-fpm", *(f"php-fpm{v}" for v in ("8.4", "8.3", "8.2", "8.1", "8.0", "7.4")))
                     if shutil.which(p)), None)
@@ -563,9 +567,9 @@ def nginx_php_fpm(
             tmp=tmp, error_log=error_log, access_log=access_log, port=NGINX_PORT,
             upstream_block=f"upstream php {{ server {upstream}; keepalive {keepalive}; }}\n    " if keepalive else "",
             pass_to="php" if keepalive else upstream, keep_conn="\n            fastcgi_keep_conn on;" if keepalive else "",
-            log_format=(f"log_format custom {log_format};\n    access_log {tmp / 'combined.log'};\n    " if log_format
-                        else UPSTREAM_LOG_FORMAT if upstream_log else ""),
-            format_name=" custom" if log_format else " upstream" if upstream_log else "",
+            log_format="".join(f"log_format {name} {fmt};\n    access_log {tmp / custom_log(name)} {name};\n    "
+                               for name, fmt in (access_logs or {}).items()) + (UPSTREAM_LOG_FORMAT if upstream_log else ""),
+            format_name=" upstream" if upstream_log else "",
             connect_timeout=f"{connect_timeout:g}", read_timeout=f"{read_timeout:g}"))
         started = time.monotonic()
         before = net.nstat(net.server_ns)
@@ -594,10 +598,10 @@ def nginx_php_fpm(
         logs.with_name(logs.name + ".ss.txt").write_text(ss_text)
         shutil.copyfile(error_log, logs.with_name(logs.name + ".error.log"))
         shutil.copyfile(access_log, logs.with_name(logs.name + ".access.log"))
+        for name in access_logs or {}:
+            shutil.copyfile(tmp / custom_log(name), logs.with_name(custom_log(name)))
         shutil.copyfile(tmp / "nginx.conf", logs.with_name(logs.name + ".nginx.conf"))
-        # The statuses from a combined log (written beside a custom one).
-        combined = tmp / "combined.log" if log_format else access_log
-        statuses = [line.split('" ', 1)[1].split()[0] for line in combined.read_text().splitlines() if '" ' in line]
+        statuses = [line.split('" ', 1)[1].split()[0] for line in access_log.read_text().splitlines() if '" ' in line]
     setup = [
         f"server: php-fpm, listen {upstream}, listen.backlog {backlog}, pm static, {children} workers, "
         f"{service_time:g} s per request (usleep)"
