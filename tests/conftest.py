@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from lab_runs import nginx_lab  # noqa: E402,F401  (session fixtures: one kernel run, many readers)
+
 REPO = Path(__file__).resolve().parent.parent
+
+# A suite started from a background job (a script, a CI runner) inherits SIGINT ignored, and an
+# ignored signal stays ignored across exec: the `pcapq` a test interrupts would never see its
+# Ctrl-C. With a handler here, every child starts with SIGINT's default disposition.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_pcapq(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
@@ -47,3 +57,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="Rewrite tests/golden/ from the current `pcapq analyze` output instead of comparing (test_golden.py).",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that needs the kernel goes to one xdist group: they run one after another on one
+    worker (a session fixture's run is made once), beside the tests that need no namespace."""
+    for item in items:
+        if item.get_closest_marker("kernel"):
+            item.add_marker(pytest.mark.xdist_group("kernel"))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: a worker per core, and one more for the kernel group, whose runs mostly wait
+    on timers (retransmissions, timeouts) rather than use a core."""
+    return (os.cpu_count() or 1) + 1

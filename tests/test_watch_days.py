@@ -99,7 +99,10 @@ def test_r30_follow_reads_the_file_tcpdump_is_writing_until_ctrl_c(tmp_path: Pat
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for_file(dump, 24)
-        watch = subprocess.Popen(["pcapq", "watch", "--every", "1", "--follow", str(dump)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Wide enough that the report never wraps the capture's path (a test's temporary path
+        # is longer under xdist).
+        watch = subprocess.Popen(["pcapq", "watch", "--every", "1", "--follow", str(dump)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "400"})
         err = _Stderr(watch)
         time.sleep(1.5)  # tcpdump is capturing, pcapq at the end of the file
         loopback_exchanges(port, server, 3)
