@@ -1,6 +1,6 @@
 """docs/architecture.md's worked example of adding a cause that needs a new fact, followed in a
-copy of the tree: the core built from the copy (a debug build, reusing target/'s compiled
-dependencies), the stub and the docs written by their tools, then the files changed are
+copy of the tree: the core built from the copy (the test run's `ci` profile, reusing target/'s
+compiled dependencies), the stub and the docs written by their tools, then the files changed are
 exactly those the page names, and the new cause is found."""
 
 from __future__ import annotations
@@ -76,12 +76,13 @@ def test_a_new_cause_with_a_new_fact_touches_the_files_the_page_names(tmp_path):
     shutil.copytree(tree, before)
     for path, where, anchor, block in steps():
         apply(tree, path, where, anchor, block)
-    # Step 3: the core built from the copy, into the copy's package; then the stub from it.
+    # Step 3: the core built from the copy, into the copy's package; then the stub from it. The
+    # test run's profile and target directory: only the copy's own crate is compiled again.
     env = {**os.environ, "CARGO_TARGET_DIR": str(REPO / "target")}
-    build = subprocess.run(["cargo", "build", "--quiet", "--lib", "--features", "python,pyo3/extension-module"],
+    build = subprocess.run(["cargo", "build", "--quiet", "--profile", "ci", "--lib", "--features", "python,pyo3/extension-module"],
                            cwd=tree, env=env, capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stderr[-3000:]
-    shutil.copy(REPO / "target" / "debug" / "lib_core.so", tree / "src" / "pcapq" / "_core.abi3.so")
+    shutil.copy(REPO / "target" / "ci" / "lib_core.so", tree / "src" / "pcapq" / "_core.abi3.so")
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     for tool in ("tools/stub_literals.py", "docs/causes.py"):
         subprocess.run([sys.executable, str(tree / tool)], check=True, env=env, capture_output=True)
