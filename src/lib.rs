@@ -8,7 +8,7 @@
 //! standard input as it arrives. Only `bindings` knows about Python.
 //!
 //! No unsafe code, with one exception: the cache prefetch hint of the sweep of finished flows
-//! (`flow/prefetch.rs`, x86-64 only).
+//! (`flow/store/prefetch.rs`, x86-64 only).
 #![deny(unsafe_code)]
 
 pub mod align;

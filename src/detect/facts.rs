@@ -271,7 +271,7 @@ pub fn first_syn_answer_lost(c: &Connection) -> Option<bool> {
     // This soon after a SYN, a SYN-ACK answers it where it was captured (at the server).
     let gap = first_synack - last_syn;
     let round_trip = round_trip_at_least_ns(c)?;
-    (gap > crate::flow::label::TRIGGERED_SYNACK_NS && gap < round_trip).then_some(false)
+    (gap > crate::flow::track::label::TRIGGERED_SYNACK_NS && gap < round_trip).then_some(false)
 }
 
 /// Linux delays an ACK by at most TCP_DELACK_MAX (include/net/tcp.h: 200 ms).

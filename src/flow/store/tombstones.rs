@@ -11,7 +11,7 @@
 
 use hashbrown::HashTable;
 
-use super::key::FlowKey;
+use crate::flow::key::FlowKey;
 
 /// A key as the slab keeps it: an IPv4 key packed (`FlowKey::packed_v4`, top byte 0), or
 /// `WIDE` in the top byte and the place of the key in `Tombstones::wide` in the first word.
