@@ -25,9 +25,8 @@ use pcap_parser::{PcapBlockOwned, PcapError};
 
 /// Bytes read at once, classic pcap's records or pcapng's blocks. A file is read with `read()`
 /// into this buffer: the kernel's copy streams the page cache into it, and the records are
-/// then parsed from the processor's cache. Small enough to stay there (128 and 256 KiB
-/// measured best, 512 KiB to 2 MiB slower at the median), large enough that the calls are few
-/// (docs/performance-history.md: faster than a memory map of the file).
+/// then parsed from the processor's cache. Small enough to stay there, large enough that the
+/// calls are few; faster than a memory map of the file.
 pub(crate) const BUFFER_LEN: usize = 256 * 1024;
 /// The classic pcap file header: magic, version, thiszone, sigfigs, snaplen, network.
 pub(crate) const PCAP_HEADER_LEN: usize = 24;

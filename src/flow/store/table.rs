@@ -207,7 +207,7 @@ impl LiveFlows {
     }
 }
 
-/// Serialised as the map of key to flow it replaced (the same bytes).
+/// Serialised as a map of key to flow: the bytes a map of them gives.
 impl serde::Serialize for LiveFlows {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.iter())

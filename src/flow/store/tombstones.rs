@@ -174,7 +174,7 @@ impl<T: Copy> Tombstones<T> {
     }
 }
 
-/// Serialised as a map of key to tombstone, as the map it replaced was (in the index's order).
+/// Serialised as a map of key to tombstone, in the index's order.
 impl<T: Copy + serde::Serialize> serde::Serialize for Tombstones<T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.iter())
