@@ -91,8 +91,12 @@ def module_of(path: Path, src: Path) -> tuple[str, ...]:
     return parts[:-1] if parts[-1] in ("mod", "lib") else parts
 
 
-def without_comments(text: str) -> str:
-    return re.sub(r"//[^\n]*", "", text)
+# Comments, and string and character literals: what names no module and may hold braces.
+NOT_CODE = re.compile(r"""//[^\n]*|/\*.*?\*/|(?<!\w)r(#*)".*?"\1|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)'""", re.DOTALL)
+
+
+def code_only(text: str) -> str:
+    return NOT_CODE.sub(lambda m: '""' if m.group().endswith(('"', "#")) else "", text)
 
 
 def split_tests(text: str) -> tuple[str, str]:
@@ -161,7 +165,7 @@ class Core:
 
     def __init__(self, src: Path):
         self.src = src
-        self.texts = {module_of(p, src): without_comments(p.read_text()) for p in sorted(src.rglob("*.rs"))}
+        self.texts = {module_of(p, src): code_only(p.read_text()) for p in sorted(src.rglob("*.rs"))}
         self.children: dict[tuple[str, ...], set[str]] = {}
         for m in self.texts:
             for k in range(len(m)):
@@ -245,17 +249,26 @@ def test_test_only_files_are_the_named_ones():
 
 
 def test_a_cycle_among_rust_files_is_found(tmp_path):
-    src = tmp_path / "src"
-    (src / "flow" / "store").mkdir(parents=True)
-    (src / "lib.rs").write_text("//! 1. `flow`: connections\npub mod flow;\n")
-    (src / "flow" / "mod.rs").write_text("pub mod key;\npub mod store;\npub use key::FlowKey;\n")
-    (src / "flow" / "key.rs").write_text("use super::store::{table::Table, Counter};\n#[cfg(test)]\nmod tests {\n    use crate::flow::key::x;\n}\n")
-    (src / "flow" / "store" / "mod.rs").write_text("pub mod table;\n")
-    (src / "flow" / "store" / "table.rs").write_text("// super::super::nothing\nuse crate::flow::FlowKey;\n")
-    core = Core(src)
-    assert core.graph(("flow",)) == {"key": {"store"}, "store": {"key"}}
-    assert cycles(core.graph(("flow",))) == [["key", "store"]]
-    assert core.graph(("flow", "store")) == {"table": set()}
+    files = {
+        "lib.rs": "//! 1. `flow`: connections\npub mod flow;\n",
+        "flow/mod.rs": "pub mod key;\npub mod seq;\npub mod store;\npub use key::FlowKey;\n",
+        "flow/key.rs": "use super::store::{table::Table, Counter};\n",
+        # Through the re-export: `FlowKey` is key.rs's.
+        "flow/seq.rs": "use crate::flow::FlowKey;\n",
+        "flow/store/mod.rs": "pub mod records;\npub mod table;\n",
+        "flow/store/records.rs": "// super::super::seq, in a comment\nconst S: &str = \"super::super::seq\";\n",
+        # Test code, braces in literals or not, is not the code's.
+        "flow/store/table.rs": "#[cfg(test)]\nmod tests {\n    const B: char = '}';\n    const S: &str = \"}\";\n    use crate::flow::key::Key;\n}\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    core = Core(tmp_path)
+    assert core.graph(("flow",)) == {"key": {"store"}, "seq": {"key"}, "store": set()}
+    assert core.graph(("flow",), tests=True) == {"key": set(), "seq": set(), "store": {"key"}}
+    assert cycles(core.graph(("flow",))) == []
+    (tmp_path / "flow/store/records.rs").write_text("use crate::flow::seq::SeqNumber;\n")
+    assert cycles(Core(tmp_path).graph(("flow",))) == [["key", "seq", "store"]]
 
 
 def test_a_cycle_is_found():
