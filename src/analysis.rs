@@ -4,10 +4,10 @@
 //! so a connection that spans a file boundary stays one connection.
 
 use crate::decode::{self, Segment, Skip};
-use crate::flow::table::FlowTable;
+use crate::flow::store::table::FlowTable;
 use crate::census::{Census, Tally, Timeline};
 use crate::detect::{probes::OneSynTally, servers::{PortPressure, ServerStats}};
-use crate::flow::spill::Spill;
+use crate::flow::store::spill::Spill;
 use crate::flow::store::{ConnectionStore, Finished};
 use crate::decode::icmp::IcmpMessage;
 use crate::flow::icmp::{IcmpMatch, IcmpSummary};
@@ -126,7 +126,7 @@ pub struct Analysis {
     pub window: Option<WindowTotals>,
 }
 
-/// What a run with a window of capture time covers (`flow::window`).
+/// What a run with a window of capture time covers (`flow::store::window`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowTotals {
     /// Every connection counted since the first segment.
@@ -428,14 +428,14 @@ impl Analysis {
                 "{} half-open connections were set aside early, more than {} being open at once (a SYN flood or a scan); \
                  they are counted, and a late packet of theirs still finds them",
                 self.live.retired_early,
-                crate::flow::table::MAX_LIVE_FLOWS
+                crate::flow::store::table::MAX_LIVE_FLOWS
             ));
         }
         if self.live.forgotten_early > 0 {
             out.push(format!(
                 "{} half-open connections were forgotten early, more than {} being remembered at once; a late packet of theirs starts a new connection",
                 self.live.forgotten_early,
-                crate::flow::table::MAX_TOMBSTONES
+                crate::flow::store::table::MAX_TOMBSTONES
             ));
         }
         if self.live.finished_forgotten_early > 0 {
@@ -444,7 +444,7 @@ impl Analysis {
                  (over 3,333 new connections a second); a later packet on one of their 4-tuples starts a new connection, \
                  not linked to the one before",
                 self.live.finished_forgotten_early,
-                crate::flow::table::MAX_TOMBSTONES
+                crate::flow::store::table::MAX_TOMBSTONES
             ));
         }
         let lengths = &self.counted.servers.flow_lengths;
@@ -546,7 +546,7 @@ pub fn analyze_readers(
 /// every connection goes to a sink there as it is counted, not kept in memory. With `keep_ns`
 /// (and records not all kept), the analysis covers the connections counted in the last
 /// `keep_ns` of capture time, with the totals since the start in `Analysis::window`
-/// (`flow::window`).
+/// (`flow::store::window`).
 pub fn analyze_live(
     reader: Result<(String, CaptureReader), ReadError>,
     options: AnalyzeOptions,
@@ -658,7 +658,7 @@ fn read_file_beside(reader: &mut CaptureReader, skipped: &mut SkipCounts, mut on
 }
 
 /// Feeds decoded segments of file `file` to the tracker; when watched, hands what each changed
-/// to `watch` at once. `windowed`: the store counts by slice of capture time (`flow::window`).
+/// to `watch` at once. `windowed`: the store counts by slice of capture time (`flow::store::window`).
 fn track_segments(tracker: &mut Tracker<Census>, segments: &[Decoded], file: u32, watch: Option<&std::sync::Mutex<Watch>>, windowed: bool) {
     for Decoded { segment, keyed, frame, time_ns } in segments {
         if windowed {

@@ -1,14 +1,22 @@
 //! pcapq's core: reads tcpdump captures and rebuilds every TCP connection with its events.
 //!
-//! Layers, each depending only on the ones before it:
-//! `reader` (pcap, pcapng, gzip, stdin) → `decode` (link, IP, TCP) → `flow` (connections and
-//! their events) → `detect` (verdicts, episodes) → `census` (every finished connection counted
-//! once) → `analysis` (one run over the inputs) → `output` (JSON); `evidence` joins a proxy's
-//! log lines to the connections, `align` two capture points; `reader::live` and `watch` read
-//! standard input as it arrives. Only `bindings` knows about Python.
+//! Layers, each importing only the ones before it (tests/test_imports.py checks the order):
+//!
+//! 1. `slugs`: the enums named by slugs (`slug_enum!`), for every layer
+//! 2. `reader`: pcap, pcapng, gzip, standard input; `reader::live` a capture as it arrives
+//! 3. `decode`: link, IP, TCP, ICMP
+//! 4. `flow`: connections and their events
+//! 5. `detect`: verdicts, episodes
+//! 6. `census`: every finished connection counted once
+//! 7. `watch`: a capture followed live, per listener
+//! 8. `analysis`: one run over the inputs
+//! 9. `evidence`: a proxy's log lines joined to the connections
+//! 10. `align`: two capture points matched packet for packet
+//! 11. `output`: JSON, Parquet, the annotated pcapng
+//! 12. `bindings`: the only one that knows Python
 //!
 //! No unsafe code, with one exception: the cache prefetch hint of the sweep of finished flows
-//! (`flow/prefetch.rs`, x86-64 only).
+//! (`flow/store/prefetch.rs`, x86-64 only).
 #![deny(unsafe_code)]
 
 pub mod align;

@@ -6,12 +6,13 @@
 /// and with it: `ALL`, every variant in declaration order (the order the vocabulary exports to
 /// Python); `COUNT`; `index()`, a variant's place in `ALL` (its bit in a set); `slug()`;
 /// `from_slug()`; and `rule()`, the words a pair may carry after it (`Variant => "slug" ; "the
-/// rule in words"`), for the docs, empty where it carries none.
+/// rule in words"`), for the docs, empty where it carries none. Those words are also the
+/// variant's doc comment, so that they are written once.
 macro_rules! slug_enum {
     ($(#[$meta:meta])* $vis:vis enum $name:ident { $($(#[$vmeta:meta])* $variant:ident => $slug:literal $(; $rule:literal)?),* $(,)? }) => {
         $(#[$meta])*
         $vis enum $name {
-            $($(#[$vmeta])* $variant,)*
+            $($(#[$vmeta])* $(#[doc = $rule])? $variant,)*
         }
 
         impl $name {

@@ -1,6 +1,6 @@
 //! The connections of one capture point, as far as alignment needs them: which side is the
 //! client, the bases of the relative sequence numbers, where each connection begins. A light
-//! copy of the tracker's rules (src/flow/tracker.rs): a connection is the 4-tuple and VLAN IDs
+//! copy of the tracker's rules (src/flow/track/tracker.rs): a connection is the 4-tuple and VLAN IDs
 //! plus the client's ISN; a SYN with a new ISN, or a packet after `LINGER_NS` of silence,
 //! begins another on the same 4-tuple.
 
@@ -11,7 +11,7 @@ use crate::decode::flags;
 use crate::flow::{Endpoint, FrameRef};
 
 /// Longer than any TCP timer: the tracker forgets an idle connection after as long
-/// (src/flow/table.rs LINGER_NS).
+/// (src/flow/store/table.rs LINGER_NS).
 pub const LINGER_NS: i64 = 120_000_000_000;
 
 /// Which way a packet went in its connection.

@@ -195,7 +195,7 @@ const _: () = assert!(crate::watch::metrics::DEFAULT_MAX_LISTENERS == 20);
 /// `metrics_listeners` listeners named. With `spill_dir`, every connection goes, as it
 /// finishes, to a temporary file there instead of memory (as `analyze_many`'s). With `keep_s`,
 /// the analysis covers the last `keep_s` seconds of capture time, plus the totals since the
-/// start (`crate::flow::window`). Raises CaptureError if it is not a capture or `follow` cannot
+/// start (`crate::flow::store::window`). Raises CaptureError if it is not a capture or `follow` cannot
 /// be opened.
 #[pyfunction]
 #[pyo3(signature = (live, *, keep_connections = true, keep_events = true, max_connections = 0, watch = false, spill_dir = None, metrics_listeners = 20, follow = None, keep_s = None))]

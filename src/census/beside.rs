@@ -1,9 +1,8 @@
 //! The census's books filled on a thread of their own. Of what `Census::count` does with a
 //! finished connection, the per-server statistics, the timeline and the give-ups need nothing
 //! back: the tracking thread hands each connection over, with the outcome and symptoms it
-//! judged, and goes on to the next segment. They were a measurable share of the tracking
-//! thread's samples (docs/performance-history.md), and the reading thread, which waited for the
-//! tracking one, had the room.
+//! judged, and goes on to the next segment. They are a share of the tracking thread's work that
+//! the reading thread, which waits for the tracking one, has room for.
 //!
 //! The books come back whole at the end (`Beside::join`), filled in the order the connections
 //! were counted: the same books as counting them on the tracking thread.

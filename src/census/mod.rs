@@ -117,7 +117,7 @@ impl Counter for Census {
 
     /// The slices of a window added up. An outcome a late RST moved, in a later slice than
     /// the one that counted the connection, is taken off there: once that slice left the
-    /// window the count would be below zero, and is kept at zero (`flow::window`).
+    /// window the count would be below zero, and is kept at zero (`flow::store::window`).
     fn add(&mut self, other: Census) {
         Census::add(self, other);
         for n in &mut self.tally.outcomes {

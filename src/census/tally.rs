@@ -52,7 +52,7 @@ impl Tally {
     /// `count`, with the connection's outcome and symptoms already known.
     pub fn count_as(&mut self, c: &Connection, outcome: Outcome, symptoms: detect::Symptoms) -> Tallied {
         let symptom_bits = symptoms.iter().fold(0, |bits, s| bits | Tallied::symptom_bit(s.index()));
-        let now = Tallied::of(c).with_bits(symptom_bits).union(c.tallied);
+        let now = c.record_bits().with_bits(symptom_bits).union(c.tallied);
         let new = now.new_since(c.tallied);
         let outcome = match counted_outcome(c.tallied) {
             // Counted before; a revived record knows too little to be judged again, but a late
@@ -66,7 +66,7 @@ impl Tally {
                     _ => before,
                 };
                 if after != before {
-                    // Wrapping: with a window of slices (`flow::window`) the connection may have
+                    // Wrapping: with a window of slices (`flow::store::window`) the connection may have
                     // been counted in an earlier slice's tally; the sum of the slices is right.
                     self.outcomes[before.index()] = self.outcomes[before.index()].wrapping_sub(1);
                     self.outcomes[after.index()] += 1;

@@ -15,108 +15,58 @@ pub const TIME_WAIT_NS: i64 = 60 * 1_000_000_000;
 pub const WAITED_MIN_NS: i64 = 200_000_000;
 
 crate::slugs::slug_enum! {
+    /// What the diagnosis asks of a problem connection. Each fact's rule in words, after its
+    /// slug, is its doc comment (`slug_enum!`) and its row of docs/diagnosis.md's table of facts.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum Fact {
-        /// The client sent its SYN again and neither a SYN-ACK nor an RST came before the re-send.
         SynUnanswered => "syn_unanswered" ; "the client sent its SYN again and neither a SYN-ACK nor an RST came before the re-send (a SYN re-sent after the server's RST is a closed port's, as Windows retries)",
-        /// The server sent a SYN-ACK and the handshake never completed (its SYN was seen).
         HalfOpen => "half_open" ; "the server sent a SYN-ACK and the handshake never completed (its SYN was seen)",
-        /// One client SYN and nothing more from the client (probes::is_one_syn).
+        // Decided by `probes::is_one_syn`.
         OneSyn => "one_syn" ; "one client SYN and nothing more from the client",
-        /// Neither side sent a payload byte, and the handshake was refused, reset or never completed:
-        /// what a port scanner's probe leaves.
         Probe => "probe" ; "no payload either way, and refused, reset or never completed",
-        /// A probe from a source that probed many ports of this server's address (detect::scans).
+        // Decided by `detect::scans`.
         ScanProbe => "scan_probe" ; "a probe from a source that probed at least 16 ports of the server's address, or at least 5 with every probe one raw SYN never sent again (no client kernel leaves an unanswered SYN unrepeated)",
-        /// The client's RST answered an ACK that came before any SYN-ACK: a TIME-WAIT socket's
-        /// answer to a SYN on its 4-tuple (RFC 9293 §3.10.7.4).
         StrayAckReset => "stray_ack_reset" ; "the client's RST answered an ACK that came before any SYN-ACK: a 4-tuple still in TIME-WAIT at the server (RFC 9293 §3.10.7.4)",
-        /// It reused the 4-tuple of an earlier connection the server closed first, within its
-        /// TIME-WAIT (60 s).
         ReusedInTimeWait => "reused_in_time_wait" ; "it reused the 4-tuple of a connection that ended less than 60 s before (TCP_TIMEWAIT_LEN), which the server had closed first and no RST ended: the server held that 4-tuple in TIME-WAIT",
-        /// The server acknowledged client data.
         RequestAcked => "request_acked" ; "the server acknowledged client data",
-        /// The client sent data and the server sent none after the client's last data began.
         RequestUnanswered => "request_unanswered" ; "the client sent data and the server sent none after the client's last data began",
-        /// The client closed (FIN or RST) at least `WAITED_MIN_NS` after its last data: it waited
-        /// for an answer, it did not just finish sending (a one-way upload closes at once).
+        // The 0.2 s: `WAITED_MIN_NS`.
         ClientWaited => "client_waited" ; "the client closed (FIN or RST) at least 0.2 s (TCP_RTO_MIN) after its last data: it waited for an answer, it did not just finish sending",
-        /// No SYN-ACK ever came and the client's connect() ended (timed out or abandoned).
         NeverConnected => "never_connected" ; "no SYN-ACK, and the connect ended (`timed_out` or `abandoned`)",
-        /// A sign of a full accept queue: a dropped final ACK, an RST for it, or a cookie's stall.
         QueueSign => "queue_sign" ; "`final_ack_dropped`, `reset_after_ack` or `syncookie_suspected`",
-        /// Its trouble (re-sent SYN or request) fell inside a window where the same listener showed
-        /// a sign of a full accept queue (see `episodes::queue_windows`).
+        // The spans: `episodes::queue_windows`.
         InQueueWindow => "in_queue_window" ; "its trouble (from its first SYN to its SYN-ACK when the SYN went unanswered, else from its first request to the server's acknowledgement) overlaps a span in which the same listener showed a queue sign (from the sign connection's own dropped SYN, or its handshake ACK, to the moment it got through), padded by 1 s; a trouble inside widens the span, so SYNs dropped back to back before the first ACK could be dropped belong to it too",
-        /// The server's address sent no packet at all in the capture, and no client sent it more than
-        /// SYNs (an ACK or data would show the capture misses the server's direction): a host down,
-        /// unreachable or behind a silent filter.
         SilentHost => "silent_host" ; "the server's address sent no packet at all in the capture (any endpoint of it, any connection, kept or not), and no client sent it more than SYNs (an ACK or data would show the capture misses the server's direction)",
-        /// Client and server are one host (loopback): there is no path to lose packets on.
         Loopback => "loopback" ; "client and server are one host: there is no path to lose packets on",
-        /// The client sent its one SYN, got a SYN-ACK and answered nothing: a spoofed or scanning
-        /// source, not a client waiting for the server.
         SynackIgnored => "synack_ignored" ; "one SYN, a SYN-ACK, and nothing from the client: a spoofed or scanning source",
-        /// The client's RST came before anything of the server was seen: no client kernel gives up a
-        /// connect that way (Linux v6.6 net/ipv4/tcp.c: tcp_disconnect() sends no RST in SYN-SENT);
-        /// backscatter of a spoofed SYN, or a capture that misses the server's side.
         RstUnprovoked => "rst_unprovoked" ; "the client's RST came before anything of the server was seen: no client kernel gives up a connect that way (Linux v6.6 net/ipv4/tcp.c: tcp_disconnect() sends no RST in SYN-SENT): backscatter of a spoofed SYN, or a one-way capture",
-        /// An ICMP error (other than "too big") answered one of its packets (src/flow/icmp.rs).
+        // Tied by `flow::track::icmp`.
         IcmpAnswered => "icmp_answered" ; "an ICMP error (other than fragmentation needed / packet too big) answered one of its packets: the quote's 4-tuple is the connection's and its sequence number lies in the sender's window (Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_err(): between(seq, snd_una, snd_nxt))",
-        /// ...saying a filter refused it (administratively prohibited, policy, reject route)...
         IcmpProhibited => "icmp_prohibited" ; "`icmp_answered`, the error saying a filter refused the packet: administratively prohibited, policy or reject route",
-        /// ...no route to the network or host, or the host did not answer on its link...
         IcmpNoRoute => "icmp_no_route" ; "`icmp_answered`, the error saying there is no way there: no route, host or network unreachable or unknown, address unreachable",
-        /// ...nothing listening: port (or protocol) unreachable...
         IcmpPortUnreachable => "icmp_port_unreachable" ; "`icmp_answered`, the error saying nothing listens: port or protocol unreachable",
-        /// ...or the TTL (hop limit) ran out on the way.
         IcmpTtlExceeded => "icmp_ttl_exceeded" ; "`icmp_answered`, the error saying the packet ran out of hops: TTL or reassembly time exceeded",
-        /// A "fragmentation needed" / "packet too big" error answered its data and no black hole
-        /// followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss.
         PmtuDiscovered => "pmtu_discovered" ; "a fragmentation-needed / packet-too-big error answered its data and no black hole followed: path MTU discovery working (RFC 1191 §3), its re-sends are not loss",
-        /// The client sent a request after the server's FIN (more than a TLS alert's bytes): a
-        /// request on a connection the server had already closed, such as an idle keep-alive
-        /// connection reused as it was being closed.
         RequestAfterServerClose => "request_after_close" ; "the client's last data came after the server's first FIN, more than 85 bytes of it (a TLS client's close_notify alert answering the server's is at most 85: no request, and no `request_unanswered` either): a request on a connection the server had already closed, such as an idle keep-alive connection reused as its server closed it; the server's kernel answers it with an RST (Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_timewait_state_process(), \"new data after half-duplex close\")",
-        /// The server had sent data before the client's last request, which it left unanswered: an
-        /// earlier request on the connection was answered (a kept-alive connection).
         AnsweredBefore => "answered_before" ; "the server sent data before the client's last request and none after it: an earlier request on the connection was answered, the last one was not (a kept-alive connection)",
-        /// The server sent its SYN-ACK again by its timer after the client's handshake ACK: the
-        /// sign whose explanations `detect::checks` weighs (a full accept queue when none of its
-        /// competitors' checks failed: `final_ack_dropped`).
+        // Weighed by `detect::checks`.
         SynackAfterAck => "synack_after_ack" ; "the server sent its SYN-ACK again by its timer after the client's handshake ACK: the sign the [checks](#hypotheses-and-their-checks) weigh (`final_ack_dropped` when no competitor's check failed)",
-        /// The server answered the client's request, but the client's close (FIN or RST), at least
-        /// `WAITED_MIN_NS` after the request, acknowledged none of the answer: the client gave up at
-        /// its own read timeout as the answer was on its way (`answer_crossed_close`).
+        // The 0.2 s: `WAITED_MIN_NS`.
         AnswerCrossedClose => "answer_crossed_close" ; "the server answered the request, but the client's FIN or RST, at least 0.2 s after the request, acknowledges none of the answer: the answer crossed the client's close at its read timeout (the outcome is `abandoned`; the RSTs that follow answer the late answer, RFC 9293 §3.10.7.4)",
-        /// The client sent its SYN again, yet its first SYN got through and so did the answer: the
-        /// server's first SYN-ACK, captured before the re-sent SYN, is the one the client's
-        /// handshake ACK echoes (RFC 7323 §3.2). The client's timer fired before a slow path brought
-        /// the answer; nothing was lost (`syn_resend_spurious`).
         SynResendSpurious => "syn_resend_spurious" ; "the client sent its SYN again, yet the server's first SYN-ACK, captured before the re-sent SYN, is the one the client's handshake ACK echoes (its TSecr, RFC 7323 §3.2): the first SYN and its answer both arrived, on a path slower than the SYN timer; no loss",
-        /// The server's address sent no packet the capture shows, yet clients sent it ACKs or data:
-        /// they heard from it, and the capture misses its direction (a one-way capture, or
-        /// asymmetric routing past the capture point). Nothing that needs the server's packets
-        /// (an unanswered SYN, a request left unanswered, a client giving up) can be told.
         OneWay => "one_way" ; "the server's address sent no packet the capture shows, yet its clients sent it ACKs or data (they heard from it): the capture misses that direction. No unanswered SYN, listener drop, SYN queue overflow or client give-up is claimed for it",
-        /// Its last frame is where the capture cut every long flow (a capture kept to the first
-        /// packets of each flow, `trimmed::FlowLengths::trimmed_at`): what did not follow was not
-        /// seen, not unsent.
+        // The cut: `trimmed::FlowLengths::trimmed_at`.
         FlowTrimmed => "flow_trimmed" ; "the connection never closed and stopped at the frame count where the capture cut every long flow (at least three unclosed connections at the capture's longest count, one of them in a two-way exchange): what did not follow was not seen. No give-up, half-open request or unanswered request is claimed for it",
-        /// Its SYN went unanswered while the same listener held an earlier connection whose request
-        /// its kernel had acknowledged and nobody answered, or it was such a connection while SYNs
-        /// were dropped: the listener was not taking connections, its accept queue full (Linux v6.6
-        /// net/ipv4/tcp_input.c: tcp_conn_request() drops a SYN while sk_acceptq_is_full()).
-        /// See `episodes::stalled`.
+        // Decided by `episodes::stalled`.
         ListenerStalled => "listener_stalled" ; "its SYN went unanswered while the same listener held an earlier connection (its handshake ACK before that SYN) whose request the kernel had acknowledged and nobody answered until its client gave up, or it was such a connection while SYNs were dropped: the listener was not taking connections. With at least 3 clients' SYNs so dropped and no dropped ACK, overflow reset or cookie, `accept_queue_overflow` at 0.7 (a steady arrival into a full queue: each new SYN finds it full, Linux v6.6 tcp_conn_request(), and none gets as far as its ACK)",
     }
 }
 
-/// A set of facts.
+/// A set of facts, one bit each (`Fact::index`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Facts(u32);
+pub struct Facts(u64);
 
-const _: () = assert!(Fact::COUNT <= u32::BITS as usize, "a fact set is a u32");
+const _: () = assert!(Fact::COUNT <= u64::BITS as usize, "a fact set is a u64");
 
 impl Facts {
     pub fn insert(&mut self, f: Fact) {
@@ -127,7 +77,7 @@ impl Facts {
         self.0 & (1 << f.index()) != 0
     }
 
-    pub fn bits(self) -> u32 {
+    pub fn bits(self) -> u64 {
         self.0
     }
 }
@@ -271,7 +221,7 @@ pub fn first_syn_answer_lost(c: &Connection) -> Option<bool> {
     // This soon after a SYN, a SYN-ACK answers it where it was captured (at the server).
     let gap = first_synack - last_syn;
     let round_trip = round_trip_at_least_ns(c)?;
-    (gap > crate::flow::label::TRIGGERED_SYNACK_NS && gap < round_trip).then_some(false)
+    (gap > crate::flow::track::label::TRIGGERED_SYNACK_NS && gap < round_trip).then_some(false)
 }
 
 /// Linux delays an ACK by at most TCP_DELACK_MAX (include/net/tcp.h: 200 ms).
@@ -400,6 +350,26 @@ mod tests {
         w.send(1_003, C, FIN | ACK, CISN + 101, SISN + 1 + fin_acks, 0);
         w.send(1_005, C, RST, CISN + 102, 0, 0);
         w
+    }
+
+    #[test]
+    fn test_a_facts_rule_is_its_only_sentence() {
+        // `slug_enum!` makes the rule the doc comment: a `///` beside it would say it twice.
+        let source = include_str!("facts.rs");
+        let declaration = source.split("pub enum Fact {").nth(1).unwrap().split("\n    }\n}").next().unwrap();
+        assert!(declaration.lines().all(|line| !line.trim_start().starts_with("///")));
+        assert!(Fact::ALL.iter().all(|f| !f.rule().is_empty()));
+    }
+
+    #[test]
+    fn test_a_fact_set_holds_more_than_32_facts() {
+        let mut f = Facts::default();
+        f.0 |= 1 << 40;
+        assert_eq!(f.bits(), 1 << 40);
+        for fact in Fact::ALL {
+            f.insert(fact);
+        }
+        assert!(Fact::ALL.iter().all(|&fact| f.contains(fact)));
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! the tracker's working state lives in `state::Flow` and is dropped when the connection ends.
 
 use super::event::{Event, FrameRef, PacketRole, Side};
+use super::icmp::{IcmpAnswer, IcmpLog, MAX_ICMP};
 use super::key::Endpoint;
 use super::tallied::Tallied;
+use crate::decode::icmp::IcmpClass;
 use crate::decode::{Segment, TcpOptions};
 
 crate::slugs::slug_enum! {
@@ -153,7 +155,7 @@ pub struct Connection {
     /// connections that re-sent something.
     pub retransmits: Option<Box<RetransmitLog>>,
     /// ICMP errors that answered its packets (src/flow/icmp.rs); only for connections that got one.
-    pub icmp: Option<Box<super::icmp::IcmpLog>>,
+    pub icmp: Option<Box<IcmpLog>>,
     /// The IP ID and TSval of the first SYN (client) and SYN-ACK (server) when they carried
     /// timestamps: the same again is that datagram copied (`label::is_handshake_copy`).
     #[serde(default)]
@@ -528,4 +530,49 @@ pub fn waiting_span(c: &Connection) -> Option<(i64, i64)> {
     let client_fin = c.counts[Side::Client.index()].fin.then_some(c.last_time_ns);
     let until = answered.or(ended).or(client_fin).unwrap_or(c.last_time_ns);
     Some((established, until.max(established)))
+}
+
+impl Connection {
+    pub fn icmp_answers(&self) -> &[IcmpAnswer] {
+        self.icmp.as_ref().map_or(&[], |log| log.answers.as_slice())
+    }
+
+    /// A re-send of `len` payload bytes by `side` that a too-big error answering `side` came
+    /// before, and that fits the MTU it gave: the sender's kernel lowered its segment size and
+    /// re-sent at once (Linux v6.6 net/ipv4/tcp_ipv4.c: tcp_v4_err() -> tcp_v4_mtu_reduced() ->
+    /// tcp_simple_retransmit(); net/ipv6/tcp_ipv6.c: tcp_v6_mtu_reduced()), not on a timer.
+    pub fn resent_smaller_after_too_big(&self, side: Side, len: u32, time_ns: i64) -> bool {
+        self.icmp_answers().iter().any(|a| {
+            a.answers == side && a.kind.class() == IcmpClass::TooBig && a.time_ns <= time_ns && a.mtu.is_none_or(|mtu| len < mtu)
+        })
+    }
+
+    pub(crate) fn add_icmp(&mut self, answer: IcmpAnswer) {
+        let log = self.icmp.get_or_insert_with(Box::default);
+        if log.answers.len() < MAX_ICMP {
+            log.answers.push(answer);
+        } else {
+            log.more += 1;
+        }
+    }
+
+    /// The tally's bits for what the record itself shows (no verdict): counted, handshake,
+    /// retransmissions, resets...
+    pub fn record_bits(&self) -> Tallied {
+        let c = self;
+        let any = |f: &dyn Fn(&DirectionCounts) -> bool| c.counts.iter().any(f);
+        let bits = [
+            (true, Tallied::COUNTED),
+            (c.handshake_completed(), Tallied::HANDSHAKE_COMPLETED),
+            (c.syn_count > 1, Tallied::SYN_RETRANSMITS),
+            (c.synack_count > 1, Tallied::SYNACK_RETRANSMITS),
+            (any(&|d| d.data_retransmits > 0), Tallied::DATA_RETRANSMITS),
+            (any(&|d| d.dup_acks > 0), Tallied::DUP_ACKS),
+            (any(&|d| d.zero_windows > 0), Tallied::ZERO_WINDOW),
+            (any(&|d| d.rst), Tallied::RESET),
+            (c.partial, Tallied::PARTIAL),
+            (c.follows.is_some(), Tallied::PORT_REUSE),
+        ];
+        Tallied::default().with_bits(bits.iter().filter(|(on, _)| *on).fold(0, |m, (_, bit)| m | bit))
+    }
 }

@@ -16,10 +16,10 @@ use rustc_hash::FxHashMap;
 use super::connection::{Connection, Milestones, RetransmitLog, Send};
 use super::event::{Detail, FrameRef, Side};
 use super::key::{Endpoint, FlowKey};
-use super::table::{is_forgotten, FlowTable};
 use super::state::Flow;
+use super::store::table::{is_forgotten, FlowTable};
 use super::store::Counter;
-use super::tracker::{server_time_wait, starts_new_connection, Tracker};
+use super::track::tracker::{server_time_wait, starts_new_connection, Tracker};
 
 /// Connections and the flow table of an analysis, as `Tracker::finish()` returns them: every
 /// record (index = id), or the open records of an analysis that did not keep every record

@@ -2,8 +2,7 @@
 //! so that counting it again (after a late packet revived it) adds only what is new. The census
 //! (`crate::census`) gives the outcome and symptom bits their meaning; here they are indexes.
 //! (Not the episodes' marks, `detect::marks`: those are a verdict's bits, these a count's.)
-
-use super::connection::{Connection, DirectionCounts};
+//! What the record itself shows is `Connection::record_bits`.
 
 /// What the tally counted for one connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -31,24 +30,6 @@ impl Tallied {
     const FIRST_SYMPTOM: u32 = 16;
     /// How many symptom bits there are room for.
     pub const SYMPTOM_BITS: usize = (u32::BITS - Tallied::FIRST_SYMPTOM) as usize;
-
-    /// What the record itself shows (no verdict): counted, handshake, retransmissions, resets...
-    pub fn of(c: &Connection) -> Tallied {
-        let any = |f: &dyn Fn(&DirectionCounts) -> bool| c.counts.iter().any(f);
-        let bits = [
-            (true, Tallied::COUNTED),
-            (c.handshake_completed(), Tallied::HANDSHAKE_COMPLETED),
-            (c.syn_count > 1, Tallied::SYN_RETRANSMITS),
-            (c.synack_count > 1, Tallied::SYNACK_RETRANSMITS),
-            (any(&|d| d.data_retransmits > 0), Tallied::DATA_RETRANSMITS),
-            (any(&|d| d.dup_acks > 0), Tallied::DUP_ACKS),
-            (any(&|d| d.zero_windows > 0), Tallied::ZERO_WINDOW),
-            (any(&|d| d.rst), Tallied::RESET),
-            (c.partial, Tallied::PARTIAL),
-            (c.follows.is_some(), Tallied::PORT_REUSE),
-        ];
-        Tallied(bits.iter().filter(|(on, _)| *on).fold(0, |m, (_, bit)| m | bit))
-    }
 
     /// The bit of the symptom with this index.
     pub fn symptom_bit(index: usize) -> u32 {

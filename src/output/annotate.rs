@@ -1,9 +1,10 @@
 //! A capture written back as pcapng, with comments on chosen packets (`pcapq annotate`).
 //!
 //! Every record of every input is copied, in order, into one pcapng file; Wireshark shows the
-//! comments and filters on them (`frame.comment`). Frame numbers do not move: a block takes a
-//! frame number here exactly when the reader gives it one (`reader::ng_block`), so frame n of
-//! an input as pcapq numbers it is the n-th frame of that input's part of the output.
+//! comments and filters on them (`frame.comment`). Frame numbers do not move: the blocks of a
+//! pcapng input are read by the reader's own block loop (`CaptureReader::for_each_ng_block`),
+//! which numbers them as it numbers them for the analysis, so frame n of an input as pcapq
+//! numbers it is the n-th frame of that input's part of the output.
 //!
 //! - Classic pcap: a section header block, one interface description block (the file's link
 //!   type and snaplen; `if_tsresol` 9 for nanosecond timestamps), then one enhanced packet
@@ -25,14 +26,12 @@ use std::path::Path;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 
-use pcap_parser::pcapng::Block;
-use pcap_parser::traits::PcapReaderIterator;
-use pcap_parser::{PcapBlockOwned, PcapError, PcapNGReader};
+use pcap_parser::PcapError;
 
 use crate::reader::error::shown;
 use crate::reader::pcap::{PcapRecords, Stop};
 use crate::reader::source::{self, StreamFault};
-use crate::reader::{self, Format, ReadError, ReadStop, BUFFER_LEN, MAX_RECORD_LEN, PCAP_HEADER_LEN};
+use crate::reader::{self, CaptureReader, Format, NgKind, ReadError, ReadStop, MAX_RECORD_LEN, PCAP_HEADER_LEN};
 
 /// What the writer adds.
 pub struct Comments<'a> {
@@ -171,16 +170,14 @@ fn copy_inputs(first: Input, inputs: &[String], sink: &mut Sink<'_>, comments: &
 /// An input opened and its header read, ready to copy.
 struct Input {
     path: String,
-    fault: StreamFault,
-    gzip: bool,
     records: Records,
 }
 
 enum Records {
     /// Classic pcap: the reader's record loop, and what the file header says.
-    Pcap { records: PcapRecords<Stream>, order: Order, linktype: u16, snaplen: u32, nanoseconds: bool },
-    /// pcapng: the block reader the capture reader uses.
-    PcapNg(PcapNGReader<Stream>),
+    Pcap { records: PcapRecords<Stream>, order: Order, linktype: u16, snaplen: u32, nanoseconds: bool, fault: StreamFault, gzip: bool },
+    /// pcapng: the capture reader, whose block loop gives each block its frame number.
+    PcapNg(CaptureReader),
 }
 
 impl Input {
@@ -200,24 +197,24 @@ impl Input {
                 let linktype = (header.network.0 as u32 & 0xFFFF) as u16;
                 let nanoseconds = header.is_nanosecond_precision();
                 let records = PcapRecords::new(stream, order.big_endian, PCAP_HEADER_LEN as u64);
-                Records::Pcap { records, order, linktype, snaplen: header.snaplen, nanoseconds }
+                Records::Pcap { records, order, linktype, snaplen: header.snaplen, nanoseconds, fault: source.fault, gzip: source.gzip }
             }
-            Format::PcapNg => Records::PcapNg(PcapNGReader::new(BUFFER_LEN, source.stream).map_err(|e| bad_header(&e))?),
+            Format::PcapNg => Records::PcapNg(CaptureReader::of_source(path, source)?),
         };
-        Ok(Input { path: path.to_string(), fault: source.fault, gzip: source.gzip, records })
+        Ok(Input { path: path.to_string(), records })
     }
 
     /// Copies every record into `sink`; returns how reading ended.
     fn copy(self, sink: &mut Sink<'_>, file: u32, comments: &Comments<'_>) -> io::Result<ReadStop> {
-        let Input { path, fault, gzip, records } = self;
-        let broken = Broken { path: &path, fault: &fault, gzip };
+        let Input { path, records } = self;
         match records {
-            Records::Pcap { mut records, order, linktype, snaplen, nanoseconds } => {
+            Records::Pcap { mut records, order, linktype, snaplen, nanoseconds, fault, gzip } => {
+                let broken = Broken { path: &path, fault: &fault, gzip };
                 sink.new_section(order, comments.section)?;
                 sink.new_interface(order, linktype, snaplen, nanoseconds)?;
                 copy_pcap(&mut records, order, nanoseconds, &broken, sink, file, comments)
             }
-            Records::PcapNg(mut blocks) => copy_pcapng(&mut blocks, &broken, sink, file, comments),
+            Records::PcapNg(mut reader) => copy_pcapng(&mut reader, sink, file, comments),
         }
     }
 }
@@ -261,106 +258,33 @@ fn copy_pcap(
     }
 }
 
-/// A pcapng file's blocks, as they are but for the comments. The breaks are the reader's
-/// (`CaptureReader::for_each_ng_block`), found the same way.
-fn copy_pcapng(
-    blocks: &mut PcapNGReader<Stream>,
-    broken: &Broken<'_>,
-    sink: &mut Sink<'_>,
-    file: u32,
-    comments: &Comments<'_>,
-) -> io::Result<ReadStop> {
-    let mut section = SectionState { order: Order { big_endian: false }, interfaces: 0 };
-    let mut frame = 0u64;
+/// A pcapng file's blocks, as they are but for the comments, read by the capture reader: its
+/// frame numbers, and its breaks.
+fn copy_pcapng(reader: &mut CaptureReader, sink: &mut Sink<'_>, file: u32, comments: &Comments<'_>) -> io::Result<ReadStop> {
     let mut comment = String::new();
-    loop {
-        let offset = blocks.consumed() as u64;
-        match blocks.next() {
-            Ok((len, block)) => {
-                let role = match block {
-                    PcapBlockOwned::NG(block) => role_of(block, &mut section),
-                    _ => Role::Other,
+    reader.for_each_ng_block(|block| {
+        let order = Order { big_endian: block.big_endian };
+        match block.kind {
+            NgKind::SectionHeader => sink.copy_section_header(block.raw, order, comments.section),
+            NgKind::Packet { packet, options_after } => {
+                let options_at = options_after.and_then(options_after_packet_data);
+                comment.clear();
+                if options_at.is_some() {
+                    (comments.packet)(file, packet.frame, &mut comment);
+                }
+                let commented = match options_at {
+                    Some(options_at) if !comment.is_empty() => sink.copy_with_comment(block.raw, options_at, order, &comment)?,
+                    _ => sink.put(block.raw).map(|()| false)?,
                 };
-                let raw = blocks.data().get(..len).unwrap_or_default();
-                match role {
-                    Role::SectionHeader => sink.copy_section_header(raw, section.order, comments.section)?,
-                    Role::Packet { options_at } => {
-                        frame += 1;
-                        comment.clear();
-                        if options_at.is_some() {
-                            (comments.packet)(file, frame, &mut comment);
-                        }
-                        let commented = match options_at {
-                            Some(options_at) if !comment.is_empty() => sink.copy_with_comment(raw, options_at, section.order, &comment)?,
-                            _ => sink.put(raw).map(|()| false)?,
-                        };
-                        sink.count_packet(commented);
-                    }
-                    Role::Frame => {
-                        frame += 1;
-                        sink.written.records += 1;
-                        sink.put(raw)?;
-                    }
-                    Role::Other => sink.put(raw)?,
-                }
-                blocks.consume(len);
+                sink.count_packet(commented);
+                Ok(())
             }
-            Err(PcapError::Eof) => return Ok(broken.cut_or(ReadStop::End, offset, frame)),
-            Err(PcapError::Incomplete(_)) => {
-                let damaged = oversized_block(blocks, &section, offset, frame).or_else(|| lying_block(blocks, &section, offset, frame));
-                if let Some(stop) = damaged {
-                    return Ok(stop);
-                }
-                if blocks.refill().is_err() {
-                    return Ok(ReadStop::IoError { offset, reason: broken.read_failure() });
-                }
+            NgKind::Frame => {
+                sink.written.records += 1;
+                sink.put(block.raw)
             }
-            Err(PcapError::UnexpectedEof) => {
-                let truncated = ReadStop::Truncated { offset, frame: frame + 1 };
-                return Ok(oversized_block(blocks, &section, offset, frame)
-                    .or_else(|| lying_block(blocks, &section, offset, frame))
-                    .unwrap_or_else(|| broken.cut_or(truncated, offset, frame)));
-            }
-            Err(PcapError::BufferTooSmall) => {
-                if let Some(stop) = oversized_block(blocks, &section, offset, frame) {
-                    return Ok(stop);
-                }
-                let capacity = blocks.data().len().max(BUFFER_LEN);
-                if capacity >= MAX_RECORD_LEN || !blocks.grow(MAX_RECORD_LEN) {
-                    return Ok(ReadStop::Corrupt {
-                        offset,
-                        frame: frame + 1,
-                        reason: format!("a record claims more than {MAX_RECORD_LEN} bytes"),
-                    });
-                }
-                if blocks.refill().is_err() {
-                    return Ok(ReadStop::IoError { offset, reason: broken.read_failure() });
-                }
-            }
-            Err(PcapError::ReadError) => return Ok(ReadStop::IoError { offset, reason: broken.read_failure() }),
-            Err(e) => return Ok(ReadStop::Corrupt { offset, frame: frame + 1, reason: reader::record_reason(&e) }),
+            NgKind::Other => sink.put(block.raw),
         }
-    }
-}
-
-/// `Corrupt` when the next block claims more than `MAX_RECORD_LEN` bytes.
-fn oversized_block(blocks: &PcapNGReader<Stream>, section: &SectionState, offset: u64, frame: u64) -> Option<ReadStop> {
-    let claimed = reader::claimed_record_len(Format::PcapNg, blocks.data(), section.order.big_endian)?;
-    (claimed > MAX_RECORD_LEN as u64).then(|| ReadStop::Corrupt {
-        offset,
-        frame: frame + 1,
-        reason: format!("a record claims {claimed} bytes, more than the {MAX_RECORD_LEN} a capture record can hold"),
-    })
-}
-
-/// `Corrupt` when the whole block is there and still cannot be parsed: a length inside it
-/// points past its end.
-fn lying_block(blocks: &PcapNGReader<Stream>, section: &SectionState, offset: u64, frame: u64) -> Option<ReadStop> {
-    let claimed = reader::claimed_record_len(Format::PcapNg, blocks.data(), section.order.big_endian)?;
-    (claimed <= blocks.data().len() as u64).then(|| ReadStop::Corrupt {
-        offset,
-        frame: frame + 1,
-        reason: format!("a field inside the {claimed}-byte block points past its end"),
     })
 }
 
@@ -387,59 +311,6 @@ impl Broken<'_> {
             Some(why) => format!("could not read {}: {why}", self.path),
             None => format!("could not read {}", self.path),
         }
-    }
-}
-
-/// What a pcapng block is to the copy.
-enum Role {
-    /// A section header block: it takes the section comment.
-    SectionHeader,
-    /// A packet, and where its options start if it can have some (EPB, OPB; an SPB has none).
-    Packet { options_at: Option<usize> },
-    /// Not a packet, yet a frame of its own.
-    Frame,
-    /// Copied as it is; no frame number.
-    Other,
-}
-
-/// What decides whether a block of the current section takes a frame number.
-struct SectionState {
-    order: Order,
-    interfaces: u64,
-}
-
-/// The role of `block`, by the reader's rules (`reader::ng_block`): a packet takes a frame number
-/// when its interface is known, custom and systemd journal export blocks always do.
-fn role_of(block: Block<'_>, section: &mut SectionState) -> Role {
-    match block {
-        Block::SectionHeader(shb) => {
-            // §4.1: each section has its own byte order and numbers its interfaces from 0.
-            section.order = Order { big_endian: shb.big_endian() };
-            section.interfaces = 0;
-            Role::SectionHeader
-        }
-        Block::InterfaceDescription(_) => {
-            section.interfaces += 1;
-            Role::Other
-        }
-        Block::EnhancedPacket(epb) if u64::from(epb.if_id) < section.interfaces => {
-            Role::Packet { options_at: options_after_packet_data(u64::from(epb.caplen)) }
-        }
-        // §4.4: an SPB belongs to interface 0.
-        Block::SimplePacket(_) if section.interfaces > 0 => Role::Packet { options_at: None },
-        // pcap-parser reads an unknown block's type little-endian, whatever the section's byte order.
-        Block::Unknown(unknown) if reader::section_order(unknown.block_type, section.order.big_endian) == reader::OPB_BLOCK_TYPE => {
-            match reader::parse_obsolete_packet(unknown.data, section.order.big_endian) {
-                Some(opb) if u64::from(opb.interface) < section.interfaces => {
-                    Role::Packet { options_at: options_after_packet_data(opb.data.len() as u64) }
-                }
-                _ => Role::Other,
-            }
-        }
-        // §4.8 asks that a 0x40000BAD custom block not be copied into a new file; it is, as it
-        // takes a frame number and every later frame keeps its own.
-        Block::Custom(_) | Block::SystemdJournalExport(_) => Role::Frame,
-        _ => Role::Other,
     }
 }
 
@@ -816,8 +687,8 @@ fn refuse_overwriting_an_input(inputs: &[String], output: &Path) -> io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reader::{CaptureInfo, CaptureReader};
-    use pcap_parser::pcapng::{parse_block_be, parse_block_le, parse_option_be, parse_option_le, PcapNGOption};
+    use crate::reader::CaptureInfo;
+    use pcap_parser::pcapng::{parse_block_be, parse_block_le, parse_option_be, parse_option_le, Block, PcapNGOption};
     use std::cell::RefCell;
     use std::collections::HashMap;
     use std::process::Command;

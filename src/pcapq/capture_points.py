@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence, TypeVar
 
 # Longer than TIME-WAIT and the SYN-ACK retries (pcapq's tracker forgets idle connections
-# after 120 s, src/flow/table.rs LINGER_NS): across a longer gap no connection can be joined,
+# after 120 s, src/flow/store/table.rs LINGER_NS): across a longer gap no connection can be joined,
 # so the files are not one continuous capture.
 MAX_GAP_S = 120.0
 

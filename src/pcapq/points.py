@@ -71,7 +71,7 @@ def _batches(items: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
 
 
 # A part keeps, until it is joined, the records of the connections of its first 135 s (the
-# join window, src/flow/tracker.rs JOIN_WINDOW_NS). With files at least four times as long,
+# join window, src/flow/track/tracker.rs JOIN_WINDOW_NS). With files at least four times as long,
 # that is at most a quarter of them, and analysing the files as parts on several cores beats
 # reading them one after the other; with shorter files, joining costs more than it saves
 # (docs/performance-history.md).

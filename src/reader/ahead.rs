@@ -1,6 +1,6 @@
 //! Reading ahead on a thread of its own: a gzip capture's inflating runs beside the decoding,
 //! so the two cores of a run share three jobs (inflate; read and decode; track) instead of the
-//! reading thread doing the first two alone (docs/performance-history.md).
+//! reading thread doing the first two alone.
 
 use std::io::{self, Read};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};

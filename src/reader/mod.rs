@@ -25,9 +25,8 @@ use pcap_parser::{PcapBlockOwned, PcapError};
 
 /// Bytes read at once, classic pcap's records or pcapng's blocks. A file is read with `read()`
 /// into this buffer: the kernel's copy streams the page cache into it, and the records are
-/// then parsed from the processor's cache. Small enough to stay there (128 and 256 KiB
-/// measured best, 512 KiB to 2 MiB slower at the median), large enough that the calls are few
-/// (docs/performance-history.md: faster than a memory map of the file).
+/// then parsed from the processor's cache. Small enough to stay there, large enough that the
+/// calls are few; faster than a memory map of the file.
 pub(crate) const BUFFER_LEN: usize = 256 * 1024;
 /// The classic pcap file header: magic, version, thiszone, sigfigs, snaplen, network.
 pub(crate) const PCAP_HEADER_LEN: usize = 24;
@@ -129,7 +128,8 @@ impl CaptureReader {
         CaptureReader::of_source(name, source::from_stream(name, Box::new(std::io::Cursor::new(bytes)))?)
     }
 
-    fn of_source(path: &str, source: source::Source) -> Result<CaptureReader, ReadError> {
+    /// A reader of a source already open (`source::open`).
+    pub(crate) fn of_source(path: &str, source: source::Source) -> Result<CaptureReader, ReadError> {
         let bad_header = |e: PcapError<&[u8]>| ReadError::BadHeader { path: path.to_string(), reason: header_reason(&e) };
         let mut info = CaptureInfo { format: Some(source.format), gzip: source.gzip, ..CaptureInfo::default() };
         let mut section = Section::default();
@@ -151,8 +151,22 @@ impl CaptureReader {
     pub fn for_each_packet(&mut self, on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
         match self.records.take() {
             Some(Records::Pcap(mut records)) => self.for_each_pcap_record(&mut records, on_packet),
-            Some(Records::PcapNg(mut blocks)) => self.for_each_ng_block(blocks.as_mut(), on_packet),
+            Some(Records::PcapNg(mut blocks)) => self.for_each_ng_packet(blocks.as_mut(), on_packet),
             None => ReadStop::End,
+        }
+    }
+
+    /// Calls `on_block` for every block of a pcapng capture in file order, each with its frame
+    /// number if it takes one (the numbering `for_each_packet` gives); stops at the first error
+    /// `on_block` returns. A classic pcap capture has no blocks: `Ok(ReadStop::End)` at once.
+    pub(crate) fn for_each_ng_block<E>(&mut self, on_block: impl FnMut(NgBlock<'_>) -> Result<(), E>) -> Result<ReadStop, E> {
+        match self.records.take() {
+            Some(Records::PcapNg(mut blocks)) => self.walk_ng_blocks(blocks.as_mut(), on_block),
+            Some(records @ Records::Pcap(_)) => {
+                self.records = Some(records);
+                Ok(ReadStop::End)
+            }
+            None => Ok(ReadStop::End),
         }
     }
 
@@ -184,60 +198,97 @@ impl CaptureReader {
         }
     }
 
-    fn for_each_ng_block(&mut self, inner: &mut (dyn PcapReaderIterator + Send), mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+    fn for_each_ng_packet(&mut self, inner: &mut (dyn PcapReaderIterator + Send), mut on_packet: impl FnMut(&RawPacket<'_>)) -> ReadStop {
+        let packets = self.walk_ng_blocks(inner, |block| {
+            if let NgKind::Packet { packet, .. } = block.kind {
+                on_packet(&packet);
+            }
+            Ok::<(), std::convert::Infallible>(())
+        });
+        match packets {
+            Ok(stop) => stop,
+            Err(never) => match never {},
+        }
+    }
+
+    /// The one pcapng block loop: what each block is (`ng_block`), its frame number, and where
+    /// and how reading stops.
+    fn walk_ng_blocks<E>(
+        &mut self,
+        inner: &mut (dyn PcapReaderIterator + Send),
+        mut on_block: impl FnMut(NgBlock<'_>) -> Result<(), E>,
+    ) -> Result<ReadStop, E> {
         loop {
             let consumed_before = inner.consumed() as u64;
+            let buffer_at = inner.data().as_ptr() as usize;
             match inner.next() {
                 Ok((len, block)) => {
-                    let packet = match block {
+                    let read = match block {
                         PcapBlockOwned::NG(block) => ng_block(&mut self.section, &mut self.info, block),
                         _ => None,
                     };
-                    if let Some((time_ns, linktype, orig_len, data)) = packet {
-                        self.info.records += 1;
-                        let frame = self.info.records;
-                        note_time(&mut self.info, time_ns);
-                        on_packet(&RawPacket { frame, time_ns, linktype, orig_len, data });
-                    }
+                    // The packet's bytes as a range of the block's: `raw` borrows the buffer again.
+                    let read = read.map(|read| {
+                        read.map_data(|data| {
+                            let start = (data.as_ptr() as usize).wrapping_sub(buffer_at);
+                            start..start + data.len()
+                        })
+                    });
+                    let raw = inner.data().get(..len).unwrap_or_default();
+                    let kind = match read {
+                        None => NgKind::Other,
+                        Some(NgRead::SectionHeader) => NgKind::SectionHeader,
+                        Some(NgRead::Packet { time_ns, linktype, orig_len, data, options_after }) => {
+                            self.info.records += 1;
+                            note_time(&mut self.info, time_ns);
+                            let data = raw.get(data).unwrap_or_default();
+                            NgKind::Packet { packet: RawPacket { frame: self.info.records, time_ns, linktype, orig_len, data }, options_after }
+                        }
+                        Some(NgRead::Frame) => {
+                            self.info.records += 1;
+                            NgKind::Frame
+                        }
+                    };
+                    on_block(NgBlock { raw, big_endian: self.section.big_endian, kind })?;
                     inner.consume(len);
                 }
-                Err(PcapError::Eof) => return self.cut_or(ReadStop::End, consumed_before),
+                Err(PcapError::Eof) => return Ok(self.cut_or(ReadStop::End, consumed_before)),
                 Err(PcapError::Incomplete(_)) => {
                     if let Some(stop) = self.oversized_record(inner, consumed_before).or_else(|| self.lying_block(inner, consumed_before)) {
-                        return stop;
+                        return Ok(stop);
                     }
                     if let Err(stop) = self.refill(inner, consumed_before) {
-                        return stop;
+                        return Ok(stop);
                     }
                 }
                 Err(PcapError::UnexpectedEof) => {
                     let truncated = ReadStop::Truncated { offset: consumed_before, frame: self.info.records + 1 };
-                    return self
+                    return Ok(self
                         .oversized_record(inner, consumed_before)
                         .or_else(|| self.lying_block(inner, consumed_before))
-                        .unwrap_or_else(|| self.cut_or(truncated, consumed_before));
+                        .unwrap_or_else(|| self.cut_or(truncated, consumed_before)));
                 }
                 Err(PcapError::BufferTooSmall) => {
                     if let Some(stop) = self.oversized_record(inner, consumed_before) {
-                        return stop;
+                        return Ok(stop);
                     }
                     let capacity = inner.data().len().max(BUFFER_LEN);
                     if capacity >= MAX_RECORD_LEN || !inner.grow(MAX_RECORD_LEN) {
-                        return ReadStop::Corrupt {
+                        return Ok(ReadStop::Corrupt {
                             offset: consumed_before,
                             frame: self.info.records + 1,
                             reason: format!("a record claims more than {} bytes", MAX_RECORD_LEN),
-                        };
+                        });
                     }
                     if let Err(stop) = self.refill(inner, consumed_before) {
-                        return stop;
+                        return Ok(stop);
                     }
                 }
                 Err(PcapError::ReadError) => {
-                    return ReadStop::IoError { offset: consumed_before, reason: self.read_failure() };
+                    return Ok(ReadStop::IoError { offset: consumed_before, reason: self.read_failure() });
                 }
                 Err(e) => {
-                    return ReadStop::Corrupt { offset: consumed_before, frame: self.info.records + 1, reason: record_reason(&e) };
+                    return Ok(ReadStop::Corrupt { offset: consumed_before, frame: self.info.records + 1, reason: record_reason(&e) });
                 }
             }
         }
@@ -335,9 +386,51 @@ impl CaptureReader {
     }
 }
 
-/// Turns a pcapng block into a packet (time, link type, original length, data), or records
-/// what it says about the section and its interfaces.
-fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>) -> Option<(i64, u32, u32, &'b [u8])> {
+/// One pcapng block as `CaptureReader::for_each_ng_block` reads it.
+pub(crate) struct NgBlock<'a> {
+    /// The block's bytes as they are in the file.
+    pub raw: &'a [u8],
+    /// The byte order of the block's section.
+    pub big_endian: bool,
+    pub kind: NgKind<'a>,
+}
+
+/// What a pcapng block is: what decides its frame number.
+pub(crate) enum NgKind<'a> {
+    SectionHeader,
+    /// A packet (its frame number in `packet.frame`), and the length of the packet data its
+    /// options follow (enhanced and obsolete packet blocks; a simple packet block has none).
+    Packet { packet: RawPacket<'a>, options_after: Option<u64> },
+    /// Not a packet, yet a frame of its own (custom, systemd journal export blocks).
+    Frame,
+    /// No frame: interface descriptions and statistics, a packet of an unknown interface...
+    Other,
+}
+
+/// What `ng_block` makes of a block that is a section header or a frame; `D`, the packet data.
+enum NgRead<D> {
+    SectionHeader,
+    Packet { time_ns: i64, linktype: u32, orig_len: u32, data: D, options_after: Option<u64> },
+    Frame,
+}
+
+impl<D> NgRead<D> {
+    fn map_data<T>(self, f: impl FnOnce(D) -> T) -> NgRead<T> {
+        match self {
+            NgRead::SectionHeader => NgRead::SectionHeader,
+            NgRead::Packet { time_ns, linktype, orig_len, data, options_after } => {
+                NgRead::Packet { time_ns, linktype, orig_len, data: f(data), options_after }
+            }
+            NgRead::Frame => NgRead::Frame,
+        }
+    }
+}
+
+/// What a pcapng block is to the reader (`None`: no frame, nothing to copy but its bytes), a
+/// packet's time, link type, original length and data included; records what the block says
+/// about the section and its interfaces. A packet takes a frame number when its interface is
+/// known; custom and systemd journal export blocks always do.
+fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>) -> Option<NgRead<&'b [u8]>> {
     match block {
         Block::SectionHeader(shb) => {
             // pcapng §4.1: interface ids are numbered per section, and each section has
@@ -356,7 +449,7 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
                     _ => {}
                 }
             }
-            None
+            Some(NgRead::SectionHeader)
         }
         Block::InterfaceDescription(idb) => {
             info.interfaces += 1;
@@ -396,7 +489,8 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
                 // This packet takes the next frame number.
                 info.notes.get_or_insert_with(CaptureNotes::default).add_packet_comment(info.records + 1, option_value(option));
             }
-            Some((time_ns, iface.linktype, epb.origlen, clamp(epb.data, epb.caplen)))
+            let data = clamp(epb.data, epb.caplen);
+            Some(NgRead::Packet { time_ns, linktype: iface.linktype, orig_len: epb.origlen, data, options_after: Some(u64::from(epb.caplen)) })
         }
         Block::SimplePacket(spb) => {
             // pcapng §4.4: an SPB belongs to interface 0 and has no timestamp; its captured
@@ -404,14 +498,16 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
             let iface = *section.interfaces.first()?;
             let snap = if iface.snaplen == 0 { u32::MAX } else { iface.snaplen };
             let time_ns = info.last_time_ns.unwrap_or(0);
-            Some((time_ns, iface.linktype, spb.origlen, clamp(spb.data, spb.origlen.min(snap))))
+            let data = clamp(spb.data, spb.origlen.min(snap));
+            Some(NgRead::Packet { time_ns, linktype: iface.linktype, orig_len: spb.origlen, data, options_after: None })
         }
         // pcap-parser reads an unknown block's type little-endian, whatever the section's byte order.
         Block::Unknown(unknown) if section_order(unknown.block_type, section.big_endian) == OPB_BLOCK_TYPE => {
             let opb = parse_obsolete_packet(unknown.data, section.big_endian)?;
             let iface = *section.interfaces.get(usize::from(opb.interface))?;
             let time_ns = ticks_to_ns(opb.ticks, iface.units_per_second, iface.offset_seconds);
-            Some((time_ns, iface.linktype, opb.orig_len, opb.data))
+            let options_after = Some(opb.data.len() as u64);
+            Some(NgRead::Packet { time_ns, linktype: iface.linktype, orig_len: opb.orig_len, data: opb.data, options_after })
         }
         Block::InterfaceStatistics(isb) => {
             // pcapng §4.6: the counters run from the start of the capture, so a later block
@@ -423,11 +519,8 @@ fn ng_block<'b>(section: &mut Section, info: &mut CaptureInfo, block: Block<'b>)
             info.dropped = Some(total);
             None
         }
-        Block::Custom(_) | Block::SystemdJournalExport(_) => {
-            // Wireshark shows these as frames of their own: they take a frame number.
-            info.records += 1;
-            None
-        }
+        // Wireshark shows these as frames of their own: they take a frame number.
+        Block::Custom(_) | Block::SystemdJournalExport(_) => Some(NgRead::Frame),
         _ => None,
     }
 }

@@ -48,11 +48,14 @@ impl CaptureNotes {
     }
 
     pub fn add_packet_comment(&mut self, frame: u64, raw: &[u8]) {
-        if let Some(text) = clean_text(raw) {
-            self.packet_comments_total += 1;
-            if self.packet_comments.len() < MAX_NOTES {
+        if self.packet_comments.len() < MAX_NOTES {
+            if let Some(text) = clean_text(raw) {
+                self.packet_comments_total += 1;
                 self.packet_comments.push((frame, text));
             }
+        } else if has_text(raw) {
+            // Past the ones kept, only counted: whether cleaning would leave anything.
+            self.packet_comments_total += 1;
         }
     }
 }
@@ -91,6 +94,11 @@ pub fn clean_text(raw: &[u8]) -> Option<String> {
     (!out.is_empty()).then(|| out.to_string())
 }
 
+/// Whether `clean_text(raw)` is `Some`: a character it keeps as it is.
+fn has_text(raw: &[u8]) -> bool {
+    String::from_utf8_lossy(raw).chars().any(|c| !(c.is_control() || is_invisible_format(c) || c.is_whitespace()))
+}
+
 fn is_invisible_format(c: char) -> bool {
     matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
@@ -123,14 +131,22 @@ mod tests {
     }
 
     #[test]
+    fn test_has_text_is_whether_clean_text_leaves_any() {
+        let samples: [&[u8]; 9] = [b"", b"\0\0", b"\n\t \0", b"\xe2\0", b"\xff", "\u{200b}\u{feff} ".as_bytes(), b" a ", b"ok\0\0", b"\x1b"];
+        for raw in samples {
+            assert_eq!(has_text(raw), clean_text(raw).is_some(), "{raw:?}");
+        }
+    }
+
+    #[test]
     fn test_notes_keep_at_most_max_notes_and_count_all_packet_comments() {
         let mut notes = CaptureNotes::default();
         for i in 0..100u64 {
-            notes.add_packet_comment(i, b"hello");
+            notes.add_packet_comment(i, if i % 2 == 0 { b"hello" } else { b" \0" });
             notes.add_comment(b"c");
         }
         assert_eq!(notes.packet_comments.len(), MAX_NOTES);
-        assert_eq!(notes.packet_comments_total, 100);
+        assert_eq!(notes.packet_comments_total, 50);
         assert_eq!(notes.comments.len(), MAX_NOTES);
     }
 }

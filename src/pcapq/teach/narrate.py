@@ -501,7 +501,7 @@ def _data_retransmit(events: list[_Event], ctx: _Context) -> tuple[Step, list[st
 def _too_big_before(events: list[_Event], ctx: _Context) -> _Icmp | None:
     """The too-big error these re-sends follow, when each fits the MTU it gave: the sender's
     kernel re-sent them at once, smaller (tcp_v4_mtu_reduced(), not a timer; the core's rule,
-    src/flow/icmp.rs: resent_smaller_after_too_big())."""
+    src/flow/connection.rs: resent_smaller_after_too_big())."""
     side, first = events[0]["from"], events[0]
     earlier = [a for a in ctx.conn.get("icmp", ()) if a["answers"] == side and a["kind"] in TOO_BIG
                and (a["file"], a["frame"]) < (first["file"], first["frame"])]
@@ -600,7 +600,7 @@ def _quoted(answers: list[_IcmpEvent]) -> str:
     a = answers[0]
     side = a["answers"]
     # Relative, as in the events; None when the core knows no base for the side (it knows one
-    # whenever it ties an error, src/flow/icmp.rs: on_icmp()).
+    # whenever it ties an error, src/flow/track/icmp.rs: on_icmp()).
     seqs = [x["seq"] for x in answers if x["seq"] is not None]
     role = a["answers_role"]
     if role == "syn":

@@ -9,14 +9,13 @@
 //! The rules for retransmissions and duplicate ACKs follow Wireshark's tcp_analyze_sequence_number()
 //! so that pcapq and Wireshark label the same frames; see docs/json.md for each event.
 
-use super::connection::{ConnState, Connection, SeenSegment, PREFIX_LEN};
-use super::event::{FrameRef, PacketRole, Side};
 use super::label::observe;
-use super::key::{Endpoint, SegmentKey};
-use super::stage::{Change, Stage};
-use super::state::Flow;
-use super::store::{ConnectionStore, Counter, Finished};
-use super::table::FlowTable;
+use crate::flow::connection::{ConnState, Connection, SeenSegment, PREFIX_LEN};
+use crate::flow::event::{FrameRef, PacketRole, Side};
+use crate::flow::key::{Endpoint, SegmentKey};
+use crate::flow::stage::{Change, Stage};
+use crate::flow::state::Flow;
+use crate::flow::store::{ConnectionStore, Counter, Finished, FlowTable};
 use crate::decode::{flags, Segment};
 
 /// Linux's default ephemeral port range starts here (net.ipv4.ip_local_port_range = 32768 60999).
@@ -52,7 +51,7 @@ pub struct TrackerOptions {
 
 impl Default for TrackerOptions {
     fn default() -> Self {
-        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true, max_live: 0, max_kept_problems: super::store::MAX_KEPT_WITH_PROBLEMS }
+        TrackerOptions { keep_events: true, mergeable: false, keep_connections: true, max_live: 0, max_kept_problems: crate::flow::store::MAX_KEPT_WITH_PROBLEMS }
     }
 }
 
@@ -695,7 +694,7 @@ mod tests {
 
     #[test]
     fn test_syn_flood_half_open_flows_leave_the_hot_table_and_a_late_syn_finds_its_tombstone() {
-        use crate::flow::table::MAX_LIVE_FLOWS;
+        use crate::flow::store::table::MAX_LIVE_FLOWS;
         use std::net::IpAddr;
         let options = TrackerOptions { keep_events: true, mergeable: false, keep_connections: false, ..TrackerOptions::default() };
         let mut w = Wire::with_options(1024, 9000, options);

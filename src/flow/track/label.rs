@@ -5,10 +5,10 @@
 //! The rules for retransmissions and duplicate ACKs follow Wireshark's tcp_analyze_sequence_number()
 //! so that pcapq and Wireshark label the same frames; see docs/json.md for each event.
 
-use super::connection::{ConnState, Connection, RetransmitLog, RstFacts, Send};
-use super::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
-use super::seq::SeqNumber;
-use super::state::{DirectionState, Flow, Sent, SentSegment};
+use crate::flow::connection::{ConnState, Connection, RetransmitLog, RstFacts, Send};
+use crate::flow::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
+use crate::flow::seq::SeqNumber;
+use crate::flow::state::{DirectionState, Flow, Sent, SentSegment};
 use crate::decode::{flags, Segment};
 
 /// A SYN-ACK this soon after a client SYN retransmission answers it.

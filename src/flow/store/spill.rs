@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::Connection;
+use crate::flow::Connection;
 
 /// Bytes of records held before they are written to the file.
 const WRITE_BUFFER_BYTES: usize = 1 << 20;

@@ -11,7 +11,7 @@
 
 use hashbrown::HashTable;
 
-use super::key::FlowKey;
+use crate::flow::key::FlowKey;
 
 /// A key as the slab keeps it: an IPv4 key packed (`FlowKey::packed_v4`, top byte 0), or
 /// `WIDE` in the top byte and the place of the key in `Tombstones::wide` in the first word.
@@ -174,7 +174,7 @@ impl<T: Copy> Tombstones<T> {
     }
 }
 
-/// Serialised as a map of key to tombstone, as the map it replaced was (in the index's order).
+/// Serialised as a map of key to tombstone, in the index's order.
 impl<T: Copy + serde::Serialize> serde::Serialize for Tombstones<T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.iter())

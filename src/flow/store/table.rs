@@ -9,13 +9,14 @@ use hashbrown::hash_table::{self, HashTable};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
-use super::connection::ConnState;
-use super::key::FlowKey;
+use super::counter::Counter;
 use super::prefetch::prefetch;
-use super::seq::SeqNumber;
-use super::store::{ConnectionStore, Counter, Retired};
+use super::records::{ConnectionStore, Retired};
 use super::tombstones::{place_in, Tombstones};
-use super::state::{DirectionState, Flow};
+use crate::flow::connection::ConnState;
+use crate::flow::key::FlowKey;
+use crate::flow::seq::SeqNumber;
+use crate::flow::state::{DirectionState, Flow};
 
 /// A finished connection stays in the hot table this long after its last packet: a lost last
 /// ACK brings a FIN retransmission after the RTO (at least 200 ms, Linux TCP_RTO_MIN), an
@@ -206,7 +207,7 @@ impl LiveFlows {
     }
 }
 
-/// Serialised as the map of key to flow it replaced (the same bytes).
+/// Serialised as a map of key to flow: the bytes a map of them gives.
 impl serde::Serialize for LiveFlows {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.iter())

@@ -21,8 +21,8 @@
 
 use std::collections::VecDeque;
 
-use super::connection::Connection;
-use super::store::Counter;
+use super::counter::Counter;
+use crate::flow::connection::Connection;
 
 /// Slices in a window of `keep`.
 pub const SLICES: i64 = 4;
@@ -138,7 +138,7 @@ impl<C: Counter> Window<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::store::Counted;
+    use crate::flow::store::counter::Counted;
 
     const S: i64 = 1_000_000_000;
 
