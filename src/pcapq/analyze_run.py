@@ -15,7 +15,7 @@ from pcapq.output import console_for, deliver, fail, reason, refuse_overwriting_
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from pcapq.diagnose.finding import Finding
+    from pcapq.finding import Finding
     from pcapq.diagnose.findings import Diagnosis
     from pcapq.points import PointAnalysis
     from pcapq.report.model import AnalyzeReport
@@ -66,7 +66,7 @@ def analyze_and_report(
     `follow` (watch): the capture file tcpdump is writing, read as it grows, instead of standard
     input; `keep` (watch): the report covers the last `keep` seconds of capture time, plus the
     totals since the watch began."""
-    from pcapq.diagnose.timeouts import BadTimeouts, parse
+    from pcapq.finding.timeouts import BadTimeouts, parse
     from pcapq.inputs import InputError, expand
     from pcapq.report.progress import progress_for, record_bytes
 
@@ -188,7 +188,7 @@ def analyze_and_report(
     facts = aligned.facts if aligned is not None else {}
     diagnoses = [diagnose(p.analysis, stated, said_by, facts.get(p.name)) for p in points]
     if evidence:
-        from pcapq.evidence import apply as apply_evidence
+        from pcapq.diagnose.weigh_evidence import apply as apply_evidence
 
         # A log far from every capture point's time is said once.
         far = [apply_evidence(p.analysis, d, evidence) for p, d in zip(points, diagnoses)]
@@ -264,7 +264,7 @@ def _while_importing(read: Callable[[], T], fmt: str) -> T:
     # A daemon: an interrupted run exits without waiting for the core to finish reading.
     thread = threading.Thread(target=run, name="pcapq-core", daemon=True)
     thread.start()
-    for name in ("pcapq.diagnose", "pcapq.causes.registry", "pcapq.causes.context", "pcapq.report.model", *_REPORT_MODULES.get(fmt, ())):
+    for name in ("pcapq.diagnose", "pcapq.report.model", *_REPORT_MODULES.get(fmt, ())):
         importlib.import_module(name)
     while thread.is_alive():
         thread.join(0.1)

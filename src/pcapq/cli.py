@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import TextIO
 
-    from pcapq.diagnose.finding import Finding
+    from pcapq.finding import Finding
     from pcapq.report.timeline import ConnectionTimeline
 
 # A click command, or the function it is made from, as a decorator takes and gives it back.
