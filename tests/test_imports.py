@@ -133,7 +133,7 @@ def test_the_graphs_see_every_kind_of_import():
     graph = python_imports()
     # A deferred import (inside a function), one for the type checker alone, and the registry's
     # import_module of each cause.
-    assert "pcapq.diagnose.weigh_evidence" in graph["pcapq.analyze_run"]
+    assert "pcapq.diagnose.weigh_evidence" in graph["pcapq.commands.analyze"]
     assert "pcapq.two_points" in graph["pcapq.finding"]
     assert "pcapq.causes.closed_port" in graph["pcapq.causes.registry"]
     assert "pcapq.causes" in folder_imports(graph)["pcapq.diagnose"]
