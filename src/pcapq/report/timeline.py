@@ -10,7 +10,7 @@ schedule (docs/diagnosis.md): the core's labels (`Analysis.connection_labels`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence, TypedDict
 
 from pcapq._core import Analysis
 from pcapq.endpoint import on_port
@@ -262,10 +262,19 @@ def has_problem(c: _LeanConnection) -> bool:
     return c["outcome"] not in ("completed", "open") or bool(c["symptoms"])
 
 
-def severity(c: Mapping[str, Any]) -> tuple[bool, bool, float, float, int]:
-    """Sort key, worst first: failed outcomes, then the most added latency, then the earliest.
-    `c`: a connection's outcome, symptoms, added_latency, first_time and id."""
-    return (c["outcome"] not in FAILED_OUTCOMES, not c["symptoms"], -c.get("added_latency", 0.0), c["first_time"], c["id"])
+class Ranked(TypedDict):
+    """What `severity` ranks a connection by."""
+
+    outcome: str
+    symptoms: Sequence[str]
+    added_latency: float
+    first_time: float
+    id: int
+
+
+def severity(c: Ranked) -> tuple[bool, bool, float, float, int]:
+    """Sort key, worst first: failed outcomes, then the most added latency, then the earliest."""
+    return (c["outcome"] not in FAILED_OUTCOMES, not c["symptoms"], -c["added_latency"], c["first_time"], c["id"])
 
 
 def select(analysis: Analysis, selection: Selection) -> tuple[list[int], int]:
