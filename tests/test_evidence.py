@@ -17,8 +17,10 @@ from lab_runs import NGINX_ACCESS_LOGS, run_variant
 
 import pcapq
 from pcapq import cli
+from pcapq.causes.registry import title
 from pcapq.diagnose import diagnose
-from pcapq.evidence import EvidenceError, apply, read
+from pcapq.diagnose.weigh_evidence import apply
+from pcapq.evidence import EvidenceError, read
 from pcapq.evidence.counters import CounterError, listener_for, movement, read_counters, read_ss
 from pcapq.evidence.logs import LogError, read_log
 from pcapq.exitcodes import ExitCode
@@ -296,7 +298,7 @@ def test_r15_firewall_drop_is_turned_away_from_the_listener() -> None:
     # The counters clear the listener: the cause, and so the title, is what dropped them before it.
     assert not [f for f in d.findings if f.cause == "listen_drops"]
     (f,) = [f for f in d.findings if f.cause == "syns_filtered"]
-    assert f.title == "SYNs dropped before the listener"
+    assert title(f.cause) == "SYNs dropped before the listener"
     assert f.confirmed_by == ["nstat: TcpExtListenDrops unchanged: the listener dropped no SYN"] and not f.contradicted_by
     assert "its listener dropped none of them, so a firewall or conntrack before it did" in f.confidence_reason
 
@@ -308,7 +310,7 @@ def test_listen_drops_stays_when_the_listener_counted_them(tmp_path: Path) -> No
     d = diagnose(analysis)
     apply(analysis, d, read(nstat=(str(nstat),)))
     (f,) = [f for f in d.findings if f.cause == "listen_drops"]
-    assert f.title == "SYNs dropped by the listener" and not f.contradicted_by
+    assert title(f.cause) == "SYNs dropped by the listener" and not f.contradicted_by
 
 
 def test_r15_ss_backlog_against_the_estimate(tmp_path: Path) -> None:

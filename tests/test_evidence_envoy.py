@@ -19,7 +19,8 @@ from craft import START, Conversation, write_pcap
 import pcapq
 from pcapq import cli
 from pcapq.diagnose import diagnose
-from pcapq.evidence import EvidenceError, apply, read, tie_connections
+from pcapq.diagnose.weigh_evidence import apply
+from pcapq.evidence import EvidenceError, read, tie_connections
 from pcapq.evidence.envoy import compile_envoy_format, envoy_kind, envoy_line, start_time
 from pcapq.evidence.logs import LogError, compile_log_format, read_log
 from pcapq.exitcodes import ExitCode

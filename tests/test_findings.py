@@ -73,7 +73,7 @@ def test_capture_point_server_side_proves_the_drop():
     [("client", "captured at the client"), ("server", "captured at the server"), ("between", "captured between the hosts"), ("unknown", "from an unknown capture point")],
 )
 def test_capture_point_reads_as_words_in_a_sentence(side, phrase):
-    from pcapq.diagnose.capture_point import CapturePoint
+    from pcapq.finding.capture_point import CapturePoint
 
     assert CapturePoint(side, "why").phrase == phrase
 
@@ -151,7 +151,7 @@ def findings_at(path) -> list:
 
 def test_many_findings_of_one_cause_fold_into_one():
     """Nine closed ports are one finding over nine endpoints; eight stay eight."""
-    from pcapq.diagnose.finding import Finding
+    from pcapq.finding import Finding
     from pcapq.diagnose.findings import MAX_PER_CAUSE, fold_many
 
     def closed(i: int, n: int) -> Finding:

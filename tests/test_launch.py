@@ -3,6 +3,7 @@ click would have done with the same command line, and must not import click."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import subprocess
 import sys
@@ -11,7 +12,13 @@ import pytest
 from conftest import REPO
 
 from pcapq import cli
-from pcapq.launch import ANALYZE_DEFAULTS, plain_analyze
+from pcapq.launch import plain_analyze
+from pcapq.commands.request import AnalyzeRequest
+
+
+def analyze_defaults() -> dict:
+    """AnalyzeRequest's defaults: those of analyze's options (`files` and watch's aside)."""
+    return {f.name: f.default for f in dataclasses.fields(AnalyzeRequest) if f.name not in ("files", "watch")}
 
 
 def click_params(args: list[str]) -> dict:
@@ -29,7 +36,7 @@ def test_plain_analyze_is_what_click_makes_of_it(files: list[str]) -> None:
     params = click_params(files)
     assert params.pop("files") == tuple(files)
     # Every option of analyze at its default: one added to analyze must be added to the defaults.
-    assert params == ANALYZE_DEFAULTS
+    assert params == analyze_defaults()
 
 
 @pytest.mark.parametrize(
@@ -86,14 +93,13 @@ def test_options_go_through_click() -> None:
 @pytest.mark.parametrize("args", [["analyze", "dump.pcap"], ["analyze", "--format", "text", "dump.pcap"]])
 def test_interrupted_as_click_does(monkeypatch, capsys, args: list[str], error: type) -> None:
     """Ctrl-C in the middle of `pcapq analyze`: exit 130 after a blank line, with or without click."""
-    import pcapq.analyze_run
+    import pcapq.commands.analyze
     from pcapq import launch
 
     def interrupted(*_args, **_kwargs):
         raise error
 
-    monkeypatch.setattr(pcapq.analyze_run, "analyze_and_report", interrupted)
-    monkeypatch.setattr(cli, "analyze_and_report", interrupted)
+    monkeypatch.setattr(pcapq.commands.analyze, "run", interrupted)
     monkeypatch.setattr(sys, "argv", ["pcapq", *args])
     monkeypatch.setattr(gc, "disable", lambda: None)  # the collector stays on in this test process
     with pytest.raises(SystemExit) as e:

@@ -8,8 +8,6 @@ from typing_extensions import NotRequired
 
 from pcapq.diagnose.lean import Series
 
-from typing_extensions import NotRequired
-
 __all__ = [
     "__version__", "JSON_SCHEMA_VERSION", "VOCABULARY", "Analysis", "Problems", "Episode", "Selection",
     "analyze", "analyze_many", "analyze_parts", "PcapqError", "CaptureError", "InternalError",

@@ -1,26 +1,21 @@
-"""The `pcapq` command. Thin: parse options, call the core, hand the result to a renderer."""
+"""The `pcapq` command line: each command's options and help, then its `run` in
+pcapq.commands, which does the work."""
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 import click
 
 from pcapq import _core
-from pcapq.analyze_run import analyze_and_report, exit_code
 from pcapq.causes.registry import SLUGS
 from pcapq.exitcodes import ExitCode
-from pcapq.output import console_for, deliver, exit_on_errors, fail, refuse_overwriting_inputs, say, warn
-from pcapq.proxy_logs import lines_by_connection, read_logs
+from pcapq.output import exit_on_errors, say
 
 if TYPE_CHECKING:
-    from pathlib import Path
-    from typing import TextIO
-
-    from pcapq.diagnose.finding import Finding
-    from pcapq.report.timeline import ConnectionTimeline
+    from pcapq.commands.request import ReportFormat
+    from pcapq.commands.timeline import TimelineFormat
 
 # A click command, or the function it is made from, as a decorator takes and gives it back.
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -54,6 +49,11 @@ def cli() -> None:
 
 
 REPORT_FORMATS = ["text", "json", "markdown", "html"]
+
+
+def report_format(fmt: str) -> ReportFormat:
+    """--format of analyze and watch: click's choice is one of `ReportFormat`."""
+    return cast("ReportFormat", fmt)
 
 
 def format_option(help: str, choices: list[str] | None = None) -> Callable[[Command], Command]:
@@ -205,7 +205,11 @@ def report_options(command: Command) -> Command:
     metavar="ADDRESS",
     help="Analyse one capture point (a ring buffer's files) per task on this Dask cluster (tcp://HOST:8786); the workers must see the files at the same paths. Needs pip install 'pcapq[dask]'.",
 )
-def analyze(files: tuple[str, ...], **options: Any) -> None:
+def analyze(
+    files: tuple[str, ...], fmt: str, output: str, pretty: bool, no_color: bool, max_connections: int,
+    proxy_timeouts: str | None, logs: tuple[str, ...], nginx_conf: str | None, haproxy_cfg: str | None,
+    log_format: str | None, nstat: tuple[str, ...], ss: str | None, merge: bool, jobs: int, scheduler: str | None,
+) -> None:
     """Say what went wrong in the captures, the worst connections, then totals.
 
     FILE is a pcap or pcapng capture, optionally gzip-compressed, a directory (every
@@ -236,8 +240,14 @@ def analyze(files: tuple[str, ...], **options: Any) -> None:
     --scheduler: dask missing or the scheduler unreachable; 70 a bug in pcapq; 74 the report
     could not be written.
     """
-    # The options by name, as pcapq.launch passes them (pcapq.analyze_run has their types).
-    analyze_and_report(files, **options)
+    from pcapq.commands.analyze import run
+    from pcapq.commands.request import AnalyzeRequest
+
+    run(AnalyzeRequest(
+        files, report_format(fmt), output, pretty, no_color, merge=merge, jobs=jobs, max_connections=max_connections,
+        proxy_timeouts=proxy_timeouts, scheduler=scheduler, logs=logs, log_format=log_format, nginx_conf=nginx_conf,
+        haproxy_cfg=haproxy_cfg, nstat=nstat, ss=ss,
+    ))
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.5; not subscriptable in 8.1, the floor
@@ -370,43 +380,13 @@ def watch(
     came before a capture arrived); 4 the capture is damaged (analysed up to the damage); 5 no
     TCP in it; 70 a bug in pcapq; 74 the report could not be written.
     """
-    if follow is not None:
-        if follow == "-":
-            fail("--follow reads a file tcpdump is writing, not standard input: for a pipe, give '-' alone (tcpdump -w - | pcapq watch -)", ExitCode.USAGE)
-        if source is not None:
-            fail(f"--follow {follow} reads that file: give no {source!r} as well", ExitCode.USAGE)
-        if not os.path.exists(follow):
-            fail(f"{follow}: no such file (start tcpdump -w {follow} first)", ExitCode.UNREADABLE)
-        if os.path.isdir(follow):
-            fail(f"{follow}: is a directory, not a capture file", ExitCode.UNREADABLE)
-    elif source not in (None, "-"):
-        fail(f"watch reads standard input ('-'), not {source!r}: pipe tcpdump into it, use --follow {source} for a file tcpdump is "
-             f"writing, or `pcapq analyze {source}`", ExitCode.USAGE)
-    address = None
-    if metrics is not None:
-        from pcapq.metrics import MetricsAddressError, parse_address
+    from pcapq.commands.request import AnalyzeRequest
+    from pcapq.commands.watch import run
 
-        try:
-            address = parse_address(metrics)
-        except MetricsAddressError as e:
-            fail(str(e), ExitCode.USAGE)
-    files = (follow,) if follow is not None else ("-",)
-    analyze_and_report(files, fmt, output, pretty, no_color, False, 0, max_connections, proxy_timeouts, None, logs, nstat, ss,
-                       watch_every=every, log_format=log_format, nginx_conf=nginx_conf, haproxy_cfg=haproxy_cfg,
-                       follow=follow, keep=keep, metrics=address, max_listeners=max_listeners)
-
-
-def _read(files: tuple[str, ...], keep_connections: bool, keep_events: bool) -> _core.Analysis:
-    """Analyses the captures as one capture, with a progress bar on a terminal for large inputs."""
-    from pcapq.report.progress import progress_for
-
-    try:
-        with progress_for(files) as progress:
-            return _core.analyze(
-                list(files), keep_connections=keep_connections, keep_events=keep_events, progress=progress
-            )
-    except _core.CaptureError as e:
-        fail(e.args[0], ExitCode.UNREADABLE)
+    run(source, follow, metrics, keep, every, max_listeners, AnalyzeRequest(
+        (), report_format(fmt), output, pretty, no_color, max_connections=max_connections, proxy_timeouts=proxy_timeouts,
+        logs=logs, log_format=log_format, nginx_conf=nginx_conf, haproxy_cfg=haproxy_cfg, nstat=nstat, ss=ss,
+    ))
 
 
 CAUSES = SLUGS
@@ -464,170 +444,14 @@ def timeline(
     3 a capture could not be read; 4 a capture is damaged (shown up to the damage); 5 no TCP
     in the capture; 70 a bug in pcapq; 74 the report could not be written.
     """
-    from pcapq.report import timeline as tl
+    from pcapq.commands.timeline import TimelineRequest, run
 
-    refuse_overwriting_inputs(files, output)
-    selecting = bool(conn or failed or outcomes or causes or server or since or until)
-    show_connections = selecting or not aggregate
-    selection = tl.Selection(
-        conn=_check_conn(conn),
-        failed=failed or not selecting,
-        outcomes=outcomes,
-        server=_check_endpoint(server, "--server"),
-        limit=limit,
-    )
-    # The times' form is checked before reading; seconds into the capture need its first packet.
-    for text, option in ((since, "--since"), (until, "--until")):
-        _parse_when(text, 0.0, option)
-    # The logs too: a bad --log-format or --nginx-conf stops the run before the capture is read.
-    proxy_logs = read_logs(logs, log_format, nginx_conf, haproxy_cfg)
-    # Connections with a problem are kept with their events in any case; every record when the
-    # selection may want a connection without one, or for the logs' join (a line about an
-    # answered request describes a healthy connection), as analyze keeps them.
-    if causes:
-        selection.connection_ids = set()  # filled from the findings below
-    every_record = show_connections and (not selection.wants_problems_only() or bool(proxy_logs))
-    # Two capture points that saw the same connections: the timelines are those of the point
-    # nearer the clients, drawn on four lines (docs/two-points.md).
-    two = None
-    if len(files) > 1 and show_connections:
-        from pcapq.two_points import story_point
-
-        try:
-            two = story_point(list(files), every_record)
-        except _core.CaptureError as e:
-            fail(e.args[0], ExitCode.UNREADABLE)
-    result = two[0] if two is not None else _read(files, keep_connections=every_record, keep_events=show_connections)
-    starts = [c["first_time"] for c in result.captures() if c["first_time"] is not None]
-    start = min(starts) if starts else 0.0
-    selection.since = _parse_when(since, start, "--since")
-    selection.until = _parse_when(until, start, "--until")
-    findings: list[Finding] = []  # the material ones: their episodes shade the aggregate
-    if causes or aggregate or not selecting:
-        from pcapq.diagnose import diagnose
-
-        diagnosis = diagnose(result, two_points=two[2] if two is not None else None)
-        findings = diagnosis.findings
-        if causes:
-            # --cause selects the connections of minor observations too.
-            selection.connection_ids = {i for f in diagnosis.every_finding() if f.cause in causes for i in f.connections}
-    timelines: list[ConnectionTimeline] = []
-    matched = 0
-    if show_connections:
-        indices, matched = tl.select(result, selection)
-        timelines = [tl.connection_timeline(result, i) for i in indices]
-        if two is not None:
-            from pcapq.report.four_lines import add_path
-
-            point = next(p for p in two[1]["points"] if p != two[2].other)
-            for t in timelines:
-                add_path(t, two[1], point)
-    if proxy_logs and timelines:
-        tied = lines_by_connection(result, proxy_logs)
-        for t in timelines:
-            t.proxy_log = tied.get(t.id)
-    if conn is not None:
-        if not matched:
-            fail(f"--conn {conn} matches no connection (neither a connection id nor a client port or endpoint "
-                  "of this capture; the reports' id column lists the ids)", ExitCode.USAGE)
-        how = " and a ".join(sorted(selection.conn_matched_by))
-        click.echo(f"pcapq: --conn {conn} is a {how}: " + "; ".join(f"connection {t.id}, {t.client} → {t.server}" for t in timelines), err=True)
-    agg = None
-    if aggregate or not selecting:
-        episodes = [tl.Episode(f.cause, f.server, f.first, f.last) for f in findings if selection.server in (None, f.server)]
-        agg = tl.capture_aggregate(
-            result, episodes, server=selection.server, width=bucket, since=selection.since, until=selection.until
-        )
-    source = ", ".join("standard input" if f == "-" else f for f in files)
-
-    def write(out: TextIO, colourless: bool) -> None:
-        if fmt == "json":
-            import json
-
-            doc = {
-                "schema": "pcapq.timeline",
-                "schema_version": 1,
-                "aggregate": agg.to_json() if agg is not None else None,
-                "matched": matched,
-                "connections": [t.to_json() for t in timelines],
-            }
-            out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        elif fmt == "markdown":
-            from pcapq.report.markdown import render_timelines
-
-            out.write(render_timelines(timelines, agg, matched, source))
-        elif fmt == "html":
-            from pcapq.report.html import render_timelines as render_html
-
-            out.write(render_html(timelines, agg, matched, source))
-        else:
-            from pcapq.report.timeline_text import render_timelines as render_text
-
-            console_for(out, colourless).print(render_text(timelines, agg, matched if show_connections else 0))
-        out.flush()
-
-    deliver(output, no_color, write)
-    sys.exit(int(exit_code([(None, result)], [])))
-
-
-def _check_conn(conn: str | None) -> str | None:
-    """--conn: N (an id or a client port), #N or id:N (an id), or IP:PORT (a client endpoint)."""
-    if conn is None or conn.isdigit():
-        return conn
-    for prefix in ("#", "id:"):
-        if conn.startswith(prefix):
-            if not conn[len(prefix):].isdigit():
-                raise click.BadParameter(f"{conn!r} is not {prefix}ID (a number of the reports' id column)", param_hint="--conn")
-            return conn
-    return _check_endpoint(conn, "--conn")
-
-
-def _check_endpoint(text: str | None, option: str) -> str | None:
-    """"10.0.0.1:9000" or "[2001:db8::1]:9000", written as the core writes endpoints."""
-    if text is None:
-        return None
-    from pcapq.endpoint import parse
-
-    try:
-        return str(parse(text))
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not IP:PORT (IPv6 as [addr]:PORT)", param_hint=option) from None
-
-
-def _parse_when(text: str | None, start: float, option: str) -> float | None:
-    """Seconds into the capture ("12.5"), a UTC time of day on the capture's first day
-    ("06:36:12.5"), or an ISO date-time (UTC unless it says otherwise); epoch seconds."""
-    if text is None:
-        return None
-    from datetime import datetime, timezone
-
-    try:
-        return start + float(text)
-    except ValueError:
-        pass
-    try:
-        if "T" in text or "-" in text:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=timezone.utc)
-            return when.timestamp()
-        day = datetime.fromtimestamp(start, tz=timezone.utc).date()
-        parts = text.split(":")
-        if len(parts) not in (2, 3):
-            raise ValueError(text)
-        hours, minutes = int(parts[0]), int(parts[1])
-        seconds = float(parts[2]) if len(parts) == 3 else 0.0
-        midnight = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
-        if not (0 <= hours < 24 and 0 <= minutes < 60 and 0 <= seconds < 61):
-            raise ValueError(text)
-        return midnight + hours * 3600 + minutes * 60 + seconds
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r} is not seconds into the capture, HH:MM:SS[.fff] (UTC) or an ISO date-time", param_hint=option
-        ) from None
-
-
-TSHARK_INSTALL = "apt-get install tshark (Debian/Ubuntu)"
+    # click's choice of --format is one of `TimelineFormat`.
+    run(TimelineRequest(
+        files, conn=conn, failed=failed, outcomes=outcomes, causes=causes, server=server, since=since, until=until,
+        limit=limit, aggregate=aggregate, bucket=bucket, fmt=cast("TimelineFormat", fmt), output=output, no_color=no_color,
+        logs=logs, nginx_conf=nginx_conf, log_format=log_format, haproxy_cfg=haproxy_cfg,
+    ))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -668,38 +492,9 @@ def crosscheck(file: str, fmt: str, output: str, method: str, no_color: bool) ->
     installed or failed on the capture; 70 a bug in pcapq; 74 the report could not be
     written.
     """
-    from pcapq import crosscheck as xc
+    from pcapq.commands.crosscheck import run
 
-    refuse_overwriting_inputs((file,), output)
-    try:
-        result = xc.crosscheck(file, method)
-    except xc.TsharkMissing:
-        fail(f"tshark is not installed; install it with: {TSHARK_INSTALL}", ExitCode.TSHARK_MISSING)
-    except xc.TsharkFailed as e:
-        fail(f"tshark could not analyse {file}: {e}", ExitCode.TSHARK_MISSING)
-    except _core.CaptureError as e:
-        fail(e.args[0], ExitCode.UNREADABLE)
-    if result.tcp_segments == 0:
-        fail(f"no TCP segments to compare in {file}", ExitCode.NO_TCP)
-
-    def write(out: TextIO, colourless: bool) -> None:
-        from pcapq.crosscheck import report
-
-        if fmt == "json":
-            import json
-
-            out.write(json.dumps(result.to_json(), indent=2) + "\n")
-        elif fmt == "markdown":
-            out.write(report.render_markdown(result))
-        elif fmt == "html":
-            out.write(report.render_html(result))
-        else:
-            console_for(out, colourless).print(report.render(result))
-        out.flush()
-
-    deliver(output, no_color, write)
-    if result.comparison.unexplained:
-        sys.exit(int(ExitCode.DISAGREE))
+    run(file, fmt, output, method, no_color)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -740,41 +535,9 @@ def explain(
     IP:PORT); 3 a capture could not be read; 4 a capture is damaged (explained up to the
     damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the output could not be written.
     """
-    from pcapq.teach import NoSuchConnection
-    from pcapq.teach import explain as tell_story
-    from pcapq.teach.render import RENDERERS
+    from pcapq.commands.explain import run
 
-    refuse_overwriting_inputs(files, output)
-    proxy_logs = read_logs(logs, log_format, nginx_conf, haproxy_cfg)
-    try:
-        # Without --conn the story is one of the connections with a problem: only those are
-        # kept (with their events), so memory follows the live connections. A capture with no
-        # problem at all is read again keeping every record, for its first healthy connection.
-        # Standard input cannot be read twice; the logs' join wants every record, as in analyze.
-        every_record = conn is not None or "-" in files or bool(proxy_logs)
-        # Two capture points that saw the same connections: the story is told at the one nearer
-        # the clients, with where each packet vanished between them (docs/two-points.md).
-        from pcapq.two_points import story_point
-
-        two = story_point(list(files), every_record) if len(files) > 1 else None
-        result, path, facts = two if two is not None else (_core.analyze(list(files), keep_connections=every_record, keep_events=True), None, None)
-        if len(result) == 0 and result.summary()["connections"] > 0:
-            two = story_point(list(files), True) if path is not None else None
-            result, path, facts = two if two is not None else (_core.analyze(list(files)), None, None)
-    except _core.CaptureError as e:
-        fail(e.args[0], ExitCode.UNREADABLE)
-    for warning in result.warnings():
-        warn(warning)
-    if result.summary()["tcp_segments"] == 0:
-        fail(f"no TCP segments to explain in {', '.join(files)}", ExitCode.NO_TCP)
-    tied = lines_by_connection(result, proxy_logs)
-    try:
-        story = tell_story(result, conn, tied, path, facts)
-    except (NoSuchConnection, ValueError) as e:
-        fail(str(e.args[0] if e.args else e), ExitCode.USAGE)
-    deliver(output, True, lambda out, _colourless: (out.write(RENDERERS[fmt](story)), out.flush()) and None)
-    if any(c["read_stop"] in ("corrupt", "io_error") for c in result.captures()):
-        sys.exit(int(ExitCode.DAMAGED))
+    run(files, conn, fmt, output, logs, nginx_conf, log_format, haproxy_cfg)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -813,43 +576,9 @@ def annotate(files: tuple[str, ...], output: str | None, failed: bool, causes: t
     damaged (written up to the damage); 5 no TCP in the capture; 70 a bug in pcapq; 74 the
     output could not be written.
     """
-    from pcapq import annotate as labels
+    from pcapq.commands.annotate import run
 
-    if "-" in files:
-        fail("annotate reads its input twice (once to analyse, once to write it back): give files, not standard input", ExitCode.USAGE)
-    target = output or os.path.basename(files[0]).removesuffix(".gz").rsplit(".", 1)[0] + ".pcapq.pcapng"
-    refuse_overwriting_inputs(files, target)
-    try:
-        # Every connection's record when every connection is labelled; the problem ones only otherwise.
-        result = _core.analyze(list(files), keep_connections=not (failed or causes), keep_events=True)
-    except _core.CaptureError as e:
-        fail(e.args[0], ExitCode.UNREADABLE)
-    for warning in result.warnings():
-        warn(warning)
-    if result.summary()["tcp_segments"] == 0:
-        fail(f"no TCP segments to annotate in {', '.join(files)}", ExitCode.NO_TCP)
-    from pcapq.diagnose import diagnose
-
-    diagnosis = diagnose(result)
-    ids = sorted({i for f in diagnosis.every_finding() if f.cause in causes for i in f.connections}) if causes else None
-    selection = (f"the connections of {', '.join(causes)}" if causes else
-                 "the connections with a problem" if failed else "every connection")
-    section = labels.section_comment(files, diagnosis.findings, diagnosis.minor_observations, selection)
-    names = labels.finding_names(diagnosis.findings + diagnosis.minor_observations)
-    try:
-        written = result.write_annotated(list(files), target, ids, names, section)
-    except _core.CaptureError as e:
-        warn(f"{e.args[0]}; {target} holds the packets before it")
-        written = None
-    except OSError as e:
-        fail(f"cannot write {target}: {e.strerror or e}", ExitCode.CANT_WRITE)
-    if coloring:
-        deliver(coloring, True, lambda out, _colourless: (out.write(labels.coloring_rules()), out.flush()) and None)
-    if written is not None:
-        click.echo(f"pcapq: wrote {target}: {written['packets']:,} packets, {written['commented']:,} with pcapq's words "
-                   f"({selection}); in Wireshark: frame.comment contains \"pcapq: \"", err=True)
-    if written is None or any(c["read_stop"] in ("corrupt", "io_error") for c in result.captures()):
-        sys.exit(int(ExitCode.DAMAGED))
+    run(files, output, failed, causes, coloring)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -885,81 +614,9 @@ def lab(scenario: str | None, list_: bool, output: str | None) -> None:
     is missing (the message says how to install it); 71 the scenario failed or did not
     show what it should; 74 the output cannot be written; 77 not root; 130 Ctrl-C.
     """
-    from pcapq.lab.catalog import SCENARIOS
+    from pcapq.commands.lab import run
 
-    if list_:
-        width = max(map(len, SCENARIOS))
-        for name, entry in SCENARIOS.items():
-            click.echo(f"{name:<{width}}  {entry.summary}")
-        return
-    if scenario is None:
-        fail("name a scenario (pcapq lab --list shows them)", ExitCode.USAGE)
-    if scenario not in SCENARIOS:
-        fail(f"unknown scenario {scenario!r}; one of: {', '.join(SCENARIOS)}", ExitCode.USAGE)
-    from pathlib import Path
-
-    _run_lab(scenario, Path(output or f"{scenario}.pcap"))
-
-
-def _run_lab(name: str, pcap: Path) -> None:
-    import gc
-
-    # A scenario runs servers and clients for up to minutes: the cyclic garbage collector back
-    # on (pcapq.launch turns it off for the short runs).
-    gc.enable()
-    from pcapq.lab import counters
-    from pcapq.lab.errors import LabError, LabNeedsRoot, LabUnavailable
-    from pcapq.lab.runner import run_scenario
-
-    if not pcap.parent.is_dir() or not os.access(pcap.parent, os.W_OK):
-        fail(f"cannot write the capture to {pcap}: {pcap.parent} is not a writable directory", ExitCode.CANT_WRITE)
-
-    def say(line: str) -> None:
-        # Flushed at once: the narration goes as the lab goes, also into a pipe or a file.
-        click.echo(f"lab: {line}")
-        sys.stdout.flush()
-
-    try:
-        result = run_scenario(name, pcap, say)
-    except LabNeedsRoot as e:
-        fail(str(e), ExitCode.NOT_ROOT)
-    except LabUnavailable as e:
-        fail(f"lab: {e}", ExitCode.UNAVAILABLE)
-    except LabError as e:
-        fail(f"lab: scenario {name} failed: {e}", ExitCode.LAB_FAILED)
-    except KeyboardInterrupt:
-        click.echo("pcapq: interrupted; the lab's namespaces and processes are cleaned up", err=True)
-        sys.exit(int(ExitCode.INTERRUPTED))
-    run = result.run
-    say(f"done in {run.elapsed:.1f} s: {pcap.stat().st_size:,} bytes captured")
-    for line in counters.highlights(run.nstat_before, run.nstat_after):
-        say(f"  {line}")
-    statuses = run.extra.get("statuses")
-    if statuses:
-        say("  nginx answered: " + ", ".join(f"{n} x {status}" for status, n in statuses.items()))
-    say("wrote " + ", ".join(str(f) for f in result.files))
-    _say_findings(pcap, say)
-    say(f"next: pcapq analyze {pcap}   and   pcapq explain {pcap}")
-    if result.problems:
-        fail(f"lab: scenario {name} did not go as meant: {'; '.join(result.problems)}", ExitCode.LAB_FAILED)
-
-
-def _say_findings(pcap: Path, say: Callable[[str], None]) -> None:
-    """What pcapq finds in the fresh capture, one line per finding."""
-    from pcapq.causes.registry import phrase
-    from pcapq.diagnose import diagnose
-
-    try:
-        diagnosis = diagnose(_core.analyze([str(pcap)], keep_connections=False, keep_events=False))
-    except _core.CaptureError as e:
-        say(f"pcapq cannot read the capture: {e.args[0]}")
-        return
-    for f in diagnosis.every_finding():
-        n = f.connection_count
-        minor = f"; minor: {f.minor}" if f.minor is not None else ""
-        say(f"pcapq finds {phrase(f.cause)} on {f.server} (confidence {f.confidence:.2f}, {n:,} connection{'s' if n != 1 else ''}{minor})")
-    if not diagnosis.findings:
-        say("pcapq finds nothing wrong" + (" that matters" if diagnosis.minor_observations else ""))
+    run(scenario, list_, output)
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Any
 
 
 def main() -> None:
@@ -29,37 +28,19 @@ def main() -> None:
 
 
 def _run_plain(files: tuple[str, ...]) -> None:
-    from pcapq.analyze_run import analyze_and_report
+    from pcapq.commands.analyze import run
     from pcapq.exitcodes import ExitCode
     from pcapq.output import say
+    from pcapq.commands.request import AnalyzeRequest
 
     try:
-        # The defaults of `pcapq analyze`'s options (tests/test_launch.py holds them to click's).
-        analyze_and_report(files, **ANALYZE_DEFAULTS)
+        # Every option at its default (tests/test_launch.py holds AnalyzeRequest's to click's).
+        run(AnalyzeRequest(files))
     except (EOFError, KeyboardInterrupt):
         # What click does around a command: a blank line closes the terminal's ^C echo, and
         # pcapq.cli exits 130 without a word.
         say("")
         sys.exit(int(ExitCode.INTERRUPTED))
-
-
-ANALYZE_DEFAULTS: dict[str, Any] = dict(
-    fmt="text",
-    output="-",
-    pretty=False,
-    no_color=False,
-    merge=False,
-    jobs=0,
-    max_connections=0,
-    proxy_timeouts=None,
-    scheduler=None,
-    logs=(),
-    log_format=None,
-    nginx_conf=None,
-    haproxy_cfg=None,
-    nstat=(),
-    ss=None,
-)
 
 
 def plain_analyze(args: list[str]) -> tuple[str, ...] | None:

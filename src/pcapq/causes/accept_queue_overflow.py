@@ -9,8 +9,8 @@ from pcapq.causes.cause import Always, CounterSigns, EpisodeCause, ListenerSign
 from pcapq.causes.context import EpisodeContext, checks_held, plural, reset_frame, series_frame, span
 from pcapq.causes.listen_drops import LISTEN_DROP_MIN, LISTENER_DROPPED_SYNS
 from pcapq.causes.syn_queue_overflow import HALF_OPEN_MIN
-from pcapq.diagnose.finding import Evidence, Finding
-from pcapq.diagnose.timeouts import or_default
+from pcapq.finding import Evidence, Finding
+from pcapq.finding.timeouts import or_default
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, Selection

@@ -7,11 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
-    from pcapq._core import Selection
-    from pcapq.causes.context import EpisodeContext, Weighed
-
-# The checks two aligned capture points add (not the core's: `CheckName`).
-PointCheck = Literal["vanished_between_points", "reached_server_point", "synack_reached_client_point", "nothing_lost_between_points"]
+    from pcapq._core import Episode, Selection
+    from pcapq.finding import PointCheck, Weighed
+    from pcapq.two_points import TwoPointFacts
 
 
 class CheckWords(TypedDict):
@@ -63,11 +61,10 @@ CHECKS: dict[PointCheck, CheckWords] = {
 }
 
 
-def weigh(ctx: EpisodeContext, selection: Selection, check: PointCheck) -> tuple[Selection, list[Weighed]]:
-    """`selection` less the connections the two points show the check failed for, and the
-    check's tally as a `checks` entry; `selection` as it is and no entry without two aligned
-    points, or when the other point saw none of its connections."""
-    facts = ctx.capture.two_points
+def weigh(facts: TwoPointFacts | None, episode: Episode, selection: Selection, check: PointCheck) -> tuple[Selection, list[Weighed]]:
+    """`selection` (of `episode`) less the connections the two points show the check failed
+    for, and the check's tally as a `checks` entry; `selection` as it is and no entry without
+    two aligned points (`facts` None), or when the other point saw none of its connections."""
     if facts is None or not selection:
         return selection, []
     ids = set(selection.ids)
@@ -87,5 +84,5 @@ def weigh(ctx: EpisodeContext, selection: Selection, check: PointCheck) -> tuple
     # `competes`: a failed check is the path's (or the listener's) explanation instead.
     entry: Weighed = {"check": check, "held": len(held), "failed": len(failed), "competes": True,
                       "says_held": words["held"], "says_failed": words["failed"], "cites": CITES}
-    kept = ctx.episode.among(selection, failed, keep=False) if failed else selection
+    kept = episode.among(selection, failed, keep=False) if failed else selection
     return kept, [entry]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from pcapq._core import LiveSign, _Connection, _ServerStats
     from pcapq.causes.context import CaptureContext, EpisodeContext
-    from pcapq.diagnose.finding import Finding
+    from pcapq.finding import Finding
     from pcapq.evidence.counters import Listener
 
     Scope = Literal["capture", "episode", "server", "evidence"]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, frame, plural, reset_frame
-from pcapq.diagnose.finding import Evidence, Finding
+from pcapq.finding import Evidence, Finding
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, _LeanConnection

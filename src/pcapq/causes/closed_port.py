@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pcapq.causes.cause import Connections, CounterSigns, EpisodeCause, ListenerSign, Narration
 from pcapq.causes.context import EpisodeContext, plural, reset_frame
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").

@@ -4,19 +4,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
 
 from pcapq._core import VOCABULARY, Analysis, Episode, Problems, Selection
+from pcapq.causes.between_points import weigh
 from pcapq.causes.proxy_log import LINES
-from pcapq.diagnose.capture_point import CapturePoint
-from pcapq.diagnose.finding import CheckTally, Evidence, Finding
-from pcapq.diagnose.timeouts import ProxyTimeout, TimeoutKind, proxy_log_line
+from pcapq.finding import CheckTally, Evidence, Finding, Weighed
+from pcapq.finding.capture_point import CapturePoint
+from pcapq.finding.timeouts import ProxyTimeout, TimeoutKind, proxy_log_line
 from pcapq.two_points import TwoPointFacts
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, SeriesKind, SignName, _LeanConnection, _OneSyn, _ServerStats
-    from pcapq.causes.between_points import PointCheck
-    from pcapq.causes.cause import Cause
+    from pcapq.finding import PointCheck
 
 MAX_EVIDENCE = 6
 # Facts that say the capture missed what a claim that nothing followed needs (the checks of the
@@ -27,11 +27,17 @@ MAX_EVIDENCE = 6
 UNSEEN: tuple[Mark, ...] = ("one_way", "flow_trimmed")
 
 
-class Weighed(CheckTally):
-    """A check of `EpisodeContext.checks`: a `CheckTally`, and whether a competing explanation
-    of its sign holds when it fails."""
+class CauseWords(Protocol):
+    """What a finding takes from its cause (a `pcapq.causes.cause.Cause`)."""
 
-    competes: bool
+    @property
+    def slug(self) -> str: ...
+    @property
+    def advice(self) -> str: ...
+    @property
+    def proxy_log(self) -> Sequence[str]: ...
+    @property
+    def disproved_by(self) -> Sequence[str]: ...
 
 
 @dataclass
@@ -43,7 +49,7 @@ class CaptureContext:
     servers: list[_ServerStats]
     capture_point: CapturePoint
     _one_syn: Optional[_OneSyn] = field(default=None, repr=False)
-    # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts); a kind is absent when
+    # The proxy's timeouts, stated or inferred (pcapq.finding.timeouts); a kind is absent when
     # neither says it.
     proxy_timeouts: dict[TimeoutKind, ProxyTimeout] = field(default_factory=dict)
     # What aligning this capture point with another says of its connections
@@ -78,9 +84,7 @@ class EpisodeContext:
     def between_points(self, selection: Selection, check: PointCheck) -> tuple[Selection, list[Weighed]]:
         """`selection` less the connections two aligned capture points show `check` failed
         for, and its `checks` entry (pcapq.causes.between_points)."""
-        from pcapq.causes.between_points import weigh
-
-        return weigh(self, selection, check)
+        return weigh(self.capture.two_points, self.episode, selection, check)
 
     def vanished_among(self, selection: Selection) -> Selection:
         """The selection's connections that lost a packet between two aligned capture points
@@ -117,7 +121,7 @@ class EpisodeContext:
         """Up to `limit` of the selection's connections (lean dicts), earliest first."""
         return self.capture.problems.examples(selection, limit)
 
-    def finding(self, c: Cause, selection: Selection, confidence: float, reason: str, evidence: list[Evidence],
+    def finding(self, c: CauseWords, selection: Selection, confidence: float, reason: str, evidence: list[Evidence],
                 rests_on: Sequence[str] = (), details: dict[str, Any] | None = None,
                 proxy_log: Sequence[str] | None = None, checks: Sequence[Weighed] = ()) -> Finding:
         """A finding of cause `c` (the rule's own `CAUSE`) over the selection.

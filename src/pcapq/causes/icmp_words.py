@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal, Sequence, cast
 from pcapq._core import VOCABULARY
 from pcapq.causes.cause import Cause
 from pcapq.causes.context import EpisodeContext, frame, plural
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 from pcapq.endpoint import parse
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pcapq.causes.cause import Always, CounterSigns, EpisodeCause, ListenerSign, Narration, SynDropped
 from pcapq.causes.context import EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.causes.syns_filtered import from_listen_drops
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq._core import Mark

@@ -8,7 +8,7 @@ from collections import Counter
 
 from pcapq.causes.cause import Always, EpisodeCause
 from pcapq.causes.context import EpisodeContext, plural, series_frame
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 from pcapq.endpoint import parse
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").

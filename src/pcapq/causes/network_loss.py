@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Sequence
 
 from pcapq.causes.cause import CounterSigns, EpisodeCause, Narration, Resends
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, Selection
-    from pcapq.causes.context import Weighed
+    from pcapq.finding import Weighed
 
 # What the path cannot have lost, or what another finding explains.
 NOT_LOSS: list[Mark] = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback",

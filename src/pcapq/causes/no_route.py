@@ -5,7 +5,7 @@ from __future__ import annotations
 from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext
 from pcapq.causes.icmp_words import EXCLUSIONS, KERNEL, icmp_rule
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.context import CaptureContext
 from pcapq.causes.proxy_log import LINES
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 # Share of the ephemeral port range held at once that counts as running out of ports.
 PORT_EXHAUSTION_SHARE = 0.9

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext, frame, plural
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 TIME_WAIT_S = 60
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.context import CaptureContext, frame, plural
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 from pcapq.endpoint import parse
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pcapq.causes.cause import Connections, EpisodeCause, Narration
 from pcapq.causes.context import EpisodeContext, frame, plural, reset_frame
-from pcapq.diagnose.finding import Evidence, Finding
+from pcapq.finding import Evidence, Finding
 
 if TYPE_CHECKING:
     from pcapq._core import Mark, _Connection, _LeanConnection

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import EpisodeContext, checks_held, plural, series_frame
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 from pcapq.endpoint import parse
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pcapq.causes.cause import Connections, EpisodeCause
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural
 from pcapq.causes.client_gave_up import gave_up_evidence
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq._core import Mark

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.context import CaptureContext, frame
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq._core import _OneSyn

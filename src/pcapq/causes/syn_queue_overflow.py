@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pcapq.causes.cause import Always, CounterSigns, EpisodeCause, ListenerSign, Narration, SynDropped
 from pcapq.causes.context import UNSEEN, EpisodeContext, checks_failed, checks_held, plural, series_frame
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 # Half-open requests that point to a full SYN queue: a small backlog (net.ipv4.tcp_max_syn_backlog,
 # or the listen backlog) fills with a handful.

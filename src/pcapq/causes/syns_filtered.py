@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pcapq.causes.cause import Always, CaptureCause
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq.causes.context import CaptureContext

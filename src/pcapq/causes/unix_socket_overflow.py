@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pcapq.causes.cause import Always, CaptureCause
 from pcapq.causes.unix_socket_failure import CAUSE as FAILURE
 from pcapq.causes.unix_socket_failure import no_capture_rule
-from pcapq.diagnose.finding import Finding
+from pcapq.finding import Finding
 
 if TYPE_CHECKING:
     from pcapq.evidence.counters import Listener

@@ -8,17 +8,20 @@ example connections per finding; it never loops over connections.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from pcapq._core import Analysis
+from pcapq.causes.context import CaptureContext, EpisodeContext
+from pcapq.causes.registry import CAUSES, in_order, phrase
 from pcapq.diagnose import settings
-from pcapq.diagnose.capture_point import CapturePoint, infer
-from pcapq.diagnose.finding import Finding
-from pcapq.diagnose.timeouts import ProxyTimeout, TimeoutKind, resolve
 from pcapq.endpoint import parse
+from pcapq.finding import Finding
+from pcapq.finding.capture_point import CapturePoint, infer
+from pcapq.finding.timeouts import ProxyTimeout, TimeoutKind, resolve
 
 if TYPE_CHECKING:
-    from pcapq.causes.context import CaptureContext
+    from pcapq.evidence.section import EvidenceSection
+    from pcapq.live import StdinRead
     from pcapq.two_points import TwoPointFacts
 
 # More findings of one cause than this in one capture become one finding over many endpoints:
@@ -39,13 +42,13 @@ class Diagnosis:
     minor_observations: list[Finding] = field(default_factory=list)
     # Standard input stopped by Ctrl-C: the sentence saying so and what had been read
     # (pcapq.live.StdinRead); None when the input was read to its end.
-    interrupted: Optional[Any] = None
-    # The proxy's timeouts, stated or inferred (pcapq.diagnose.timeouts.ProxyTimeout by kind).
+    interrupted: Optional[StdinRead] = None
+    # The proxy's timeouts, stated or inferred (pcapq.finding.timeouts.ProxyTimeout by kind).
     proxy_timeouts: dict[TimeoutKind, ProxyTimeout] = field(default_factory=dict)
     # The capture held no TCP segment at all: nothing could fail, nor be found.
     no_tcp: bool = False
-    # What the proxy's logs and the upstream's counters say (pcapq.evidence), when given.
-    evidence: dict[str, Any] | None = None
+    # What the proxy's logs and the upstream's counters say (pcapq.diagnose.weigh_evidence), when given.
+    evidence: EvidenceSection | None = None
 
     def every_finding(self) -> list[Finding]:
         """The material findings, then the minor ones."""
@@ -82,10 +85,6 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
     3.0}), and where each was said (`said_by`: "as stated" by default); the kinds not stated
     are inferred from the capture. `two_points`: what aligning this capture point with another
     says of its connections (pcapq.two_points), for the causes that read it."""
-    # The causes import this package's Finding: imported here, not at the top.
-    from pcapq.causes.context import CaptureContext, EpisodeContext
-    from pcapq.causes.registry import in_order
-
     servers = analysis.servers()
     problems = analysis.problems()
     timeouts = resolve(analysis, proxy_timeouts, said_by)
@@ -127,8 +126,6 @@ def judge_materiality(findings: list[Finding], ctx: CaptureContext) -> tuple[lis
     (a folded finding as one); a minor one's `minor` says why. A share is of the capture's own
     traffic: its connections less those the capture-wide findings (a port scan's probes, a SYN
     flood's SYNs) count, among which no failure hides."""
-    from pcapq.causes.registry import CAUSES
-
     scans_and_floods = sum(f.connection_count for f in findings if CAUSES[f.cause].scope == "capture")
     connections = max(ctx.analysis.summary()["connections"] - scans_and_floods, 0)
     material: list[Finding] = []
@@ -151,8 +148,6 @@ def fold_many(findings: list[Finding]) -> list[Finding]:
 
 
 def _fold(cause: str, group: list[Finding]) -> Finding:
-    from pcapq.causes.registry import phrase
-
     busiest = sorted(group, key=lambda f: (-f.connection_count, f.first, f.server))
     per_server: dict[str, int] = {}
     for f in group:

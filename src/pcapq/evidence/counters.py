@@ -15,6 +15,28 @@ from typing import Optional
 from pcapq.endpoint import parse
 
 
+# The counters a learner should look at first, with what each one counts
+# (Linux include/uapi/linux/snmp.h; incremented in net/ipv4/tcp_ipv4.c, tcp_input.c, syncookies.c).
+KEY_COUNTERS = {
+    "TcpExtListenOverflows": "an ACK or SYN found the accept queue full (tcp_check_req(), tcp_conn_request())",
+    "TcpExtListenDrops": "a packet to a listener was dropped, for any reason",
+    "TcpExtTCPReqQFullDrop": "a SYN dropped because the SYN queue was full and syncookies were off",
+    "TcpExtTCPReqQFullDoCookies": "a SYN answered with a SYN cookie because the SYN queue was full",
+    "TcpExtSyncookiesSent": "SYN-ACKs carrying a SYN cookie",
+    "TcpExtSyncookiesFailed": "ACKs that were checked as SYN cookies and failed",
+    "TcpExtEmbryonicRsts": "RSTs sent for request sockets (tcp_abort_on_overflow=1)",
+    "TcpExtTCPSynRetrans": "SYN and SYN-ACK retransmissions",
+    "TcpExtTCPTimeouts": "retransmission timer expiries",
+    "TcpRetransSegs": "segments sent again",
+    "TcpPassiveOpens": "connections accepted by the handshake (SYN-RECEIVED reached)",
+    "TcpAttemptFails": "connection attempts that failed",
+    "TcpEstabResets": "established connections reset",
+    "TcpOutRsts": "RSTs sent",
+    "TcpExtTCPAbortOnClose": "connections reset by close() with data left unread (tcp_close())",
+    "TcpExtTCPAbortOnData": "connections reset for data after close(), or by close() with SO_LINGER 0",
+}
+
+
 class CounterError(ValueError):
     """A file that is not nstat, netstat -s or ss output pcapq can read."""
 

@@ -13,10 +13,11 @@ and the join prefers the connection whose times agree; this module counts them a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Literal, Union
+from typing import TYPE_CHECKING, Iterable, Literal
 
 if TYPE_CHECKING:
     from pcapq.evidence.logs import ProxyLogNote
+    from pcapq.evidence.section import TimingsSection
 
 # What each of the proxy's timings is set against (the keys of a note's "capture").
 MEASURES: dict[str, Literal["connect", "first_byte"]] = {"connect": "connect", "header": "first_byte"}
@@ -34,7 +35,7 @@ class Comparison:
     """(connection id, logged, seen) of the first few that differ."""
     differing: int = 0
 
-    def to_json(self) -> dict[str, Union[int, list[dict[str, float]]]]:
+    def to_json(self) -> TimingsSection:
         return {"pairs": self.pairs, "agree": self.agree, "differ": self.differing,
                 "examples": [{"connection": i, "logged": logged, "seen": round(seen, 6)} for i, logged, seen in self.differ]}
 

@@ -5,9 +5,12 @@ renderers share it; `pcapq.report.timeline` tells single connections."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from pcapq._core import VOCABULARY, Analysis
+
+if TYPE_CHECKING:
+    from pcapq._core import _Timeline
 
 # Outcomes in which the connection did not do its job, in the core's order (docs/diagnosis.md,
 # "Outcome"; src/detect/mod.rs: Outcome::is_failure).
@@ -79,7 +82,7 @@ def choose_width(span_s: float, max_buckets: int) -> int:
 
 
 def aggregate(
-    per_second: Mapping[str, Any],
+    per_second: _Timeline,
     width: Optional[int] = None,
     max_buckets: int = 60,
     episodes: Iterable[Episode] = (),

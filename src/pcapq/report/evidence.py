@@ -3,9 +3,13 @@ by the text, Markdown and HTML reports: one list of (label, sentence) rows per p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pcapq.diagnose import Diagnosis, Finding
+from pcapq.evidence.counters import KEY_COUNTERS
+
+if TYPE_CHECKING:
+    from pcapq.evidence.section import LogFileSection
 
 SHOWN = 10
 
@@ -22,7 +26,7 @@ def finding_rows(f: Finding) -> list[tuple[str, str]]:
     return rows
 
 
-def _offset(x: dict[str, Any]) -> str:
+def _offset(x: LogFileSection) -> str:
     clock = x.get("clock") or {}
     if x.get("clock_offset") is None:
         return "clock offset unknown (no line tied)"
@@ -72,12 +76,10 @@ def section_rows(d: Diagnosis) -> list[tuple[str, str]]:
                          (" ..." if s["count"] > len(s["ids"]) else "")))
     counters = ev.get("counters")
     if counters:
-        from pcapq.lab.counters import KEY_COUNTERS
-
         moved = counters["moved"]
         key = ", ".join(f"{k} {moved[k]:+,}" for k in KEY_COUNTERS if k in moved) or "no listen-queue or loss counter moved"
         span = "over the capture" if counters["window"] else "since boot (one snapshot)"
         rows.append(("counters", f"{', '.join(counters['files'])} ({counters['format']}), {span}: {key}"))
-    for x in ev.get("listeners", []):
-        rows.append(("listener", f"{x['local']}: Recv-Q {x['recv_q']} waiting, Send-Q {x['send_q']} backlog"))
+    for listener in ev.get("listeners", []):
+        rows.append(("listener", f"{listener['local']}: Recv-Q {listener['recv_q']} waiting, Send-Q {listener['send_q']} backlog"))
     return rows

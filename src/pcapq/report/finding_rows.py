@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 from pcapq.causes.registry import title
 from pcapq.diagnose import Diagnosis, Finding
-from pcapq.diagnose.finding import Evidence
+from pcapq.finding import Evidence
 from pcapq.report.clock import utc_clock
 from pcapq.report.evidence import finding_rows as evidence_rows
 

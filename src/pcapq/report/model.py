@@ -12,7 +12,7 @@ from pcapq.diagnose import Diagnosis
 from pcapq.endpoint import parse
 
 if TYPE_CHECKING:
-    from pcapq._core import _LeanConnection
+    from pcapq._core import _CaptureInfo, _LeanConnection, _Summary
     from pcapq.report.aggregate import Aggregate
     from pcapq.report.timeline import ConnectionTimeline
 
@@ -58,8 +58,8 @@ class ConnectionRow:
 class AnalyzeReport:
     """What every renderer of `pcapq analyze` draws from."""
 
-    captures: Sequence[Mapping[str, Any]]
-    summary: Mapping[str, Any]
+    captures: Sequence[_CaptureInfo]
+    summary: _Summary
     skipped: dict[str, tuple[int, str]]
     warnings: list[str]
     diagnosis: Diagnosis

@@ -4,14 +4,17 @@ control characters and capped its length, and each renderer still escapes it as 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from pcapq._core import _CaptureInfo
 
 
-def _name(c: Mapping[str, Any]) -> str:
+def _name(c: _CaptureInfo) -> str:
     return "standard input" if c["path"] == "-" else str(c["path"])
 
 
-def note_rows(captures: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+def note_rows(captures: Sequence[_CaptureInfo]) -> list[tuple[str, str]]:
     """(label, text) per string, capture by capture; labels name the file when there are several."""
     rows: list[tuple[str, str]] = []
     several = len(captures) > 1
@@ -20,7 +23,7 @@ def note_rows(captures: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
         if not n:
             continue
         prefix = f"{_name(c)}: " if several else ""
-        made_by = ", ".join(f"{label} {n[key]}" for key, label in (("application", "by"), ("os", "on"), ("hardware", "hardware")) if n[key])
+        made_by = ", ".join(f"{label} {said}" for said, label in ((n["application"], "by"), (n["os"], "on"), (n["hardware"], "hardware")) if said)
         if made_by:
             rows.append((f"{prefix}written", made_by))
         for i in n["interfaces"]:

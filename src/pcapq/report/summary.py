@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -11,6 +11,9 @@ from rich.text import Text
 
 from pcapq._core import Analysis
 from pcapq.report.notes import note_rows
+
+if TYPE_CHECKING:
+    from pcapq._core import _AllTime, _CaptureInfo
 
 
 def _when(epoch: float | None) -> str:
@@ -26,11 +29,11 @@ def _count(n: int, of: int | None = None) -> Text:
     return text
 
 
-def _name(c: Mapping[str, Any]) -> str:
+def _name(c: _CaptureInfo) -> str:
     return "standard input" if c["path"] == "-" else c["path"]
 
 
-def render_notes(captures: Sequence[Mapping[str, Any]]) -> Table | None:
+def render_notes(captures: Sequence[_CaptureInfo]) -> Table | None:
     """What pcapng files say about themselves. Each string goes into a Text, so rich shows
     "[bold]" or "<script>" as the characters they are."""
     rows = note_rows(captures)
@@ -144,7 +147,7 @@ def duration_words(seconds: float) -> str:
     return " ".join(parts)
 
 
-def all_time_line(all_time: Mapping[str, Any], captures: Sequence[Mapping[str, Any]]) -> str:
+def all_time_line(all_time: _AllTime, captures: Sequence[_CaptureInfo]) -> str:
     """'Since the watch began (3 d 4 h): N connections, M failed; this report covers the last
     1 h' (a watch with --keep: the report covers its window, this line every connection)."""
     from pcapq.report.aggregate import FAILED_OUTCOMES

@@ -10,7 +10,7 @@ schedule (docs/diagnosis.md): the core's labels (`Analysis.connection_labels`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence, TypedDict
 
 from pcapq._core import Analysis
 from pcapq.endpoint import on_port
@@ -31,7 +31,7 @@ from pcapq.report.aggregate import (  # noqa: F401
 
 if TYPE_CHECKING:
     from pcapq.evidence.logs import ProxyLogNote
-    from pcapq._core import _LeanConnection
+    from pcapq._core import _Connection, _Icmp, _LeanConnection
 
 # The schedules in words, for the ladders' dashed lines (the notes' words are the core's:
 # src/output/labels.rs).
@@ -117,7 +117,7 @@ class ConnectionTimeline:
         return out
 
 
-def _slots(conn: Mapping[str, Any]) -> list[Slot]:
+def _slots(conn: _Connection) -> list[Slot]:
     """The kernel's schedule for each timed retransmission series: where the n-th send was due
     if every wait had been exactly what the schedule predicts, from the series' first send."""
     first = conn["first_time"]
@@ -136,7 +136,7 @@ def _slots(conn: Mapping[str, Any]) -> list[Slot]:
     return out
 
 
-def icmp_row(conn: Mapping[str, Any], a: dict[str, Any], note: str) -> Row:
+def icmp_row(conn: _Connection, a: _Icmp, note: str) -> Row:
     """An ICMP error as a timeline row: it travels towards the side whose packet it quotes."""
     return Row(
         file=a["file"],
@@ -153,7 +153,7 @@ def icmp_row(conn: Mapping[str, Any], a: dict[str, Any], note: str) -> Row:
     )
 
 
-def annotate(conn: Mapping[str, Any], labels: list[tuple[int, int, str]]) -> ConnectionTimeline:
+def annotate(conn: _Connection, labels: list[tuple[int, int, str]]) -> ConnectionTimeline:
     """The timeline of one connection, from its JSON object (docs/json.md) and the core's words
     on its packets (`Analysis.connection_labels`: one per event, then one per ICMP error)."""
     events, icmp = conn["events"], conn.get("icmp", [])
@@ -262,10 +262,19 @@ def has_problem(c: _LeanConnection) -> bool:
     return c["outcome"] not in ("completed", "open") or bool(c["symptoms"])
 
 
-def severity(c: Mapping[str, Any]) -> tuple[bool, bool, float, float, int]:
-    """Sort key, worst first: failed outcomes, then the most added latency, then the earliest.
-    `c`: a connection's outcome, symptoms, added_latency, first_time and id."""
-    return (c["outcome"] not in FAILED_OUTCOMES, not c["symptoms"], -c.get("added_latency", 0.0), c["first_time"], c["id"])
+class Ranked(TypedDict):
+    """What `severity` ranks a connection by."""
+
+    outcome: str
+    symptoms: Sequence[str]
+    added_latency: float
+    first_time: float
+    id: int
+
+
+def severity(c: Ranked) -> tuple[bool, bool, float, float, int]:
+    """Sort key, worst first: failed outcomes, then the most added latency, then the earliest."""
+    return (c["outcome"] not in FAILED_OUTCOMES, not c["symptoms"], -c["added_latency"], c["first_time"], c["id"])
 
 
 def select(analysis: Analysis, selection: Selection) -> tuple[list[int], int]:

@@ -241,7 +241,7 @@ LOGGED = "What the proxy logged for this connection"
 def _logged(conn: _Connection, finding: Finding | None, note: ProxyLogNote) -> tuple[list[str], bool | None]:
     """The proxy's line tied to the connection, and whether it is the one pcapq predicted: the
     sentences, and True, False, or None when pcapq predicted no line."""
-    from pcapq.evidence import predicted
+    from pcapq.diagnose.weigh_evidence import predicted
     from pcapq.report.proxy_line import timing_sentence, verdict, where
 
     quoted = f'{LOGGED} ({where(note)}, {verdict(note)}): "{note["text"]}".'

@@ -1,15 +1,19 @@
 """A finding: one cause, where and when, how sure and why, what it rests on and what would
-disprove it, the frames to open, and what to change."""
+disprove it, the frames to open, and what to change. The causes make findings and the diagnosis
+gathers them: this package is below both, and imports only the core (and, for the type checker,
+pcapq.two_points)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:
     from pcapq._core import CheckName, Mark
-    from pcapq.causes.between_points import PointCheck
     from pcapq.two_points import BetweenPoints
+
+# The checks two aligned capture points add (not the core's: `CheckName`).
+PointCheck = Literal["vanished_between_points", "reached_server_point", "synack_reached_client_point", "nothing_lost_between_points"]
 
 
 class Evidence(TypedDict):
@@ -31,6 +35,13 @@ class CheckTally(TypedDict):
     says_held: str
     says_failed: str
     cites: str
+
+
+class Weighed(CheckTally):
+    """A check a rule weighed (`pcapq.causes.context.EpisodeContext.checks`): a `CheckTally`,
+    and whether a competing explanation of its sign holds when it fails."""
+
+    competes: bool
 
 
 @dataclass
@@ -75,12 +86,6 @@ class Finding:
     @property
     def connection_count(self) -> int:
         return len(self.connections) if self.count is None else self.count
-
-    @property
-    def title(self) -> str:
-        from pcapq.causes.registry import title
-
-        return title(self.cause)
 
     def to_json(self) -> dict[str, object]:
         return {
