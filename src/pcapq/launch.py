@@ -1,6 +1,6 @@
 """The `pcapq` console script. Most runs are `pcapq analyze FILE...` with no option: that one runs
-without importing click (pcapq.cli), 10-12 ms of the 80 a run on a small capture took
-(docs/performance-history.md); every other command line goes through click.
+without importing click (pcapq.cli), whose import is a large share of a short run's start-up;
+every other command line goes through click.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import sys
 
 
 def main() -> None:
-    # pcapq is a short-lived process. Its imports make about 25,000 objects, and the cyclic
-    # garbage collector runs some 40 times among them, for a few hundred objects of garbage:
-    # about 5 ms of start-up (docs/performance-history.md). It stays off while the command runs; what
-    # may last minutes or hours (reading standard input, a Dask cluster, the lab) turns it back on.
+    # pcapq is a short-lived process. Its imports make tens of thousands of objects, and the
+    # cyclic garbage collector runs dozens of times among them for a few hundred objects of
+    # garbage. It stays off while the command runs; what may last minutes or hours (reading
+    # standard input, a Dask cluster, the lab) turns it back on.
     gc.disable()
     files = plain_analyze(sys.argv[1:])
     if files is None:

@@ -1,7 +1,7 @@
 """Analyses input files per capture point (pcapq.capture_points), on `jobs` threads.
 
 Files are grouped by name and put in time order from their first records. Two ways to use
-several cores (docs/performance-history.md):
+several cores:
 
 - **Across points**: a name group whose files are short (less than `PARTS_MIN_FILE_S` apart)
   is read as one capture, one file after the other with one tracker, which is exact; groups run
@@ -73,8 +73,7 @@ def _batches(items: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
 # A part keeps, until it is joined, the records of the connections of its first 135 s (the
 # join window, src/flow/track/tracker.rs JOIN_WINDOW_NS). With files at least four times as long,
 # that is at most a quarter of them, and analysing the files as parts on several cores beats
-# reading them one after the other; with shorter files, joining costs more than it saves
-# (docs/performance-history.md).
+# reading them one after the other; with shorter files, joining costs more than it saves.
 PARTS_MIN_FILE_S = 4 * 135.0
 
 

@@ -27,7 +27,7 @@ class LabelledRows:
     out.
 
     To size a grid's columns rich measures every cell: the longest line and the longest word of
-    each text, about a quarter of the time the findings take to render (docs/performance-history.md).
+    each text, a large share of the time the findings take to render.
     Where a text runs past the width left to it, the sizes rich arrives at are known: the
     labels' width (their longest line, which is what rich measures), and the rest for the
     texts (`widths`). With those, the rows are laid out here as the grid would lay them out,
