@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from lab_runs import nginx_lab  # noqa: E402,F401  (session fixtures: one kernel run, many readers)
+from lab_runs import kernel_run, nginx_lab  # noqa: E402,F401  (session fixtures: one kernel run, many readers)
 
 REPO = Path(__file__).resolve().parent.parent
 

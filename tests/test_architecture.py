@@ -1,7 +1,8 @@
 """docs/architecture.md's worked example of adding a cause that needs a new fact, followed in a
 copy of the tree: the core built from the copy (the test run's `ci` profile, reusing target/'s
-compiled dependencies), the stub and the docs written by their tools, then the files changed are
-exactly those the page names, and the new cause is found."""
+compiled dependencies), the stub and the docs written by their tools, the golden reports
+written again by the copy's own golden test, then the files changed are exactly those the page
+names, the copy's golden test passes, and the new cause is found."""
 
 from __future__ import annotations
 
@@ -61,16 +62,17 @@ def test_the_walkthrough_names_its_steps_and_files():
         ("src/detect/facts.rs", "after"), ("src/detect/facts.rs", "before"),
         ("src/pcapq/causes/reset_after_answer.py", ""), ("src/pcapq/causes/registry.py", "after")]
     assert touched() == {"src/detect/facts.rs", "src/pcapq/_core.pyi", "src/pcapq/causes/reset_after_answer.py",
-                         "src/pcapq/causes/registry.py", "docs/diagnosis.md", "docs/json.md"}
+                         "src/pcapq/causes/registry.py", "docs/diagnosis.md", "docs/json.md",
+                         "tests/golden/app_reset.json", "tests/golden/keepalive_race.json"}
 
 
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo to build the copy's core")
 def test_a_new_cause_with_a_new_fact_touches_the_files_the_page_names(tmp_path):
     tree = tmp_path / "tree"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "images", "figures")
-    for name in ("src", "docs", "tools", "examples"):
+    for name in ("src", "docs", "tools", "examples", "tests", "captures"):
         shutil.copytree(REPO / name, tree / name, ignore=ignore)
-    for name in ("Cargo.toml", "Cargo.lock"):
+    for name in ("Cargo.toml", "Cargo.lock", "pyproject.toml"):
         shutil.copy(REPO / name, tree / name)
     before = tmp_path / "before"
     shutil.copytree(tree, before)
@@ -86,14 +88,21 @@ def test_a_new_cause_with_a_new_fact_touches_the_files_the_page_names(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     for tool in ("tools/stub_literals.py", "docs/causes.py"):
         subprocess.run([sys.executable, str(tree / tool)], check=True, env=env, capture_output=True)
+    # Step 5: the golden reports of the captures where the cause is found, written again.
+    golden = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_golden.py"]
+    refresh = subprocess.run([*golden, "--refresh-golden"], cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+    assert refresh.returncode == 0, refresh.stdout[-3000:]
     changed = {f for f in files(tree) if not (before / f).exists() or not filecmp.cmp(tree / f, before / f, shallow=False)}
     assert changed == touched()
+    # The copy's golden test passes on what it wrote.
+    check = subprocess.run(golden, cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+    assert check.returncode == 0, check.stdout[-3000:]
     # The copy agrees with itself: the stub and the docs with its core and registry.
     for tool in ("tools/stub_literals.py", "docs/causes.py"):
         check = subprocess.run([sys.executable, str(tree / tool), "--check"], env=env, capture_output=True, text=True)
         assert check.returncode == 0, (tool, check.stderr)
     run = subprocess.run([sys.executable, "-c", "import sys; from pcapq.cli import main; sys.argv[0] = 'pcapq'; main()",
-                          "analyze", "--format", "json", str(REPO / "captures" / "app_reset.pcap")],
+                          "analyze", "--format", "json", str(tree / "captures" / "app_reset.pcap")],
                          env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode in (0, 1), run.stderr
     doc = json.loads(run.stdout)

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from conftest import REPO, run_pcapq
 from craft import Conversation, write_pcap
 from inprocess import run_main
+from lab_runs import KERNEL_SCENARIOS
 
 from pcapq.crosscheck import tshark
 from pcapq.exitcodes import ExitCode
@@ -215,17 +216,10 @@ def test_help_lists_exit_codes():
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize(
-    "scenario",
-    ["healthy", "accept_queue_overflow", "abort_on_overflow", "syn_queue_overflow", "closed_port", "client_timeout_rst", "packet_loss"],
-)
-def test_kernel_captures_have_no_unexplained_disagreement(tmp_path, scenario):
-    from pcapq.lab import scenarios as kernel_scenarios
-    from netns import NetnsPair
-
-    with NetnsPair(tools=("ip", "tcpdump", "tc", "nstat")) as net:
-        run = getattr(kernel_scenarios, scenario)(net, tmp_path / f"{scenario}.pcap")
-    assert_all_explained(run.pcap)
+@pytest.mark.parametrize("scenario", list(KERNEL_SCENARIOS))
+def test_kernel_captures_have_no_unexplained_disagreement(kernel_run, scenario):
+    # The runs tests/test_kernel.py checks, made once (tests/lab_runs.py).
+    assert_all_explained(kernel_run(scenario).pcap)
 
 
 def test_markdown_and_html_reports(tmp_path):

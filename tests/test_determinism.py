@@ -56,6 +56,9 @@ def inputs(tmp_path_factory) -> dict[str, list[Path]]:
 
 SEEDS = (1, 2, 3)
 
+# One worker runs this module, so that its runs for every seed are made once (`outputs`).
+pytestmark = pytest.mark.xdist_group("determinism")
+
 
 def run(args: list[str], seed: int) -> bytes:
     env = os.environ | {"PYTHONHASHSEED": str(seed), "COLUMNS": "120"}

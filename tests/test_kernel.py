@@ -14,22 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import analyze_json
-from pcapq.lab.scenarios import (
-    PEERS,
-    PORT,
-    Run,
-    abort_on_overflow,
-    accept_queue_overflow,
-    client_timeout_rst,
-    closed_port,
-    healthy,
-    keepalive_race,
-    packet_loss,
-    parse_clients,
-    start_server,
-    syn_queue_overflow,
-)
-from netns import NetnsPair, unavailable_reason
+from lab_runs import KERNEL_SCENARIOS
+from pcapq.lab.scenarios import PEERS, PORT, Run, healthy, keepalive_race, parse_clients, start_server
+from netns import NetnsPair
 
 pytestmark = pytest.mark.kernel
 
@@ -92,8 +79,8 @@ def check_healthy_run(run: Run, doc: dict, connections: int, request: int, respo
         check_healthy_connection(c, run.server, request, response)
 
 
-def test_healthy_connections(net, tmp_path):
-    run = healthy(net, tmp_path / "healthy.pcap", connections=20, request=100, response=1000)
+def test_healthy_connections(kernel_run):
+    run = kernel_run("healthy")
     doc = analyze_json(run.pcap)
     # The finding names what the kernel did (src/pcapq/diagnose).
     assert doc["findings"] == [], doc["findings"]
@@ -234,10 +221,10 @@ def syn_rto(retransmission: int, linear: int | None) -> float:
     return 1.0 if retransmission <= linear + 1 else 2.0 ** (retransmission - linear - 1)
 
 
-def test_accept_queue_overflow(net, tmp_path):
-    connections, backlog, request, response = 8, 1, 24, 1000
-    run = accept_queue_overflow(net, tmp_path / "overflow.pcap", connections=connections, backlog=backlog,
-                                accept_delay=5.0, request=request, response=response)
+def test_accept_queue_overflow(kernel_run):
+    p = KERNEL_SCENARIOS["accept_queue_overflow"]
+    connections, backlog, request, response = p["connections"], p["backlog"], p["request"], p["response"]
+    run = kernel_run("accept_queue_overflow")
     doc = analyze_json(run.pcap)
     # The finding names what the kernel did (src/pcapq/diagnose).
     assert "accept_queue_overflow" in causes(doc), doc["findings"]
@@ -307,10 +294,10 @@ def within_timer(since: float, expected: float) -> bool:
     return 0.8 * expected <= since <= 1.25 * expected + 0.1
 
 
-def test_abort_on_overflow(net, tmp_path):
-    connections, backlog, request, response = 9, 3, 24, 1000
-    run = abort_on_overflow(net, tmp_path / "abort.pcap", connections=connections, backlog=backlog,
-                            accept_delay=2.0, request=request, response=response)
+def test_abort_on_overflow(kernel_run):
+    p = KERNEL_SCENARIOS["abort_on_overflow"]
+    backlog, response = p["backlog"], p["response"]
+    run = kernel_run("abort_on_overflow")
     doc = analyze_json(run.pcap)
     # The finding names what the kernel did (src/pcapq/diagnose).
     assert "accept_queue_overflow" in causes(doc), doc["findings"]
@@ -348,10 +335,10 @@ def test_abort_on_overflow(net, tmp_path):
     assert server_rsts == run.delta("TcpOutRsts"), report
 
 
-def test_syn_queue_overflow(net, tmp_path):
-    backlog, half_open, connections, response = 3, 6, 3, 1000
-    run = syn_queue_overflow(net, tmp_path / "synq.pcap", backlog=backlog, half_open=half_open,
-                             connections=connections, synack_retries=1, client_delay=0.5, response=response)
+def test_syn_queue_overflow(kernel_run):
+    p = KERNEL_SCENARIOS["syn_queue_overflow"]
+    backlog, connections, response = p["backlog"], p["connections"], p["response"]
+    run = kernel_run("syn_queue_overflow")
     doc = analyze_json(run.pcap)
     # The finding names what the kernel did (src/pcapq/diagnose).
     assert "syn_queue_overflow" in causes(doc), doc["findings"]
@@ -401,9 +388,9 @@ def test_syn_queue_overflow(net, tmp_path):
     assert run.delta("TcpExtListenOverflows") == 0, report
 
 
-def test_closed_port(net, tmp_path):
-    connections = 5
-    run = closed_port(net, tmp_path / "closed.pcap", connections=connections)
+def test_closed_port(kernel_run):
+    connections = KERNEL_SCENARIOS["closed_port"]["connections"]
+    run = kernel_run("closed_port")
     doc = analyze_json(run.pcap)
     # The finding names what the kernel did (src/pcapq/diagnose).
     assert causes(doc) == {"closed_port"}, doc["findings"]
@@ -422,10 +409,10 @@ def test_closed_port(net, tmp_path):
     assert run.delta("TcpPassiveOpens") == 0, run.nstat_report()
 
 
-def test_client_timeout_rst(net, tmp_path):
-    connections, timeout, request = 3, 1.0, 100
-    run = client_timeout_rst(net, tmp_path / "timeout.pcap", connections=connections, timeout=timeout,
-                             reply_delay=1.5, pause=0.6, request=request)
+def test_client_timeout_rst(kernel_run):
+    p = KERNEL_SCENARIOS["client_timeout_rst"]
+    connections, timeout, request = p["connections"], p["timeout"], p["request"]
+    run = kernel_run("client_timeout_rst")
     doc = analyze_json(run.pcap)
     # The finding names what the kernel did (src/pcapq/diagnose).
     assert "slow_server" in causes(doc) and not causes(doc) & QUEUE_CAUSES, doc["findings"]
@@ -468,12 +455,10 @@ def test_keepalive_race(net, tmp_path):
     assert run.delta("TcpOutRsts") == connections, run.nstat_report()
 
 
-def test_packet_loss(net, tmp_path):
-    reason = unavailable_reason(("nft",))
-    if reason:
-        pytest.skip(reason)
-    connections, response = 20, 16000
-    run = packet_loss(net, tmp_path / "loss.pcap", connections=connections, loss_percent=4, response=response)
+def test_packet_loss(kernel_run):
+    p = KERNEL_SCENARIOS["packet_loss"]
+    connections, response = p["connections"], p["response"]
+    run = kernel_run("packet_loss")
     doc = analyze_json(run.pcap)
     # The finding names what the kernel did (src/pcapq/diagnose). The drops are random: a panel
     # when a fifth of the connections re-sent (network_loss's materiality), else a minor line.
