@@ -554,6 +554,27 @@ impl Analysis {
         }
     }
 
+    /// What users felt of the connections with `ids` (src/detect/felt.rs): connections (those
+    /// found among the records kept), failed (a failed outcome; a server's close the client
+    /// never reacted to is none), delayed (not failed, and waited
+    /// on re-sends at least `threshold`), resends (packets sent again), waited (seconds lost to
+    /// re-sends, added up), longest (the longest such wait), threshold (seconds: the largest of
+    /// Linux's minimum RTO, 200 ms, and four median handshake round trips of the capture).
+    fn felt<'py>(&mut self, py: Python<'py>, ids: Vec<u64>) -> PyResult<Bound<'py, PyDict>> {
+        self.settle();
+        let threshold = detect::felt::threshold_ns(detect::felt::median_rtt_ns(self.server_stats()));
+        let f = detect::felt::felt(&self.inner.connections, &ids, self.inner.end_ns(), threshold);
+        let d = PyDict::new(py);
+        d.set_item("connections", f.connections)?;
+        d.set_item("failed", f.failed)?;
+        d.set_item("delayed", f.delayed)?;
+        d.set_item("resends", f.resends)?;
+        d.set_item("waited", seconds(f.waited_ns))?;
+        d.set_item("longest", seconds(f.longest_ns))?;
+        d.set_item("threshold", seconds(f.threshold_ns))?;
+        Ok(d)
+    }
+
     /// The proxy's timeouts inferred from when its connections gave up (src/detect/timeouts.rs):
     /// {"connect": {...}, "read": {...}}, a kind absent when the capture does not show it; each
     /// with seconds, connections (that gave up at it), gave_up (in all) and measured (False:

@@ -98,6 +98,11 @@ impl ServerStats {
         median(&self.gaps.heap.iter().map(|g| g.syn_to_synack_ns).collect::<Vec<_>>())
     }
 
+    /// SYN to handshake ACK of each clean handshake sampled.
+    pub fn handshake_rtts_ns(&self) -> impl Iterator<Item = i64> + '_ {
+        self.gaps.heap.iter().map(|g| g.syn_to_synack_ns + g.synack_to_ack_ns)
+    }
+
     pub fn median_synack_to_ack_ns(&self) -> Option<i64> {
         median(&self.gaps.heap.iter().map(|g| g.synack_to_ack_ns).collect::<Vec<_>>())
     }
