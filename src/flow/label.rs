@@ -68,6 +68,47 @@ fn is_recent_copy(direction: &DirectionState, this: &Sent, fingerprint: u64, tim
     this.flags & flags::SYN == 0 || time_ns - direction.last_handshake_ns < COPY_SAME_ID_SYN_NS
 }
 
+/// Is `seg` data its side sent a moment ago, seen again cut at other boundaries (a tunnel's two
+/// sides, a capture before and after segmentation offload: 1460 bytes, then the same as 1440 +
+/// 20)? Its bytes all lie within segments sent within `COPY_NO_ID_NS`, or half the handshake's
+/// round trip if longer, with nothing from the peer since. A re-send with nothing from the peer
+/// in between waits for a timer: a tail loss probe's 2 SRTT (RFC 8985 §7.2) or the RTO; a fast
+/// re-send answers the peer's duplicate ACKs (RFC 5681 §3.2).
+/// An ICMP error that answered this side since those bytes were first sent (a router's "too
+/// big": path MTU discovery re-sends them at once, cut smaller, tcp_v4_mtu_reduced()) makes it a
+/// re-send.
+fn is_seen_again(conn: &Connection, dir: &DirectionState, peer_last: Option<&Sent>, seg: &Segment, side: Side, time_ns: i64) -> bool {
+    if seg.payload_len == 0 || seg.flags & (flags::SYN | flags::RST | flags::FIN) != 0 {
+        return false;
+    }
+    let (mut at, end) = (SeqNumber(seg.seq), SeqNumber(seg.seq).plus(seg.payload_len));
+    if dir.next_seq.is_none_or(|next| !at.before(next)) {
+        return false;
+    }
+    let within = handshake_rtt_ns(conn).map_or(COPY_NO_ID_NS, |rtt| (rtt / 2).max(COPY_NO_ID_NS));
+    let len = usize::from(dir.in_flight_len).min(dir.in_flight.len());
+    let recent = || dir.in_flight[..len].iter().filter(|s| time_ns - s.last_send_ns <= within);
+    let Some(earliest) = recent().map(|s| s.last_send_ns).min() else { return false };
+    let first = recent().map(|s| s.first_send_ns).min().unwrap_or(earliest);
+    if peer_last.is_some_and(|p| p.time_ns >= earliest) || conn.icmp_answers().iter().any(|a| a.answers == side && a.time_ns >= first) {
+        return false;
+    }
+    while at.before(end) {
+        match recent().find(|s| !at.before(s.seq) && at.before(s.end)) {
+            Some(s) => at = s.end,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The handshake's round trip as the capture saw it, SYN to handshake ACK, when the SYN was
+/// sent once (else the span holds the SYN timer's waits).
+fn handshake_rtt_ns(conn: &Connection) -> Option<i64> {
+    (conn.syn_count == 1).then_some(())?;
+    Some(conn.handshake_ack_time_ns.get()? - conn.syn_time_ns.get()?)
+}
+
 /// Is `seg` a copy of its side's first SYN (SYN-ACK), whatever came in between? The same IP
 /// ID and TSval: a re-send carries a new TSval (RFC 7323 §3.2), so this is the first datagram
 /// seen again (a router captured on two interfaces, both directions of a SPAN, a link-layer
@@ -129,6 +170,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     if is_copy(&sent, repeated, flow.direction[peer].last_sent.as_ref(), conn.duplicates > 0, id_tells)
         || is_handshake_copy(conn, seg, side)
         || is_recent_copy(&flow.direction[me], &sent, fingerprint, time_ns, conn.duplicates > 0)
+        || is_seen_again(conn, &flow.direction[me], flow.direction[peer].last_sent.as_ref(), seg, side, time_ns)
     {
         conn.duplicates += 1;
         return;
@@ -1237,14 +1279,19 @@ mod tests {
     }
 
     #[test]
-    fn test_established_resend_with_a_new_ip_id_is_retransmit_however_soon() {
+    fn test_established_resend_with_a_new_ip_id_is_a_copy_at_once_and_a_retransmit_after_the_peers_ack() {
+        // The same bytes with a new IP ID at the same instant, nothing from the peer between: no
+        // timer or duplicate ACK could have sent them again, one transmission seen twice. After
+        // the peer's duplicate ACK, the same again is a re-send.
         let mut w = Wire::new();
         w.handshake(CISN, SISN);
         let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
-        let r = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        assert_eq!((w.frames_of(DataRetransmit).len(), w.conn().duplicates), (0, 1));
+        w.send(4, S, ACK, SISN + 1, CISN + 1, 0);
+        let r = w.send(4, C, PSH | ACK, CISN + 1, SISN + 1, 100);
         assert_eq!(w.frames_of(DataRetransmit), vec![r]);
-        assert_eq!(w.detail(r, DataRetransmit), attempt(2, a, 0, true));
-        assert_eq!(w.conn().duplicates, 0);
+        assert_eq!(w.detail(r, DataRetransmit), attempt(2, a, 1, true));
     }
 
     #[test]
@@ -1310,6 +1357,30 @@ mod tests {
         let r = w.copy_at_us(203_000, a);
         assert_eq!(w.frames_of(DataRetransmit), vec![r]);
         assert_eq!(w.conn().duplicates, 1);
+    }
+
+    #[test]
+    fn test_the_same_bytes_cut_differently_at_once_are_seen_again_not_resent() {
+        // 1460 bytes, then within 30 us the same as 1440 + 20 (a capture before and after
+        // segmentation offload), each with its own IP ID: one transmission seen twice.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(4, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(5, S, ACK, SISN + 1, CISN + 101, 1460);
+        let mut at = |us: i64, seq: u32, len: u32| {
+            let mut seg = *w.sent.last().unwrap();
+            (seg.seq, seg.payload_len, seg.ip_id) = (seq, len, seg.ip_id + 1);
+            w.sent.push(seg);
+            w.frames += 1;
+            w.tracker.on_segment(&seg, FrameRef { file: 0, frame: w.frames }, us * 1000);
+        };
+        at(5_010, SISN + 1, 1440);
+        at(5_030, SISN + 1 + 1440, 20);
+        assert_eq!((w.frames_of(DataRetransmit).len(), w.conn().duplicates), (0, 2));
+        // Its twin: the same bytes again 200 ms later, on the RTO, are a re-send.
+        let r = w.send(205, S, ACK, SISN + 1, CISN + 101, 1460);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
     }
 
     #[test]
