@@ -374,7 +374,9 @@ impl Analysis {
             this.settle();
             let this = &*this;
             let end_ns = this.inner.end_ns();
-            detect::episodes::Book::build(&this.inner.connections, &this.inner.counted.digest, end_ns, &this.server_stats(), this.inner.counted.servers.flow_lengths.trimmed_at())
+            let book = &this.inner.census().servers;
+            detect::episodes::Book::build(&this.inner.connections, &this.inner.counted.digest, end_ns, &this.server_stats(),
+                this.inner.counted.servers.flow_lengths.trimmed_at(), &|ip| book.sent_as_client(ip))
         };
         Ok(diagnosis::Problems::new(slf.unbind(), book))
     }

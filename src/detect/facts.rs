@@ -51,7 +51,7 @@ crate::slugs::slug_enum! {
         /// The server's address sent no packet at all in the capture, and no client sent it more than
         /// SYNs (an ACK or data would show the capture misses the server's direction): a host down,
         /// unreachable or behind a silent filter.
-        SilentHost => "silent_host" ; "the server's address sent no packet at all in the capture (any endpoint of it, any connection, kept or not), and no client sent it more than SYNs (an ACK or data would show the capture misses the server's direction)",
+        SilentHost => "silent_host" ; "the server's address sent no packet at all in the capture (from any endpoint of it, nor as a client: its own SYNs, to any peer, on loopback to itself; any connection, kept or not), and no client sent it more than SYNs (an ACK or data would show the capture misses the server's direction)",
         /// Client and server are one host (loopback): there is no path to lose packets on.
         Loopback => "loopback" ; "client and server are one host: there is no path to lose packets on",
         /// The client sent its one SYN, got a SYN-ACK and answered nothing: a spoofed or scanning
