@@ -70,8 +70,8 @@ fn is_recent_copy(direction: &DirectionState, this: &Sent, fingerprint: u64, tim
 
 /// Is `seg` data its side sent a moment ago, seen again cut at other boundaries (a tunnel's two
 /// sides, a capture before and after segmentation offload: 1460 bytes, then the same as 1440 +
-/// 20)? Its bytes all lie within segments sent within `COPY_NO_ID_NS`, or half the handshake's
-/// round trip if longer, with nothing from the peer since. A re-send with nothing from the peer
+/// 20)? Its bytes all lie within segments first sent within `COPY_NO_ID_NS`, or half the
+/// handshake's round trip if longer, with nothing from the peer since. A re-send with nothing from the peer
 /// in between waits for a timer: a tail loss probe's 2 SRTT (RFC 8985 §7.2) or the RTO; a fast
 /// re-send answers the peer's duplicate ACKs (RFC 5681 §3.2).
 /// An ICMP error that answered this side since those bytes were first sent (a router's "too
@@ -87,10 +87,11 @@ fn is_seen_again(conn: &Connection, dir: &DirectionState, peer_last: Option<&Sen
     }
     let within = handshake_rtt_ns(conn).map_or(COPY_NO_ID_NS, |rtt| (rtt / 2).max(COPY_NO_ID_NS));
     let len = usize::from(dir.in_flight_len).min(dir.in_flight.len());
-    let recent = || dir.in_flight[..len].iter().filter(|s| time_ns - s.last_send_ns <= within);
-    let Some(earliest) = recent().map(|s| s.last_send_ns).min() else { return false };
-    let first = recent().map(|s| s.first_send_ns).min().unwrap_or(earliest);
-    if peer_last.is_some_and(|p| p.time_ns >= earliest) || conn.icmp_answers().iter().any(|a| a.answers == side && a.time_ns >= first) {
+    // First sent that recently: a re-send's copy is judged as a re-send (the segments in flight
+    // do not say which of their bytes a partial re-send covered).
+    let recent = || dir.in_flight[..len].iter().filter(|s| time_ns - s.first_send_ns <= within);
+    let Some(earliest) = recent().map(|s| s.first_send_ns).min() else { return false };
+    if peer_last.is_some_and(|p| p.time_ns >= earliest) || conn.icmp_answers().iter().any(|a| a.answers == side && a.time_ns >= earliest) {
         return false;
     }
     while at.before(end) {
