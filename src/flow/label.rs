@@ -61,7 +61,7 @@ fn is_copy(this: &Sent, repeated: Option<&Sent>, peer_last: Option<&Sent>, copie
 /// ip_select_ident_segs(), from __ip_queue_xmit()). Windows keeps the ID when its timer re-sends
 /// a SYN, 1 s or more later (RFC 6298 §2.1's initial RTO): a handshake repeat is a copy only
 /// within `COPY_SAME_ID_SYN_NS` of the side's last one. An RST as in `is_copy`.
-fn is_recent_copy(direction: &DirectionState, this: &Sent, fingerprint: u64, time_ns: i64, copies_seen: bool) -> bool {
+fn is_recent_copy(direction: &DirectionState, this: &Sent, fingerprint: u32, time_ns: i64, copies_seen: bool) -> bool {
     if !direction.sent_recently(fingerprint) || (this.flags & flags::RST != 0 && !copies_seen) {
         return false;
     }

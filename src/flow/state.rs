@@ -45,14 +45,15 @@ impl Sent {
 
     /// The IP ID, TCP header fields and checksum (which covers the options and payload) in one
     /// number, never 0; 0 for a frame without an IP ID, which tells no datagram from another.
-    pub(crate) fn fingerprint(&self) -> u64 {
+    pub(crate) fn fingerprint(&self) -> u32 {
         use std::hash::{Hash, Hasher};
         if self.ip_id == 0 {
             return 0;
         }
         let mut h = rustc_hash::FxHasher::default();
         (self.seq, self.ack, self.payload_len, self.window, self.checksum, self.ip_id, self.flags, self.tsval).hash(&mut h);
-        h.finish() | 1
+        let h = h.finish();
+        ((h >> 32) as u32 ^ h as u32) | 1
     }
 
     pub(crate) fn same_segment(&self, other: &Sent) -> bool {
@@ -103,7 +104,7 @@ pub struct DirectionState {
     /// a non-zero IP ID that were no copy, oldest overwritten first: a copy that comes after
     /// other frames (a router captured with `-i any` shows each datagram on both interfaces)
     /// repeats one of them.
-    pub(crate) recent: [u64; RECENT_SENT],
+    pub(crate) recent: [u32; RECENT_SENT],
     pub(crate) recent_next: u8,
     /// This side sent two different segments with one IP ID: its ID tells no datagram from
     /// another (a packet crafter's fixed ID; RFC 6864 §4.1 lets an atomic datagram carry any).
@@ -153,11 +154,11 @@ impl DirectionState {
     }
 
     /// Did this direction send a frame with `fingerprint` among its last `RECENT_SENT`?
-    pub(crate) fn sent_recently(&self, fingerprint: u64) -> bool {
+    pub(crate) fn sent_recently(&self, fingerprint: u32) -> bool {
         fingerprint != 0 && self.recent.contains(&fingerprint)
     }
 
-    pub(crate) fn remember(&mut self, fingerprint: u64) {
+    pub(crate) fn remember(&mut self, fingerprint: u32) {
         if fingerprint != 0 {
             let at = usize::from(self.recent_next) % RECENT_SENT;
             self.recent[at] = fingerprint;
