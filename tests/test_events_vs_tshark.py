@@ -274,7 +274,11 @@ def test_data_retransmits(tmp_path):
     conv.handshake(0.0, rtt=0.01)  # tshark's out-of-order window: the first RTT, 20 ms
     first = len(conv.sides["client"].sent)
     segs = [conv.send("client", 0.03 + i * 0.001, 100) for i in range(4)]
-    quick = conv.resend("client", 0.035, index=first + 2)  # 2 ms after the highest: out of order
+    # The server's ACK of the first segment, then the third again 2 ms after the highest: out of
+    # order. Without a packet from the server between, it would be the same transmission seen
+    # twice (nothing re-sends that soon), a copy to pcapq.
+    conv.segment("server", 0.034, "A", ack=conv.sides["client"].isn + 101, advance=False)
+    quick = conv.resend("client", 0.035, index=first + 2)
     conv.segment("server", 0.05, "A")
     spurious = conv.resend("client", 0.3, index=first + 1)  # already acknowledged
     conv.send("client", 0.31, 100)

@@ -26,7 +26,8 @@ def causes(doc: dict) -> set[str]:
 
 
 def finding(doc: dict, cause: str) -> dict:
-    (f,) = [f for f in doc["findings"] if f["cause"] == cause]
+    """The finding of `cause`, material or minor."""
+    (f,) = [f for f in doc["findings"] + doc["minor_observations"] if f["cause"] == cause]
     return f
 
 
@@ -113,7 +114,10 @@ def test_pmtu_discovery_seen_at_the_server_is_no_loss() -> None:
 
 def test_reordering_is_no_loss_and_its_twin_with_drops_is() -> None:
     assert "network_loss" not in causes(report(RUNS / "reordering.pcap"))
-    assert "network_loss" in {f["cause"] for f in report(RUNS / "reordering_loss.pcap")["findings"]}
+    # The drops are named; each was repaired by a SACK fast retransmit a round trip later and every
+    # connection completed: no one felt them, a minor observation.
+    loss = report(RUNS / "reordering_loss.pcap")
+    assert [f["cause"] for f in loss["minor_observations"]] == ["network_loss"] and not loss["findings"]
 
 
 # -----------------------------------------------------------------------------------------------

@@ -665,13 +665,121 @@ def minor_observations(packets: list[Captured]) -> None:
     stray.segment("server", 0.08502, "RA", seq=0, ack=900_001, advance=False)
 
 
+def _slow_exchanges(built: list[Captured], resend: bool) -> None:
+    """Three exchanges with a 20 ms round trip, 100 ms apart; with `resend`, the second
+    connection's request is lost beyond the capture point and sent again on the RTO (200 ms)."""
+    for i in range(3):
+        c = conversation(built, 40000 + i, 1000 + 100_000 * i, 5000 + 100_000 * i)
+        t = 0.100 * i
+        c.handshake(t, rtt=0.010)
+        c.send("client", t + 0.021, REQUEST)
+        if resend and i == 1:
+            c.resend("client", t + 0.221)
+            t += 0.200
+        c.ack("server", t + 0.031)
+        c.send("server", t + 0.032, RESPONSE)
+        c.ack("client", t + 0.042)
+        c.fin("client", t + 0.043)
+        c.fin("server", t + 0.053)
+        c.ack("client", t + 0.063)
+
+
+def _routed_twice(built: list[Captured]) -> list[Captured]:
+    """Each datagram as `tcpdump -i any` on a router shows it: on the way in (TTL 64), then on
+    the way out (TTL 63), the client's 2 ms later, the server's 40 ms later: the copies fall
+    among the peer's packets (SYN, SYN-ACK, SYN copy, ACK, SYN-ACK copy ...)."""
+    numbered_ids = numbered(built, {"client": 100, "server": 700})
+    return [q for p in numbered_ids
+            for q in (p, dataclasses.replace(with_ip(p, ttl=63), time=p.time + (0.002 if p.side == "client" else 0.040)))]
+
+
+def router_any_copies(packets: list[Captured]) -> None:
+    """A capture with `-i any` on a router between proxy and server: three healthy exchanges
+    (20 ms round trip), every datagram seen twice, same IPv4 id and bytes, TTL one lower on the
+    way out, 2 ms (the client's) or 40 ms (the server's) later. No segment was sent twice by TCP."""
+    built: list[Captured] = []
+    _slow_exchanges(built, resend=False)
+    packets += _routed_twice(built)
+
+
+def router_any_resend(packets: list[Captured]) -> None:
+    """router_any_copies with one real re-send: the second connection's request sent again on
+    the RTO (200 ms), the same bytes under a new IPv4 id; every datagram still seen twice."""
+    built: list[Captured] = []
+    _slow_exchanges(built, resend=True)
+    packets += _routed_twice(built)
+
+
+def offload_seen_twice(packets: list[Captured]) -> None:
+    """Captured where segmentation offload splits what the stack sent (a tap before and after a
+    tunnel's endpoint): the server's 1,460-byte answer segment, then 10 and 20 us later the same
+    bytes as 1,440 + 20, each datagram with its own IPv4 id. One transmission seen twice, no
+    re-send; the client acknowledges it once."""
+    built: list[Captured] = []
+    for i in range(3):
+        c = conversation(built, 40000 + i, 1000 + 100_000 * i, 5000 + 100_000 * i)
+        t = 0.100 * i
+        c.handshake(t, rtt=0.010)
+        c.send("client", t + 0.021, REQUEST)
+        c.send("server", t + 0.031, 1460)
+        if i == 1:
+            seq = c.sides["server"].next_seq - 1460
+            c.segment("server", t + 0.03101, "PA", b"x" * 1440, seq=seq, advance=False)
+            c.segment("server", t + 0.03102, "PA", b"x" * 20, seq=seq + 1440, advance=False)
+        c.ack("client", t + 0.041)
+        c.fin("client", t + 0.042)
+        c.fin("server", t + 0.052)
+        c.ack("client", t + 0.062)
+    packets += numbered(built, {"client": 100, "server": 700})
+
+
+def offload_resend(packets: list[Captured]) -> None:
+    """offload_seen_twice's twin: the 1,460 bytes go again 200 ms later (the RTO), under a new
+    IPv4 id, the client's ACK not having come: a re-send."""
+    built: list[Captured] = []
+    for i in range(3):
+        c = conversation(built, 40000 + i, 1000 + 100_000 * i, 5000 + 100_000 * i)
+        t = 0.100 * i
+        c.handshake(t, rtt=0.010)
+        c.send("client", t + 0.021, REQUEST)
+        c.send("server", t + 0.031, 1460)
+        if i == 1:
+            seq = c.sides["server"].next_seq - 1460
+            c.segment("server", t + 0.231, "PA", b"x" * 1460, seq=seq, advance=False)
+            t += 0.200
+        c.ack("client", t + 0.041)
+        c.fin("client", t + 0.042)
+        c.fin("server", t + 0.052)
+        c.ack("client", t + 0.062)
+    packets += numbered(built, {"client": 100, "server": 700})
+
+
+def host_talking_syns_dropped(packets: list[Captured]) -> None:
+    """Captured on 10.0.0.3: three proxies' SYNs to its port 9000 go unanswered and are sent
+    again on Linux's schedule (SYN_LINEAR) while 10.0.0.3 itself is up and talking, as a client
+    of its database (10.0.0.9:5432, an exchange every 10 s): a filter or a listener drops the
+    SYNs; the host is not down (dead_host's twin)."""
+    for k, client in enumerate((CLIENT, "10.0.0.4", "10.0.0.5")):
+        c = Conversation(client=(client, 41000), server=("10.0.0.3", 9000), client_isn=10_000 * k, server_isn=0,
+                         packets=packets)
+        for offset in SYN_LINEAR:
+            c.syn(0.1 * k + offset)
+    for i in range(4):
+        d = Conversation(client=("10.0.0.3", 50000 + i), server=("10.0.0.9", 5432), client_isn=500_000 + 1000 * i,
+                         server_isn=600_000 + 1000 * i, packets=packets)
+        t = 0.5 + 10.0 * i
+        d.handshake(t)
+        exchange(d, t + 0.0003)
+
+
 SCENARIOS: dict[str, Callable[[list[Captured]], None]] = {
     f.__name__: f
     for f in (healthy, syn_queue_overflow, accept_queue_overflow, abort_on_overflow, client_timeout_rst,
               closed_port, packet_loss, nginx_php_fpm, time_wait_reuse, legacy_initial_rto,
               vlan_trunk_copies, duplicate_frames, duplicate_frames_retransmission, windows_syn_after_rst,
               dead_host, answered_then_closed, capture_mid_overflow, windows_syn_after_icmp, icmp_quotes,
-              icmpv6_no_route, icmp_in_vlan, pmtu_discovery, mtu_black_hole_icmp_ignored, minor_observations)
+              icmpv6_no_route, icmp_in_vlan, pmtu_discovery, mtu_black_hole_icmp_ignored, minor_observations,
+              router_any_copies, router_any_resend, offload_seen_twice, offload_resend, host_talking_syns_dropped)
 }
 
 

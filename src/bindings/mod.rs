@@ -374,7 +374,9 @@ impl Analysis {
             this.settle();
             let this = &*this;
             let end_ns = this.inner.end_ns();
-            detect::episodes::Book::build(&this.inner.connections, &this.inner.counted.digest, end_ns, &this.server_stats(), this.inner.counted.servers.flow_lengths.trimmed_at())
+            let book = &this.inner.census().servers;
+            detect::episodes::Book::build(&this.inner.connections, &this.inner.counted.digest, end_ns, &this.server_stats(),
+                this.inner.counted.servers.flow_lengths.trimmed_at(), &|ip| book.sent_as_client(ip))
         };
         Ok(diagnosis::Problems::new(slf.unbind(), book))
     }
@@ -552,6 +554,27 @@ impl Analysis {
             (Err(_), Some(raised)) => Err(raised),
             (Err(e), None) => Err(pyo3::exceptions::PyOSError::new_err(e.to_string())),
         }
+    }
+
+    /// What users felt of the connections with `ids` (src/detect/felt.rs): connections (those
+    /// found among the records kept), failed (a failed outcome; a server's close the client
+    /// never reacted to is none), delayed (not failed, and waited
+    /// on re-sends at least `threshold`), resends (packets sent again), waited (seconds lost to
+    /// re-sends, added up), longest (the longest such wait), threshold (seconds: the largest of
+    /// Linux's minimum RTO, 200 ms, and four median handshake round trips of the capture).
+    fn felt<'py>(&mut self, py: Python<'py>, ids: Vec<u64>) -> PyResult<Bound<'py, PyDict>> {
+        self.settle();
+        let threshold = detect::felt::threshold_ns(detect::felt::median_rtt_ns(self.server_stats()));
+        let f = detect::felt::felt(&self.inner.connections, &ids, self.inner.end_ns(), threshold);
+        let d = PyDict::new(py);
+        d.set_item("connections", f.connections)?;
+        d.set_item("failed", f.failed)?;
+        d.set_item("delayed", f.delayed)?;
+        d.set_item("resends", f.resends)?;
+        d.set_item("waited", seconds(f.waited_ns))?;
+        d.set_item("longest", seconds(f.longest_ns))?;
+        d.set_item("threshold", seconds(f.threshold_ns))?;
+        Ok(d)
     }
 
     /// The proxy's timeouts inferred from when its connections gave up (src/detect/timeouts.rs):

@@ -123,13 +123,21 @@ impl Book {
     /// which say whether a host ever sent a packet.
     /// `trimmed_at`: the frame count the capture cut every long flow at, if it was trimmed
     /// (`trimmed::FlowLengths::trimmed_at`).
-    pub fn build(connections: &[Connection], digest: &Digest, end_ns: i64, servers: &[&ServerStats], trimmed_at: Option<u32>) -> Book {
+    /// `sent_as_client`: whether an address sent packets as a client of any connection.
+    pub fn build(
+        connections: &[Connection], digest: &Digest, end_ns: i64, servers: &[&ServerStats], trimmed_at: Option<u32>,
+        sent_as_client: &dyn Fn(IpAddr) -> bool,
+    ) -> Book {
         let mut book = Book::default();
         let mut spoke: FxHashMap<IpAddr, u64> = FxHashMap::default();
         for s in servers {
             *spoke.entry(s.server.ip).or_default() += s.spoke;
         }
-        let mut silent: FxHashSet<IpAddr> = spoke.into_iter().filter(|&(_, n)| n == 0).map(|(ip, _)| ip).collect();
+        // A host that sent anything, as a server on any port or as a client (its own SYNs; on
+        // loopback client and server are one address), is up: SYNs to it that go unanswered are
+        // dropped by a filter or its listener, not lost to a host that is down.
+        let mut silent: FxHashSet<IpAddr> =
+            spoke.into_iter().filter(|&(ip, n)| n == 0 && !sent_as_client(ip)).map(|(ip, _)| ip).collect();
         // A client that sent more than SYNs (an ACK, data) had heard from the server: the capture
         // misses that direction, the host was not silent.
         let heard = connections.iter().filter(|c| digest::client_spoke(c)).map(|c| c.server.ip);
@@ -401,7 +409,7 @@ mod tests {
         digest.push(seed(1, 10, Fact::QueueSign, 1));
         digest.push(seed(2, 11, Fact::SynUnanswered, 5));
         digest.push(seed(3, 100, Fact::SynUnanswered, 1));
-        let book = Book::build(&[], &digest, 200 * S, &[], None);
+        let book = Book::build(&[], &digest, 200 * S, &[], None, &|_| false);
         let episodes = book.episodes(server);
         assert_eq!(episodes.len(), 2);
         assert_eq!((episodes[0].connections(), episodes[1].connections()), (6, 1));

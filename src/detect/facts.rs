@@ -36,7 +36,7 @@ crate::slugs::slug_enum! {
         QueueSign => "queue_sign" ; "`final_ack_dropped`, `reset_after_ack` or `syncookie_suspected`",
         // The spans: `episodes::queue_windows`.
         InQueueWindow => "in_queue_window" ; "its trouble (from its first SYN to its SYN-ACK when the SYN went unanswered, else from its first request to the server's acknowledgement) overlaps a span in which the same listener showed a queue sign (from the sign connection's own dropped SYN, or its handshake ACK, to the moment it got through), padded by 1 s; a trouble inside widens the span, so SYNs dropped back to back before the first ACK could be dropped belong to it too",
-        SilentHost => "silent_host" ; "the server's address sent no packet at all in the capture (any endpoint of it, any connection, kept or not), and no client sent it more than SYNs (an ACK or data would show the capture misses the server's direction)",
+        SilentHost => "silent_host" ; "the server's address sent no packet at all in the capture (from any endpoint of it, nor as a client: its own SYNs, to any peer, on loopback to itself; any connection, kept or not), and no client sent it more than SYNs (an ACK or data would show the capture misses the server's direction)",
         Loopback => "loopback" ; "client and server are one host: there is no path to lose packets on",
         SynackIgnored => "synack_ignored" ; "one SYN, a SYN-ACK, and nothing from the client: a spoofed or scanning source",
         RstUnprovoked => "rst_unprovoked" ; "the client's RST came before anything of the server was seen: no client kernel gives up a connect that way (Linux v6.6 net/ipv4/tcp.c: tcp_disconnect() sends no RST in SYN-SENT): backscatter of a spoofed SYN, or a one-way capture",

@@ -6,6 +6,7 @@ pub mod checks;
 pub mod digest;
 pub mod episodes;
 pub mod facts;
+pub mod felt;
 pub mod marks;
 pub mod moments;
 pub mod icmp;

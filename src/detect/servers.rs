@@ -1,7 +1,7 @@
 //! Per server endpoint: how its connections went, how its handshakes were timed at the capture
 //! point, and when its clients' connections waited for it.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::moments::{Count, Kind, Moments};
 use super::probes::{self, OneSynTally};
@@ -96,6 +96,11 @@ fn median(values: &[i64]) -> Option<i64> {
 impl ServerStats {
     pub fn median_syn_to_synack_ns(&self) -> Option<i64> {
         median(&self.gaps.heap.iter().map(|g| g.syn_to_synack_ns).collect::<Vec<_>>())
+    }
+
+    /// SYN to handshake ACK of each clean handshake sampled.
+    pub fn handshake_rtts_ns(&self) -> impl Iterator<Item = i64> + '_ {
+        self.gaps.heap.iter().map(|g| g.syn_to_synack_ns + g.synack_to_ack_ns)
     }
 
     pub fn median_synack_to_ack_ns(&self) -> Option<i64> {
@@ -205,10 +210,18 @@ pub struct ServerBook {
     /// flow (`trimmed::FlowLengths`).
     #[serde(default)]
     pub flow_lengths: super::trimmed::FlowLengths,
+    /// Addresses that sent packets as a client (a SYN at least), at most
+    /// `MAX_CLIENT_ADDRESSES`: a server address among them was not silent.
+    #[serde(default)]
+    clients: FxHashSet<IpAddr>,
     /// Every server's moments are sorted (`sort_moments`); adding or merging unsorts them.
     #[serde(skip)]
     sorted: bool,
 }
+
+/// Client addresses kept, at most: past it an address first seen as a client is not kept, and a
+/// server address that spoke only as such a client may be taken for silent.
+pub const MAX_CLIENT_ADDRESSES: usize = 65_536;
 
 /// Past this many server endpoints, a one-SYN connection to a new endpoint makes no entry.
 pub const MAX_SERVERS_FOR_ONE_SYN: usize = 4096;
@@ -221,6 +234,9 @@ impl ServerBook {
         self.sorted = false;
         self.flow_lengths.add(c);
         let one_syn = probes::is_one_syn(c);
+        if c.counts[crate::flow::Side::Client.index()].packets > 0 && self.clients.len() < MAX_CLIENT_ADDRESSES {
+            self.clients.insert(c.client.ip);
+        }
         if one_syn && self.servers.len() >= MAX_SERVERS_FOR_ONE_SYN && !self.servers.contains_key(&c.server) {
             // A scan of many hosts and ports would make an entry per endpoint probed: counted
             // in the aggregate only.
@@ -301,6 +317,12 @@ impl ServerBook {
         out
     }
 
+    /// Did `ip` send a packet as a client of some connection (its SYN, on loopback its own
+    /// server's address)?
+    pub fn sent_as_client(&self, ip: IpAddr) -> bool {
+        self.clients.contains(&ip)
+    }
+
     pub fn merge(&mut self, other: ServerBook) {
         self.sorted = false;
         self.flow_lengths.merge(other.flow_lengths);
@@ -322,6 +344,12 @@ impl ServerBook {
             s.spoke += theirs.spoke;
             s.packets += theirs.packets;
             s.data_retransmits += theirs.data_retransmits;
+        }
+        for ip in other.clients {
+            if self.clients.len() >= MAX_CLIENT_ADDRESSES {
+                break;
+            }
+            self.clients.insert(ip);
         }
         self.one_syn.merge(&other.one_syn);
         self.untracked_port_pairs += other.untracked_port_pairs;

@@ -43,6 +43,19 @@ impl Sent {
         Sent { seq, ack, payload_len, window, checksum, ip_id, flags, tsval, role: PacketRole::Ack, at, time_ns }
     }
 
+    /// The IP ID, TCP header fields and checksum (which covers the options and payload) in one
+    /// number, never 0; 0 for a frame without an IP ID, which tells no datagram from another.
+    pub(crate) fn fingerprint(&self) -> u32 {
+        use std::hash::{Hash, Hasher};
+        if self.ip_id == 0 {
+            return 0;
+        }
+        let mut h = rustc_hash::FxHasher::default();
+        (self.seq, self.ack, self.payload_len, self.window, self.checksum, self.ip_id, self.flags, self.tsval).hash(&mut h);
+        let h = h.finish();
+        ((h >> 32) as u32 ^ h as u32) | 1
+    }
+
     pub(crate) fn same_segment(&self, other: &Sent) -> bool {
         (self.seq, self.ack, self.payload_len, self.window, self.checksum, self.ip_id, self.flags)
             == (other.seq, other.ack, other.payload_len, other.window, other.checksum, other.ip_id, other.flags)
@@ -87,7 +100,19 @@ pub struct DirectionState {
     pub(crate) in_flight_len: u8,
     /// The last frame sent this way that was no copy, and what it was.
     pub(crate) last_sent: Option<Sent>,
+    /// Fingerprints (`Sent::fingerprint`) of the last `RECENT_SENT` frames sent this way with
+    /// a non-zero IP ID that were no copy, oldest overwritten first: a copy that comes after
+    /// other frames (a router captured with `-i any` shows each datagram on both interfaces)
+    /// repeats one of them.
+    pub(crate) recent: [u32; RECENT_SENT],
+    pub(crate) recent_next: u8,
+    /// This side sent two different segments with one IP ID: its ID tells no datagram from
+    /// another (a packet crafter's fixed ID; RFC 6864 §4.1 lets an atomic datagram carry any).
+    pub(crate) constant_id: bool,
 }
+
+/// Frames per direction whose copies are recognised after other frames came between.
+pub const RECENT_SENT: usize = 6;
 
 impl DirectionState {
     /// The segments in flight, oldest first.
@@ -125,6 +150,19 @@ impl DirectionState {
                 self.in_flight[from - covered] = self.in_flight[from];
             }
             self.in_flight_len -= covered as u8;
+        }
+    }
+
+    /// Did this direction send a frame with `fingerprint` among its last `RECENT_SENT`?
+    pub(crate) fn sent_recently(&self, fingerprint: u32) -> bool {
+        fingerprint != 0 && self.recent.contains(&fingerprint)
+    }
+
+    pub(crate) fn remember(&mut self, fingerprint: u32) {
+        if fingerprint != 0 {
+            let at = usize::from(self.recent_next) % RECENT_SENT;
+            self.recent[at] = fingerprint;
+            self.recent_next = ((at + 1) % RECENT_SENT) as u8;
         }
     }
 

@@ -39,6 +39,8 @@ pub struct Wire {
     pub ip_ids: [u16; 2],
     /// Send IPv4 ID 0 (as macOS and FreeBSD do with DF), the same as IPv6's none.
     pub zero_ip_id: bool,
+    /// Send this IPv4 ID every time (a packet crafter's fixed ID).
+    pub fixed_ip_id: Option<u16>,
     /// The TTL of the segments sent from now on.
     pub ttl: u8,
     /// Every segment sent, by frame number - 1.
@@ -65,6 +67,7 @@ impl Wire {
             vlan: 0,
             ip_ids: [100, 200],
             zero_ip_id: false,
+            fixed_ip_id: None,
             ttl: 64,
             sent: Vec::new(),
         }
@@ -100,7 +103,11 @@ impl Wire {
             payload_len: len,
             options,
             snaplen_cut: false,
-            ip_id: if self.zero_ip_id { 0 } else { self.next_ip_id(from) },
+            ip_id: match (self.zero_ip_id, self.fixed_ip_id) {
+                (true, _) => 0,
+                (false, Some(id)) => id,
+                (false, None) => self.next_ip_id(from),
+            },
             checksum: 0,
             vlan: self.vlan,
             ttl: self.ttl,

@@ -722,9 +722,30 @@ class Analysis:
                 by the file object's write() propagates unchanged.
             ValueError: `extra` is not a JSON object.
         """
+    def felt(self, ids: list[int]) -> _Felt:
+        """What users felt of the connections with `ids` (src/detect/felt.rs)."""
+
     def proxy_timeouts(self) -> dict[Literal["connect", "read"], _ProxyTimeout]:
         """The proxy's timeouts inferred from when its connections gave up: "connect" and
         "read", each absent when the capture does not show it."""
+
+class _Felt(TypedDict):
+    connections: int
+    """Of the ids asked for, those among the records kept."""
+    failed: int
+    """With a failed outcome (refused, reset, timed out, given up, unreachable, closed by the server
+    while the client waited: not one that stayed open and silent 1 s after the server's FIN)."""
+    delayed: int
+    """Not failed, and waited on re-sends at least `threshold`."""
+    resends: int
+    """Packets sent again (SYNs, SYN-ACKs, data)."""
+    waited: float
+    """Seconds lost to re-sends, added up over the connections."""
+    longest: float
+    """The longest of those waits, seconds."""
+    threshold: float
+    """The wait that is material in this capture, seconds: the largest of Linux's minimum RTO
+    (200 ms) and four median handshake round trips."""
 
 class _ProxyTimeout(TypedDict):
     seconds: float

@@ -13,17 +13,12 @@ use crate::decode::{flags, Segment};
 
 /// A SYN-ACK this soon after a client SYN retransmission answers it.
 pub(crate) const TRIGGERED_SYNACK_NS: i64 = 10_000_000;
-/// A copy of a frame with the same non-zero IPv4 ID comes at most this long after it (span and
-/// bridge copies: 0 to 33 ms in public captures). Linux gives every segment of a connected
-/// socket a new ID (Linux v6.6 include/net/ip.h: ip_select_ident_segs()); Windows keeps the ID
-/// when its timer re-sends a SYN, but not within 1 s. A bare ACK or RST is not re-sent by a timer.
-const COPY_SAME_ID_NS: i64 = 100_000_000;
-/// The same for data or a FIN: a tail loss probe re-sends them after 2 RTT (RFC 8985 §7.2), at
-/// least 10 ms in the TLP draft (draft-dukkipati-tcpm-tcp-loss-probe-01), and a stack that keeps
-/// the ID would repeat it. One that probes sooner would have its probe taken for a copy.
-const COPY_SAME_ID_DATA_NS: i64 = 10_000_000;
+/// A SYN or SYN-ACK with the ID of its side's last one is a copy this soon after it: half the
+/// initial RTO (RFC 6298 §2.1: 1 s), the earliest a handshake timer re-sends.
+const COPY_SAME_ID_SYN_NS: i64 = 500_000_000;
 /// Without an ID (IPv4 ID 0, as macOS and FreeBSD send it with DF, and Linux its SYN-ACKs, Linux
-/// v6.6 net/ipv4/ip_output.c: ip_build_and_send_pkt(); or IPv6), a copy comes within this: a
+/// v6.6 net/ipv4/ip_output.c: ip_build_and_send_pkt(); IPv6; or one ID for every segment), a copy
+/// comes within this: a
 /// timer re-send waits at least TCP_TIMEOUT_MIN (2 jiffies, net/ipv4/tcp_output.c:
 /// tcp_schedule_loss_probe()), a SYN-ACK re-send 1 s.
 /// Either way nothing from the peer came in between: a fast re-send answers the peer's ACK.
@@ -35,27 +30,84 @@ const CLOCK_BACK_NS: i64 = 1_000_000_000;
 
 /// Is `this` a copy of `repeated`, the frame sent before it the same way when `this` repeats it
 /// (`Sent::same_segment`), rather than a re-send? `peer_last` is the last frame the other side
-/// sent. See COPY_SAME_ID_NS and COPY_NO_ID_NS.
+/// sent. See COPY_NO_ID_NS; a repeat with the same non-zero IP ID is `is_recent_copy`'s.
 /// `copies_seen`: the connection showed a copy before. A closed socket answers each segment
 /// that reaches it with an RST (RFC 9293 §3.10.7.1), all alike (no ID, no timestamp: Linux v6.6
 /// net/ipv4/tcp_ipv4.c: tcp_v4_send_reset()): two segments arriving together get two identical
 /// RSTs back to back. Such an RST is a copy only in a connection whose frames the capture
 /// already doubled.
-fn is_copy(this: &Sent, repeated: Option<&Sent>, peer_last: Option<&Sent>, copies_seen: bool) -> bool {
+/// `id_tells`: the IP ID is non-zero and its sender varies it (`DirectionState::constant_id`).
+fn is_copy(this: &Sent, repeated: Option<&Sent>, peer_last: Option<&Sent>, copies_seen: bool, id_tells: bool) -> bool {
     let Some(last) = repeated else { return false };
     if this.flags & flags::RST != 0 && !copies_seen {
         return false;
     }
     let gap = (this.time_ns - last.time_ns).abs();
     let same_tsval = this.tsval.is_some() && this.tsval == last.tsval;
-    let limit = match (same_tsval, this.ip_id, this.payload_len > 0 || this.flags & flags::FIN != 0) {
+    let limit = match (same_tsval, id_tells) {
         // The same TSval: the same datagram, at any delay.
-        (true, _, _) => i64::MAX,
-        (false, 0, _) => COPY_NO_ID_NS,
-        (false, _, true) => COPY_SAME_ID_DATA_NS,
-        (false, _, false) => COPY_SAME_ID_NS,
+        (true, _) => i64::MAX,
+        (false, false) => COPY_NO_ID_NS,
+        // The same ID: `is_recent_copy` judges.
+        (false, true) => return false,
     };
     gap <= limit && peer_last.is_none_or(|p| p.at < last.at)
+}
+
+/// Is `this` a datagram its side sent before, seen again: the same non-zero IP ID, TCP header
+/// and checksum as one of its last frames, at any delay and whatever came in between (a router
+/// captured with `-i any` shows each datagram on both interfaces, TTLs one apart). A re-send
+/// takes a new ID: Linux draws one per transmission (v6.6 include/net/ip.h:
+/// ip_select_ident_segs(), from __ip_queue_xmit()). Windows keeps the ID when its timer re-sends
+/// a SYN, 1 s or more later (RFC 6298 §2.1's initial RTO): a handshake repeat is a copy only
+/// within `COPY_SAME_ID_SYN_NS` of the side's last one. An RST as in `is_copy`.
+fn is_recent_copy(direction: &DirectionState, this: &Sent, fingerprint: u32, time_ns: i64, copies_seen: bool) -> bool {
+    if !direction.sent_recently(fingerprint) || (this.flags & flags::RST != 0 && !copies_seen) {
+        return false;
+    }
+    this.flags & flags::SYN == 0 || time_ns - direction.last_handshake_ns < COPY_SAME_ID_SYN_NS
+}
+
+/// Is `seg` data its side sent a moment ago, seen again cut at other boundaries (a tunnel's two
+/// sides, a capture before and after segmentation offload: 1460 bytes, then the same as 1440 +
+/// 20)? Its bytes all lie within segments first sent within `COPY_NO_ID_NS`, or half the
+/// handshake's round trip if longer, with nothing from the peer since. A re-send with nothing from the peer
+/// in between waits for a timer: a tail loss probe's 2 SRTT (RFC 8985 §7.2) or the RTO; a fast
+/// re-send answers the peer's duplicate ACKs (RFC 5681 §3.2).
+/// An ICMP error that answered this side since those bytes were first sent (a router's "too
+/// big": path MTU discovery re-sends them at once, cut smaller, tcp_v4_mtu_reduced()) makes it a
+/// re-send.
+fn is_seen_again(conn: &Connection, dir: &DirectionState, peer_last: Option<&Sent>, seg: &Segment, side: Side, time_ns: i64) -> bool {
+    if seg.payload_len == 0 || seg.flags & (flags::SYN | flags::RST | flags::FIN) != 0 {
+        return false;
+    }
+    let (mut at, end) = (SeqNumber(seg.seq), SeqNumber(seg.seq).plus(seg.payload_len));
+    if dir.next_seq.is_none_or(|next| !at.before(next)) {
+        return false;
+    }
+    let within = handshake_rtt_ns(conn).map_or(COPY_NO_ID_NS, |rtt| (rtt / 2).max(COPY_NO_ID_NS));
+    let len = usize::from(dir.in_flight_len).min(dir.in_flight.len());
+    // First sent that recently: a re-send's copy is judged as a re-send (the segments in flight
+    // do not say which of their bytes a partial re-send covered).
+    let recent = || dir.in_flight[..len].iter().filter(|s| time_ns - s.first_send_ns <= within);
+    let Some(earliest) = recent().map(|s| s.first_send_ns).min() else { return false };
+    if peer_last.is_some_and(|p| p.time_ns >= earliest) || conn.icmp_answers().iter().any(|a| a.answers == side && a.time_ns >= earliest) {
+        return false;
+    }
+    while at.before(end) {
+        match recent().find(|s| !at.before(s.seq) && at.before(s.end)) {
+            Some(s) => at = s.end,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The handshake's round trip as the capture saw it, SYN to handshake ACK, when the SYN was
+/// sent once (else the span holds the SYN timer's waits).
+fn handshake_rtt_ns(conn: &Connection) -> Option<i64> {
+    (conn.syn_count == 1).then_some(())?;
+    Some(conn.handshake_ack_time_ns.get()? - conn.syn_time_ns.get()?)
 }
 
 /// Is `seg` a copy of its side's first SYN (SYN-ACK), whatever came in between? The same IP
@@ -114,7 +166,13 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     // A copy of the frame before it (span port, `-i any`, bridge): counted, not labelled.
     let sent = Sent::of(seg, at, time_ns);
     let repeated = flow.direction[me].last_sent.as_ref().filter(|last| sent.same_segment(last));
-    if is_copy(&sent, repeated, flow.direction[peer].last_sent.as_ref(), conn.duplicates > 0) || is_handshake_copy(conn, seg, side) {
+    let id_tells = sent.ip_id != 0 && !flow.direction[me].constant_id;
+    let fingerprint = if id_tells { sent.fingerprint() } else { 0 };
+    if is_copy(&sent, repeated, flow.direction[peer].last_sent.as_ref(), conn.duplicates > 0, id_tells)
+        || is_handshake_copy(conn, seg, side)
+        || is_recent_copy(&flow.direction[me], &sent, fingerprint, time_ns, conn.duplicates > 0)
+        || is_seen_again(conn, &flow.direction[me], flow.direction[peer].last_sent.as_ref(), seg, side, time_ns)
+    {
         conn.duplicates += 1;
         return;
     }
@@ -128,7 +186,12 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     }
     // What this side sent before, for a SYN that follows an RST (below).
     let my_last = flow.direction[me].last_packet();
+    let my_last_sent = flow.direction[me].last_sent;
+    if my_last_sent.is_some_and(|last| last.ip_id == sent.ip_id && !last.same_segment(&sent)) {
+        flow.direction[me].constant_id = true;
+    }
     flow.direction[me].last_sent = Some(sent);
+    flow.direction[me].remember(fingerprint);
     conn.counts[me].packets += 1;
     conn.counts[me].payload_bytes += u64::from(seg.payload_len);
     if seg.snaplen_cut {
@@ -1217,14 +1280,19 @@ mod tests {
     }
 
     #[test]
-    fn test_established_resend_with_a_new_ip_id_is_retransmit_however_soon() {
+    fn test_established_resend_with_a_new_ip_id_is_a_copy_at_once_and_a_retransmit_after_the_peers_ack() {
+        // The same bytes with a new IP ID at the same instant, nothing from the peer between: no
+        // timer or duplicate ACK could have sent them again, one transmission seen twice. After
+        // the peer's duplicate ACK, the same again is a re-send.
         let mut w = Wire::new();
         w.handshake(CISN, SISN);
         let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
-        let r = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        assert_eq!((w.frames_of(DataRetransmit).len(), w.conn().duplicates), (0, 1));
+        w.send(4, S, ACK, SISN + 1, CISN + 1, 0);
+        let r = w.send(4, C, PSH | ACK, CISN + 1, SISN + 1, 100);
         assert_eq!(w.frames_of(DataRetransmit), vec![r]);
-        assert_eq!(w.detail(r, DataRetransmit), attempt(2, a, 0, true));
-        assert_eq!(w.conn().duplicates, 0);
+        assert_eq!(w.detail(r, DataRetransmit), attempt(2, a, 1, true));
     }
 
     #[test]
@@ -1266,14 +1334,77 @@ mod tests {
     }
 
     #[test]
-    fn test_established_same_ip_id_data_after_10ms_is_retransmit() {
-        // A tail loss probe from a stack that keeps the ID, 2 RTT later.
+    fn test_established_same_ip_id_data_40ms_later_is_a_copy_and_a_new_id_a_retransmit() {
+        // The same datagram seen again 40 ms later (a capture on two interfaces), then a re-send
+        // with a new ID.
         let mut w = Wire::new();
         w.handshake(CISN, SISN);
         let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
-        let r = w.copy_at_us(3_000 + 12_000, a);
+        w.copy_at_us(3_000 + 40_000, a);
+        assert_eq!((w.frames_of(DataRetransmit).len(), w.conn().duplicates), (0, 1));
+        let r = w.send(300, C, PSH | ACK, CISN + 1, SISN + 1, 100);
         assert_eq!(w.frames_of(DataRetransmit), vec![r]);
-        assert_eq!(w.conn().duplicates, 0);
+    }
+
+    #[test]
+    fn test_a_sender_with_one_ip_id_for_every_segment_resends_with_it() {
+        // A packet crafter's fixed ID tells no datagram from another: its re-send 200 ms later
+        // is one, its copy at the same instant is not.
+        let mut w = Wire::new();
+        w.fixed_ip_id = Some(1);
+        w.handshake(CISN, SISN);
+        let a = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.copy_at_us(3_010, a);
+        let r = w.copy_at_us(203_000, a);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+        assert_eq!(w.conn().duplicates, 1);
+    }
+
+    #[test]
+    fn test_the_same_bytes_cut_differently_at_once_are_seen_again_not_resent() {
+        // 1460 bytes, then within 30 us the same as 1440 + 20 (a capture before and after
+        // segmentation offload), each with its own IP ID: one transmission seen twice.
+        let mut w = Wire::new();
+        w.handshake(CISN, SISN);
+        w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(4, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(5, S, ACK, SISN + 1, CISN + 101, 1460);
+        let mut at = |us: i64, seq: u32, len: u32| {
+            let mut seg = *w.sent.last().unwrap();
+            (seg.seq, seg.payload_len, seg.ip_id) = (seq, len, seg.ip_id + 1);
+            w.sent.push(seg);
+            w.frames += 1;
+            w.tracker.on_segment(&seg, FrameRef { file: 0, frame: w.frames }, us * 1000);
+        };
+        at(5_010, SISN + 1, 1440);
+        at(5_030, SISN + 1 + 1440, 20);
+        assert_eq!((w.frames_of(DataRetransmit).len(), w.conn().duplicates), (0, 2));
+        // Its twin: the same bytes again 200 ms later, on the RTO, are a re-send.
+        let r = w.send(205, S, ACK, SISN + 1, CISN + 101, 1460);
+        assert_eq!(w.frames_of(DataRetransmit), vec![r]);
+    }
+
+    #[test]
+    fn test_copies_interleaved_with_the_peers_packets_are_copies() {
+        // `-i any` on a router: each datagram on both interfaces, the peer's answer between a
+        // frame and its copy: SYN, SYN-ACK, SYN copy, SYN-ACK copy, ACK, data, ACK copy, data
+        // copy, the answer, its copy.
+        let mut w = Wire::new();
+        let syn = w.send(0, C, SYN, CISN, 0, 0);
+        let sa = w.send(1, S, SYN | ACK, SISN, CISN + 1, 0);
+        w.copy_at_us(1_500, syn);
+        w.copy_at_us(2_000, sa);
+        let ack = w.send(3, C, ACK, CISN + 1, SISN + 1, 0);
+        let data = w.send(3, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.copy_at_us(3_400, ack);
+        w.copy_at_us(3_500, data);
+        let answer = w.send(20, S, PSH | ACK, SISN + 1, CISN + 101, 100);
+        w.send(21, C, ACK, CISN + 101, SISN + 101, 0);
+        w.copy_at_us(22_000, answer);
+        let c = w.conn();
+        assert_eq!((c.syn_count, c.synack_count, c.duplicates), (1, 1, 5));
+        assert!(c.retransmits.is_none());
+        assert_eq!(w.frames_of(DataRetransmit).len(), 0);
     }
 
     #[test]

@@ -51,46 +51,62 @@ class Materiality(ABC):
 
 @dataclass(frozen=True)
 class Always(Materiality):
-    """Every finding is material: the rule's own evidence is already the threshold."""
+    """Every finding whose users felt it is material: the rule's own evidence is already the
+    threshold. `felt` False: its evidence is no user's connection (a scan, a flood, a port range
+    full), material whatever its connections' fate."""
+
+    felt: bool = True
 
     def judge(self, finding: Finding, capture: CaptureContext, connections: int) -> str | None:
-        return None
+        if not self.felt:
+            return None
+        return Felt.of(finding, capture).unfelt()
 
     def words(self) -> str:
-        return "always"
+        return "some connections failed or waited" if self.felt else "always"
 
 
 @dataclass(frozen=True)
 class Connections(Materiality):
-    """Material with at least `at_least` connections, or at least `share` of the capture's own
-    connections (one failure among many healthy connections is minor; a capture whose main
-    traffic is that failure keeps it)."""
+    """Material when at least `at_least` of its connections failed or waited materially longer
+    (`Felt`), or at least `share` of the capture's own connections did (one failure among many
+    healthy connections is minor; a capture whose main traffic is that failure keeps it)."""
 
     at_least: int
     share: float
 
     def judge(self, finding: Finding, capture: CaptureContext, connections: int) -> str | None:
-        n, total = finding.connection_count, connections
+        felt = Felt.of(finding, capture)
+        unfelt = felt.unfelt()
+        if unfelt is not None:
+            return unfelt
+        n, total = felt.users, connections
         if n >= self.at_least or n >= self.share * total:
             return None
-        return f"{_connections(n)} of {total:,}: fewer than {self.at_least} and under {_percent(self.share)}"
+        return f"{felt.who(total)}: fewer than {self.at_least} and under {_percent(self.share)}"
 
     def words(self) -> str:
-        return f"at least {self.at_least} connections, or at least {_percent(self.share)} of the capture's own"
+        return (f"at least {self.at_least} connections failed or waited, or at least {_percent(self.share)} of the "
+                "capture's own")
 
 
 @dataclass(frozen=True)
 class Resends(Materiality):
-    """Material when its connections are at least `share` of the capture's own, or when its server
-    (every endpoint of a folded finding) re-sent at least `at_least` data segments and at least
-    `rate` of its packets (both ways)."""
+    """Material when some of its connections failed or waited materially longer (`Felt`), and
+    those are at least `share` of the capture's own connections, or its server (every endpoint of
+    a folded finding) re-sent at least `at_least` data segments and at least `rate` of its
+    packets (both ways)."""
 
     share: float
     rate: float
     at_least: int
 
     def judge(self, finding: Finding, capture: CaptureContext, connections: int) -> str | None:
-        n, total = finding.connection_count, connections
+        felt = Felt.of(finding, capture)
+        unfelt = felt.unfelt()
+        if unfelt is not None:
+            return unfelt
+        n, total = felt.users, connections
         if n >= self.share * total:
             return None
         resent = packets = 0
@@ -99,7 +115,7 @@ class Resends(Materiality):
             packets += server["packets"]
         if resent >= self.at_least and resent >= self.rate * packets:
             return None
-        where = f"{_connections(n)} of {total:,}"
+        where = felt.who(total)
         if resent == 0:
             return f"{where}, only SYNs re-sent"
         if resent < self.at_least:
@@ -107,8 +123,55 @@ class Resends(Materiality):
         return f"{where}, {resent:,} of {packets:,} packets re-sent (under {_percent(self.rate)})"
 
     def words(self) -> str:
-        return (f"its connections at least {_percent(self.share)} of the capture's own, or its server's data re-sends at "
-                f"least {self.at_least} and at least {_percent(self.rate)} of its packets")
+        return (f"some connections failed or waited, and those at least {_percent(self.share)} of the capture's own, "
+                f"or its server's data re-sends at least {self.at_least} and at least {_percent(self.rate)} of its "
+                "packets")
+
+
+@dataclass(frozen=True)
+class Felt:
+    """What users felt of a finding's connections (`Analysis.felt`, counted in the core): those
+    that failed (refused, reset, timed out, given up), and those that waited on re-sends at least
+    the capture's material wait (the largest of Linux's minimum RTO, 200 ms, and four median
+    handshake round trips)."""
+
+    connections: int
+    """The finding's connections."""
+    failed: int
+    delayed: int
+    resends: int
+    waited: float
+    threshold: float
+    judged: bool
+    """False: some of its connections are not among the records kept (a finding read from
+    aggregates, or beyond `analyze(max_kept_problems=...)`): judged by its count alone, as if each
+    failed, so that the verdict does not hang on which records were kept."""
+
+    @staticmethod
+    def of(finding: Finding, capture: CaptureContext) -> Felt:
+        n = finding.connection_count
+        f = capture.analysis.felt(finding.connections)
+        if f["connections"] < n:
+            return Felt(n, n, 0, f["resends"], f["waited"], f["threshold"], judged=False)
+        return Felt(n, f["failed"], f["delayed"], f["resends"], f["waited"], f["threshold"], judged=True)
+
+    @property
+    def users(self) -> int:
+        """Connections whose users felt the finding: failed or delayed."""
+        return self.failed + self.delayed
+
+    def unfelt(self) -> str | None:
+        """Why no user felt the finding (its minor reason), or None when some did."""
+        if self.users or not self.judged:
+            return None
+        cost = f"{self.resends:,} re-send{'' if self.resends == 1 else 's'}, {_duration(self.waited)} added"
+        return f"{_connections(self.connections)}, none failed or waited {_duration(self.threshold)}: {cost}"
+
+    def who(self, total: int) -> str:
+        """"2 of 500 connections failed", "1 of 9 connections waited 200 ms or more"."""
+        did = [what for n, what in ((self.failed, "failed"), (self.delayed, f"waited {_duration(self.threshold)} or more"))
+               if n]
+        return f"{self.users:,} of {total:,} connection{'' if total == 1 else 's'} {' or '.join(did)}"
 
 
 def finding_servers(finding: Finding, capture: CaptureContext) -> list[_ServerStats]:
@@ -124,6 +187,11 @@ def _connections(n: int) -> str:
 
 def _percent(share: float) -> str:
     return f"{share:.0%}"
+
+
+def _duration(seconds: float) -> str:
+    """"3 ms", "1.2 s"."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from pcapq.causes.cause import Always, CounterSigns, EpisodeCause, ListenerSign, Narration, SynDropped
 from pcapq.causes.context import EpisodeContext, checks_failed, checks_held, plural, series_frame
 from pcapq.causes.syns_filtered import from_listen_drops
+from pcapq.endpoint import parse
 from pcapq.finding import Finding
 
 if TYPE_CHECKING:
@@ -54,9 +55,13 @@ def rule(ctx: EpisodeContext) -> Finding | None:
         return None
     weighed = between + ctx.checks(ctx.select(all_of=["syn_unanswered"], none_of=not_a_listener), "unanswered")
     loopback = ctx.count(all_of=["syn_unanswered", "loopback"]) == len(unanswered)
+    stats = ctx.capture.server(ctx.server)
+    served = stats is not None and (stats["answered"] or stats["outcomes"]["completed"] or stats["outcomes"]["open"])
+    # Not silent_host: the address sent packets, on another port or as a client of its own.
+    others = f"{ctx.server} answered others" if served else f"{parse(ctx.server).ip} was up and sending other packets"
     reason = (
         f"{plural(len(unanswered), 'client')}' SYNs went unanswered and were sent again on the backoff while "
-        f"{ctx.server} answered others"
+        f"{others}"
         + (": on one host (loopback) no path can lose them, so the listener or a local filter did"
            if loopback else
            ": the listener dropped them (a full SYN or accept queue), or a firewall or conntrack on the way did")

@@ -25,10 +25,11 @@ NEVER_LOSS: list[Mark] = [m for m in NOT_LOSS if m not in ("queue_sign", "in_que
 # those that gave up after their loss are left unclaimed for the give-up findings, which judge them
 # by their count.
 MATERIALITY = Resends(share=0.2, rate=0.01, at_least=3, reason=(
-    "at 1% loss TCP carries at most about 12 segments per round trip (Mathis et al. 1997: rate ~ 1.22 MSS / (RTT "
-    "sqrt(loss)), 1.4 Mbit/s at 100 ms), where healthy paths lose well under that; one or two re-sends are what "
-    "reordering or one unlucky packet makes, whatever their share of a short exchange; loss in a fifth of the "
-    "capture's connections or more is no stray among many, however few they are"
+    "users feel a lost packet when it fails the connection or costs a timer (Linux's minimum RTO, 200 ms, or more: "
+    "tcp_retransmit_timer()); a fast retransmit costs a round trip nobody notices, whatever its share of a short "
+    "exchange. At 1% loss TCP carries at most about 12 segments per round trip (Mathis et al. 1997: rate ~ 1.22 MSS "
+    "/ (RTT sqrt(loss)), 1.4 Mbit/s at 100 ms), where healthy paths lose well under that; loss that fails or delays "
+    "a fifth of the capture's connections or more is no stray among many, however few they are"
 ))
 
 

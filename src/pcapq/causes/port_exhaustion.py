@@ -13,7 +13,7 @@ TIME_WAIT_S = 60
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
-MATERIALITY = Always(reason=(
+MATERIALITY = Always(felt=False, reason=(
     f"the rule already asks for {PORT_EXHAUSTION_SHARE:.0%} of the ephemeral range held at once: the next "
     "connect()s fail with EADDRNOTAVAIL"
 ))

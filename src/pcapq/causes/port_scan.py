@@ -21,7 +21,7 @@ AGGREGATE_MAX_SOURCES = 16
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
-MATERIALITY = Always(reason=(
+MATERIALITY = Always(felt=False, reason=(
     "the rule already asks for a source probing 16 ports of an address (5 with raw SYNs), or "
     f"{AGGREGATE_MIN:,} one-SYN connections to {AGGREGATE_MIN_TARGETS} endpoints: someone mapping the host"
 ))

@@ -18,7 +18,7 @@ MAX_EVIDENCE = 6
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
-MATERIALITY = Always(reason=(
+MATERIALITY = Always(felt=False, reason=(
     f"the rule already asks for {FLOOD_MIN:,} one-SYN connections to one endpoint: an attack, whatever the rest"
 ))
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
-MATERIALITY = Always(reason=(
+MATERIALITY = Always(felt=False, reason=(
     "read from the proxy's error log: every line is a connect() that failed and a request answered 502"
 ))
 

@@ -63,7 +63,7 @@ def finding(log: LogFile, lines: list[LogLine], zone: float, listeners: list[Lis
 
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
-MATERIALITY = Always(reason=(
+MATERIALITY = Always(felt=False, reason=(
     "read from the proxy's error log: every line is a connect() refused by a full listen queue and a request "
     "answered 502, the unix-socket form of an accept queue overflow"
 ))

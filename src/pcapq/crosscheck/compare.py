@@ -141,6 +141,7 @@ class _Context:
     events: dict[int, list[_Event]]
     conn_of: dict[int, _Conn]
     events_dropped: bool
+    _streams: dict[int, _Conn] | None = None
 
     def kinds(self, n: int) -> set[str]:
         return {e["kind"] for e in self.events.get(n, ())}
@@ -206,6 +207,15 @@ class _Context:
                 yield Row(n, "retransmit", label, said, self._pcapq_words(n), EXPLAINED if reason else UNEXPLAINED,
                           reason or "unexplained")
 
+    def _stream_conn(self) -> dict[int, _Conn]:
+        """tshark's stream index -> pcapq's connection, from the frames that have events."""
+        if self._streams is None:
+            self._streams = {}
+            for n, c in self.conn_of.items():
+                if n in self.ts:
+                    self._streams.setdefault(self.ts[n].stream, c)
+        return self._streams
+
     def _pcapq_words(self, n: int) -> str:
         kinds = sorted(self.kinds(n))
         return ", ".join(kinds) if kinds else "-"
@@ -238,6 +248,11 @@ class _Context:
             return "pcapq saw a new ISN: a new connection on the same 4-tuple, not a SYN retransmit"
         if not (f.flags & (SYN | FIN)) and f.length == 0:
             return "no payload: pcapq labels only segments that carry data, SYN or FIN again"
+        # A copy has no event of its own: its connection is that of tshark's stream.
+        same = conn or self._stream_conn().get(f.stream)
+        if not kinds and same is not None and same.doc.get("duplicates"):
+            return ("pcapq counts it a copy (the connection's duplicates): the same IP ID and header as a frame "
+                    "before it, or the same bytes again sooner than a timer or duplicate ACKs could re-send them")
         return self._missing(n, "this retransmission")
 
     # -- duplicate ACKs ---------------------------------------------------------------------
