@@ -461,11 +461,13 @@ def test_packet_loss(kernel_run):
     run = kernel_run("packet_loss")
     doc = analyze_json(run.pcap)
     # The finding names what the kernel did (src/pcapq/diagnose). The drops are random: a panel
-    # when a fifth of the connections re-sent (network_loss's materiality), else a minor line.
+    # when users felt them (connections made to wait on a timer: network_loss's materiality),
+    # else a minor line that says why (fast re-sends cost a round trip nobody notices).
     found = causes(doc) | {f["cause"] for f in doc["minor_observations"]}
     assert "network_loss" in found and not found & QUEUE_CAUSES, (doc["findings"], doc["minor_observations"])
-    if doc["summary"]["with_data_retransmits"] >= 0.2 * connections:
-        assert "network_loss" in causes(doc), doc["minor_observations"]
+    if "network_loss" not in causes(doc):
+        (minor,) = [f for f in doc["minor_observations"] if f["cause"] == "network_loss"]
+        assert "none failed" in minor["minor"] or "fewer than" in minor["minor"], minor
     report = f"{run.extra}\n{run.nstat_report()}"
     assert run.tcpdump_dropped == 0, run.tcpdump
     assert [(c["error"], c["received"]) for c in run.clients] == [(None, response)] * connections, run.clients

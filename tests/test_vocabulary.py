@@ -42,6 +42,14 @@ def test_stub_literals_match_the_core():
         assert stub[key] == list(core.VOCABULARY[key]), key
 
 
+def test_lean_literals_match_the_core():
+    """The two words pcapq.lean declares for the stub (the named tuples' fields)."""
+    from pcapq import lean
+
+    for key, name in _stub_tool().LEAN_TYPES.items():
+        assert list(typing.get_args(getattr(lean, name))) == list(core.VOCABULARY[key]), key
+
+
 def test_stub_literals_are_written_from_the_core():
     """tools/stub_literals.py writes them: a word declared once in the core reaches the stub
     without a hand edit, and the tool's types are the ones checked here."""

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the `Literal` types of src/pcapq/_core.pyi from the core's vocabulary
+"""Writes the `Literal` types of src/pcapq/_core.pyi (and of src/pcapq/lean.py, the named tuples
+the core builds, whose two words the stub re-exports) from the core's vocabulary
 (`_core.VOCABULARY`): the core declares each word once (src/slugs.rs), the stub follows.
 
     python3 tools/stub_literals.py           # rewrite them
@@ -14,7 +15,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-STUB = Path(__file__).resolve().parent.parent / "src" / "pcapq" / "_core.pyi"
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "pcapq"
+STUB = PACKAGE / "_core.pyi"
+LEAN = PACKAGE / "lean.py"
 
 # VOCABULARY key -> the stub's type alias.
 TYPES = {
@@ -24,8 +27,6 @@ TYPES = {
     "checks": "CheckName",
     "signs": "SignName",
     "event_kinds": "EventKind",
-    "schedules": "Schedule",
-    "series_kinds": "SeriesKind",
     "packet_roles": "PacketRole",
     "log_kinds": "LogKind",
     "log_shapes": "LogShape",
@@ -33,6 +34,13 @@ TYPES = {
     "live_signs": "LiveSign",
     "episode_events": "EpisodeEventKind",
 }
+# VOCABULARY key -> the type alias of pcapq.lean (the stub imports these from there).
+LEAN_TYPES = {
+    "schedules": "Schedule",
+    "series_kinds": "SeriesKind",
+}
+# Each file and the words it declares.
+FILES = {STUB: TYPES, LEAN: LEAN_TYPES}
 WIDTH = 120
 
 
@@ -47,11 +55,11 @@ def literal(name: str, words: list[str]) -> str:
     return f"{name} = Literal[\n{body}\n]"
 
 
-def written(text: str, vocabulary: dict[str, list[str]]) -> str:
-    for key, name in TYPES.items():
+def written(text: str, vocabulary: dict[str, list[str]], types: dict[str, str] = TYPES, path: Path = STUB) -> str:
+    for key, name in types.items():
         pattern = re.compile(rf"^{name} = Literal\[.*?\]$", re.DOTALL | re.MULTILINE)
         if not pattern.search(text):
-            raise SystemExit(f"{STUB}: no `{name} = Literal[...]`")
+            raise SystemExit(f"{path}: no `{name} = Literal[...]`")
         text = pattern.sub(lambda _m: literal(name, list(vocabulary[key])), text, count=1)
     return text
 
@@ -63,15 +71,17 @@ def main() -> int:
     sys.path.insert(0, str(STUB.parent.parent))
     from pcapq._core import VOCABULARY
 
-    text = STUB.read_text()
-    new = written(text, VOCABULARY)
-    if args.check:
-        if new != text:
-            print(f"{STUB} is out of date: run python3 tools/stub_literals.py", file=sys.stderr)
-            return 1
-        return 0
-    STUB.write_text(new)
-    return 0
+    stale = 0
+    for path, types in FILES.items():
+        text = path.read_text()
+        new = written(text, VOCABULARY, types, path)
+        if args.check:
+            if new != text:
+                print(f"{path} is out of date: run python3 tools/stub_literals.py", file=sys.stderr)
+                stale = 1
+        elif new != text:
+            path.write_text(new)
+    return stale
 
 
 if __name__ == "__main__":

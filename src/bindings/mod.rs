@@ -143,7 +143,7 @@ impl Analysis {
     /// first_time, last_time, outcome, symptoms, follows, follows_after, completed,
     /// syn_attempts, synack_attempts, synack_time, ack_time, request_acked, request_sent,
     /// client_last_data, server_first_data, server_last_data, client_closed, duplicates, vlan,
-    /// added_latency, reset, and series as `pcapq.diagnose.lean.Series`), made without the JSON
+    /// added_latency, reset, and series as `pcapq.lean.Series`), made without the JSON
     /// detour.
     /// `server` ("ip:port"): only connections to that server.
     #[pyo3(signature = (*, problems_only = false, lean = false, server = None))]
@@ -613,7 +613,7 @@ fn seconds(ns: i64) -> f64 {
 }
 
 /// The fields of a connection the findings read, as a flat dict whose series are
-/// `pcapq.diagnose.lean.Series` tuples (see `Analysis.connections`).
+/// `pcapq.lean.Series` tuples (see `Analysis.connections`).
 pub(crate) fn lean_connection<'py>(py: Python<'py>, shapes: &LeanShapes<'py>, c: &Connection, end_ns: i64) -> PyResult<Bound<'py, PyDict>> {
     let v = detect::judge(c, end_ns);
     let d = PyDict::new(py);
@@ -708,7 +708,7 @@ fn annotate_error(e: io::Error, output: &std::path::Path) -> PyErr {
     pyo3::exceptions::PyOSError::new_err((e.raw_os_error().unwrap_or(0), e.to_string(), output.to_path_buf()))
 }
 
-/// The named tuples of `pcapq.diagnose.lean`.
+/// The named tuples of `pcapq.lean`.
 pub(crate) struct LeanShapes<'py> {
     send: Bound<'py, PyAny>,
     series: Bound<'py, PyAny>,
@@ -716,7 +716,7 @@ pub(crate) struct LeanShapes<'py> {
 
 impl<'py> LeanShapes<'py> {
     fn import(py: Python<'py>) -> PyResult<LeanShapes<'py>> {
-        let module = py.import("pcapq.diagnose.lean")?;
+        let module = py.import("pcapq.lean")?;
         Ok(LeanShapes { send: module.getattr("Send")?, series: module.getattr("Series")? })
     }
 }

@@ -6,7 +6,9 @@ from typing import Any, Callable, Final, Literal, Protocol, TypedDict, final, ov
 
 from typing_extensions import NotRequired
 
-from pcapq.diagnose.lean import Series
+from pcapq.lean import Schedule as Schedule
+from pcapq.lean import Series
+from pcapq.lean import SeriesKind as SeriesKind
 
 __all__ = [
     "__version__", "JSON_SCHEMA_VERSION", "VOCABULARY", "Analysis", "Problems", "Episode", "Selection",
@@ -49,8 +51,6 @@ EventKind = Literal[
     "syn", "syn_retransmit", "synack", "synack_retransmit", "handshake_ack", "data_first", "data_retransmit",
     "fin_retransmit", "dup_ack", "zero_window", "fin", "rst",
 ]
-Schedule = Literal["syn_linear", "syn_exponential", "syn_legacy", "synack", "data_rto"]
-SeriesKind = Literal["syn", "synack", "data"]
 PacketRole = Literal["syn", "synack", "handshake_ack", "ack", "data", "retransmit", "fin", "rst"]
 LogKind = Literal[
     "connect_timeout", "read_timeout", "send_timeout", "refused", "reset", "premature_close", "gateway_timeout",
@@ -526,7 +526,7 @@ class Analysis:
         server_last_data, likewise; client_closed, the client's first FIN or RST (epoch seconds
         or None each); server_closed, the server's first FIN ({file, frame, time}, or None);
         duplicates, frames that were copies of the frame before them; vlan, the VLAN IDs outer
-        first, () untagged; series, `pcapq.diagnose.lean.Series` tuples; icmp, the ICMP errors
+        first, () untagged; series, `pcapq.lean.Series` tuples; icmp, the ICMP errors
         that answered its packets, as the JSON document's `icmp` (`_Icmp`; [] when none did);
         black_hole, its path MTU black hole (`_BlackHole`: who sent the full-size segment, its
         payload and IP lengths, the MTU an ICMP error announced or None, whether such an error

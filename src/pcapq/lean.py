@@ -1,12 +1,15 @@
 """The compact shapes of `Analysis.connections(lean=True)`: what the findings read of a
-connection, without one dict per retransmission."""
+connection, without one dict per retransmission. The core builds these named tuples
+(src/bindings/mod.rs), so this module sits below it and imports nothing of pcapq; the two
+words of the core's vocabulary its fields take are declared here and re-exported by the stub
+(tools/stub_literals.py writes them from `VOCABULARY`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, NamedTuple, Optional
+from typing import Literal, NamedTuple, Optional
 
-if TYPE_CHECKING:
-    from pcapq._core import Schedule, SeriesKind
+Schedule = Literal["syn_linear", "syn_exponential", "syn_legacy", "synack", "data_rto"]
+SeriesKind = Literal["syn", "synack", "data"]
 
 
 class Send(NamedTuple):
