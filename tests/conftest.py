@@ -59,9 +59,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test that needs the kernel goes to one xdist group: they run one after another on one
-    worker (a session fixture's run is made once), beside the tests that need no namespace."""
+    worker (a session fixture's run is made once), beside the tests that need no namespace. First
+    of the hooks: an xdist worker reads the groups in its own hook, registered after this file."""
     for item in items:
         if item.get_closest_marker("kernel"):
             item.add_marker(pytest.mark.xdist_group("kernel"))

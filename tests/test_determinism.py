@@ -37,7 +37,7 @@ FORMATS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def inputs(tmp_path_factory) -> dict[str, list[Path]]:
     d = tmp_path_factory.mktemp("determinism")
     mixed = d / "mixed.pcap.gz"
@@ -56,7 +56,8 @@ def inputs(tmp_path_factory) -> dict[str, list[Path]]:
 
 SEEDS = (1, 2, 3)
 
-# One worker runs this module, so that its runs for every seed are made once (`outputs`).
+# One worker runs this module, so that its runs for every seed are made once (`outputs`,
+# session-scoped: a worker may run other modules' tests between this one's).
 pytestmark = pytest.mark.xdist_group("determinism")
 
 
@@ -83,7 +84,7 @@ def command_lines(inputs: dict[str, list[Path]]) -> dict[str, list[str]]:
     return lines
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def outputs(inputs) -> list[dict[str, list]]:
     """Per hash seed, every command line's exit code and output digest: each seed's runs in one
     process of its own (tests/render.py), since a seed is chosen when a process starts."""
