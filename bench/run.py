@@ -127,7 +127,7 @@ def byte_compile_pcapq() -> None:
     """Writes the bytecode of the installed pcapq's modules that is missing or older than their
     source. An editable install compiles a module when it is first imported, but not where
     PYTHONDONTWRITEBYTECODE is set: every run then compiles each module changed since its last
-    bytecode again (10 ms for `analyze_run` alone), and the start-up rows time the compiler."""
+    bytecode again, and the start-up rows time the compiler."""
     import compileall
     import importlib.util
 
