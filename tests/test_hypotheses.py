@@ -120,6 +120,30 @@ def test_reordering_is_no_loss_and_its_twin_with_drops_is() -> None:
     assert [f["cause"] for f in loss["minor_observations"]] == ["network_loss"] and not loss["findings"]
 
 
+def test_reordering_a_quarter_of_the_segments_is_named_by_its_dsack_share_and_its_twin_is_loss() -> None:
+    # A quarter of the server's new data segments held 30 ms: most re-sends D-SACKed or acknowledged
+    # sooner than a round trip after them; the connections whose re-sends nothing reported are
+    # reordering too, not loss.
+    doc = report(RUNS / "reordering_quarter.pcap")
+    assert "network_loss" not in causes(doc)
+    (line,) = [f for f in doc["findings"] + doc["minor_observations"] if f["cause"] == "reordering"]
+    resent, spurious = line["details"]["resent_segments"], line["details"]["spurious_resends"]
+    assert 2 * spurious > resent >= spurious >= 3 and f"{spurious} of {resent}" in line["confidence_reason"]
+    # The same segments dropped: no D-SACK, each re-send a repair.
+    loss = report(RUNS / "reordering_quarter_loss.pcap")
+    assert "network_loss" in causes(loss) and "reordering" not in causes(loss)
+
+
+def test_black_hole_seen_from_the_server_is_named_and_its_twin_is_not() -> None:
+    # The clients' full-size segments never reach the server; their RSTs, past those bytes, do.
+    doc = report(RUNS / "mtu_black_hole_server_side.pcap")
+    f = finding(doc, "mtu_black_hole")
+    assert f["connections"]["count"] == 3 and f["details"]["vanished"] >= 1200 and f["details"]["largest_through"] == 0
+    assert not causes(doc) & {"client_gave_up", "server_closed", "network_loss"}, causes(doc)
+    # Path MTU discovery working: the same bytes arrive, cut smaller.
+    assert not causes(report(RUNS / "pmtu_server_side.pcap"))
+
+
 # -----------------------------------------------------------------------------------------------
 # One stuck listener of a SO_REUSEPORT group
 

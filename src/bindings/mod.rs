@@ -174,7 +174,8 @@ impl Analysis {
 
     /// One dict per server endpoint: connections, outcomes, symptoms, first_time, last_time,
     /// answered (connections the server sent data on), one_syn (connections that were one
-    /// client SYN and nothing more), packets and data_retransmits (both ways), and the median handshake gaps at the
+    /// client SYN and nothing more), packets and data_retransmits (both ways), resent_segments and
+    /// spurious_resends (data segments re-sent, and of them those shown spurious), and the median handshake gaps at the
     /// capture point (syn_to_synack, synack_to_ack, seconds; None without clean handshakes);
     /// binned_through: None, or the epoch second up to which its waits and answers are counted
     /// per second (a capture with more than `servers::EXACT_MOMENTS` of them), so `waiting_at`
@@ -204,6 +205,8 @@ impl Analysis {
             d.set_item("one_syn", s.one_syn)?;
             d.set_item("packets", s.packets)?;
             d.set_item("data_retransmits", s.data_retransmits)?;
+            d.set_item("resent_segments", s.resent_segments)?;
+            d.set_item("spurious_resends", s.spurious_resends)?;
             d.set_item("syn_to_synack", s.median_syn_to_synack_ns().map(seconds))?;
             d.set_item("synack_to_ack", s.median_synack_to_ack_ns().map(seconds))?;
             list.append(d)?;

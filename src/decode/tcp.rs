@@ -31,9 +31,11 @@ pub struct TcpOptions {
     pub sack_permitted: bool,
     /// Number of SACK blocks (RFC 2018 §3).
     pub sack_blocks: u8,
-    /// The first SACK block's left and right edges: below the ACK number it reports a segment
-    /// that arrived twice (D-SACK, RFC 2883 §4).
+    /// The first SACK block's left and right edges: below the ACK number, or inside the second
+    /// block, it reports a segment that arrived twice (D-SACK, RFC 2883 §4).
     pub first_sack: Option<(u32, u32)>,
+    /// The second SACK block holds the first (RFC 2883 §4: a D-SACK above the ACK number).
+    pub first_sack_in_second: bool,
     /// TSval, TSecr (RFC 7323 §3).
     pub timestamp: Option<(u32, u32)>,
 }
@@ -74,7 +76,8 @@ pub fn parse(segment: &[u8]) -> Result<TcpHeader, Skip> {
         // Of the other segments' options only the first SACK block (D-SACK) and a leading
         // timestamp (copies, and which SYN-ACK a handshake ACK answers) are read.
         let opts = segment.get(20..options_end).unwrap_or_default();
-        TcpOptions { first_sack: first_sack(opts), timestamp: leading_timestamp(opts), ..TcpOptions::default() }
+        let (first_sack, first_sack_in_second) = first_sack(opts);
+        TcpOptions { first_sack, first_sack_in_second, timestamp: leading_timestamp(opts), ..TcpOptions::default() }
     } else {
         TcpOptions::default()
     };
@@ -104,31 +107,39 @@ fn leading_timestamp(opts: &[u8]) -> Option<(u32, u32)> {
     be32(opts, 4).zip(be32(opts, 8))
 }
 
-/// The first SACK block's edges, if the options hold one.
-fn first_sack(mut opts: &[u8]) -> Option<(u32, u32)> {
+/// The first SACK block's edges, if the options hold one, and whether a second block holds it.
+fn first_sack(mut opts: &[u8]) -> (Option<(u32, u32)>, bool) {
     if opts.len() == 12 && opts[..4] == NOP_NOP_TIMESTAMP {
-        return None;
+        return (None, false);
     }
     while let Some((&kind, rest)) = opts.split_first() {
         match kind {
-            OPT_END => return None,
+            OPT_END => return (None, false),
             OPT_NOP => {
                 opts = rest;
                 continue;
             }
             _ => {}
         }
-        let len = usize::from(*rest.first()?);
-        if len < 2 {
-            return None;
-        }
+        let Some(len) = rest.first().map(|&l| usize::from(l)).filter(|&l| l >= 2) else { return (None, false) };
         if kind == OPT_SACK {
-            let body = opts.get(2..len)?;
-            return be32(body, 0).zip(be32(body, 4));
+            let Some(body) = opts.get(2..len) else { return (None, false) };
+            let first = be32(body, 0).zip(be32(body, 4));
+            return (first, first.is_some_and(|f| in_second_block(body, f)));
         }
-        opts = opts.get(len..)?;
+        let Some(next) = opts.get(len..) else { return (None, false) };
+        opts = next;
     }
-    None
+    (None, false)
+}
+
+/// The second SACK block of `body` holds `first` (Linux v6.6 net/ipv4/tcp_input.c:
+/// tcp_check_dsack(): neither edge outside, TcpExtTCPDSACKOfoRecv).
+fn in_second_block(body: &[u8], (left, right): (u32, u32)) -> bool {
+    let Some((left2, right2)) = be32(body, 8).zip(be32(body, 12)) else { return false };
+    // Sequence numbers compare modulo 2^32 (RFC 9293 §3.4).
+    let before = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
+    !before(left, left2) && !before(right2, right)
 }
 
 pub fn parse_options(mut opts: &[u8]) -> TcpOptions {
@@ -155,6 +166,7 @@ pub fn parse_options(mut opts: &[u8]) -> TcpOptions {
             (OPT_SACK, n) if n % 8 == 0 => {
                 out.sack_blocks = (n / 8) as u8;
                 out.first_sack = be32(body, 0).zip(be32(body, 4));
+                out.first_sack_in_second = out.first_sack.is_some_and(|f| in_second_block(body, f));
             }
             (OPT_TIMESTAMP, 8) => out.timestamp = be32(body, 0).zip(be32(body, 4)),
             _ => {}
@@ -208,6 +220,21 @@ mod tests {
         let h = parse(&header(8, flags::ACK, &opts)).expect("a header");
         assert_eq!(h.options.first_sack, Some((7_886_921, 7_936_561)));
         assert_eq!(h.options.mss, None);
+    }
+
+    #[test]
+    fn test_first_sack_block_inside_the_second_is_a_dsack_above_the_ack() {
+        let block = |l: u32, r: u32| [l.to_be_bytes(), r.to_be_bytes()].concat();
+        let mut opts = vec![1, 1, 5, 18];
+        opts.extend(block(3000, 4000));
+        opts.extend(block(2000, 5000));
+        let h = parse(&header(10, flags::ACK, &opts)).expect("a header");
+        assert_eq!(h.options.first_sack, Some((3000, 4000)));
+        assert!(h.options.first_sack_in_second);
+        let mut opts = vec![1, 1, 5, 18];
+        opts.extend(block(6000, 7000));
+        opts.extend(block(2000, 5000));
+        assert!(!parse(&header(10, flags::ACK, &opts)).expect("a header").options.first_sack_in_second, "disjoint blocks");
     }
 
     #[test]

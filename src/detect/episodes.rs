@@ -147,7 +147,8 @@ impl Book {
                 one_way.insert(ip);
             }
         }
-        let mut building = Building { silent, one_way, trimmed_at, ..Building::default() };
+        let reorders: FxHashSet<Endpoint> = servers.iter().filter(|s| s.reorders()).map(|s| s.server).collect();
+        let mut building = Building { silent, one_way, trimmed_at, reorders, ..Building::default() };
         for (index, c) in connections.iter().enumerate() {
             let (outcome, symptoms) = super::classify(c, end_ns);
             if !super::servers::has_problem(outcome, symptoms) {
@@ -224,6 +225,8 @@ struct Building {
     /// Addresses that sent nothing the capture shows while their clients answered them.
     one_way: FxHashSet<IpAddr>,
     trimmed_at: Option<u32>,
+    /// Listeners most of whose re-sent data segments were spurious (`ServerStats::reorders`).
+    reorders: FxHashSet<Endpoint>,
     /// Troubles (span, member position) and queue-full spans, per listener.
     troubles: FxHashMap<Endpoint, Vec<Trouble>>,
     spans: FxHashMap<Endpoint, Vec<(i64, i64)>>,
@@ -236,6 +239,9 @@ impl Building {
         let mut marks = seed.marks;
         if self.silent.contains(&seed.server.ip) {
             marks |= fact_bit(Fact::SilentHost);
+        }
+        if marks & fact_bit(Fact::ResentOnce) != 0 && self.reorders.contains(&seed.server) {
+            marks |= fact_bit(Fact::Reordering);
         }
         let one_way = self.one_way.contains(&seed.server.ip);
         if one_way {

@@ -57,6 +57,9 @@ crate::slugs::slug_enum! {
         OneWay => "one_way" ; "the server's address sent no packet the capture shows, yet its clients sent it ACKs or data (they heard from it): the capture misses that direction. No unanswered SYN, listener drop, SYN queue overflow or client give-up is claimed for it",
         // The cut: `trimmed::FlowLengths::trimmed_at`.
         FlowTrimmed => "flow_trimmed" ; "the connection never closed and stopped at the frame count where the capture cut every long flow (at least three unclosed connections at the capture's longest count, one of them in a two-way exchange): what did not follow was not seen. No give-up, half-open request or unanswered request is claimed for it",
+        ResentOnce => "resent_once" ; "each data segment it re-sent without a sign the re-send was needed (no D-SACK, no acknowledgement before the re-send could have arrived) it re-sent once, and before the server acknowledged any request: what a reordering path makes (the segment held back, the one behind it first) as well as a single loss",
+        // Decided by `episodes::Book::build` from its listener's re-sends.
+        Reordering => "reordering" ; "`resent_once`, at a listener where most data segments re-sent, in every connection of the capture, were shown spurious, D-SACKed (RFC 2883 §4, RFC 3708 §3) or acknowledged before the re-send could have arrived (Linux v6.6 net/ipv4/tcp_recovery.c: tcp_rack_advance()), at least 3 of them: a path that reorders; the re-sends the receiver did not report were probably spurious too, not loss",
         // Decided by `episodes::stalled`.
         ListenerStalled => "listener_stalled" ; "its SYN went unanswered while the same listener held an earlier connection (its handshake ACK before that SYN) whose request the kernel had acknowledged and nobody answered until its client gave up, or it was such a connection while SYNs were dropped: the listener was not taking connections. With at least 3 clients' SYNs so dropped and no dropped ACK, overflow reset or cookie, `accept_queue_overflow` at 0.7 (a steady arrival into a full queue: each new SYN finds it full, Linux v6.6 tcp_conn_request(), and none gets as far as its ACK)",
     }
@@ -168,7 +171,20 @@ pub fn of(c: &Connection, outcome: Outcome, symptoms: Symptoms) -> Facts {
     if super::icmp::pmtu_discovered(c, symptoms).is_some() {
         f.insert(Fact::PmtuDiscovered);
     }
+    if symptoms.contains(Symptom::DataRetransmitted) && resent_once(c) {
+        f.insert(Fact::ResentOnce);
+    }
     f
+}
+
+/// See `Fact::ResentOnce`: a reordered segment is re-sent once (its original arrives late and
+/// ends the recovery); a segment re-sent again and again by the timer was lost, as was a request
+/// the server never acknowledged.
+pub fn resent_once(c: &Connection) -> bool {
+    let Some(log) = c.retransmits.as_deref() else { return false };
+    // Every re-send counted, one per segment logged: none was sent a third time.
+    let total: usize = c.counts.iter().map(|d| d.data_retransmits as usize).sum();
+    total <= log.data.len() && log.data.iter().all(|d| d.spurious() || !d.into_half_open)
 }
 
 /// The client closed without any of the server's answer: its FIN or RST, at least

@@ -50,7 +50,7 @@ fn span(sends: &[Send]) -> i64 {
 /// packets it sent again.
 pub fn waited_ns(c: &Connection) -> (i64, u64) {
     let Some(log) = &c.retransmits else { return (0, 0) };
-    let data = log.data.iter().filter(|d| !d.dsacked).map(|d| span(&d.sends)).max().unwrap_or(0);
+    let data = log.data.iter().filter(|d| !d.spurious()).map(|d| span(&d.sends)).max().unwrap_or(0);
     let again = |sends: &[Send]| sends.len().saturating_sub(1) as u64;
     let resends = again(&log.syn) + again(&log.synack) + log.data.iter().map(|d| again(&d.sends)).sum::<u64>();
     (span(&log.syn) + data, resends.max(c.counts.iter().map(|d| u64::from(d.data_retransmits)).sum()))

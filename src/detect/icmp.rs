@@ -92,11 +92,47 @@ pub struct BlackHole {
     /// The MTU a router announced for it, if any error came back.
     pub mtu: Option<u32>,
     pub frag_needed: bool,
+    /// Seen from the receiver's side (`vanished_full_size`): the bytes that never arrived, and
+    /// the largest payload that did.
+    pub vanished: Option<u32>,
+    pub largest_through: Option<u32>,
 }
 
+/// A hole this long lasted past any re-send a loss would get: the initial RTO (RFC 6298 §2.1,
+/// Linux's TCP_TIMEOUT_INIT) and the first back-offs after Linux's 200 ms minimum.
+const HOLE_OPEN_NS: i64 = 1_000_000_000;
+
 pub fn black_hole(c: &Connection) -> Option<BlackHole> {
-    let log = c.retransmits.as_ref()?;
-    log.data.iter().find_map(|d| stuck_full_size(c, d))
+    let stuck = c.retransmits.as_ref().and_then(|log| log.data.iter().find_map(|d| stuck_full_size(c, d)));
+    stuck.or_else(|| vanished_full_size(c))
+}
+
+/// A path MTU black hole seen from the receiver's side: after a completed handshake whose MSS
+/// allows full-size segments, a segment (data, FIN, RST) came whose sequence number is past at
+/// least a full-size segment's worth of bytes that never arrived, nor were acknowledged, for a
+/// second or more, while nothing of that sender's as large as `MIN_BLACK_HOLE_LEN` ever got
+/// through. Loss would have been repaired by a re-send within that time (RFC 6298 §5); a link
+/// that cannot carry full-size packets lets only the small ones through (RFC 1191 §1).
+fn vanished_full_size(c: &Connection) -> Option<BlackHole> {
+    let v = c.vanished.as_deref().filter(|v| !v.filled)?;
+    let full = full_size(c, v.from)?;
+    let hole = v.end.wrapping_sub(v.start);
+    let lasted = v.quiet_before_ns >= HOLE_OPEN_NS || c.last_time_ns - v.time_ns >= HOLE_OPEN_NS;
+    let small_through = v.largest_through < MIN_BLACK_HOLE_LEN;
+    if c.partial || !c.handshake_completed() || full < MIN_BLACK_HOLE_LEN || hole < MIN_BLACK_HOLE_LEN
+        || !lasted || !small_through
+    {
+        return None;
+    }
+    Some(BlackHole {
+        from: v.from,
+        len: full,
+        ip_len: full + headers(c),
+        mtu: None,
+        frag_needed: false,
+        vanished: Some(hole),
+        largest_through: Some(v.largest_through),
+    })
 }
 
 fn stuck_full_size(c: &Connection, d: &DataSeries) -> Option<BlackHole> {
@@ -116,6 +152,8 @@ fn stuck_full_size(c: &Connection, d: &DataSeries) -> Option<BlackHole> {
         ip_len: d.last_len + headers(c),
         mtu: too_big.and_then(|a| a.mtu),
         frag_needed: too_big.is_some(),
+        vanished: None,
+        largest_through: None,
     })
 }
 
@@ -207,7 +245,7 @@ mod tests {
         c.handshake_ack_time_ns.set(Some(1));
         let hole = black_hole(&c).unwrap();
         assert_eq!((hole.from, hole.len, hole.ip_len, hole.mtu), (Side::Server, 1448, 1488, None));
-        c.retransmits_mut().acknowledged(Side::Server, 5101 + 1448);
+        c.retransmits_mut().acknowledged(Side::Server, 5101 + 1448, 0, None);
         assert_eq!(black_hole(&c), None);
     }
 

@@ -251,10 +251,10 @@ fn symptoms(c: &Connection) -> Symptoms {
         if log.data.iter().any(|d| d.into_half_open) {
             s.insert(Symptom::RequestUnacked);
         }
-        if log.data.iter().any(|d| !d.into_half_open && !d.dsacked) {
+        if log.data.iter().any(|d| !d.into_half_open && !d.spurious()) {
             s.insert(Symptom::DataRetransmitted);
         }
-        if log.data.iter().any(|d| d.dsacked) {
+        if log.data.iter().any(|d| d.spurious()) {
             s.insert(Symptom::SpuriousRetransmission);
         }
     }
@@ -266,7 +266,7 @@ fn symptoms(c: &Connection) -> Symptoms {
     if total_data_retransmits as usize > logged && !s.contains(Symptom::RequestUnacked) && !only_spurious {
         s.insert(Symptom::DataRetransmitted);
     }
-    if c.retransmits.is_some() && icmp::black_hole(c).is_some() {
+    if icmp::black_hole(c).is_some() {
         s.insert(Symptom::MtuBlackHole);
     }
     if syncookie_suspected(c, s) {
@@ -574,6 +574,83 @@ mod tests {
         let v = w.verdict();
         assert!(has(&v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
         assert!(!has(&v, Symptom::DataRetransmitted), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_data_resent_and_dsacked_inside_the_second_block_is_spurious_not_lost() {
+        // RFC 2883 §4: above the ACK number, a first block inside the second is a D-SACK.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.request(3, &[]);
+        w.send(4, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(5, C, PA, CISN + 101, SISN + 1, 100);
+        w.send(6, C, PA, CISN + 201, SISN + 1, 100);
+        w.send(210, C, PA, CISN + 201, SISN + 1, 100);
+        let dsack = TcpOptions { sack_blocks: 2, first_sack: Some((CISN + 201, CISN + 301)), first_sack_in_second: true,
+                                 ..TcpOptions::default() };
+        w.send_opts(211, S, ACK, SISN + 1, CISN + 101, 0, dsack);
+        w.send(212, S, ACK, SISN + 1, CISN + 301, 0);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
+        assert!(!has(&v, Symptom::DataRetransmitted), "{:?}", v.symptoms);
+    }
+
+    #[test]
+    fn test_data_resent_and_acked_sooner_than_a_round_trip_is_spurious_not_lost() {
+        // A 100 ms round trip: an ACK 5 ms after the re-send answered the original.
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 0, plain());
+        w.send_opts(100, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send(101, C, ACK, CISN + 1, SISN + 1, 0);
+        w.send(102, C, PA, CISN + 1, SISN + 1, 100);
+        w.send(202, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(203, S, PA, SISN + 1, CISN + 101, 100);
+        w.send(330, S, PA, SISN + 1, CISN + 101, 100);
+        w.send(335, C, ACK, CISN + 101, SISN + 101, 0);
+        let v = w.verdict();
+        assert!(has(&v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
+        assert!(!has(&v, Symptom::DataRetransmitted), "{:?}", v.symptoms);
+        // The same ACK a round trip after the re-send: the re-send repaired a loss.
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 0, plain());
+        w.send_opts(100, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send(101, C, ACK, CISN + 1, SISN + 1, 0);
+        w.send(102, C, PA, CISN + 1, SISN + 1, 100);
+        w.send(202, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(203, S, PA, SISN + 1, CISN + 101, 100);
+        w.send(330, S, PA, SISN + 1, CISN + 101, 100);
+        w.send(431, C, ACK, CISN + 101, SISN + 101, 0);
+        assert!(has(&w.verdict(), Symptom::DataRetransmitted));
+    }
+
+    #[test]
+    fn test_established_reset_past_bytes_that_never_arrived_is_a_black_hole_at_the_receiver() {
+        // Two full-size segments never reach the server; the client's RST 2.5 s later does.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.send(2502, C, RST | ACK, CISN + 1 + 2 * 1448, SISN + 1, 0);
+        let hole = icmp::black_hole(w.conn()).expect("a black hole");
+        assert_eq!((hole.from, hole.vanished, hole.largest_through), (C, Some(2 * 1448), Some(0)));
+        assert!(has(&w.verdict(), Symptom::MtuBlackHole));
+        // An RST just after the handshake: nothing lasted long enough to tell.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.send(5, C, RST | ACK, CISN + 1 + 2 * 1448, SISN + 1, 0);
+        assert_eq!(icmp::black_hole(w.conn()), None);
+        // The server acknowledged the bytes: they arrived, the capture missed them.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.send(3, C, PA, CISN + 2897, SISN + 1, 100);
+        w.send(4, S, ACK, SISN + 1, CISN + 2997, 0);
+        w.send(2502, C, RST | ACK, CISN + 2997, SISN + 1, 0);
+        assert_eq!(icmp::black_hole(w.conn()), None);
+        // A full-size segment got through: the path carries them.
+        let mut w = Wire::new();
+        w.handshake_plain();
+        w.send(3, C, PA, CISN + 1, SISN + 1, 1448);
+        w.send(4, S, ACK, SISN + 1, CISN + 1449, 0);
+        w.send(2502, C, RST | ACK, CISN + 1449 + 2 * 1448, SISN + 1, 0);
+        assert_eq!(icmp::black_hole(w.conn()), None);
     }
 
     #[test]

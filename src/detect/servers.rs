@@ -44,6 +44,12 @@ pub struct ServerStats {
     /// Data segments re-sent in its connections, both ways.
     #[serde(default)]
     pub data_retransmits: u64,
+    /// Data segments re-sent (the connections' logged series), and of them those shown spurious
+    /// (`DataSeries::spurious`).
+    #[serde(default)]
+    pub resent_segments: u64,
+    #[serde(default)]
+    pub spurious_resends: u64,
 }
 
 impl ServerStats {
@@ -62,6 +68,8 @@ impl ServerStats {
             spoke: 0,
             packets: 0,
             data_retransmits: 0,
+            resent_segments: 0,
+            spurious_resends: 0,
         }
     }
 
@@ -93,7 +101,17 @@ fn median(values: &[i64]) -> Option<i64> {
     sorted.get(sorted.len() / 2).copied()
 }
 
+/// Spurious re-sends that show a path reorders (`ServerStats::reorders`), at least.
+pub const MIN_SPURIOUS_RESENDS: u64 = 3;
+
 impl ServerStats {
+    /// Most of its re-sent data segments were shown spurious, at least `MIN_SPURIOUS_RESENDS`:
+    /// the path reorders (RFC 3708 §3: a D-SACK for a re-sent segment shows the re-send was
+    /// spurious), and the re-sends nothing showed spurious probably were too.
+    pub fn reorders(&self) -> bool {
+        self.spurious_resends >= MIN_SPURIOUS_RESENDS && 2 * self.spurious_resends > self.resent_segments
+    }
+
     pub fn median_syn_to_synack_ns(&self) -> Option<i64> {
         median(&self.gaps.heap.iter().map(|g| g.syn_to_synack_ns).collect::<Vec<_>>())
     }
@@ -268,6 +286,10 @@ impl ServerBook {
         }
         s.packets += c.counts.iter().map(|d| d.packets).sum::<u64>();
         s.data_retransmits += c.counts.iter().map(|d| u64::from(d.data_retransmits)).sum::<u64>();
+        if let Some(log) = c.retransmits.as_deref() {
+            s.resent_segments += log.data.len() as u64;
+            s.spurious_resends += log.data.iter().filter(|d| d.spurious()).count() as u64;
+        }
         if one_syn {
             s.one_syn += 1;
             self.one_syn.add(c);
@@ -344,6 +366,8 @@ impl ServerBook {
             s.spoke += theirs.spoke;
             s.packets += theirs.packets;
             s.data_retransmits += theirs.data_retransmits;
+            s.resent_segments += theirs.resent_segments;
+            s.spurious_resends += theirs.spurious_resends;
         }
         for ip in other.clients {
             if self.clients.len() >= MAX_CLIENT_ADDRESSES {

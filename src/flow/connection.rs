@@ -156,6 +156,9 @@ pub struct Connection {
     pub retransmits: Option<Box<RetransmitLog>>,
     /// ICMP errors that answered its packets (src/flow/icmp.rs); only for connections that got one.
     pub icmp: Option<Box<IcmpLog>>,
+    /// The first bytes that vanished before the capture point; only for connections that lost some.
+    #[serde(default)]
+    pub vanished: Option<Box<Vanished>>,
     /// The IP ID and TSval of the first SYN (client) and SYN-ACK (server) when they carried
     /// timestamps: the same again is that datagram copied (`label::is_handshake_copy`).
     #[serde(default)]
@@ -298,6 +301,39 @@ pub struct DataSeries {
     /// ...and whether the peer later acknowledged the whole segment.
     #[serde(default)]
     pub acked: bool,
+    /// The original arrived: the peer acknowledged the segment before the re-send could have
+    /// reached it and its answer come back (sooner than half the round trip, seen at the capture
+    /// point, from the re-send; Linux v6.6 net/ipv4/tcp_recovery.c: tcp_rack_advance() takes
+    /// an ACK sooner than the least RTT after a re-send for the original's), or had
+    /// acknowledged it before the re-send was seen.
+    #[serde(default)]
+    pub original_arrived: bool,
+}
+
+impl DataSeries {
+    /// The re-send was not needed: the receiver got the segment twice (D-SACK) or the original
+    /// arrived (`original_arrived`). Reordering, or a timer that fired early; nothing lost.
+    pub fn spurious(&self) -> bool {
+        self.dsacked || self.original_arrived
+    }
+}
+
+/// Bytes that never reached the capture point: a segment (data, FIN or RST) came whose sequence
+/// number lies past bytes its sender was not seen to send.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Vanished {
+    pub from: Side,
+    /// The first byte missing, and the sequence number of the segment past it.
+    pub start: u32,
+    pub end: u32,
+    /// That segment, and how long its sender had been silent before it.
+    pub at: FrameRef,
+    pub time_ns: i64,
+    pub quiet_before_ns: i64,
+    /// The largest payload of the sender's that reached the capture point.
+    pub largest_through: u32,
+    /// The missing bytes came later, or the receiver acknowledged them (the capture missed them).
+    pub filled: bool,
 }
 
 /// Retransmission series of a connection (at most `MAX_SERIES` data series, `MAX_SENDS` sends each).
@@ -331,11 +367,26 @@ impl RetransmitLog {
         }
     }
 
-    /// The peer of `from` acknowledged up to `ack`: the series it covers got through.
-    pub fn acknowledged(&mut self, from: Side, ack: u32) {
+    /// The peer of `from` acknowledged up to `ack` at `time_ns`: the series it covers got
+    /// through. `round_trip_ns`: from the capture point to that peer and back (the handshake's),
+    /// if known: an ACK sooner than half of it after the latest re-send answered an earlier copy
+    /// (half: a handshake slower than the path's least round trip must not make a re-send's own
+    /// ACK look early).
+    pub fn acknowledged(&mut self, from: Side, ack: u32, time_ns: i64, round_trip_ns: Option<i64>) {
         let ack = super::seq::SeqNumber(ack);
         for series in self.data.iter_mut().filter(|d| d.from == from && !d.acked && d.last_len > 0) {
             series.acked = !ack.before(super::seq::SeqNumber(series.seq).plus(series.last_len));
+            let latest = series.sends.last().map(|s| s.time_ns);
+            if let (true, Some(latest), Some(rt)) = (series.acked, latest, round_trip_ns) {
+                series.original_arrived |= time_ns - latest < rt / 2;
+            }
+        }
+    }
+
+    /// The series of `from` at `seq` was re-sent after its peer had acknowledged it.
+    pub fn resent_after_ack(&mut self, from: Side, seq: u32) {
+        if let Some(series) = self.data.iter_mut().find(|d| d.from == from && d.seq == seq) {
+            series.original_arrived = true;
         }
     }
 
@@ -344,7 +395,7 @@ impl RetransmitLog {
         let index = match self.data.iter().position(|d| d.from == from && d.seq == seq) {
             Some(i) => i,
             None if self.data.len() < MAX_SERIES => {
-                self.data.push(DataSeries { from, seq, sends: original.into_iter().collect(), into_half_open, dsacked: false, max_len: 0, last_len: 0, peer_ack: None, acked: false });
+                self.data.push(DataSeries { from, seq, sends: original.into_iter().collect(), into_half_open, dsacked: false, max_len: 0, last_len: 0, peer_ack: None, acked: false, original_arrived: false });
                 self.data.len() - 1
             }
             None => return,
@@ -445,6 +496,7 @@ impl Connection {
             milestones: Milestones::default(),
             retransmits: None,
             icmp: None,
+            vanished: None,
             handshake_ident: [None, None],
             synack_ttl: None,
             synack_echo: None,
@@ -487,6 +539,20 @@ impl Connection {
 
     pub fn handshake_completed(&self) -> bool {
         self.handshake_ack_time_ns.get().is_some()
+    }
+
+    /// From the capture point to `side` and back, as its handshake showed it: the server's
+    /// SYN-ACK answering the SYN, or the client's ACK answering the SYN-ACK. Only a handshake
+    /// with one SYN and one SYN-ACK tells it.
+    pub fn round_trip_to(&self, side: Side) -> Option<i64> {
+        if self.syn_count != 1 || self.synack_count != 1 {
+            return None;
+        }
+        let (from, to) = match side {
+            Side::Server => (self.syn_time_ns.get()?, self.synack_time_ns.get()?),
+            Side::Client => (self.synack_time_ns.get()?, self.handshake_ack_time_ns.get()?),
+        };
+        Some(to - from).filter(|&rt| rt >= 0)
     }
 
     pub fn push(&mut self, event: Event, keep_events: bool) {

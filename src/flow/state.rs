@@ -109,6 +109,8 @@ pub struct DirectionState {
     /// This side sent two different segments with one IP ID: its ID tells no datagram from
     /// another (a packet crafter's fixed ID; RFC 6864 §4.1 lets an atomic datagram carry any).
     pub(crate) constant_id: bool,
+    /// The largest payload sent this way.
+    pub(crate) max_payload: u32,
 }
 
 /// Frames per direction whose copies are recognised after other frames came between.

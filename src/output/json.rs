@@ -619,7 +619,9 @@ pub fn icmp_value(c: &Connection) -> serde_json::Value {
 /// The connection's path MTU black hole (detect::icmp::black_hole), or null.
 pub fn black_hole_value(c: &Connection) -> serde_json::Value {
     match detect::icmp::black_hole(c) {
-        Some(h) => serde_json::json!({"from": h.from.name(), "len": h.len, "ip_len": h.ip_len, "mtu": h.mtu, "frag_needed": h.frag_needed}),
+        Some(h) => serde_json::json!({"from": h.from.name(), "len": h.len, "ip_len": h.ip_len, "mtu": h.mtu,
+                                      "frag_needed": h.frag_needed, "vanished": h.vanished,
+                                      "largest_through": h.largest_through}),
         None => serde_json::Value::Null,
     }
 }

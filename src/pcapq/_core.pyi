@@ -36,7 +36,8 @@ Fact = Literal[
     "request_acked", "request_unanswered", "client_waited", "never_connected", "queue_sign", "in_queue_window",
     "silent_host", "loopback", "synack_ignored", "rst_unprovoked", "icmp_answered", "icmp_prohibited", "icmp_no_route",
     "icmp_port_unreachable", "icmp_ttl_exceeded", "pmtu_discovered", "request_after_close", "answered_before",
-    "synack_after_ack", "answer_crossed_close", "syn_resend_spurious", "one_way", "flow_trimmed", "listener_stalled",
+    "synack_after_ack", "answer_crossed_close", "syn_resend_spurious", "one_way", "flow_trimmed", "resent_once",
+    "reordering", "listener_stalled",
 ]
 # The predictions a sign's explanations make of the capture (src/detect/checks.rs).
 CheckName = Literal[
@@ -265,8 +266,12 @@ class _Icmp(TypedDict):
 # again and never acknowledged, while smaller packets got through or an ICMP error said it was too
 # big. from: who sent it; len: its payload length; ip_len: the IP packet that carried it (headers,
 # payload, the timestamp option if in use); mtu: the MTU a router announced, or None; frag_needed:
-# an ICMP fragmentation-needed or packet-too-big error quoted it.
-_BlackHole = TypedDict("_BlackHole", {"from": _Side, "len": int, "ip_len": int, "mtu": int | None, "frag_needed": bool})
+# an ICMP fragmentation-needed or packet-too-big error quoted it. Seen from the receiver's side
+# (bytes that never arrived before a later segment did): vanished, those bytes, largest_through,
+# the largest payload of the sender's that arrived, and len the full size the handshake's MSS
+# allowed; both None otherwise.
+_BlackHole = TypedDict("_BlackHole", {"from": _Side, "len": int, "ip_len": int, "mtu": int | None, "frag_needed": bool,
+                                      "vanished": int | None, "largest_through": int | None})
 
 class _LeanConnection(TypedDict):
     """What the findings read of a connection (`Analysis.connections(lean=True)`)."""
@@ -433,6 +438,8 @@ class _ServerStats(TypedDict):
     one_syn: int
     packets: int
     data_retransmits: int
+    resent_segments: int
+    spurious_resends: int
     syn_to_synack: float | None
     synack_to_ack: float | None
 
@@ -541,7 +548,9 @@ class Analysis:
     def servers(self) -> list[_ServerStats]:
         """Per server endpoint: server, connections, outcomes, symptoms, first_time, last_time,
         answered, one_syn (connections that were one client SYN and nothing more), packets and
-        data_retransmits (of its connections, both ways, copies left out), syn_to_synack
+        data_retransmits (of its connections, both ways, copies left out), resent_segments and
+        spurious_resends (data segments re-sent, and of them those a D-SACK or an early ACK showed
+        spurious), syn_to_synack
         and synack_to_ack (median handshake gaps, seconds, or None), binned_through (None, or the
         epoch second up to which its waits and answers are counted per second: `waiting_at` and
         `answered_between` there are estimates, off by at most the connections of the second a

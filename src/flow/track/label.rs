@@ -5,7 +5,7 @@
 //! The rules for retransmissions and duplicate ACKs follow Wireshark's tcp_analyze_sequence_number()
 //! so that pcapq and Wireshark label the same frames; see docs/json.md for each event.
 
-use crate::flow::connection::{ConnState, Connection, RetransmitLog, RstFacts, Send};
+use crate::flow::connection::{ConnState, Connection, RetransmitLog, RstFacts, Send, Vanished};
 use crate::flow::event::{Detail, Event, EventKind, FrameRef, PacketRole, Side};
 use crate::flow::seq::SeqNumber;
 use crate::flow::state::{DirectionState, Flow, Sent, SentSegment};
@@ -192,6 +192,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     }
     flow.direction[me].last_sent = Some(sent);
     flow.direction[me].remember(fingerprint);
+    note_vanished(flow, conn, side, seg, &at, time_ns, my_last.map(|(_, _, t)| t));
     conn.counts[me].packets += 1;
     conn.counts[me].payload_bytes += u64::from(seg.payload_len);
     if seg.snaplen_cut {
@@ -400,6 +401,38 @@ fn note_base(conn: &mut Connection, flow: &mut Flow, side: Side, seg: &Segment) 
     }
 }
 
+/// Bytes that vanished before the capture point (`Vanished`): a data segment, FIN or RST after
+/// the handshake whose sequence number is past the highest byte its side was seen to send. Later
+/// data from that side that covers the first missing byte fills the hole.
+fn note_vanished(flow: &mut Flow, conn: &mut Connection, side: Side, seg: &Segment, at: &FrameRef, time_ns: i64, previous_ns: Option<i64>) {
+    if seg.has(flags::SYN) || !conn.handshake_completed() {
+        return;
+    }
+    let dir = &mut flow.direction[side.index()];
+    let seq = SeqNumber(seg.seq);
+    if let Some(v) = conn.vanished.as_deref_mut().filter(|v| v.from == side && !v.filled) {
+        v.largest_through = v.largest_through.max(seg.payload_len);
+        let start = SeqNumber(v.start);
+        v.filled |= seg.payload_len > 0 && !start.before(seq) && start.before(seq.plus(seg.payload_len));
+    }
+    let carries = seg.payload_len > 0 || seg.flags & (flags::FIN | flags::RST) != 0;
+    if let (true, None, Some(next)) = (carries, conn.vanished.as_ref(), dir.next_seq) {
+        if seq.after(next) {
+            conn.vanished = Some(Box::new(Vanished {
+                from: side,
+                start: next.0,
+                end: seg.seq,
+                at: *at,
+                time_ns,
+                quiet_before_ns: previous_ns.map_or(0, |t| time_ns - t),
+                largest_through: dir.max_payload.max(seg.payload_len),
+                filled: false,
+            }));
+        }
+    }
+    dir.max_payload = dir.max_payload.max(seg.payload_len);
+}
+
 /// Wireshark's keep-alive: zero or one byte at nextseq - 1, no SYN, FIN or RST.
 fn is_keep_alive(dir: &DirectionState, seg: &Segment) -> bool {
     seg.payload_len <= 1
@@ -461,6 +494,9 @@ fn sequence(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, keep_event
             let this = Send { at: pkt.at, time_ns, triggered: after_too_big };
             conn.retransmits_mut().data(side, seg.seq, original, this, into_half_open);
             conn.retransmits_mut().sized(side, seg.seq, seg.payload_len, peer_ack);
+            if acked_before {
+                conn.retransmits_mut().resent_after_ack(side, seg.seq);
+            }
         }
         conn.push(pkt.event(kind, detail), keep_events);
         PacketRole::Retransmit
@@ -513,11 +549,14 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
     if !seg.has(flags::ACK) {
         return;
     }
-    // RFC 2883 §4: a first SACK block below the ACK number reports a segment received twice; a
-    // re-send of it by the peer was spurious.
-    if let (Some((left, _)), Some(log)) = (seg.options.first_sack, conn.retransmits.as_deref_mut()) {
-        if SeqNumber(left).before(SeqNumber(seg.ack)) {
-            if let Some(series) = log.data.iter_mut().find(|d| d.from == side.other() && d.seq == left) {
+    // RFC 2883 §4: a first SACK block below the ACK number, or inside the second block, reports
+    // a segment received twice; a re-send of it by the peer was spurious (Linux v6.6
+    // net/ipv4/tcp_input.c: tcp_check_dsack(), TcpExtTCPDSACKRecv and TcpExtTCPDSACKOfoRecv).
+    if let (Some((left, right)), Some(log)) = (seg.options.first_sack, conn.retransmits.as_deref_mut()) {
+        if SeqNumber(left).before(SeqNumber(seg.ack)) || seg.options.first_sack_in_second {
+            let (left, right) = (SeqNumber(left), SeqNumber(right));
+            let inside = |seq: u32| !SeqNumber(seq).before(left) && SeqNumber(seq).before(right);
+            for series in log.data.iter_mut().filter(|d| d.from == side.other() && inside(d.seq)) {
                 series.dsacked = true;
             }
         }
@@ -554,8 +593,12 @@ fn acknowledgement(flow: &mut Flow, conn: &mut Connection, pkt: &Packet<'_>, kee
     // What the peer sent and this ACK covers needs no more attempt numbers.
     let acked = SeqNumber(seg.ack);
     flow.direction[side.other().index()].acknowledge_in_flight(acked);
+    if let Some(v) = conn.vanished.as_deref_mut().filter(|v| v.from == side.other()) {
+        v.filled |= SeqNumber(seg.ack).after(SeqNumber(v.start));
+    }
+    let round_trip = conn.round_trip_to(side);
     if let Some(log) = conn.retransmits.as_mut() {
-        log.acknowledged(side.other(), seg.ack);
+        log.acknowledged(side.other(), seg.ack, pkt.time_ns, round_trip);
     }
 }
 

@@ -5,11 +5,15 @@ dropped (or never sent) before it reaches the sender."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from pcapq.causes.cause import Always, EpisodeCause
 from pcapq.causes.context import EpisodeContext, plural, series_frame
 from pcapq.finding import Finding
 from pcapq.endpoint import parse
+
+if TYPE_CHECKING:
+    from pcapq._core import Selection, _BlackHole
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
 MATERIALITY = Always(reason=(
@@ -30,6 +34,10 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     sides = Counter(h["from"] for h in holes)
     v6 = parse(ctx.server).v6
     packet = holes[0]["ip_len"] if holes else 0
+    # Seen from the receiver's side: the full-size segments never reached the capture point.
+    vanished = [h for h in holes if h["vanished"] is not None]
+    if vanished and len(vanished) == len(holes):
+        return _vanished(ctx, hit, vanished, sides)
     reason = (
         f"{plural(len(hit), 'connection')} re-sent full-size segments ({smallest:,} bytes of payload, IP packets of "
         f"{packet:,} bytes) again and again, never acknowledged, while their smaller packets got through: "
@@ -54,6 +62,35 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     )
 
 
+def _vanished(ctx: EpisodeContext, hit: Selection, holes: list[_BlackHole], sides: Counter[str]) -> Finding:
+    """The black hole from the receiver's side: bytes that never arrived before a later, smaller
+    segment of the same sender did (its FIN, its RST as it gave up, a small tail)."""
+    full = holes[0]["len"]
+    lost = min(h["vanished"] or 0 for h in holes)
+    through = max(h["largest_through"] or 0 for h in holes)
+    reason = (
+        f"{plural(len(hit), 'connection')} lost {lost:,} bytes or more on the way: a later packet of the sender's "
+        "(its RST or FIN as it gave up, or a small segment) arrived with a sequence number past them, and they never "
+        f"came, nor were acknowledged, for a second or more. The handshake allowed segments of {full:,} bytes; "
+        + (f"none of the sender's larger than {through:,} got through" if through else
+           "nothing of the sender's with a payload got through")
+        + ": a link on the way has a smaller MTU and its 'fragmentation needed' / 'packet too big' never reached the "
+        "sender"
+    )
+    examples = ctx.examples(hit)
+    evidence = [e for c in examples for e in series_frame(c, "data", "full-size segment sent again, never acknowledged")]
+    ctx.claim(hit)
+    from_server = sides.get("server", 0) >= sides.get("client", 0)
+    return ctx.finding(CAUSE, hit, 0.8 if len(hit) > 1 else 0.7, reason, evidence,
+        rests_on=[f"{lost:,} bytes or more never arrived while a later packet of the same sender did",
+                  f"full-size segments of {full:,} bytes of payload by the handshake's MSS; the largest payload that "
+                  f"arrived: {through:,} bytes"],
+        details={"size_threshold": full, "ip_packet_size": holes[0]["ip_len"], "mtu": {}, "icmp_seen": 0,
+                 "from": dict(sides), "dont_fragment": True, "vanished": lost, "largest_through": through},
+        proxy_log=["read_timeout"] if from_server else ["send_timeout"],
+    )
+
+
 CAUSE = EpisodeCause(
     slug="mtu_black_hole",
     title="Path MTU black hole",
@@ -72,7 +109,9 @@ CAUSE = EpisodeCause(
     evidence=(
         "a data segment of at least 1,200 bytes sent three times or more and never acknowledged, while the peer had "
         "acknowledged everything before it (smaller segments got through), or while an ICMP fragmentation-needed / "
-        "packet-too-big error quoted it and it was not sent smaller"
+        "packet-too-big error quoted it and it was not sent smaller; at the receiver, a segment (data, FIN, RST) past "
+        "at least 1,200 bytes that never arrived nor were acknowledged for a second or more, after a handshake whose MSS "
+        "allowed 1,200 bytes or more, with nothing of the sender's that large getting through"
     ),
     exclusions=(
         "an ICMP too-big error followed by smaller re-sends that got through: path MTU discovery working (RFC 1191, "

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # What the path cannot have lost, or what another finding explains.
 NOT_LOSS: list[Mark] = ["queue_sign", "in_queue_window", "refused", "rejected", "silent_host", "scan_probe", "loopback",
-                        "stray_ack_reset", "icmp_answered", "mtu_black_hole", "pmtu_discovered"]
+                        "stray_ack_reset", "icmp_answered", "mtu_black_hole", "pmtu_discovered", "reordering"]
 GAVE_UP: list[Mark] = ["abandoned", "reset_by_client"]
 # What a packet that vanished between two aligned capture points cannot overrule: the queue's
 # marks it can (what made the queue look full may be this very loss: a request that vanished
@@ -122,6 +122,7 @@ CAUSE = EpisodeCause(
         "packets an ICMP error answered, and full-size segments lost to a path MTU black hole (those findings take them)",
         "segments re-sent smaller after an ICMP fragmentation-needed / packet-too-big error: path MTU discovery working "
         "(RFC 1191), not loss",
+        "segments re-sent once at a listener where most re-sends were shown spurious (D-SACK): reordering takes them",
     ),
     disproved_by=("interface and conntrack counters that did not move (`ip -s link`, `conntrack -S`)",),
     confidence="0.6 with data re-sent or a lost SYN-ACK; 0.5 with unanswered SYNs only",

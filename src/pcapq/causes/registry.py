@@ -29,6 +29,7 @@ NAMES = [
     "listen_drops",
     "syns_filtered",
     "silent_host",
+    "reordering",
     "network_loss",
     "server_closed",
     "slow_server",

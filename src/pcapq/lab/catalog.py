@@ -261,12 +261,33 @@ TWIN_SCENARIOS = (
         shipped_in=KERNEL_RUNS,
     ),
     Scenario(
+        "reordering_quarter",
+        "every 4th new data segment held 30 ms on a 20 ms RTT path, 30 connections: many spurious re-sends",
+        "The path of reordering with a quarter of the server's new data segments held back 30 ms: most "
+        "responses have a segment the server re-sends though nothing was lost; the client D-SACKs the second "
+        "copy when it can. tcpdump on the server's veth.",
+        lambda net, pcap: twin_scenarios.reordering(net, pcap, every=4, connections=30, response=20000),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "reordering_quarter_loss",
+        "twin of reordering_quarter: the same quarter of the segments dropped",
+        "The same path and load with every 4th new data segment of the server's dropped instead of held: "
+        "every re-send repairs a loss and no D-SACK comes back.",
+        lambda net, pcap: twin_scenarios.reordering(net, pcap, every=4, drop=True, connections=30, response=20000),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
         "pmtu_server_side",
         "pmtu_discovery seen from the server's veth: the full-size segments never arrive, smaller re-sends do",
         "The path of pmtu_discovery (a router whose link towards the server takes 1200-byte packets, its ICMP "
-        "reaching the client) with tcpdump on the server's veth: the client's full-size segments never get there; "
-        "the same bytes arrive in smaller segments and the request gets through.",
-        lambda net, pcap: icmp_scenarios.pmtu(net, pcap),
+        "reaching the client) with tcpdump on the server's veth, 3 connections: the client's full-size segments "
+        "never get there; the same bytes arrive in smaller segments and each request gets through.",
+        lambda net, pcap: icmp_scenarios.pmtu(net, pcap, connections=3, timeout=2.5, reset=True),
         tools=("ip", "tcpdump", "nstat"),
         network=NetnsRouted,
         capture_at="server",
@@ -275,9 +296,10 @@ TWIN_SCENARIOS = (
     Scenario(
         "mtu_black_hole_server_side",
         "twin of pmtu_server_side: the router's ICMP dropped (a black hole), seen from the server's veth",
-        "mtu_black_hole_router with tcpdump on the server's veth: the handshake and the request's small tail "
-        "arrive, its full-size segments never do, nor any smaller re-send; the client gives up.",
-        lambda net, pcap: icmp_scenarios.pmtu(net, pcap, drop_icmp="router"),
+        "mtu_black_hole_router with tcpdump on the server's veth, 3 connections: the handshakes arrive, the "
+        "requests' full-size segments never do, nor any smaller re-send; each client gives up after 2.5 s and "
+        "resets, and its RST, past every byte that vanished, arrives.",
+        lambda net, pcap: icmp_scenarios.pmtu(net, pcap, drop_icmp="router", connections=3, timeout=2.5, reset=True),
         tools=("ip", "tcpdump", "nstat", "nft"),
         client_error="TimeoutError",
         network=NetnsRouted,

@@ -123,7 +123,8 @@ PMTU_TABLE = "pcapq_pmtu"
 ROUTER_MTU = 1200
 
 
-def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = ROUTER_MTU, request: int = 20000) -> Run:
+def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = ROUTER_MTU, request: int = 20000,
+         connections: int = 1, timeout: float = 5.0, reset: bool = False) -> Run:
     """A `request`-byte request through a router whose link towards the server takes only `mtu`
     bytes. The client's and the server's veths stay at 1500, so the handshake agrees on an MSS of
     1460 and the client sends full-size segments, with DF set (Linux sets it on every TCP segment:
@@ -137,6 +138,12 @@ def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = RO
     path MTU black hole. "client": the same, dropped on the client's input, after tcpdump on its
     veth saw it (a packet socket gets it before netfilter's input hook): the capture holds errors
     its kernel never read.
+
+    `connections` sequential clients, each waiting `timeout` s for its answer; `reset`: a client
+    that times out closes with an RST (SO_LINGER 0, as HAProxy aborts a server connection): its
+    sequence number is past every byte it sent, and, small, it gets through the router, so the
+    server's side sees where the bytes that never came end. A plain close() would queue its FIN
+    behind the unacknowledged data (Linux v6.6 net/ipv4/tcp.c: tcp_send_fin()).
 
     Each run has fresh namespaces, so no path MTU learnt before (the route's cached exception,
     `ip route get` shows it) carries over."""
@@ -157,10 +164,12 @@ def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = RO
     started = time.monotonic()
     before = net.nstat(net.server_ns)
     router_before = net.nstat(net.router_ns)
-    server = start_server(net, "--count", "1", "--response", "1000", "--deadline", "15")
+    server = start_server(net, "--count", str(connections), "--response", "1000",
+                          "--deadline", str(connections * (timeout + 1) + 10))
     try:
         with net.capture(pcap, bpf=CAPTURE_FILTER, snaplen=128) as cap:
-            out = _client(net, "--count", "1", "--request", str(request), "--timeout", "5", "--deadline", "10")
+            out = _client(net, "--count", str(connections), "--request", str(request), "--timeout", str(timeout),
+                          *(("--rst-on-timeout",) if reset else ()), "--deadline", str(connections * (timeout + 1) + 5))
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.wait(1)
     finally:
@@ -170,8 +179,9 @@ def pmtu(net: NetnsPair, pcap: Path, drop_icmp: str | None = None, mtu: int = RO
     dropped = _nft_counters(net, firewall[0], PMTU_TABLE)[0] if firewall else None
     frag_fails = net.nstat(net.router_ns).get("IpFragFails", 0) - router_before.get("IpFragFails", 0)
     setup = [f"client -> router -> server; the router's link towards the server has MTU {mtu}, the client's and "
-             f"server's veths 1500; one {request:,}-byte request, a 1,000-byte response; tcpdump on the "
-             f"{net.role(net.capture_ns)}'s veth",
+             f"server's veths 1500; {connections} sequential connection{'s' if connections > 1 else ''}, each a "
+             f"{request:,}-byte request, a 1,000-byte response, read timeout {timeout:g} s"
+             + (" then an RST (SO_LINGER 0)" if reset else "") + f"; tcpdump on the {net.role(net.capture_ns)}'s veth",
              f"router: IpFragFails +{frag_fails} (segments too big to forward with DF set, each answered with ICMP "
              "fragmentation needed)" + (f"; the {drop_icmp}'s {firewall[1]} chain: `{rule}`" if firewall else "")]
     run = _run(net, pcap, out, cap, before, started, setup)
