@@ -66,7 +66,8 @@ pub fn assemble(mut m: Matcher, reads: [PointRead; 2]) -> Alignment {
     // The slowest crossing seen each way: how far from either end of the other's capture a
     // packet must be for its absence to say something.
     let slowest = fit.as_ref().map_or(0.0, |f| f.delays.iter().map(|d| d.max).fold(0.0, f64::max) * 1e9) as i64;
-    let resegmented_at = resegmented(&m);
+    let on_first_clock = |side: usize, t: i64| if side == 0 { t } else { t - offset(t) as i64 };
+    let resegmented_at = resegmented(&m, &on_first_clock, slowest + RESEGMENT_SLACK_NS);
     let mut resegmented_count = [0u64; 2];
     let mut vanished_count = [0u64; 2];
     let mut not_expected = [0u64; 2];
@@ -149,18 +150,26 @@ pub fn assemble(mut m: Matcher, reads: [PointRead; 2]) -> Alignment {
     }
 }
 
+/// How much later than the slowest crossing the other point may see the bytes of an offload
+/// segment: a 64 KB segment leaves the device in about half a millisecond at 1 Gbit/s (45 packets
+/// of 1,500 bytes).
+const RESEGMENT_SLACK_NS: i64 = 1_000_000;
+
 /// Per point, the indexes (in its `unmatched`) of the data segments whose bytes the other
 /// point saw in other segments left unmatched too, in the same connection and direction and
-/// within the window: one packet of 64 KB at the sender's point (TSO: Linux v6.6
-/// net/ipv4/tcp_output.c: tcp_write_xmit() hands the device segments up to gso_max_size) is
-/// several on the wire and at the other point, or the other way round after GRO
-/// (net/core/gro.c: dev_gro_receive()). Their sequence numbers are the same at both points (a
-/// NAT keeps them).
-fn resegmented(m: &Matcher) -> [rustc_hash::FxHashSet<usize>; 2] {
+/// at the same moment (within `window` of it, on one clock, `on_first_clock`): one packet of
+/// 64 KB at the sender's point (TSO: Linux v6.6 net/ipv4/tcp_output.c: tcp_write_xmit() hands
+/// the device segments up to gso_max_size) is several on the wire and at the other point, or
+/// the other way round after GRO (net/core/gro.c: dev_gro_receive()). Their sequence numbers are
+/// the same at both points (a NAT keeps them). The same bytes seen later, cut smaller, were sent
+/// again: the packet seen at one point only vanished (a router that could not forward a
+/// full-size packet, and the sender re-sent it smaller after the ICMP error or its timer).
+fn resegmented(m: &Matcher, on_first_clock: &dyn Fn(usize, i64) -> i64, window: i64) -> [rustc_hash::FxHashSet<usize>; 2] {
     type Key = (u32, u8);
-    // Per point, per (connection, direction): (start, end, index) of unmatched data.
+    // Per point, per (connection, direction): (start, end, index, time on the first point's
+    // clock) of unmatched data.
     let ranges = [0, 1].map(|side| {
-        let mut by: rustc_hash::FxHashMap<Key, Vec<(u64, u64, usize)>> = Default::default();
+        let mut by: rustc_hash::FxHashMap<Key, Vec<(u64, u64, usize, i64)>> = Default::default();
         for (i, u) in m.sides[side].unmatched.iter().enumerate() {
             if u.len == 0 {
                 continue;
@@ -169,7 +178,7 @@ fn resegmented(m: &Matcher) -> [rustc_hash::FxHashSet<usize>; 2] {
             // absolute ones (base + relative) are the same at both points in any case.
             let c = &m.sides[side].conns.list[u.conn as usize];
             let start = u64::from(c.base[u.dir as usize].unwrap_or(0).wrapping_add(u.seq));
-            by.entry((u.conn, u.dir as u8)).or_default().push((start, start + u64::from(u.len), i));
+            by.entry((u.conn, u.dir as u8)).or_default().push((start, start + u64::from(u.len), i, on_first_clock(side, u.time_ns)));
         }
         by
     });
@@ -179,10 +188,11 @@ fn resegmented(m: &Matcher) -> [rustc_hash::FxHashSet<usize>; 2] {
         for (&(conn, dir), list) in &ranges[side] {
             let Some(partner) = m.sides[side].partner[conn as usize] else { continue };
             let Some(theirs) = ranges[other].get(&(partner, dir)) else { continue };
-            for &(start, end, i) in list {
-                // Covered by the other point's unmatched data of the connection: merge the
-                // ranges that overlap this one, and see whether they leave a hole.
-                let mut pieces: Vec<(u64, u64)> = theirs.iter().filter(|r| r.0 < end && r.1 > start).map(|r| (r.0, r.1)).collect();
+            for &(start, end, i, t) in list {
+                // Covered by the other point's unmatched data of the connection seen at the same
+                // moment: merge the ranges that overlap this one, and see whether they leave a hole.
+                let mut pieces: Vec<(u64, u64)> =
+                    theirs.iter().filter(|r| r.0 < end && r.1 > start && (r.3 - t).abs() <= window).map(|r| (r.0, r.1)).collect();
                 pieces.sort_unstable();
                 let mut reached = start;
                 for (s, e) in pieces {

@@ -296,3 +296,24 @@ fn test_align_segments_cut_otherwise_at_one_point_are_not_vanished() {
     same(&vanished(&al), &lost);
     assert_eq!(al.resegmented, [2 * cut, cut]);
 }
+
+#[test]
+fn test_align_segments_cut_otherwise_later_at_one_point_vanished() {
+    // The server's answers reach the second point whole; the first sees the same bytes only
+    // 300 ms later, cut in two: the whole segment never got through and was sent again smaller
+    // (path MTU discovery after a router's error, or the timer), not cut by an offload.
+    let mut world = World::new(500_000_000, 0.0, false);
+    traffic(&mut world, 10, |i, n| i % 50 == 7 && n == 3);
+    let answers: Vec<Sighting> = world.a.iter().filter(|s| s.key.len == 500 && s.src.port % 10 == 0).copied().collect();
+    world.a.retain(|s| !(s.key.len == 500 && s.src.port % 10 == 0));
+    for s in &answers {
+        for (k, part) in [(0u32, 200u32), (200, 300)] {
+            let key = MatchKey { seq: s.key.seq.wrapping_add(k), len: part, ip_id: s.key.ip_id.wrapping_add(100 + k as u16), ..s.key };
+            world.a.push(Sighting { time_ns: s.time_ns + 300_000_000 + i64::from(k), key, digest: 0, ..*s });
+        }
+    }
+    world.a.sort_by_key(|s| s.time_ns);
+    let (al, _) = world.run(Options::default());
+    assert_eq!(al.resegmented, [0, 0]);
+    assert!(al.vanished[1] >= answers.len() as u64, "{:?}", al.vanished);
+}

@@ -345,6 +345,9 @@ pub struct RetransmitLog {
 }
 
 pub const MAX_SERIES: usize = 8;
+/// A round trip shorter than this tells no early ACK from a re-send's own: below a millisecond the
+/// hosts' scheduling moves an answer as much as the path does.
+pub const MIN_TIMED_ROUND_TRIP_NS: i64 = 1_000_000;
 pub const MAX_SENDS: usize = 16;
 
 impl RetransmitLog {
@@ -377,7 +380,8 @@ impl RetransmitLog {
         for series in self.data.iter_mut().filter(|d| d.from == from && !d.acked && d.last_len > 0) {
             series.acked = !ack.before(super::seq::SeqNumber(series.seq).plus(series.last_len));
             let latest = series.sends.last().map(|s| s.time_ns);
-            if let (true, Some(latest), Some(rt)) = (series.acked, latest, round_trip_ns) {
+            let round_trip = round_trip_ns.filter(|&rt| rt >= MIN_TIMED_ROUND_TRIP_NS);
+            if let (true, Some(latest), Some(rt)) = (series.acked, latest, round_trip) {
                 series.original_arrived |= time_ns - latest < rt / 2;
             }
         }
