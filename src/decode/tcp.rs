@@ -335,6 +335,8 @@ mod tests {
                     Opt::Sack(n) => {
                         expected.sack_blocks = *n;
                         expected.first_sack = Some((0, 0));
+                        // Zeroed blocks: a second one holds the first.
+                        expected.first_sack_in_second = *n >= 2;
                     }
                     Opt::Nop | Opt::Unknown(..) => {}
                 }

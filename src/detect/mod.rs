@@ -597,14 +597,15 @@ mod tests {
 
     #[test]
     fn test_data_resent_and_acked_sooner_than_a_round_trip_is_spurious_not_lost() {
-        // A 100 ms round trip: an ACK 5 ms after the re-send answered the original.
+        // Captured at the server, a 100 ms round trip to the client: an ACK 5 ms after the re-send
+        // answered the original.
         let mut w = Wire::new();
         w.send_opts(0, C, SYN, CISN, 0, 0, plain());
-        w.send_opts(100, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, plain());
         w.send(101, C, ACK, CISN + 1, SISN + 1, 0);
         w.send(102, C, PA, CISN + 1, SISN + 1, 100);
-        w.send(202, S, ACK, SISN + 1, CISN + 101, 0);
-        w.send(203, S, PA, SISN + 1, CISN + 101, 100);
+        w.send(103, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(104, S, PA, SISN + 1, CISN + 101, 100);
         w.send(330, S, PA, SISN + 1, CISN + 101, 100);
         w.send(335, C, ACK, CISN + 101, SISN + 101, 0);
         let v = w.verdict();
@@ -613,11 +614,11 @@ mod tests {
         // The same ACK a round trip after the re-send: the re-send repaired a loss.
         let mut w = Wire::new();
         w.send_opts(0, C, SYN, CISN, 0, 0, plain());
-        w.send_opts(100, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, plain());
         w.send(101, C, ACK, CISN + 1, SISN + 1, 0);
         w.send(102, C, PA, CISN + 1, SISN + 1, 100);
-        w.send(202, S, ACK, SISN + 1, CISN + 101, 0);
-        w.send(203, S, PA, SISN + 1, CISN + 101, 100);
+        w.send(103, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(104, S, PA, SISN + 1, CISN + 101, 100);
         w.send(330, S, PA, SISN + 1, CISN + 101, 100);
         w.send(431, C, ACK, CISN + 101, SISN + 101, 0);
         assert!(has(&w.verdict(), Symptom::DataRetransmitted));
