@@ -85,6 +85,21 @@ impl GiveUps {
         }
     }
 
+    /// Counts `c` as `add` does, a read give-up's delay taken from the client's first SYN
+    /// instead of its request: a client's timeout over the whole exchange (connect and answer).
+    pub fn add_after_first_syn(&mut self, c: &Connection, outcome: Outcome) {
+        if c.partial {
+            return;
+        }
+        let first_syn = syn_sends(c).first().map_or(c.first_time_ns, |s| s.time_ns);
+        let read = read_give_up_ns(c).zip(c.milestones.client_data_ns.get());
+        if let Some((delay, sent)) = read {
+            self.add_read(delay + sent - first_syn);
+        } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
+            self.add_connect(bounds);
+        }
+    }
+
     fn add_read(&mut self, delay: i64) {
         self.read_gave_up += 1;
         self.add_to_bucket(delay / BUCKET_NS, 1, delay);
