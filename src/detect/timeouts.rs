@@ -92,9 +92,11 @@ impl GiveUps {
             return;
         }
         let first_syn = syn_sends(c).first().map_or(c.first_time_ns, |s| s.time_ns);
-        let read = read_give_up_ns(c).zip(c.milestones.client_data_ns.get());
-        if let Some((delay, sent)) = read {
-            self.add_read(delay + sent - first_syn);
+        // The client's first FIN or RST: a FIN the server does not acknowledge is sent again.
+        let client_rst = c.milestones.first_rst().filter(|r| r.from == Side::Client).map(|r| r.time_ns);
+        let closed = [c.milestones.client_closed_ns.get(), client_rst].into_iter().flatten().min();
+        if let (Some(_), Some(closed)) = (read_give_up_ns(c), closed) {
+            self.add_read(closed - first_syn);
         } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
             self.add_connect(bounds);
         }

@@ -20,11 +20,13 @@ const ON_SCHEDULE_SHARE: f64 = 0.2;
 /// ...or this close to it (a timer fires a few jiffies late, a capture point adds a round trip).
 const ON_SCHEDULE_NS: i64 = 60_000_000;
 
-/// When a connection held a place on the server: from its establishment there to its answer
+/// When a connection held a place on the server: established there between `from_ns` and
+/// `settled_ns` (the same moment unless its handshake ACK was dropped), until its answer
 /// (`served`) or its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Span {
     pub from_ns: i64,
+    pub settled_ns: i64,
     pub until_ns: i64,
     pub served: bool,
 }
@@ -97,31 +99,39 @@ pub fn on_interval(seen: i64, expected: i64) -> bool {
     (seen - expected).abs() <= ((expected as f64 * ON_SCHEDULE_SHARE) as i64).max(ON_SCHEDULE_NS)
 }
 
-/// When the server took `c` as established: its handshake ACK, unless that was dropped (a
-/// SYN-ACK re-sent after it, the request re-sent into a half-open connection, or a cookie's
-/// stall); then the server's first acknowledgement of the request, or its answer.
-pub fn established_on_server(c: &Connection, symptoms: Symptoms) -> Option<i64> {
+/// When the server took `c` as established, at the earliest and at the latest: its handshake
+/// ACK, unless that was dropped (a SYN-ACK re-sent after it, the request re-sent into a
+/// half-open connection, or a cookie's stall). Then at the latest the server's first
+/// acknowledgement of the request, or its answer; at the earliest the client's answer to the
+/// last SYN-ACK re-sent before that (a bare ACK can create the connection, the request arriving
+/// with its next re-send: net/ipv4/tcp_minisocks.c: tcp_check_req()), else its handshake ACK.
+pub fn established_on_server(c: &Connection, symptoms: Symptoms) -> Option<(i64, i64)> {
     let taken_late = [Symptom::FinalAckDropped, Symptom::RequestUnacked, Symptom::SyncookieSuspected]
         .into_iter()
         .any(|s| symptoms.contains(s));
     if !taken_late {
-        return c.handshake_ack_time_ns.get();
+        let ack = c.handshake_ack_time_ns.get()?;
+        return Some((ack, ack));
     }
     let m = &c.milestones;
-    [m.client_data_acked_ns.get(), m.server_data_ns.get()].into_iter().flatten().min()
+    let latest = [m.client_data_acked_ns.get(), m.server_data_ns.get()].into_iter().flatten().min()?;
+    let synacks = c.retransmits.as_ref().map(|log| log.synack.as_slice()).unwrap_or_default();
+    let resent_before = synacks.iter().skip(1).map(|s| s.time_ns).filter(|&t| t < latest).max();
+    let earliest = resent_before.or(c.handshake_ack_time_ns.get()).unwrap_or(latest).min(latest);
+    Some((earliest, latest))
 }
 
 /// From `c`'s establishment on the server to its answer, or the server's close, or an RST, or
 /// its last packet; None when it was never established there.
 pub fn span(c: &Connection, symptoms: Symptoms) -> Option<Span> {
-    let from_ns = established_on_server(c, symptoms)?;
+    let (from_ns, settled_ns) = established_on_server(c, symptoms)?;
     let m = &c.milestones;
     let served = m.server_data_ns.get();
     let until = served
         .or(m.server_closed_ns.get())
         .or(m.first_rst().map(|r| r.time_ns))
         .unwrap_or(c.last_time_ns);
-    Some(Span { from_ns, until_ns: until.max(from_ns), served: served.is_some() })
+    Some(Span { from_ns, settled_ns, until_ns: until.max(settled_ns), served: served.is_some() })
 }
 
 /// The SYNs of `c` that no SYN-ACK answered before the client sent the next one, or at all.
@@ -194,8 +204,8 @@ impl Shown {
         }
         // A cookie SYN-ACK leaves no request behind (net/ipv4/syncookies.c).
         if let (Some(synack), false) = (c.synack_time_ns.get(), symptoms.contains(Symptom::SyncookieSuspected)) {
-            let until = span.map(|s| s.from_ns).or_else(|| self.request_end(c)).unwrap_or(c.last_time_ns);
-            self.half_open.push(Span { from_ns: synack, until_ns: until.max(synack), served: false });
+            let until = span.map(|s| s.from_ns).or_else(|| self.request_end(c)).unwrap_or(c.last_time_ns).max(synack);
+            self.half_open.push(Span { from_ns: synack, settled_ns: synack, until_ns: until, served: false });
         }
     }
 

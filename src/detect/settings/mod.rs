@@ -26,8 +26,9 @@ const MIN_COOKIELESS_DROPS: u64 = 3;
 /// order of `SETTINGS`; a setting it does not show is left out.
 pub fn infer(shown: &Shown, end_ns: i64) -> Vec<(&'static str, Estimate)> {
     let mut out = Vec::new();
-    let workers = queue::workers(&shown.spans).map(|w| w.estimate());
-    let mut backlog = queue::backlog(&shown.spans, &shown.drops, workers.as_ref());
+    let shown_workers = queue::workers(&shown.spans);
+    let workers = shown_workers.map(|w| w.estimate());
+    let mut backlog = queue::backlog(&shown.spans, &shown.drops, shown_workers.as_ref());
     if shown.unkept > 0 {
         let note = format!("from the first {} connections only", shown.spans.len());
         if let Some(b) = backlog.as_mut() {
@@ -84,11 +85,11 @@ fn syncookies(shown: &Shown, backlog: Option<&Estimate>) -> Option<Estimate> {
         Value::Count(n) => Some(n),
         _ => None,
     })?;
-    let mut froms: Vec<i64> = shown.spans.iter().map(|s| s.from_ns).collect();
+    let mut froms: Vec<i64> = shown.spans.iter().map(|s| s.settled_ns).collect();
     let mut untils: Vec<i64> = shown.spans.iter().map(|s| s.until_ns).collect();
     froms.sort_unstable();
     untils.sort_unstable();
-    let established = |t: i64| (froms.partition_point(|&f| f < t) - untils.partition_point(|&u| u < t)) as u64;
+    let established = |t: i64| froms.partition_point(|&f| f < t).saturating_sub(untils.partition_point(|&u| u < t)) as u64;
     let half_open = |t: i64| shown.half_open.iter().filter(|s| s.from_ns < t && s.until_ns >= t).count() as u64;
     let cookieless = shown
         .drops
