@@ -169,8 +169,8 @@ impl Shown {
         if c.partial {
             return;
         }
-        self.give_ups_after_request.add(c, outcome);
-        self.give_ups_after_syn.add_after_first_syn(c, outcome);
+        self.give_ups_after_request.add_seen_close(c, outcome, false);
+        self.give_ups_after_syn.add_seen_close(c, outcome, true);
         if symptoms.contains(Symptom::SyncookieSuspected) {
             self.cookies += 1;
         }
@@ -279,5 +279,42 @@ impl Shown {
         self.cookies += other.cookies;
         self.give_ups_after_request.merge(&other.give_ups_after_request);
         self.give_ups_after_syn.merge(&other.give_ups_after_syn);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+    const MS: i64 = S / 1000;
+
+    #[test]
+    fn test_on_interval_allows_timer_slack() {
+        assert!(on_interval(S + 50 * MS, S));
+        assert!(on_interval(2 * S - 300 * MS, 2 * S));
+        assert!(!on_interval(2 * S, S));
+    }
+
+    #[test]
+    fn test_syn_shape_linear_then_doubling() {
+        let shape = syn_shape(&[S, S, S, S, S, 2 * S]).unwrap();
+        assert_eq!(shape, SynShape { one_second: 5, doubled: true });
+    }
+
+    #[test]
+    fn test_syn_shape_exponential_doubles_after_the_first() {
+        assert_eq!(syn_shape(&[S, 2 * S, 4 * S]).unwrap(), SynShape { one_second: 1, doubled: true });
+    }
+
+    #[test]
+    fn test_syn_shape_cut_short_does_not_double() {
+        assert_eq!(syn_shape(&[S, S, S, S]).unwrap(), SynShape { one_second: 4, doubled: false });
+    }
+
+    #[test]
+    fn test_syn_shape_needs_two_intervals_from_one_second() {
+        assert_eq!(syn_shape(&[S]), None);
+        assert_eq!(syn_shape(&[3 * S, 6 * S]), None);
     }
 }

@@ -27,7 +27,8 @@ const MIN_COOKIELESS_DROPS: u64 = 3;
 pub fn infer(shown: &Shown, end_ns: i64) -> Vec<(&'static str, Estimate)> {
     let mut out = Vec::new();
     let shown_workers = queue::workers(&shown.spans);
-    let workers = shown_workers.map(|w| w.estimate());
+    // One at a time and nothing more is what any listener shows.
+    let workers = shown_workers.filter(|w| w.at_least > 1 || w.at_most.is_some()).map(|w| w.estimate());
     let mut backlog = queue::backlog(&shown.spans, &shown.drops, shown_workers.as_ref());
     if shown.unkept > 0 {
         let note = format!("from the first {} connections only", shown.spans.len());

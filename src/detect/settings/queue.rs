@@ -23,7 +23,7 @@ const MIN_SAMPLE: u64 = 5;
 const BEFORE_NS: i64 = 1_000_000;
 /// The workers are given as a number when the service times fit no more than this many above
 /// the fewest that explain what was seen.
-const MAX_SPREAD: u64 = 2;
+const MAX_SPREAD: u64 = 1;
 
 /// What the spans show of the workers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -200,45 +200,74 @@ impl Workers {
     }
 }
 
-/// How many connections were established for certain and unanswered at each moment the
-/// listener dropped a handshake ACK or a SYN; and whether any was a handshake ACK (the accept
-/// queue full for certain: a SYN is dropped on the path too).
-pub fn held_at_drops(spans: &[Span], drops: &[ListenDrop]) -> (bool, Vec<u64>) {
+/// A drop after which the server answered within this long found its workers busy.
+const ANSWERING_NS: i64 = 1_000_000_000;
+
+/// At one drop: the connections established for certain and unanswered, and whether the server
+/// answered one soon after (its workers were serving, not stalled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Held {
+    pub connections: u64,
+    pub answering: bool,
+}
+
+/// What the listener held at each moment it dropped a handshake ACK or a SYN, sorted; and
+/// whether any was a handshake ACK (the accept queue full for certain: a SYN is dropped on the
+/// path too).
+pub fn held_at_drops(spans: &[Span], drops: &[ListenDrop]) -> (bool, Vec<Held>) {
     let mut settled: Vec<i64> = spans.iter().map(|s| s.settled_ns).collect();
     let mut untils: Vec<i64> = spans.iter().map(|s| s.until_ns).collect();
+    let mut answers: Vec<i64> = spans.iter().filter(|s| s.served).map(|s| s.until_ns).collect();
     settled.sort_unstable();
     untils.sort_unstable();
-    let held = |t: i64| settled.partition_point(|&f| f < t).saturating_sub(untils.partition_point(|&u| u < t)) as u64;
-    let mut out: Vec<u64> = drops.iter().map(|d| held(d.time_ns)).collect();
+    answers.sort_unstable();
+    let held = |t: i64| Held {
+        connections: settled.partition_point(|&f| f < t).saturating_sub(untils.partition_point(|&u| u < t)) as u64,
+        answering: answers.get(answers.partition_point(|&a| a < t)).is_some_and(|&a| a - t <= ANSWERING_NS),
+    };
+    let mut out: Vec<Held> = drops.iter().map(|d| held(d.time_ns)).collect();
     out.sort_unstable();
     (drops.iter().any(|d| d.what == Dropped::HandshakeAck), out)
 }
 
-/// The effective backlog: the most connections held at a drop, less one, less the workers.
+/// SYN drops at a steady fullest count, this many at least, are the listener's: a full accept
+/// queue holds steady while it drops, the path's losses come at any count.
+const MIN_AT_FULLEST: usize = 3;
+
+/// The effective backlog: the most connections held at a drop, less one, less the workers when
+/// they were serving then.
 pub fn backlog(spans: &[Span], drops: &[ListenDrop], workers: Option<&Workers>) -> Option<Estimate> {
     let (acks, held) = held_at_drops(spans, drops);
-    let most = *held.last()?;
-    let (w_low, w_high) = workers.map_or((None, None), |w| (Some(w.at_least), w.at_most));
-    let full = most.checked_sub(1 + w_low.unwrap_or(0))?;
+    let most = held.last()?.connections;
+    let at_most = held.iter().filter(|h| h.connections == most).count();
+    if most == 0 || (!acks && (at_most < MIN_AT_FULLEST || 2 * at_most < held.len())) {
+        return None;
+    }
+    let busy = held.iter().any(|h| h.connections == most && h.answering);
     let dropped = if acks { "handshake ACKs and SYNs" } else { "SYNs" };
     let mut evidence = vec![format!(
         "when the listener dropped {dropped} ({} in all), it held up to {most} connections established and \
-         unanswered: backlog + 1 in the accept queue (sk_acceptq_is_full()) and one with each worker",
+         unanswered: backlog + 1 in the accept queue (sk_acceptq_is_full()) and one with each busy worker",
         held.len()
     )];
-    let low = match w_high {
-        Some(w) => most.saturating_sub(1 + w),
-        None => 0,
+    let (w_low, w_high, w_value) = match (workers, busy) {
+        (Some(w), true) => (w.at_least, w.at_most, w.number()),
+        _ => (0, None, None),
     };
-    let high = full;
-    let value = workers.and_then(|w| w.number()).map(|w| most.saturating_sub(1 + w));
-    match (w_low, w_high) {
-        (Some(lo), Some(hi)) if lo == hi => evidence.push(format!("less {}", plural(lo, "worker", "workers"))),
-        (Some(lo), Some(hi)) => evidence.push(format!("less {lo} to {hi} workers")),
-        _ => evidence.push("the workers are not known: an upper bound".into()),
+    let high = most - 1 - w_low.min(most - 1);
+    let low = w_high.map_or(0, |w| most.saturating_sub(1 + w));
+    let value = w_value.map(|w| most.saturating_sub(1 + w));
+    match (busy, w_value, w_high) {
+        (false, _, _) => evidence.push("the server answered nothing just after: its workers may not have been serving, an upper bound".into()),
+        (true, Some(w), _) => evidence.push(format!("less {}", plural(w, "worker", "workers"))),
+        (true, None, Some(hi)) => evidence.push(format!("less {w_low} to {hi} workers")),
+        (true, None, None) => evidence.push(format!("less at least {}: an upper bound", plural(w_low, "worker", "workers"))),
     }
     if !acks {
-        evidence.push("no handshake ACK was seen dropped, and SYNs lost on the path look the same: an estimate".into());
+        evidence.push(format!(
+            "no handshake ACK was seen dropped; {at_most} of the SYN drops came at that count, as a full queue's do, \
+             not at any count as a path's losses"
+        ));
     }
     let confidence = match (acks, value.is_some()) {
         (true, true) => 0.8,
@@ -246,4 +275,94 @@ pub fn backlog(spans: &[Span], drops: &[ListenDrop], workers: Option<&Workers>) 
         _ => 0.5,
     };
     Some(Estimate::count(value, Some(low), Some(high), confidence, evidence))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::settings::estimate::Value;
+
+    const MS: i64 = 1_000_000;
+
+    /// The spans of connections arriving at `arrivals` (ms) with `services` (ms, cycled), served
+    /// first come first served by `workers`.
+    fn served(workers: usize, arrivals: &[i64], services: &[i64]) -> Vec<Span> {
+        let mut free_at = vec![0i64; workers];
+        arrivals
+            .iter()
+            .zip(services.iter().cycle())
+            .map(|(&at, &service)| {
+                let (w, &free) = free_at.iter().enumerate().min_by_key(|(_, &f)| f).unwrap();
+                let start = free.max(at * MS);
+                free_at[w] = start + service * MS;
+                Span { from_ns: at * MS, settled_ns: at * MS, until_ns: start + service * MS, served: true }
+            })
+            .collect()
+    }
+
+    /// Quiet arrivals (each served alone), then a burst of 30, 2 ms apart.
+    fn quiet_then_burst() -> Vec<i64> {
+        let mut arrivals: Vec<i64> = (0..20).map(|i| i * 1000).collect();
+        arrivals.extend((0..30).map(|i| 30_000 + 2 * i));
+        arrivals
+    }
+
+    const MIX: [i64; 5] = [20, 80, 20, 300, 20];
+
+    #[test]
+    fn test_workers_burst_behind_two_workers_is_two() {
+        let w = workers(&served(2, &quiet_then_burst(), &MIX)).unwrap();
+        assert_eq!((w.at_least, w.at_most, w.number()), (2, Some(2), Some(2)), "{w:?}");
+    }
+
+    #[test]
+    fn test_workers_burst_behind_four_workers_is_four() {
+        let w = workers(&served(4, &quiet_then_burst(), &MIX)).unwrap();
+        assert_eq!(w.number(), Some(4), "{w:?}");
+    }
+
+    #[test]
+    fn test_workers_never_waiting_is_only_a_lower_bound() {
+        // One connection at a time: nothing tells how many workers there were.
+        let arrivals: Vec<i64> = (0..50).map(|i| i * 1000).collect();
+        let w = workers(&served(8, &arrivals, &MIX)).unwrap();
+        assert_eq!((w.at_least, w.at_most, w.number()), (1, None, None), "{w:?}");
+        assert_eq!(w.estimate().value, Value::Unknown);
+    }
+
+    #[test]
+    fn test_workers_overtaking_within_a_moment_is_not_counted() {
+        // Two established 0.5 ms apart, the second answered first: either may have come first.
+        let spans = [
+            Span { from_ns: 0, settled_ns: 0, until_ns: 100 * MS, served: true },
+            Span { from_ns: MS / 2, settled_ns: MS / 2, until_ns: 50 * MS, served: true },
+        ];
+        assert_eq!(workers(&spans).unwrap().at_least, 1);
+    }
+
+    #[test]
+    fn test_backlog_is_the_most_held_at_a_drop_less_one_less_the_workers() {
+        // Two workers and a backlog of 3: six connections held when the listener dropped.
+        let mut spans = served(2, &quiet_then_burst(), &MIX);
+        spans.truncate(20 + 6);
+        let drop = ListenDrop { time_ns: 30_011 * MS, what: Dropped::HandshakeAck };
+        let w = workers(&served(2, &quiet_then_burst(), &MIX)).unwrap();
+        let b = backlog(&spans, &[drop], Some(&w)).unwrap();
+        assert_eq!(b.value, Value::Count(3), "{b:?}");
+    }
+
+    #[test]
+    fn test_backlog_without_drops_is_not_shown() {
+        let spans = served(2, &quiet_then_burst(), &MIX);
+        assert!(backlog(&spans, &[], workers(&spans).as_ref()).is_none());
+    }
+
+    #[test]
+    fn test_held_counts_only_connections_established_for_certain() {
+        // Established between 0 and 10 ms (its handshake ACK dropped): not held for certain at 5 ms.
+        let spans = [Span { from_ns: 0, settled_ns: 10 * MS, until_ns: 50 * MS, served: true }];
+        let at = |ms: i64| held_at_drops(&spans, &[ListenDrop { time_ns: ms * MS, what: Dropped::Syn }]).1;
+        let count = |ms: i64| at(ms).iter().map(|h| h.connections).collect::<Vec<u64>>();
+        assert_eq!((count(5), count(20), count(60)), (vec![0], vec![1], vec![0]));
+    }
 }

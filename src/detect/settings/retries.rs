@@ -4,6 +4,7 @@
 
 use super::estimate::{plural, Estimate};
 use super::gather::{Shown, Span};
+use crate::detect::schedule::Schedule;
 
 /// A send due this long before the capture's end and not seen was not sent.
 const DUE_SLACK_NS: i64 = 500_000_000;
@@ -11,16 +12,17 @@ const DUE_SLACK_NS: i64 = 500_000_000;
 /// half of max(8, backlog) requests.
 const PRUNE_FLOOR: u64 = 8;
 
-/// Half-open requests held at `t`.
-fn half_open_at(half_open: &[Span], t: i64) -> u64 {
-    half_open.iter().filter(|s| s.from_ns < t && s.until_ns >= t).count() as u64
+/// Half-open requests held at any moment from `from` to `to`, at most (those held at some
+/// moment of it).
+fn half_open_during(half_open: &[Span], from: i64, to: i64) -> u64 {
+    half_open.iter().filter(|s| s.from_ns < to && s.until_ns >= from).count() as u64
 }
 
 /// The server's SYN-ACK retries: at least the most timer re-sends of a series; exactly those of
 /// a series that stopped with the request half-open while the capture went on past its next send
 /// (the request dropped: net/ipv4/inet_connection_sock.c: reqsk_timer_handler() gives up after
-/// max_syn_ack_retries), when the SYN queue was too short then for the handler to have lowered
-/// the retries.
+/// max_syn_ack_retries), when the SYN queue was too short, from the series' last two timers to
+/// the send due, for the handler to have lowered the retries.
 pub fn synack_retries(shown: &Shown, end_ns: i64, backlog_low: Option<u64>) -> Option<Estimate> {
     if shown.synack_series == 0 {
         return None;
@@ -36,7 +38,11 @@ pub fn synack_retries(shown: &Shown, end_ns: i64, backlog_low: Option<u64>) -> O
     let exact: Vec<u64> = shown
         .stopped
         .iter()
-        .filter(|s| s.next_due_ns + DUE_SLACK_NS < end_ns && half_open_at(&shown.half_open, s.next_due_ns) <= prune_above)
+        .filter(|s| {
+            let last_two = Schedule::Synack.interval_ns(s.resends + 1) + Schedule::Synack.interval_ns(s.resends.max(1));
+            s.next_due_ns + DUE_SLACK_NS < end_ns
+                && half_open_during(&shown.half_open, s.next_due_ns - last_two, s.next_due_ns) <= prune_above
+        })
         .map(|s| u64::from(s.resends))
         .collect();
     let low = seen.max(ran_out.iter().copied().max().unwrap_or(0));
@@ -117,4 +123,61 @@ pub fn syn_retries(shown: &Shown, linear: Option<&Estimate>) -> Option<Estimate>
         linear
     )];
     Some(Estimate::count(None, Some(low), None, 0.6, evidence))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::settings::estimate::Value;
+    use crate::detect::settings::estimate::Bound;
+    use crate::detect::settings::gather::{Stopped, SynShape};
+
+    const S: i64 = 1_000_000_000;
+
+    fn series(resends: u32, next_due_ns: i64) -> Shown {
+        Shown { synack_series: 1, synack_resends: resends, stopped: vec![Stopped { resends, next_due_ns }], ..Shown::default() }
+    }
+
+    #[test]
+    fn test_synack_retries_exact_where_a_series_ran_out_with_the_queue_short() {
+        let e = synack_retries(&series(2, 10 * S), 20 * S, None).unwrap();
+        assert_eq!((e.value, e.low, e.high), (Value::Count(2), Some(Bound::Count(2)), Some(Bound::Count(2))));
+    }
+
+    #[test]
+    fn test_synack_retries_a_lower_bound_when_the_capture_ended_first() {
+        let e = synack_retries(&series(2, 10 * S), 10 * S, None).unwrap();
+        assert_eq!((e.value, e.low, e.high), (Value::Unknown, Some(Bound::Count(2)), None));
+    }
+
+    #[test]
+    fn test_synack_retries_a_lower_bound_when_the_handler_may_have_cut_them() {
+        let mut shown = series(2, 10 * S);
+        shown.half_open = (0..6).map(|_| Span { from_ns: 0, settled_ns: 0, until_ns: 11 * S, served: false }).collect();
+        let e = synack_retries(&shown, 20 * S, None).unwrap();
+        assert_eq!((e.value, e.low, e.high), (Value::Unknown, Some(Bound::Count(2)), None));
+    }
+
+    #[test]
+    fn test_synack_retries_not_shown_without_a_series() {
+        assert!(synack_retries(&Shown::default(), 20 * S, None).is_none());
+    }
+
+    #[test]
+    fn test_syn_linear_timeouts_exact_from_the_doubling() {
+        let shown = Shown { syn_shapes: vec![(SynShape { one_second: 5, doubled: true }, 3)], ..Shown::default() };
+        let e = syn_linear_timeouts(&shown).unwrap();
+        assert_eq!(e.value, Value::Count(4));
+        // Six re-sends, four of them linear: at least two SYN retries.
+        let retries = syn_retries(&Shown { syn_resends: 6, ..shown }, Some(&e)).unwrap();
+        assert_eq!((retries.value, retries.low), (Value::Unknown, Some(Bound::Count(2))));
+    }
+
+    #[test]
+    fn test_syn_linear_timeouts_a_lower_bound_when_cut_short() {
+        let shown = Shown { syn_shapes: vec![(SynShape { one_second: 4, doubled: false }, 9)], ..Shown::default() };
+        let e = syn_linear_timeouts(&shown).unwrap();
+        assert_eq!((e.value, e.low, e.high), (Value::Unknown, Some(Bound::Count(3)), None));
+        assert!(syn_retries(&Shown { syn_resends: 4, ..shown }, Some(&e)).is_none());
+    }
 }
