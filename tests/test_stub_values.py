@@ -124,6 +124,7 @@ def analysis_values(path: Path) -> list[tuple[str, Any, Any]]:
         ("one_syn()", a.one_syn(), returns(A, "one_syn")),
         ("timeline()", a.timeline(), returns(A, "timeline")),
         ("proxy_timeouts()", a.proxy_timeouts(), returns(A, "proxy_timeouts")),
+        ("inferred_settings()", a.inferred_settings(), returns(A, "inferred_settings")),
         ("connections()", a.connections(), list[STUB._Connection]),
         ("connections(lean=True)", a.connections(lean=True), list[STUB._LeanConnection]),
     ]

@@ -50,6 +50,9 @@ pub struct ServerStats {
     pub resent_segments: u64,
     #[serde(default)]
     pub spurious_resends: u64,
+    /// What its connections show of its settings and its clients' (`settings::infer`).
+    #[serde(default)]
+    pub shown: super::settings::gather::Shown,
 }
 
 impl ServerStats {
@@ -70,6 +73,7 @@ impl ServerStats {
             data_retransmits: 0,
             resent_segments: 0,
             spurious_resends: 0,
+            shown: Default::default(),
         }
     }
 
@@ -290,6 +294,7 @@ impl ServerBook {
             s.resent_segments += log.data.len() as u64;
             s.spurious_resends += log.data.iter().filter(|d| d.spurious()).count() as u64;
         }
+        s.shown.add(c, outcome, symptoms);
         if one_syn {
             s.one_syn += 1;
             self.one_syn.add(c);
@@ -368,6 +373,7 @@ impl ServerBook {
             s.data_retransmits += theirs.data_retransmits;
             s.resent_segments += theirs.resent_segments;
             s.spurious_resends += theirs.spurious_resends;
+            s.shown.merge(theirs.shown);
         }
         for ip in other.clients {
             if self.clients.len() >= MAX_CLIENT_ADDRESSES {

@@ -85,6 +85,30 @@ impl GiveUps {
         }
     }
 
+    /// Counts `c` as `add` does, a read give-up only when its close was seen when it was made:
+    /// the request acknowledged before it and never re-sent (a FIN queued behind unacknowledged
+    /// data leaves only with its next re-send: net/ipv4/tcp.c: tcp_send_fin()); the delay to the
+    /// client's first FIN or RST, from its first SYN (`since_first_syn`: a timeout over the whole
+    /// exchange) or from its request.
+    pub fn add_seen_close(&mut self, c: &Connection, outcome: Outcome, since_first_syn: bool) {
+        if c.partial {
+            return;
+        }
+        let m = &c.milestones;
+        let client_rst = m.first_rst().filter(|r| r.from == Side::Client).map(|r| r.time_ns);
+        let closed = [m.client_closed_ns.get(), client_rst].into_iter().flatten().min();
+        let resent = c.retransmits.as_ref().is_some_and(|log| log.data.iter().any(|d| d.from == Side::Client));
+        let seen_when_made = |closed: i64| !resent && m.client_data_acked_ns.get().is_some_and(|acked| acked <= closed);
+        if read_give_up_ns(c).is_some() {
+            let from = if since_first_syn { syn_sends(c).first().map(|s| s.time_ns) } else { m.client_data_ns.get() };
+            if let (Some(closed), Some(from)) = (closed.filter(|&t| seen_when_made(t)), from) {
+                self.add_read(closed - from);
+            }
+        } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
+            self.add_connect(bounds);
+        }
+    }
+
     fn add_read(&mut self, delay: i64) {
         self.read_gave_up += 1;
         self.add_to_bucket(delay / BUCKET_NS, 1, delay);

@@ -738,6 +738,11 @@ class Analysis:
         """The proxy's timeouts inferred from when its connections gave up: "connect" and
         "read", each absent when the capture does not show it."""
 
+    def inferred_settings(self) -> dict[str, _InferredSettings]:
+        """The settings the capture shows (src/detect/settings), per listener ("ip:port",
+        "[v6]:port") that shows any: the listener, then each setting shown, in the order of
+        `_InferredSettings`; a setting the capture does not show is absent."""
+
 class _Felt(TypedDict):
     connections: int
     """Of the ids asked for, those among the records kept."""
@@ -755,6 +760,34 @@ class _Felt(TypedDict):
     threshold: float
     """The wait that is material in this capture, seconds: the largest of Linux's minimum RTO
     (200 ms) and four median handshake round trips."""
+
+class _InferredSetting(TypedDict):
+    value: int | float | bool | None
+    """The setting, or None when only a range is shown."""
+    low: int | float | None
+    """The least it can be (None: no lower bound shown)."""
+    high: int | float | None
+    """The most it can be (None: no upper bound shown)."""
+    confidence: float
+    evidence: list[str]
+    """What it rests on, in words, most telling first."""
+
+class _InferredSettings(TypedDict):
+    listener: str
+    backlog: NotRequired[_InferredSetting]
+    """The effective backlog: listen()'s after the net.core.somaxconn clamp."""
+    workers: NotRequired[_InferredSetting]
+    """How many requests the server served at once."""
+    syncookies: NotRequired[_InferredSetting]
+    """net.ipv4.tcp_syncookies on (True) or off (False)."""
+    synack_retries: NotRequired[_InferredSetting]
+    """net.ipv4.tcp_synack_retries."""
+    syn_retries: NotRequired[_InferredSetting]
+    """The clients' net.ipv4.tcp_syn_retries."""
+    syn_linear_timeouts: NotRequired[_InferredSetting]
+    """The clients' net.ipv4.tcp_syn_linear_timeouts."""
+    client_timeout_s: NotRequired[_InferredSetting]
+    """When the clients gave up on an answer, seconds."""
 
 class _ProxyTimeout(TypedDict):
     seconds: float

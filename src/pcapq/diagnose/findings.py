@@ -20,6 +20,7 @@ from pcapq.finding.capture_point import CapturePoint, infer
 from pcapq.finding.timeouts import ProxyTimeout, TimeoutKind, resolve
 
 if TYPE_CHECKING:
+    from pcapq._core import _InferredSettings
     from pcapq.evidence.section import EvidenceSection
     from pcapq.live import StdinRead
     from pcapq.two_points import TwoPointFacts
@@ -49,6 +50,10 @@ class Diagnosis:
     no_tcp: bool = False
     # What the proxy's logs and the upstream's counters say (pcapq.diagnose.weigh_evidence), when given.
     evidence: EvidenceSection | None = None
+    # The settings the capture shows, per listener that shows any (`Analysis.inferred_settings()`),
+    # and those of the listener the findings are about, or of the only one.
+    inferred_settings_by_listener: dict[str, _InferredSettings] = field(default_factory=dict)
+    inferred_settings: _InferredSettings | None = None
 
     def every_finding(self) -> list[Finding]:
         """The material findings, then the minor ones."""
@@ -72,6 +77,10 @@ class Diagnosis:
         }
         if self.evidence is not None:
             out["evidence"] = self.evidence
+        if self.inferred_settings is not None:
+            out["inferred_settings"] = self.inferred_settings
+        if len(self.inferred_settings_by_listener) > 1:
+            out["inferred_settings_by_listener"] = self.inferred_settings_by_listener
         if self.proxy_timeouts:
             out["proxy_timeouts"] = {kind: t.to_json() for kind, t in self.proxy_timeouts.items()}
         if self.interrupted is not None:
@@ -117,8 +126,11 @@ def diagnose(analysis: Analysis, proxy_timeouts: Optional[Mapping[str, float]] =
 
         for f in findings:
             f.between_points = between_points(two_points, f.connections)
+    shown = analysis.inferred_settings()
     return Diagnosis(ctx.capture_point, material, settings.sentences(problems.timings()), minor_observations=minor,
-                     proxy_timeouts=timeouts, no_tcp=analysis.summary()["tcp_segments"] == 0)
+                     proxy_timeouts=timeouts, no_tcp=analysis.summary()["tcp_segments"] == 0,
+                     inferred_settings_by_listener=shown,
+                     inferred_settings=settings.settings_shown(shown, [f.server for f in material]))
 
 
 def judge_materiality(findings: list[Finding], ctx: CaptureContext) -> tuple[list[Finding], list[Finding]]:

@@ -1,12 +1,14 @@
 """Kernel settings the retransmission timings reveal (docs/diagnosis.md, schedules), in words,
-from the core's aggregate of the problem connections' series (`Problems.timings()`)."""
+from the core's aggregate of the problem connections' series (`Problems.timings()`); and which
+listener's inferred settings (`Analysis.inferred_settings()`, src/detect/settings) a report
+shows first."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pcapq._core import Schedule, _Timings
+    from pcapq._core import Schedule, _InferredSettings, _Timings
 
 SYN_SCHEDULES: dict[Schedule, str] = {
     "syn_linear": "client SYN retries follow net.ipv4.tcp_syn_linear_timeouts=4 (1 s steps first: Linux 6.5+)",
@@ -79,3 +81,14 @@ def _first_syn_retry(seconds: float, series: int) -> str:
             f"timer (TCP_TIMEOUT_INIT): something made the client send it at once, not a timeout ({tail})"
         )
     return f"the first SYN retry came {seconds:.2f} s after the SYN ({tail})"
+
+
+def settings_shown(by_listener: dict[str, _InferredSettings], finding_servers: list[str]) -> _InferredSettings | None:
+    """The inferred settings of the listener the findings are about (the first finding's that
+    shows any), or of the only listener that shows any; None otherwise."""
+    for server in finding_servers:
+        if server in by_listener:
+            return by_listener[server]
+    if len(by_listener) == 1:
+        return next(iter(by_listener.values()))
+    return None

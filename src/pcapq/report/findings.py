@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -12,10 +13,14 @@ from rich.table import Table
 from rich.text import Text
 
 from pcapq.diagnose import Diagnosis, Finding
+from pcapq.report import inferred
 from pcapq.report.evidence import section_rows
 from pcapq.report.finding_rows import MINOR_HEADER, finding_rows, minor_rows
 
 from pcapq.causes.registry import title
+
+if TYPE_CHECKING:
+    from pcapq._core import _InferredSettings
 
 
 def finding_title(f: Finding) -> str:
@@ -138,6 +143,16 @@ def minor_table(d: Diagnosis) -> Table:
     return t
 
 
+def inferred_table(settings: _InferredSettings) -> Table:
+    """The settings the capture shows of the listener (pcapq.report.inferred)."""
+    t = Table(title=inferred.title(settings), title_justify="left", show_edge=False, pad_edge=False)
+    for name in inferred.HEADER:
+        t.add_column(name, overflow="fold")
+    for row in inferred.rows(settings):
+        t.add_row(*row)
+    return t
+
+
 def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
     parts: list[RenderableType] = []
     if d.interrupted is not None:
@@ -151,6 +166,8 @@ def render_findings(d: Diagnosis, capture_start: float | None) -> Group:
     parts.append(Text(f"Capture point: {d.capture_point.side} ({d.capture_point.reason})", style="dim"))
     for sentence in d.settings:
         parts.append(Text(f"Kernel: {sentence}", style="dim"))
+    if d.inferred_settings is not None:
+        parts.append(inferred_table(d.inferred_settings))
     evidence = section_rows(d)
     if evidence:
         table = Table.grid(padding=(0, 2))

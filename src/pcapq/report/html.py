@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional
 
 from pcapq import _core
+from pcapq.report import inferred
 from pcapq.report import timeline as tl
 from pcapq.report.finding_rows import MINOR_HEADER, finding_rows, minor_rows
 from pcapq.report.escape import html_text as h
@@ -203,6 +204,14 @@ def _findings(report: AnalyzeReport) -> list[str]:
     out.append(f'<p class="muted">Capture point: {h(d.capture_point.side)} ({h(d.capture_point.reason)})</p>')
     for sentence in d.settings:
         out.append(f'<p class="muted">Kernel: {h(sentence)}</p>')
+    if d.inferred_settings is not None:
+        head = "".join(f"<th>{h(name)}</th>" for name in inferred.HEADER)
+        body = "".join(
+            f"<tr><td>{h(setting)}</td><td>{h(value)}</td><td class=num>{h(confidence)}</td><td class=wrap>{h(rests_on)}</td></tr>"
+            for setting, value, confidence, rests_on in inferred.rows(d.inferred_settings)
+        )
+        out.append(f'<h3 id="settings">{h(inferred.title(d.inferred_settings))}</h3><table class="conns settings">'
+                   f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
     from pcapq.report.evidence import section_rows
 
     beyond = section_rows(d)

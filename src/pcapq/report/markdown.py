@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Collection, Optional
 
+from pcapq.report import inferred
 from pcapq.report import timeline as tl
 from pcapq.report.finding_rows import MINOR_HEADER, finding_rows, minor_rows
 from pcapq.report.escape import md_code, md_text
@@ -92,6 +93,10 @@ def render_analyze(report: AnalyzeReport) -> str:
     for sentence in d.settings:
         out.append(f"- Kernel: {md_text(sentence)}")
     if d.settings:
+        out.append("")
+    if d.inferred_settings is not None:
+        out += [f"## {md_text(inferred.title(d.inferred_settings))}", ""]
+        out += table(list(inferred.HEADER), [[md_text(cell) for cell in row] for row in inferred.rows(d.inferred_settings)])
         out.append("")
     evidence = section_rows(d)
     if evidence:
