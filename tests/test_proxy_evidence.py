@@ -163,3 +163,28 @@ def test_fresh_error_lines_tie_to_their_own_connections_through_the_access_log(n
     notes = [(i, n) for i, n in tie_connections(analysis, ev.logs).by_id.items() if n["file"] == error.path]
     own = sum(truth.get(serials[n["line"]] or -1) == ports[i] for i, n in notes)
     assert error.lines and own / len(error.lines) >= 0.95, (own, len(error.lines))
+
+
+# ---------------------------------------------------------------------------------------------
+# The read timeout where nginx's FINs were held back behind unacknowledged requests
+# (tests/data/read_timeout/: pcapq.lab.scenarios.nginx_php_fpm_read_timeout at 1, 3 and 5 s, each
+# beside the nginx.conf it ran with)
+
+READ_TIMEOUT_RUNS = sorted((REPO / "tests" / "data" / "read_timeout").glob("*.pcap"))
+
+
+@pytest.mark.parametrize("pcap", READ_TIMEOUT_RUNS, ids=lambda p: p.stem)
+def test_read_timeout_inferred_is_the_configured_one_or_a_range_that_holds_it(pcap: Path) -> None:
+    from pcapq.evidence.nginx_conf import read_nginx_conf
+
+    configured = read_nginx_conf(str(pcap.with_suffix(".nginx.conf"))).timeouts["read"][0]
+    inferred = pcapq.analyze([str(pcap)]).proxy_timeouts()["read"]
+    if inferred["range"] is None:
+        assert abs(inferred["seconds"] - configured) <= 0.2, inferred
+    else:
+        above, most = inferred["range"]
+        assert above < configured <= most + 0.01 and above < inferred["seconds"] <= most, inferred
+
+
+def test_read_timeout_runs_are_the_three_timeouts() -> None:
+    assert [p.stem for p in READ_TIMEOUT_RUNS] == ["read_timeout_1s", "read_timeout_3s", "read_timeout_5s"]

@@ -391,7 +391,7 @@ impl Analysis {
     /// for) and `zones[file]` (log clock minus UTC when the file says so; None: searched).
     /// `starts[i]`: when the attempt began, on the log's clock (None: not said to the
     /// millisecond); `via[i]`: the line of the same request in another file (an error line's
-    /// access line), whose connection it is tied to when its kind fits.
+    /// access line), whose connection it is tied to when its kind fits (both optional: none).
     /// Returns ties ([(line, connection id, connection index, shape, (connect, first byte),
     /// (connect agrees, first byte agrees), ambiguous with, through)]: seconds from the first
     /// SYN to the handshake's ACK and to the server's first byte, or None; whether the line's
@@ -402,14 +402,16 @@ impl Analysis {
     ///
     /// Raises:
     ///     ValueError: the arrays differ in length, a kind is unknown or an upstream is not an endpoint.
-    #[pyo3(signature = (times, files, upstreams, local_ports, timings, kinds, resolutions, zones, starts, via))]
+    #[pyo3(signature = (times, files, upstreams, local_ports, timings, kinds, resolutions, zones, starts=None, via=None))]
     #[allow(clippy::too_many_arguments)]
     fn join_log<'py>(
         &mut self, py: Python<'py>, times: Vec<f64>, files: Vec<u32>, upstreams: Vec<Option<String>>, local_ports: Vec<Option<u16>>,
         timings: Vec<(Option<f64>, Option<f64>)>, kinds: Vec<String>, resolutions: Vec<f64>, zones: Vec<Option<f64>>,
-        starts: Vec<Option<f64>>, via: Vec<Option<usize>>,
+        starts: Option<Vec<Option<f64>>>, via: Option<Vec<Option<usize>>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.settle();
+        let starts = starts.unwrap_or_else(|| vec![None; times.len()]);
+        let via = via.unwrap_or_else(|| vec![None; times.len()]);
         join::join_log(py, &self.inner, times, files, upstreams, local_ports, timings, kinds, resolutions, zones, starts, via)
     }
 

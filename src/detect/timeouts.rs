@@ -237,27 +237,22 @@ fn read_give_up_ns(c: &Connection) -> Option<(i64, bool)> {
     if !c.handshake_completed() {
         return None;
     }
-    if super::facts::answer_crossed_close(c) {
-        // The answer came too late: the client closed at its timeout, before it arrived.
-        return c.milestones.client_closed_ns.get().map(|closed| (closed - sent, false));
-    }
-    if c.milestones.server_data_ns.get().is_some() {
+    // The answer came too late: the client closed at its timeout, before it arrived.
+    if c.milestones.server_data_ns.get().is_some() && !super::facts::answer_crossed_close(c) {
         return None;
     }
     let client = &c.counts[Side::Client.index()];
-    let reset = c.milestones.first_rst().filter(|r| r.from == Side::Client);
-    let closed = c.milestones.client_closed_ns.get();
-    let (closed_at, held) = match (reset, closed) {
-        (Some(r), Some(first)) if r.time_ns <= first => (r.time_ns, false),
-        (_, Some(fin)) if client.fin => {
-            // The FIN left at once if nothing was unacknowledged before it, and not just after
-            // the ACK of a request re-sent (it had waited for that ACK).
-            let acked = c.milestones.client_data_acked_ns.get();
-            let at_once = acked.is_some_and(|a| a <= fin && !(fin - a < QUEUED_FIN_NS && client.data_retransmits > 0));
-            (fin, !at_once)
-        }
-        (Some(r), _) => (r.time_ns, false),
-        _ => return None,
+    let reset = c.milestones.first_rst().filter(|r| r.from == Side::Client).map(|r| r.time_ns);
+    let closed = c.milestones.client_closed_ns.get().or(reset)?;
+    let (closed_at, held) = if reset.is_some_and(|r| r <= closed) || !client.fin {
+        // An RST leaves at once.
+        (reset.unwrap_or(closed), false)
+    } else {
+        // The FIN left at once if nothing was unacknowledged before it, and not just after the
+        // ACK of a request re-sent (it had waited for that ACK).
+        let acked = c.milestones.client_data_acked_ns.get();
+        let at_once = acked.is_some_and(|a| a <= closed && !(closed - a < QUEUED_FIN_NS && client.data_retransmits > 0));
+        (closed, !at_once)
     };
     Some((closed_at - sent, held)).filter(|(d, _)| *d > 0)
 }
@@ -391,6 +386,29 @@ mod tests {
         assert_eq!(give_ups.read_gave_up, MAX_READ_BUCKETS as u64 + 11);
         // The bucket seen twice is the fullest; its earliest delay gives the timeout.
         assert_eq!(give_ups.read_timeout().map(|t| (t.seconds, t.connections)), Some((0.0, 3)));
+    }
+
+    #[test]
+    fn test_read_give_ups_whose_fins_were_held_give_a_range_above_the_longest_answer() {
+        // Three FINs released at 3.33 s by the ACK of the re-sent request; an answer came after
+        // 2.48 s: the timeout is above 2.48 s and at most 3.33 s.
+        let mut give_ups = GiveUps::default();
+        (0..3).for_each(|i| give_ups.add_read(3_327 * MS + i * MS, true));
+        give_ups.answered_longest = 2_477 * MS;
+        let t = give_ups.read_timeout().unwrap();
+        assert_eq!((t.seconds, t.range), (2.5, Some((2.477, 3.327))));
+        // One FIN that left at once in the cluster says the delay itself.
+        give_ups.add_read(3_302 * MS, false);
+        let t = give_ups.read_timeout().unwrap();
+        assert_eq!((t.seconds, t.range), (3.3, None));
+    }
+
+    #[test]
+    fn test_read_give_ups_all_held_without_an_answer_say_at_most() {
+        let mut give_ups = GiveUps::default();
+        (0..3).for_each(|i| give_ups.add_read(3_327 * MS + i * MS, true));
+        let t = give_ups.read_timeout().unwrap();
+        assert_eq!((t.seconds, t.range), (3.3, Some((0.0, 3.327))));
     }
 
     // ---- connect give-ups ----

@@ -663,6 +663,31 @@ mod tests {
     }
 
     #[test]
+    fn test_attempt_start_picks_the_connection_begun_then_and_says_when_it_cannot() {
+        // Two connect timeouts waiting at once, begun 20 ms apart: a line to the millisecond
+        // that says when its attempt began ties to that one; begun in the same millisecond, the
+        // tie is ambiguous with the other.
+        let mut c = [cand(0, Shape::NoHandshake, 100.0, 101.0, None), cand(1, Shape::NoHandshake, 100.02, 101.02, None)];
+        let mut l = line(102, LineKind::ConnectTimeout);
+        l.resolution_ns = 1_000_000;
+        l.time_ns = 102_020_000_000;
+        l.start_ns = Some(100_020_000_000);
+        let j = join(&[l], &c, Some(0), (100 * NS, 110 * NS));
+        assert_eq!((j.ties, j.ambiguous.get(&0).cloned()), (vec![Tie { line: 0, candidate: 1 }], None));
+        c[1].first_ns = 100_000_500_000;
+        let j = join(&[l], &c, Some(0), (100 * NS, 110 * NS));
+        assert_eq!(j.ambiguous.get(&0).map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn test_preset_ties_are_kept_and_their_connections_taken() {
+        let c = [cand(0, Shape::Refused, 100.2, 100.2, Some(100.2)), cand(1, Shape::Refused, 100.6, 100.6, Some(100.6))];
+        let lines = [line(100, LineKind::Refused), line(100, LineKind::Refused)];
+        let j = join_with(&lines, &c, Some(0), (100 * NS, 110 * NS), &[Tie { line: 1, candidate: 0 }]);
+        assert_eq!(j.ties, vec![Tie { line: 1, candidate: 0 }, Tie { line: 0, candidate: 1 }]);
+    }
+
+    #[test]
     fn test_offset_search_finds_the_time_zone() {
         let c = [cand(0, Shape::Refused, 100.2, 100.2, Some(100.2)), cand(1, Shape::Refused, 101.6, 101.6, Some(101.6))];
         let lines = [line(100 + 3600, LineKind::Refused), line(101 + 3600, LineKind::Refused)];

@@ -614,8 +614,8 @@ class Analysis:
         kinds: list[str],
         resolutions: list[float],
         zones: list[float | None],
-        starts: list[float | None],
-        via: list[int | None],
+        starts: list[float | None] | None = None,
+        via: list[int | None] | None = None,
     ) -> _LogJoin:
         """Ties log lines to the connections they describe (docs/evidence.md). Line i is at
         times[i] (epoch seconds on the log's clock, read as UTC), in file files[i], about
@@ -626,7 +626,8 @@ class Analysis:
         file: resolutions[file] (seconds a line's time stands for) and zones[file] (log clock
         minus UTC when the file says so; None: searched by quarter hours). starts[i]: when the
         attempt began on the log's clock (None: not said to the millisecond); via[i]: the line of
-        the same request in another file, whose connection line i is tied to when its kind fits.
+        the same request in another file, whose connection line i is tied to when its kind fits
+        (either list None: none).
 
         Returns: {"ties": [(line, connection id, connection index, LogShape, (connect, first
         byte), (connect agrees, first byte agrees), ambiguous with, through)] (seconds from the

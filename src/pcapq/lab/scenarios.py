@@ -921,6 +921,16 @@ def nginx_php_fpm_logs(net: NetnsPair, pcap: Path, logs: Path, requests: int = 1
                          access_logs=MS_ACCESS_LOGS, http_extra=ISO_MS_MAPS, bind_client_port=True, linger=5.0)
 
 
+def nginx_php_fpm_read_timeout(net: NetnsPair, pcap: Path, logs: Path, read_timeout: float) -> Run:
+    """nginx_php_fpm with `fastcgi_read_timeout` `read_timeout` (the connect timeout a second
+    longer) under load enough that some requests wait longer: 6 per second of the timeout, and 6
+    more, at a time, twice as many in all; the capture goes on past the load for the FINs nginx's
+    closes queued behind unacknowledged requests."""
+    concurrency = int(6 * read_timeout) + 6
+    return nginx_php_fpm(net, pcap, logs, requests=2 * concurrency, concurrency=concurrency, read_timeout=read_timeout,
+                         connect_timeout=read_timeout + 1, linger=read_timeout + 2)
+
+
 def nginx_php_fpm_max_requests(net: NetnsPair, pcap: Path, logs: Path) -> Run:
     """nginx keeping its connections to php-fpm alive for the next requests, and php-fpm's
     workers exiting after 3 requests each (pm.max_requests): a worker closes its connection
