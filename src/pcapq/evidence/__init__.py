@@ -144,7 +144,7 @@ def tie_connections(analysis: Analysis, logs: list[LogFile]) -> Ties:
 
     joinable = set(VOCABULARY["log_kinds"])
     keys = [(fi, i) for fi, log in enumerate(logs) for i, line in enumerate(log.lines) if line.kind in joinable]
-    position = {key: n for n, key in enumerate(keys)}
+    index_of = {key: n for n, key in enumerate(keys)}
     items = [(fi, logs[fi].lines[i]) for fi, i in keys]
     through = pair(logs, joinable)
     result = analysis.join_log(
@@ -157,7 +157,7 @@ def tie_connections(analysis: Analysis, logs: list[LogFile]) -> Ties:
         [log.resolution for log in logs],
         [log.zone for log in logs],
         [line.start for _, line in items],
-        [position.get(through[key]) if key in through else None for key in keys],
+        [index_of.get(through[key]) if key in through else None for key in keys],
     )
     tied_lines: set[tuple[int, int]] = set()
     by_id: dict[int, ProxyLogNote] = {}

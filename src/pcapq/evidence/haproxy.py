@@ -221,12 +221,12 @@ def session(fields: dict[str, str], servers: Optional[dict[tuple[str, str], str]
     if total is not None and total >= 0:
         timings["total"] = total / 1000
     retries = _ms(fields, "rc") or 0
-    start = None
+    connect_start = None
     if resolution < 1 and "Tw" in fields:
         waits = [_ms(fields, name) for name in (("TR", "Tw") if request_date else ("Th", "Ti", "TR", "Tw"))]
-        start = begun + sum(w for w in waits if w is not None and w > 0) / 1000
+        connect_start = begun + sum(w for w in waits if w is not None and w > 0) / 1000
     return Session(when, zone, resolution, kind, status if status and status > 0 else None, upstream, local_port,
-                   timings, max(retries, 0), start)
+                   timings, max(retries, 0), connect_start)
 
 
 def _default_fields(text: str) -> Optional[dict[str, str]]:

@@ -18,7 +18,7 @@ in quarter hours (time zones), keeping the one that pairs the most lines.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, AbstractSet, Optional
 
 if TYPE_CHECKING:
     from pcapq.evidence.logs import LogFile, LogLine
@@ -47,7 +47,7 @@ def _key(line: LogLine, offset: int) -> Key:
     return int(line.time) - offset, line.status, line.upstream
 
 
-def pair(logs: list[LogFile], joinable: set[str]) -> dict[tuple[int, int], tuple[int, int]]:
+def pair(logs: list[LogFile], joinable: AbstractSet[str]) -> dict[tuple[int, int], tuple[int, int]]:
     """(file, index in its lines) of each error line -> (file, index) of the access line of the
     same request, for the lines whose kinds are in `joinable`."""
     errors = [(fi, i, line) for fi, log in enumerate(logs) if log.format == "error"
