@@ -51,12 +51,15 @@ def run_variant(scenario: str, pcap: Path, run: Callable[[Any, Path], Any] | Non
 def nginx_lab(tmp_path_factory: pytest.TempPathFactory) -> LabResult:
     """The lab's nginx_php_fpm scenario (nginx → php-fpm with an overflowing accept queue), its
     access log also written in each of NGINX_ACCESS_LOGS's formats: ng.pcap, ng.error.log,
-    ng.access.log, ng.NAME.access.log, ng.nginx.conf, ng.nstat.txt, ng.ss.txt."""
+    ng.access.log, ng.NAME.access.log, ng.nginx.conf, ng.nstat.txt, ng.ss.txt. nginx connects
+    from its client's port, and ng.source.access.log says each request's (`$connection
+    $remote_port`): the connection each line was about."""
     from pcapq.lab import scenarios
 
     pcap = tmp_path_factory.mktemp("nginx_lab") / "ng.pcap"
     return run_variant("nginx_php_fpm", pcap, run=lambda net, pcap: scenarios.nginx_php_fpm(
-        net, pcap, pcap.with_suffix(""), access_logs=NGINX_ACCESS_LOGS))
+        net, pcap, pcap.with_suffix(""), access_logs={**NGINX_ACCESS_LOGS, "source": scenarios.MS_ACCESS_LOGS["source"]},
+        bind_client_port=True))
 
 
 # The kernel scenarios tests/test_kernel.py checks one by one, with the parameters it checks them

@@ -41,7 +41,9 @@ REAL_ONLY = {"defer_accept", "reuseport_stuck_listener", "firewall_drop", "tfo_f
              # An upstream that closes before answering (tests/test_verdicts.py crafts the outcomes).
              "nginx_php_fpm_killed", "keepalive_race", "nginx_php_fpm_max_requests",
              # Issue 28: HAProxy in front of an overflowing accept queue, with its log.
-             "haproxy_overflow", "haproxy_http_overflow"}
+             "haproxy_overflow", "haproxy_http_overflow",
+             # Proxy logs on real configurations: two HAProxy frontends, nginx's logs to the millisecond.
+             "haproxy_frontends", "nginx_php_fpm_logs"}
 
 
 def crafted_names() -> list[str]:

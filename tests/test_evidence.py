@@ -603,7 +603,7 @@ def test_haproxy_cfg_gives_format_servers_and_timeouts(tmp_path: Path) -> None:
         "backend app\n    server a1 10.0.0.2:9000 check\n    server a2 [fd00::2]:9000\n    server a3 app3.internal:9000\n"
     )
     got = read_haproxy_cfg(str(cfg))
-    assert got.custom_format() == "%ci:%cp [%tr] %b/%s %ts %bi:%bp"
+    assert got.custom_formats() == ["%ci:%cp [%tr] %b/%s %ts %bi:%bp"]
     assert got.servers == {("app", "a1"): "10.0.0.2:9000", ("app", "a2"): "[fd00::2]:9000"}
     assert got.timeouts == {"connect": (5.0, "timeout connect 5000"), "read": (30.0, "timeout server 30s")}
 

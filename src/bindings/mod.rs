@@ -414,23 +414,30 @@ impl Analysis {
     /// None: a connection whose own differ is tied only when no other fits), of kind `kinds[i]`
     /// (`VOCABULARY["log_kinds"]`). Per file: `resolutions[file]` (seconds a line's time stands
     /// for) and `zones[file]` (log clock minus UTC when the file says so; None: searched).
+    /// `starts[i]`: when the attempt began, on the log's clock (None: not said to the
+    /// millisecond); `via[i]`: the line of the same request in another file (an error line's
+    /// access line), whose connection it is tied to when its kind fits (both optional: none).
     /// Returns ties ([(line, connection id, connection index, shape, (connect, first byte),
-    /// (connect agrees, first byte agrees))]: seconds from the first SYN to the handshake's ACK
-    /// and to the server's first byte, or None; whether the line's timings agree with them, or
-    /// None), files ([{ties, zone,
+    /// (connect agrees, first byte agrees), ambiguous with, through)]: seconds from the first
+    /// SYN to the handshake's ACK and to the server's first byte, or None; whether the line's
+    /// timings agree with them, or None; the ids of the connections the line fits as well;
+    /// the line it was tied through, or None), files ([{ties, through, zone,
     /// zone_searched, skew, skew_pairs}]), silent ({shape: {count, ids}}: failed connections
     /// no line describes) and capture ((first, last) epoch seconds).
     ///
     /// Raises:
     ///     ValueError: the arrays differ in length, a kind is unknown or an upstream is not an endpoint.
-    #[pyo3(signature = (times, files, upstreams, local_ports, timings, kinds, resolutions, zones))]
+    #[pyo3(signature = (times, files, upstreams, local_ports, timings, kinds, resolutions, zones, starts=None, via=None))]
     #[allow(clippy::too_many_arguments)]
     fn join_log<'py>(
         &mut self, py: Python<'py>, times: Vec<f64>, files: Vec<u32>, upstreams: Vec<Option<String>>, local_ports: Vec<Option<u16>>,
         timings: Vec<(Option<f64>, Option<f64>)>, kinds: Vec<String>, resolutions: Vec<f64>, zones: Vec<Option<f64>>,
+        starts: Option<Vec<Option<f64>>>, via: Option<Vec<Option<usize>>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.settle();
-        join::join_log(py, &self.inner, times, files, upstreams, local_ports, timings, kinds, resolutions, zones)
+        let starts = starts.unwrap_or_else(|| vec![None; times.len()]);
+        let via = via.unwrap_or_else(|| vec![None; times.len()]);
+        join::join_log(py, &self.inner, times, files, upstreams, local_ports, timings, kinds, resolutions, zones, starts, via)
     }
 
     /// Adds fields to connections in the JSON document: `notes` maps a connection id to a JSON
@@ -604,8 +611,9 @@ impl Analysis {
 
     /// The proxy's timeouts inferred from when its connections gave up (src/detect/timeouts.rs):
     /// {"connect": {...}, "read": {...}}, a kind absent when the capture does not show it; each
-    /// with seconds, connections (that gave up at it), gave_up (in all) and measured (False:
-    /// bounded by the SYNs around it and rounded to a whole second, a guess).
+    /// with seconds, connections (that gave up at it), gave_up (in all), measured (False:
+    /// bounded by the SYNs around it and rounded to a whole second, a guess) and range ((above,
+    /// at most) seconds where every give-up's FIN was held back behind its request, else None).
     fn proxy_timeouts<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.settle();
         let inferred = self.inner.census().give_ups.infer();
@@ -617,6 +625,7 @@ impl Analysis {
             one.set_item("connections", t.connections)?;
             one.set_item("gave_up", t.gave_up)?;
             one.set_item("measured", t.measured)?;
+            one.set_item("range", t.range)?;
             d.set_item(kind, one)?;
         }
         Ok(d)

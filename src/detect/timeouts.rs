@@ -7,12 +7,19 @@
 //! its record was kept.
 //!
 //! - **read**: the handshake completed, the client sent data, the server sent none, and the
-//!   client closed (FIN or RST). The delay runs from the client's first data to its last
-//!   packet (its FIN, or RST, and the answer to it). Delays are put in `BUCKET_NS` buckets; the
-//!   fullest bucket and its two neighbours are the cluster. A timer fires at its deadline or
-//!   later (a loaded proxy runs it tens of milliseconds late), never early, so the timeout is
-//!   the cluster's earliest delay rounded down to a tenth of a second, after `EARLY_SLACK_NS`
-//!   for the capture seeing the request a little after the proxy started its timer.
+//!   client closed (FIN or RST). The delay runs from the client's first data to what the proxy
+//!   did first: its RST, or its FIN. An RST leaves at once, and so does a FIN with nothing
+//!   unacknowledged before it; a FIN queued behind an unacknowledged request leaves only once
+//!   the kernel may send it (the request acknowledged: tcp_write_xmit() sends nothing past the
+//!   congestion window a retransmission timeout shrank to one segment), so its delay is only
+//!   an upper bound. Delays are put in `BUCKET_NS` buckets; the fullest bucket and its two
+//!   neighbours are the cluster. A timer fires at its deadline or later (a loaded proxy runs it
+//!   tens of milliseconds late), never early, so the timeout is the cluster's earliest delay
+//!   rounded down to a tenth of a second, after `EARLY_SLACK_NS` for the capture seeing the
+//!   request a little after the proxy started its timer. When every FIN of the cluster was held
+//!   back, the timeout is a range: above the longest the proxy waited for an answer that came
+//!   (it had not given up then), at most the cluster's earliest delay; it is said as the lower
+//!   end, the tenth above that longest wait.
 //! - **connect**: connect() giving up leaves no packet: the client stops re-sending its SYN
 //!   before its schedule ran out (outcome abandoned, never a SYN-ACK answered), after re-sending
 //!   it at least once (a lone SYN is a scan or a flood as often as a connect()). Each such
@@ -35,6 +42,8 @@ const DUE_SLACK_NS: i64 = 50_000_000;
 const MIN_CONNECTIONS: usize = 2;
 /// A read give-up seen this much before a tenth of a second still counts as on it.
 const EARLY_SLACK_NS: i64 = 5_000_000;
+/// A FIN this soon after the ACK of a re-sent request had waited for it in the send queue.
+const QUEUED_FIN_NS: i64 = 500_000_000;
 /// Connect timeouts are looked for up to this many seconds.
 const MAX_CONNECT_S: i64 = 600;
 /// Read delays kept in this many buckets at most; a give-up in a bucket not yet seen past it is
@@ -51,6 +60,8 @@ pub struct Inferred {
     pub gave_up: usize,
     /// The delay was seen (read) rather than bounded and rounded (connect).
     pub measured: bool,
+    /// Where the capture cannot tell the delay (every FIN held back): (above, at most) seconds.
+    pub range: Option<(f64, f64)>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -67,6 +78,13 @@ pub struct GiveUps {
     /// Per bucket of read delay: give-ups, and the earliest delay among them.
     read: BTreeMap<i64, (u64, i64)>,
     read_gave_up: u64,
+    /// Per bucket of read delay: the earliest delay of a give-up whose FIN was not held back
+    /// (its delay is the give-up's own), where there is one.
+    #[serde(default)]
+    read_shown: BTreeMap<i64, i64>,
+    /// The longest a connection waited from its request to an answer that came before it closed.
+    #[serde(default)]
+    answered_longest: i64,
     /// Index s (1 to `MAX_CONNECT_S`): connect give-ups whose bounds hold the second s.
     connect_at: Vec<u64>,
     connect_gave_up: u64,
@@ -78,8 +96,10 @@ impl GiveUps {
         if c.partial {
             return;
         }
-        if let Some(delay) = read_give_up_ns(c) {
-            self.add_read(delay);
+        if let Some((delay, held)) = read_give_up_ns(c) {
+            self.add_read(delay, held);
+        } else if let Some(waited) = answered_after_ns(c) {
+            self.answered_longest = self.answered_longest.max(waited);
         } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
             self.add_connect(bounds);
         }
@@ -102,16 +122,22 @@ impl GiveUps {
         if read_give_up_ns(c).is_some() {
             let from = if since_first_syn { syn_sends(c).first().map(|s| s.time_ns) } else { m.client_data_ns.get() };
             if let (Some(closed), Some(from)) = (closed.filter(|&t| seen_when_made(t)), from) {
-                self.add_read(closed - from);
+                self.add_read(closed - from, false);
             }
         } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
             self.add_connect(bounds);
         }
     }
 
-    fn add_read(&mut self, delay: i64) {
+    /// A read give-up `delay` after the request; `held`: its FIN waited for the request's ACK,
+    /// so the give-up was at most `delay`.
+    fn add_read(&mut self, delay: i64, held: bool) {
         self.read_gave_up += 1;
         self.add_to_bucket(delay / BUCKET_NS, 1, delay);
+        if !held && self.read.contains_key(&(delay / BUCKET_NS)) {
+            let shown = self.read_shown.entry(delay / BUCKET_NS).or_insert(delay);
+            *shown = (*shown).min(delay);
+        }
     }
 
     /// `n` give-ups in `bucket`, the earliest after `earliest`; none past `MAX_READ_BUCKETS`.
@@ -152,6 +178,13 @@ impl GiveUps {
         for (&bucket, &(n, earliest)) in &other.read {
             self.add_to_bucket(bucket, n, earliest);
         }
+        for (&bucket, &delay) in &other.read_shown {
+            if self.read.contains_key(&bucket) {
+                let shown = self.read_shown.entry(bucket).or_insert(delay);
+                *shown = (*shown).min(delay);
+            }
+        }
+        self.answered_longest = self.answered_longest.max(other.answered_longest);
         self.read_gave_up += other.read_gave_up;
         if !other.connect_at.is_empty() {
             for (mine, theirs) in self.connect_counts().iter_mut().zip(&other.connect_at) {
@@ -186,8 +219,23 @@ impl GiveUps {
         if connections < MIN_CONNECTIONS as u64 {
             return None;
         }
-        let tenths = (earliest + EARLY_SLACK_NS) / (SECOND / 10);
-        Some(Inferred { seconds: tenths as f64 / 10.0, connections: connections as usize, gave_up: self.read_gave_up as usize, measured: true })
+        let shown = self.read_shown.range(best.1 - 1..=best.1 + 1).map(|(_, &d)| d).min();
+        let tenth = SECOND / 10;
+        let inferred = |seconds: i64, range: Option<(f64, f64)>| Inferred {
+            seconds: seconds as f64 / 10.0,
+            connections: connections as usize,
+            gave_up: self.read_gave_up as usize,
+            measured: true,
+            range,
+        };
+        if let Some(shown) = shown {
+            return Some(inferred((shown + EARLY_SLACK_NS) / tenth, None));
+        }
+        // Every FIN held back: the give-up came after the longest wait answered, by the
+        // earliest held FIN.
+        let above = Some(self.answered_longest).filter(|&w| w > 0 && w < earliest).unwrap_or(0);
+        let seconds = if above > 0 { above / tenth + 1 } else { (earliest + EARLY_SLACK_NS) / tenth };
+        Some(inferred(seconds.min((earliest + EARLY_SLACK_NS) / tenth), Some((above as f64 / 1e9, earliest as f64 / 1e9))))
     }
 
     /// `connect_timeout` over the counts per second: the first second held by most bounds.
@@ -202,30 +250,47 @@ impl GiveUps {
             }
         }
         let s = best?;
-        (best_n >= MIN_CONNECTIONS as u64).then_some(Inferred { seconds: s as f64, connections: best_n as usize, gave_up: self.connect_gave_up as usize, measured: false })
+        (best_n >= MIN_CONNECTIONS as u64).then_some(Inferred { seconds: s as f64, connections: best_n as usize, gave_up: self.connect_gave_up as usize, measured: false, range: None })
     }
 }
 
-fn read_give_up_ns(c: &Connection) -> Option<i64> {
+/// The delay from the client's request to its give-up, and whether its FIN was held back behind
+/// the unacknowledged request (the delay is then an upper bound).
+fn read_give_up_ns(c: &Connection) -> Option<(i64, bool)> {
     let sent = c.milestones.client_data_ns.get()?;
     if !c.handshake_completed() {
         return None;
     }
-    if super::facts::answer_crossed_close(c) {
-        // The answer came too late: the client closed at its timeout, before it arrived.
-        return c.milestones.client_closed_ns.get().map(|closed| closed - sent);
-    }
-    if c.milestones.server_data_ns.get().is_some() {
+    // The answer came too late: the client closed at its timeout, before it arrived.
+    if c.milestones.server_data_ns.get().is_some() && !super::facts::answer_crossed_close(c) {
         return None;
     }
     let client = &c.counts[Side::Client.index()];
-    let reset = c.milestones.first_rst().filter(|r| r.from == Side::Client);
-    let closed_at = match reset {
-        Some(r) => r.time_ns,
-        None if client.fin => c.last_time_ns,
-        None => return None,
+    let reset = c.milestones.first_rst().filter(|r| r.from == Side::Client).map(|r| r.time_ns);
+    let closed = c.milestones.client_closed_ns.get().or(reset)?;
+    let (closed_at, held) = if reset.is_some_and(|r| r <= closed) || !client.fin {
+        // An RST leaves at once.
+        (reset.unwrap_or(closed), false)
+    } else {
+        // The FIN left at once if nothing was unacknowledged before it, and not just after the
+        // ACK of a request re-sent (it had waited for that ACK).
+        let acked = c.milestones.client_data_acked_ns.get();
+        let at_once = acked.is_some_and(|a| a <= closed && !(closed - a < QUEUED_FIN_NS && client.data_retransmits > 0));
+        (closed, !at_once)
     };
-    Some(closed_at - sent).filter(|d| *d > 0)
+    Some((closed_at - sent, held)).filter(|(d, _)| *d > 0)
+}
+
+/// How long the client waited for an answer that came before it closed: a read timeout is at
+/// least this long.
+fn answered_after_ns(c: &Connection) -> Option<i64> {
+    let sent = c.milestones.client_data_ns.get()?;
+    let answered = c.milestones.server_data_ns.get()?;
+    if !c.handshake_completed() || super::facts::answer_crossed_close(c) {
+        return None;
+    }
+    let closed = c.milestones.client_closed_ns.get();
+    (answered > sent && closed.is_none_or(|closed| answered <= closed)).then_some(answered - sent)
 }
 
 /// (lower, upper) bounds of the delay after the first SYN at which the client gave up.
@@ -256,7 +321,7 @@ mod tests {
 
     fn reads(delays: &[i64]) -> Option<Inferred> {
         let mut give_ups = GiveUps::default();
-        delays.iter().for_each(|&d| give_ups.add_read(d));
+        delays.iter().for_each(|&d| give_ups.add_read(d, false));
         give_ups.read_timeout()
     }
 
@@ -321,8 +386,8 @@ mod tests {
             let mut whole = GiveUps::default();
             let mut parts = [GiveUps::default(), GiveUps::default()];
             for (i, &d) in delays.iter().enumerate() {
-                whole.add_read(d);
-                parts[usize::from(i >= split)].add_read(d);
+                whole.add_read(d, i % 3 == 0);
+                parts[usize::from(i >= split)].add_read(d, i % 3 == 0);
             }
             for (i, &b) in bounds.iter().enumerate() {
                 whole.add_connect(b);
@@ -338,13 +403,36 @@ mod tests {
     fn test_read_buckets_are_bounded() {
         let mut give_ups = GiveUps::default();
         for i in 0..(MAX_READ_BUCKETS as i64 + 10) {
-            give_ups.add_read((i + 1) * BUCKET_NS);
+            give_ups.add_read((i + 1) * BUCKET_NS, false);
         }
-        give_ups.add_read(BUCKET_NS + 1);
+        give_ups.add_read(BUCKET_NS + 1, false);
         assert_eq!(give_ups.read.len(), MAX_READ_BUCKETS);
         assert_eq!(give_ups.read_gave_up, MAX_READ_BUCKETS as u64 + 11);
         // The bucket seen twice is the fullest; its earliest delay gives the timeout.
         assert_eq!(give_ups.read_timeout().map(|t| (t.seconds, t.connections)), Some((0.0, 3)));
+    }
+
+    #[test]
+    fn test_read_give_ups_whose_fins_were_held_give_a_range_above_the_longest_answer() {
+        // Three FINs released at 3.33 s by the ACK of the re-sent request; an answer came after
+        // 2.48 s: the timeout is above 2.48 s and at most 3.33 s.
+        let mut give_ups = GiveUps::default();
+        (0..3).for_each(|i| give_ups.add_read(3_327 * MS + i * MS, true));
+        give_ups.answered_longest = 2_477 * MS;
+        let t = give_ups.read_timeout().unwrap();
+        assert_eq!((t.seconds, t.range), (2.5, Some((2.477, 3.327))));
+        // One FIN that left at once in the cluster says the delay itself.
+        give_ups.add_read(3_302 * MS, false);
+        let t = give_ups.read_timeout().unwrap();
+        assert_eq!((t.seconds, t.range), (3.3, None));
+    }
+
+    #[test]
+    fn test_read_give_ups_all_held_without_an_answer_say_at_most() {
+        let mut give_ups = GiveUps::default();
+        (0..3).for_each(|i| give_ups.add_read(3_327 * MS + i * MS, true));
+        let t = give_ups.read_timeout().unwrap();
+        assert_eq!((t.seconds, t.range), (3.3, Some((0.0, 3.327))));
     }
 
     // ---- connect give-ups ----

@@ -30,6 +30,11 @@ pub const AFTER_END_NS: i64 = 300 * NS;
 pub const ZONE_STEP_NS: i64 = 15 * 60 * NS;
 /// The largest time-zone offset searched (UTC-12 to UTC+14).
 pub const ZONE_MAX_NS: i64 = 14 * 3600 * NS;
+/// Two connections a line fits whose distances from what the line says differ by less than its
+/// resolution and this are the same to the log.
+pub const SAME_NS: i64 = 2_000_000;
+/// The connections a tie is ambiguous with, kept.
+pub const AMBIGUOUS_KEPT: usize = 5;
 
 crate::slugs::slug_enum! {
     /// What a log line says happened.
@@ -63,7 +68,7 @@ crate::slugs::slug_enum! {
 
 impl LineKind {
     /// The connection shapes a line of this kind can describe.
-    fn fits(self, shape: Shape) -> bool {
+    pub fn fits(self, shape: Shape) -> bool {
         match self {
             LineKind::ConnectTimeout => matches!(shape, Shape::NoHandshake | Shape::ClosedAtConnect),
             LineKind::ReadTimeout | LineKind::SendTimeout => shape == Shape::Unanswered,
@@ -244,6 +249,10 @@ pub struct Line {
     /// `%Tc + %Tr`): a connection whose own times differ is tied only when no other fits.
     pub connect_ns: Option<i64>,
     pub header_ns: Option<i64>,
+    /// When the attempt began (the proxy's connect()), on the log's clock, when the line says
+    /// it to the millisecond (an access line's time less `$request_time`; HAProxy's date plus
+    /// `%TR` and `%Tw`): set against the connection's first SYN.
+    pub start_ns: Option<i64>,
     pub kind: LineKind,
 }
 
@@ -272,6 +281,9 @@ pub struct Tie {
 #[derive(Clone, Debug, Default)]
 pub struct Join {
     pub ties: Vec<Tie>,
+    /// Per tied line: the other connections the line fits as well as the one it is tied to (the
+    /// log cannot tell them apart), at most `AMBIGUOUS_KEPT`.
+    pub ambiguous: rustc_hash::FxHashMap<usize, Vec<usize>>,
     /// Log clock minus capture clock, the time-zone part.
     pub zone_ns: i64,
     /// The rest: the median distance between a tied line's second and the packet that shows
@@ -336,15 +348,63 @@ fn exact(
     best.map(|(_, ci)| ci)
 }
 
-/// Ties lines to candidates for one clock offset (log minus capture). Lines in time order.
-fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64) -> Vec<Tie> {
+/// What a line says against a candidate; the smallest wins, field by field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Fit {
+    /// The proxy's timings contradicted, or a shape that fits only when nothing else does.
+    penalty: i64,
+    /// How much further than the line's resolution its first SYN is from when the line says the
+    /// attempt began.
+    mismatch: i64,
+    /// From the packet that shows the moment to the middle of the line's second; where no packet
+    /// shows it, after every shown one, in the order the connections began waiting.
+    distance: i64,
+    /// Only that order tells it from others.
+    by_order: bool,
+}
+
+fn fit(line: &Line, c: &Candidate, start: i64, stop: i64, offset_ns: i64, base: i64) -> Fit {
+    let mismatch = line.start_ns.map_or(0, |s| ((c.first_ns - (s - offset_ns)).abs() - line.resolution_ns - SAME_NS).max(0));
+    let (distance, by_order) = match c.end_ns {
+        Some(end) => ((end - (start + stop) / 2).abs(), false),
+        // A proxy's timeouts expire in the order they were set (nginx's timer tree, HAProxy's
+        // task queue): the earliest set first, a connect's at its first SYN, a read's at the
+        // request.
+        None => {
+            let set = if matches!(c.shape, Shape::NoHandshake | Shape::ClosedAtConnect) { c.first_ns } else { c.earliest_ns };
+            (NS * 3600 + (set - base).max(0) / 1000, true)
+        }
+    };
+    let penalty = line.timings_differ(c) * NS * 7200
+        // A handshake completed as the client closed is a connect timeout's only when no
+        // connection without one fits (a health check also connects and closes).
+        + i64::from(c.shape == Shape::ClosedAtConnect) * NS * 7200;
+    Fit { penalty, mismatch, distance, by_order }
+}
+
+/// Ties lines to candidates for one clock offset (log minus capture). Lines in time order;
+/// `preset` (line, candidate): ties already made (through another file's line of the same request).
+fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64, preset: &[Tie]) -> (Vec<Tie>, rustc_hash::FxHashMap<usize, Vec<usize>>) {
     let base = candidates.iter().map(|c| c.earliest_ns).min().unwrap_or(0);
     let mut taken = vec![false; candidates.len()];
     let mut groups = groups(candidates);
     let by_port = by_client_port(candidates);
     let mut ties = Vec::new();
+    let mut ambiguous: rustc_hash::FxHashMap<usize, Vec<usize>> = Default::default();
+    let mut done = vec![false; lines.len()];
+    for t in preset {
+        if let (Some(x), Some(d)) = (taken.get_mut(t.candidate), done.get_mut(t.line)) {
+            if !*x && !*d {
+                (*x, *d) = (true, true);
+                ties.push(*t);
+            }
+        }
+    }
     for &li in order {
         let Some(line) = lines.get(li) else { continue };
+        if done.get(li).copied().unwrap_or(true) {
+            continue;
+        }
         let start = line.time_ns - offset_ns;
         let stop = start + line.resolution_ns;
         if let Some(port) = line.local_port {
@@ -356,7 +416,8 @@ fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64
             }
             continue;
         }
-        let mut best: Option<(i64, usize)> = None;
+        // Every candidate the line fits: (its fit, its index).
+        let mut fitting: Vec<(Fit, usize)> = Vec::new();
         for g in groups.iter_mut() {
             if !line.kind.fits(g.shape) || line.upstream.is_some_and(|u| u != g.server) {
                 continue;
@@ -378,34 +439,45 @@ fn tie(lines: &[Line], order: &[usize], candidates: &[Candidate], offset_ns: i64
                 if taken.get(ci).copied().unwrap_or(true) || c.latest_ns < start - SLACK_NS {
                     continue;
                 }
-                let score = match c.end_ns {
-                    // The packet that shows the moment, closest to the middle of the line's second.
-                    Some(end) => (end - (start + stop) / 2).abs(),
-                    // Not shown: the earliest waiting first (a proxy's timeouts expire in the
-                    // order they were set).
-                    None => NS * 3600 + (c.earliest_ns - base).max(0) / 1000,
-                } + line.timings_differ(c) * NS * 7200
-                    // A handshake completed as the client closed is a connect timeout's only when
-                    // no connection without one fits (a health check also connects and closes).
-                    + i64::from(c.shape == Shape::ClosedAtConnect) * NS * 7200;
-                if best.is_none_or(|(s, _)| score < s) {
-                    best = Some((score, ci));
-                }
+                fitting.push((fit(line, c, start, stop, offset_ns, base), ci));
             }
         }
-        if let Some((_, ci)) = best {
-            if let Some(t) = taken.get_mut(ci) {
-                *t = true;
-            }
-            ties.push(Tie { line: li, candidate: ci });
+        // The best fit, the first found of equals.
+        let Some(&(best_fit, best)) = fitting.iter().enumerate().min_by_key(|(at, (f, _))| (*f, *at)).map(|(_, f)| f) else {
+            continue;
+        };
+        if let Some(t) = taken.get_mut(best) {
+            *t = true;
+        }
+        ties.push(Tie { line: li, candidate: best });
+        // The others the log cannot tell from it: the same penalties, and the same distances
+        // within the line's resolution, or only the order between them.
+        let close = |a: i64, b: i64| (a - b).abs() <= line.resolution_ns + SAME_NS;
+        let same: Vec<usize> = fitting
+            .iter()
+            .filter(|(f, ci)| {
+                *ci != best && f.penalty == best_fit.penalty && close(f.mismatch, best_fit.mismatch)
+                    && (f.by_order && best_fit.by_order || !f.by_order && !best_fit.by_order && close(f.distance, best_fit.distance))
+            })
+            .map(|(_, ci)| *ci)
+            .take(AMBIGUOUS_KEPT)
+            .collect();
+        if !same.is_empty() {
+            ambiguous.insert(li, same);
         }
     }
-    ties
+    (ties, ambiguous)
 }
 
 /// Joins one file's lines. `zone_ns`: the offset when the file says its time zone; otherwise
 /// searched. Candidates in order of first packet.
 pub fn join(lines: &[Line], candidates: &[Candidate], zone_ns: Option<i64>, capture: (i64, i64)) -> Join {
+    join_with(lines, candidates, zone_ns, capture, &[])
+}
+
+/// `join`, with `preset` ties made before the others (an error line tied through the access
+/// line of its request).
+pub fn join_with(lines: &[Line], candidates: &[Candidate], zone_ns: Option<i64>, capture: (i64, i64), preset: &[Tie]) -> Join {
     let mut order: Vec<usize> = (0..lines.len()).collect();
     order.sort_by_key(|&i| lines.get(i).map_or(0, |l| l.time_ns));
     let (Some(first), Some(last)) = (order.first().and_then(|&i| lines.get(i)), order.last().and_then(|&i| lines.get(i))) else {
@@ -426,10 +498,10 @@ pub fn join(lines: &[Line], candidates: &[Candidate], zone_ns: Option<i64>, capt
     let mut best = Join::default();
     let mut best_count = 0;
     for off in offsets {
-        let ties = tie(lines, &order, candidates, off);
+        let (ties, ambiguous) = tie(lines, &order, candidates, off, preset);
         if ties.len() > best_count || best_count == 0 && best.ties.is_empty() && off == 0 {
             best_count = ties.len();
-            best = Join { ties, zone_ns: off, skew_ns: None, skew_pairs: 0 };
+            best = Join { ties, ambiguous, zone_ns: off, skew_ns: None, skew_pairs: 0 };
         }
     }
     let mut skews: Vec<i64> = best
@@ -476,7 +548,7 @@ mod tests {
     }
 
     fn line(second: i64, kind: LineKind) -> Line {
-        Line { time_ns: second * NS, resolution_ns: NS, upstream: Some(upstream()), local_port: None, connect_ns: None, header_ns: None, kind }
+        Line { time_ns: second * NS, resolution_ns: NS, upstream: Some(upstream()), local_port: None, connect_ns: None, header_ns: None, start_ns: None, kind }
     }
 
     // ---- Tests for lines whose moment the capture shows ----
@@ -588,6 +660,31 @@ mod tests {
         assert_eq!(join(&[l], &[slow, quick], Some(0), (100 * NS, 110 * NS)).ties, vec![Tie { line: 0, candidate: 1 }]);
         l.connect_ns = None;
         assert_eq!(join(&[l], &[slow, quick], Some(0), (100 * NS, 110 * NS)).ties, vec![Tie { line: 0, candidate: 0 }]);
+    }
+
+    #[test]
+    fn test_attempt_start_picks_the_connection_begun_then_and_says_when_it_cannot() {
+        // Two connect timeouts waiting at once, begun 20 ms apart: a line to the millisecond
+        // that says when its attempt began ties to that one; begun in the same millisecond, the
+        // tie is ambiguous with the other.
+        let mut c = [cand(0, Shape::NoHandshake, 100.0, 101.0, None), cand(1, Shape::NoHandshake, 100.02, 101.02, None)];
+        let mut l = line(102, LineKind::ConnectTimeout);
+        l.resolution_ns = 1_000_000;
+        l.time_ns = 102_020_000_000;
+        l.start_ns = Some(100_020_000_000);
+        let j = join(&[l], &c, Some(0), (100 * NS, 110 * NS));
+        assert_eq!((j.ties, j.ambiguous.get(&0).cloned()), (vec![Tie { line: 0, candidate: 1 }], None));
+        c[1].first_ns = 100_000_500_000;
+        let j = join(&[l], &c, Some(0), (100 * NS, 110 * NS));
+        assert_eq!(j.ambiguous.get(&0).map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn test_preset_ties_are_kept_and_their_connections_taken() {
+        let c = [cand(0, Shape::Refused, 100.2, 100.2, Some(100.2)), cand(1, Shape::Refused, 100.6, 100.6, Some(100.6))];
+        let lines = [line(100, LineKind::Refused), line(100, LineKind::Refused)];
+        let j = join_with(&lines, &c, Some(0), (100 * NS, 110 * NS), &[Tie { line: 1, candidate: 0 }]);
+        assert_eq!(j.ties, vec![Tie { line: 1, candidate: 0 }, Tie { line: 0, candidate: 1 }]);
     }
 
     #[test]

@@ -467,6 +467,7 @@ class _OneSyn(TypedDict):
 
 class _JoinFile(TypedDict):
     ties: int
+    through: int
     zone: float
     zone_searched: bool
     skew: float | None
@@ -479,7 +480,7 @@ class _Silent(TypedDict):
 
 # (line, connection id, connection index, shape, (connect, first byte), (connect agrees, first
 # byte agrees)).
-_Tie = tuple[int, int, int, LogShape, tuple[float | None, float | None], tuple[bool | None, bool | None]]
+_Tie = tuple[int, int, int, LogShape, tuple[float | None, float | None], tuple[bool | None, bool | None], list[int], int | None]
 
 class _LogJoin(TypedDict):
     ties: list[_Tie]
@@ -622,6 +623,8 @@ class Analysis:
         kinds: list[str],
         resolutions: list[float],
         zones: list[float | None],
+        starts: list[float | None] | None = None,
+        via: list[int | None] | None = None,
     ) -> _LogJoin:
         """Ties log lines to the connections they describe (docs/evidence.md). Line i is at
         times[i] (epoch seconds on the log's clock, read as UTC), in file files[i], about
@@ -630,12 +633,16 @@ class Analysis:
         and time to the first byte as the proxy measured them timings[i] (seconds or None: a
         connection whose own differ is tied only when no other fits), of kind kinds[i] (a LogKind). Per
         file: resolutions[file] (seconds a line's time stands for) and zones[file] (log clock
-        minus UTC when the file says so; None: searched by quarter hours).
+        minus UTC when the file says so; None: searched by quarter hours). starts[i]: when the
+        attempt began on the log's clock (None: not said to the millisecond); via[i]: the line of
+        the same request in another file, whose connection line i is tied to when its kind fits
+        (either list None: none).
 
         Returns: {"ties": [(line, connection id, connection index, LogShape, (connect, first
-        byte), (connect agrees, first byte agrees))] (seconds from the first SYN to the
-        handshake's ACK and to the server's first byte, or None; whether the line's timings
-        agree with them, or None), "files": [{"ties",
+        byte), (connect agrees, first byte agrees), ambiguous with, through)] (seconds from the
+        first SYN to the handshake's ACK and to the server's first byte, or None; whether the
+        line's timings agree with them, or None; ids of the connections the line fits as well;
+        the line it was tied through, or None), "files": [{"ties", "through",
         "zone", "zone_searched", "skew", "skew_pairs"}], "silent": {LogShape: {"count", "ids"}}
         (failed connections no line describes), "capture": (first, last)}.
 
@@ -794,6 +801,8 @@ class _ProxyTimeout(TypedDict):
     connections: int
     gave_up: int
     measured: bool
+    range: tuple[float, float] | None
+    """(above, at most) seconds where every give-up's FIN was held back behind its request."""
 
 class _Scan(TypedDict):
     source: str

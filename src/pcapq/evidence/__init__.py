@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from pcapq.evidence.counters import CounterError, Counters, Listener, read_counters, read_ss
-from pcapq.evidence.haproxy import FormatError, compile_haproxy_format, is_haproxy_format
+from pcapq.evidence.haproxy import FormatError, Formats, compile_haproxy_format, is_haproxy_format
 from pcapq.evidence.haproxy_cfg import HaproxyCfg, HaproxyCfgError, read_haproxy_cfg
 from pcapq.evidence.nginx_conf import NginxConf, NginxConfError, read_nginx_conf
+from pcapq.evidence.pairing import pair
 from pcapq.evidence.logs import (
     STATUS, LogError, LogFile, LogLine, ProxyLogNote, compile_log_format, read_log,
 )
@@ -47,10 +48,11 @@ class Evidence:
 
 def _read_log(path: str, log_format: Optional[str], haproxy: Optional[HaproxyCfg] = None) -> LogFile:
     """The log read with `log_format` (an access log's, or HAProxy's log-format), else by the
-    format its lines have (an error log beside it)."""
-    haproxy_format = haproxy.custom_format() if haproxy else None
+    format its lines have (an error log beside it); HAProxy's lines each in the format of the
+    frontend that wrote it, where haproxy.cfg says."""
+    haproxy_format: Optional[Formats] = Formats.of(haproxy.formats, haproxy.frontends) if haproxy else None
     if log_format and is_haproxy_format(log_format):
-        haproxy_format, log_format = log_format, None
+        haproxy_format, log_format = Formats.of([log_format]), None
     servers = haproxy.servers if haproxy else None
     if log_format:
         try:
@@ -95,14 +97,20 @@ def read(logs: tuple[str, ...] = (), nstat: tuple[str, ...] = (), ss: Optional[s
     if haproxy_cfg:
         try:
             ev.haproxy_cfg = read_haproxy_cfg(haproxy_cfg)
-            if ev.haproxy_cfg.custom_format():
-                compile_haproxy_format(ev.haproxy_cfg.custom_format() or "")
+            for custom in ev.haproxy_cfg.custom_formats():
+                compile_haproxy_format(custom)
         except (HaproxyCfgError, FormatError) as e:
             raise EvidenceError(f"{haproxy_cfg}: {e}" if isinstance(e, FormatError) else str(e)) from None
     for path in logs:
         try:
             given = log_format or (ev.nginx_conf.format_for(path) if ev.nginx_conf else None)
-            ev.logs.append(_read_log(path, given, ev.haproxy_cfg))
+            log = _read_log(path, given, ev.haproxy_cfg)
+            ev.logs.append(log)
+            if log.guessed is not None:
+                ev.warnings.append(
+                    f"{path}: no log-format given matches its lines; read as HAProxy's '{log.guessed.log_format}', "
+                    f"guessed from their shapes" + (f" ({log.guessed.said})" if log.guessed.said else "")
+                    + "; give --log-format or --haproxy-cfg if that is not its format")
         except LogError as e:
             ev.warnings.append(f"{e}; the report goes on without it")
     try:
@@ -135,7 +143,10 @@ def tie_connections(analysis: Analysis, logs: list[LogFile]) -> Ties:
     from pcapq._core import VOCABULARY
 
     joinable = set(VOCABULARY["log_kinds"])
-    items = [(fi, line) for fi, log in enumerate(logs) for line in log.lines if line.kind in joinable]
+    keys = [(fi, i) for fi, log in enumerate(logs) for i, line in enumerate(log.lines) if line.kind in joinable]
+    index_of = {key: n for n, key in enumerate(keys)}
+    items = [(fi, logs[fi].lines[i]) for fi, i in keys]
+    through = pair(logs, joinable)
     result = analysis.join_log(
         [line.time for _, line in items],
         [fi for fi, _ in items],
@@ -145,14 +156,21 @@ def tie_connections(analysis: Analysis, logs: list[LogFile]) -> Ties:
         [line.kind for _, line in items],
         [log.resolution for log in logs],
         [log.zone for log in logs],
+        [line.start for _, line in items],
+        [index_of.get(through[key]) if key in through else None for key in keys],
     )
     tied_lines: set[tuple[int, int]] = set()
     by_id: dict[int, ProxyLogNote] = {}
-    for position, conn_id, _index, shape, (connect, first_byte), (connect_agrees, header_agrees) in result["ties"]:
+    for position, conn_id, _index, shape, (connect, first_byte), (connect_agrees, header_agrees), ambiguous, via in result["ties"]:
         fi, line = items[position]
         tied_lines.add((fi, line.line))
         note: ProxyLogNote = {"file": logs[fi].path, "line": line.line, "status": line.status or STATUS.get(line.kind),
                 "kind": line.kind, "text": line.text, "exact": line.local_port is not None}
+        if ambiguous:
+            note["ambiguous_with"] = ambiguous
+        if via is not None:
+            access_file, access_line = items[via]
+            note["through"] = {"file": logs[access_file].path, "line": access_line.line}
         if line.timings:
             note["timings"] = line.timings
         if connect is not None or first_byte is not None:

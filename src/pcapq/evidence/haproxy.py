@@ -126,6 +126,9 @@ class Session:
     """`%bp`: the port HAProxy connected from."""
     timings: dict[str, float] = field(default_factory=dict)
     retries: int = 0
+    start: Optional[float] = None
+    """When its last connect() began: the date plus the waits before it (`%TR` after the
+    request's date; `%Th`, `%Ti`, `%TR` after the accept date; `%Tw` in the queue)."""
 
 
 MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
@@ -185,6 +188,7 @@ def session(fields: dict[str, str], servers: Optional[dict[tuple[str, str], str]
     if start is None:
         return None
     when, zone, resolution, request_date = start
+    begun = when
     # The request's date ends Ta later, the accept date Tt later.
     total = _ms(fields, "Ta") if request_date else _ms(fields, "Tt")
     if total is None:
@@ -217,8 +221,12 @@ def session(fields: dict[str, str], servers: Optional[dict[tuple[str, str], str]
     if total is not None and total >= 0:
         timings["total"] = total / 1000
     retries = _ms(fields, "rc") or 0
+    connect_start = None
+    if resolution < 1 and "Tw" in fields:
+        waits = [_ms(fields, name) for name in (("TR", "Tw") if request_date else ("Th", "Ti", "TR", "Tw"))]
+        connect_start = begun + sum(w for w in waits if w is not None and w > 0) / 1000
     return Session(when, zone, resolution, kind, status if status and status > 0 else None, upstream, local_port,
-                   timings, max(retries, 0))
+                   timings, max(retries, 0), connect_start)
 
 
 def _default_fields(text: str) -> Optional[dict[str, str]]:
@@ -237,16 +245,175 @@ def _default_fields(text: str) -> Optional[dict[str, str]]:
     return None
 
 
-def line_fields(text: str, pattern: Optional[re.Pattern[str]] = None) -> Optional[dict[str, str]]:
-    """The fields of one line, in `pattern` (a compiled log-format) or the default formats; None
-    when it is not such a line."""
+def line_fields(text: str, pattern: Optional[re.Pattern[str] | Formats] = None) -> Optional[dict[str, str]]:
+    """The fields of one line, in `pattern` (a compiled log-format, or the formats of
+    haproxy.cfg's frontends) or the default formats; None when it is not such a line."""
     if pattern is None:
         return _default_fields(text)
+    if isinstance(pattern, Formats):
+        return pattern.fields(text)
     body = SYSLOG_PREFIX.sub("", text, count=1)
     m = pattern.match(body.lstrip()) or pattern.match(text)
     if not m:
         return None
     return {k: v.strip('"') for k, v in m.groupdict().items() if v is not None}
+
+
+# The default format, without `option httplog` or `tcplog` (8.2.1): one line when a connection is
+# accepted, nothing about the upstream.
+PLAIN_LINE = re.compile(r"Connect from (?:[0-9A-Fa-f:.]+|unix):\d* to [0-9A-Fa-f:.]+:\d+ \([^/\s]+/(?:TCP|HTTP)\)$")
+
+
+def is_plain(text: str) -> bool:
+    """Whether a line is HAProxy's default format's (`Connect from ... to ... (frontend/MODE)`)."""
+    return PLAIN_LINE.search(text) is not None
+
+
+@dataclass
+class Formats:
+    """The formats HAProxy's frontends write, each line read with its own frontend's: the one
+    named by the line's `%ft` (or `%f`) where the line matches that frontend's format, else the
+    first format that matches it; then httplog's and tcplog's (a frontend that sets none)."""
+    patterns: list[tuple[str, re.Pattern[str]]]
+    """(log-format, compiled) of each custom format, in the order given."""
+    frontends: dict[str, str] = field(default_factory=dict)
+    """Frontend name -> its log-format (HTTPLOG, TCPLOG or a custom one), where haproxy.cfg says."""
+
+    @classmethod
+    def of(cls, formats: list[str], frontends: Optional[dict[str, str]] = None) -> Formats:
+        """Raises FormatError for a format without a date."""
+        custom = [f for f in formats if f not in (HTTPLOG, TCPLOG)]
+        return cls([(f, compile_haproxy_format(f)) for f in custom], dict(frontends or {}))
+
+    def _own(self, fields: dict[str, str], fmt: str) -> bool:
+        """Whether the frontend the line names writes `fmt` (or is not known)."""
+        name = (fields.get("ft") or fields.get("f") or "").rstrip("~")
+        return self.frontends.get(name, fmt) == fmt
+
+    def fields(self, text: str) -> Optional[dict[str, str]]:
+        first: Optional[dict[str, str]] = None
+        for fmt, pattern in self.patterns:
+            found = line_fields(text, pattern)
+            if found is None:
+                continue
+            if self._own(found, fmt):
+                return found
+            first = first or found
+        default = _default_fields(text)
+        if default is not None and (first is None or self._own(default, HTTPLOG if "TR" in default else TCPLOG)):
+            return default
+        return first
+
+
+def _tokens(body: str) -> list[str]:
+    return re.findall(r'"(?:[^"\\]|\\.)*"|\[[^\]]*\]|\S+', body)
+
+
+ADDRESS = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*\]?):(\d{1,5})$")
+SLASHED = re.compile(r"^\+?-?\d+(?:/\+?-?\d+)+$")
+NAME_PAIR = re.compile(r"^[^/\s\d\[\]\"][^/\s]*/[^/\s]+$")
+
+
+def _guess_line(body: str) -> Optional[tuple[list[str], list[tuple[int, int]]]]:
+    """The variables of one line by the shapes of its words (`_guess`), and (word, port) of each
+    address after the client's; None when the line lacks HAProxy's shapes (a date, `backend/server`,
+    timers, a termination state)."""
+    words = _tokens(body)
+    out: list[str] = []
+    extra: list[tuple[int, int]] = []
+    seen: set[str] = set()
+    for i, word in enumerate(words):
+        address = ADDRESS.match(word)
+        slashes = word.count("/") if SLASHED.match(word) else 0
+        if word.startswith("[") and re.fullmatch(rf"\[{DATE_MS}\]", word) and "date" not in seen:
+            var = "date"
+        elif address and "date" not in seen and not out:
+            var = "%ci:%cp"
+        elif address:
+            var = "address"
+            extra.append((i, int(address.group(1))))
+        elif "date" in seen and "frontend" not in seen and not NAME_PAIR.match(word) and not slashes:
+            var = "frontend"
+        elif NAME_PAIR.match(word) and "%b/%s" not in seen and "date" in seen:
+            var = "%b/%s"
+        elif slashes in (2, 4) and "timers" not in seen and "%b/%s" in seen:
+            var = "timers" if slashes == 4 else "%Tw/%Tc/%Tt"
+            seen.add("timers")
+        elif slashes == 4 and "timers" in seen and "%ac/%fc/%bc/%sc/%rc" not in seen:
+            var = "%ac/%fc/%bc/%sc/%rc"
+        elif slashes == 1 and "%ac/%fc/%bc/%sc/%rc" in seen and "%sq/%bq" not in seen:
+            var = "%sq/%bq"
+        elif re.fullmatch(r"[A-Za-z-]{4}", word) and "timers" in seen and "state" not in seen:
+            var = "%tsc"
+            seen.add("state")
+        elif re.fullmatch(r"[A-Za-z-]{2}", word) and "timers" in seen and "state" not in seen:
+            var = "%ts"
+            seen.add("state")
+        elif re.fullmatch(r"[1-5]\d\d", word) and out and out[-1] == "timers" and "%ST" not in seen:
+            var = "%ST"
+        elif re.fullmatch(r"\+?\d+", word) and out and out[-1] in ("%ST", "%Tw/%Tc/%Tt") and "%B" not in seen:
+            var = "%B"
+        elif word.startswith('"'):
+            var = "%{+Q}[unknown]"
+        else:
+            var = "%[unknown]"
+        seen.add(var)
+        out.append(var)
+    if not {"date", "%b/%s", "timers", "state"} <= seen:
+        return None
+    http = "timers" in out and "%ST" in out
+    return [{"date": "[%tr]" if http else "[%t]", "timers": "%TR/%Tw/%Tc/%Tr/%Ta", "frontend": "%ft"}.get(v, v)
+            for v in out], extra
+
+
+GUESS_LINES = 50
+
+
+@dataclass
+class Guess:
+    """A log-format guessed from a log's lines (`guess_format`)."""
+    log_format: str
+    said: str
+    """Which addresses were taken for which, in words ("" when there are none)."""
+
+
+def guess_format(texts: list[str]) -> Optional[Guess]:
+    """The log-format of lines that have HAProxy's shapes though no format pcapq was given matches
+    them: a client `IP:PORT`, a `[date]` to the millisecond, the frontend, `backend/server`, timers
+    (`TR/Tw/Tc/Tr/Ta`, or `Tw/Tc/Tt`), a termination state, `ac/fc/bc/sc/rc`, `sq/bq`; of the
+    addresses after the client's, the one whose port changes from line to line is the proxy's
+    source (`%bi:%bp`), the one whose port stays the server's (`%si:%sp`). The variables of the
+    most lines' guess; None when fewer than half of the first lines have those shapes."""
+    guesses: dict[tuple[str, ...], list[list[tuple[int, int]]]] = {}
+    sample = [t for t in texts[:GUESS_LINES] if t.strip()]
+    for text in sample:
+        body = SYSLOG_PREFIX.sub("", text, count=1).strip()
+        got = _guess_line(body)
+        if got:
+            guesses.setdefault(tuple(got[0]), []).append(got[1])
+    if not guesses:
+        return None
+    variables, extras = max(guesses.items(), key=lambda kv: len(kv[1]))
+    if len(extras) * 2 < len(sample):
+        return None
+    names = list(variables)
+    addresses = [i for i, v in enumerate(names) if v == "address"]
+    varying = [i for i in addresses if len({dict(e).get(i) for e in extras}) > 1]
+    steady = [i for i in addresses if i not in varying]
+    said = []
+    if len(extras) > 1 and len(varying) == 1 and len(steady) <= 1:
+        names[varying[0]] = "%bi:%bp"
+        said.append("%bi:%bp (the address whose port changes on every line)")
+        if steady:
+            names[steady[0]] = "%si:%sp"
+            said.append("%si:%sp (the one whose port stays)")
+    names = [v if v != "address" else "%[unknown]" for v in names]
+    log_format = " ".join(names)
+    try:
+        compile_haproxy_format(log_format)
+    except FormatError:
+        return None
+    return Guess(log_format, "; ".join(said))
 
 
 def is_haproxy_format(log_format: str) -> bool:
@@ -261,7 +428,7 @@ def is_haproxy(text: str) -> bool:
     return _default_fields(text) is not None
 
 
-def haproxy_line(text: str, pattern: Optional[re.Pattern[str]] = None,
+def haproxy_line(text: str, pattern: Optional[re.Pattern[str] | Formats] = None,
                  servers: Optional[dict[tuple[str, str], str]] = None) -> Optional[Session]:
     """The session of one line (in `pattern`, else the default formats); None when it is not one."""
     fields = line_fields(text, pattern)

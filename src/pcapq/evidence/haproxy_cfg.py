@@ -34,17 +34,18 @@ class HaproxyCfg:
     formats: list[str] = field(default_factory=list)
     """The log formats the proxies write (`log-format`, or what `option httplog` / `tcplog`
     stand for), each once, in the order first met."""
+    frontends: dict[str, str] = field(default_factory=dict)
+    """Frontend (or listen) name -> the log format it writes, where it sets one."""
     servers: dict[tuple[str, str], str] = field(default_factory=dict)
     """(backend, server name) -> its address `IP:PORT`, for servers given by address."""
     timeouts: dict[str, tuple[float, str]] = field(default_factory=dict)
     """"connect" / "read" -> (seconds, the directive as written), where every proxy that
     connects to servers says the same; a kind set to different values is left out."""
 
-    def custom_format(self) -> Optional[str]:
-        """The one `log-format` the proxies write other than httplog's and tcplog's (those are
-        read without being told), or None."""
-        custom = [f for f in self.formats if f not in (HTTPLOG, TCPLOG)]
-        return custom[0] if len(custom) == 1 else None
+    def custom_formats(self) -> list[str]:
+        """The `log-format`s the proxies write other than httplog's and tcplog's (those are read
+        without being told)."""
+        return [f for f in self.formats if f not in (HTTPLOG, TCPLOG)]
 
 
 def _words(line: str) -> list[str]:
@@ -98,14 +99,14 @@ def read_haproxy_cfg(path: str) -> HaproxyCfg:
         raise HaproxyCfgError(f"{path}: cannot read the HAProxy configuration: {e.strerror or e}") from None
     cfg = HaproxyCfg(path)
     defaults: dict[str, str] = {}
-    proxies: list[tuple[str, dict[str, str]]] = []  # (kind, its settings over the defaults)
+    proxies: list[tuple[str, str, dict[str, str]]] = []  # (kind, name, its settings over the defaults)
     section, name = "", ""  # the section being read
     own: dict[str, str] = {}
     seen_sections = False
 
     def close() -> None:
         if section in ("frontend", "listen", "backend"):
-            proxies.append((section, {**defaults, **own}))
+            proxies.append((section, name, {**defaults, **own}))
 
     for line in lines:
         words = _words(line)
@@ -134,11 +135,13 @@ def read_haproxy_cfg(path: str) -> HaproxyCfg:
     close()
     if not seen_sections:
         raise HaproxyCfgError(f"{path}: no HAProxy section (global, defaults, frontend, backend, listen) in it")
-    for kind, settings in proxies:
+    for kind, proxy, settings in proxies:
         fmt = settings.get("log-format")
-        if fmt and kind in ("frontend", "listen") and fmt not in cfg.formats:
-            cfg.formats.append(fmt)
-    connecting = [settings for kind, settings in proxies if kind in ("backend", "listen")]
+        if fmt and kind in ("frontend", "listen"):
+            cfg.frontends[proxy] = fmt
+            if fmt not in cfg.formats:
+                cfg.formats.append(fmt)
+    connecting = [settings for kind, _, settings in proxies if kind in ("backend", "listen")]
     for directive, kind in TIMEOUTS.items():
         said: set[tuple[float, str]] = set()
         for settings in connecting:

@@ -32,6 +32,14 @@ class LogLine:
     `header` (to the response's first byte, from the attempt's start), `response`, `total`."""
     text: str = ""
     """The line as written (its first `TEXT_KEPT` characters)."""
+    start: Optional[float] = None
+    """When the attempt began (the proxy's connect()), on the log's clock, when the line says it
+    to the millisecond: an access line's time less `$request_time` (its request's only attempt),
+    HAProxy's date plus its `%TR` and `%Tw`."""
+    request: Optional[str] = None
+    """The request line (`GET / HTTP/1.1`), when the line says it."""
+    serial: Optional[int] = None
+    """nginx's number of the client connection: an error line's `*N`, an access log's `$connection`."""
 
 
 

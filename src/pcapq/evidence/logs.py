@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Optional, TypedDict
 
 from pcapq.evidence.envoy import compile_envoy_format, envoy_line, is_envoy_format
-from pcapq.evidence.haproxy import Session, compile_haproxy_format, haproxy_line
+from pcapq.evidence.haproxy import Formats, Guess, Session, guess_format, haproxy_line, is_plain
 from pcapq.evidence.log_line import VARIABLE
 from pcapq.evidence.log_line import LogError as LogError
 from pcapq.evidence.log_line import LogLine as LogLine
@@ -40,6 +40,11 @@ class _TimesSeen(TypedDict):
     first_byte: Optional[float]
 
 
+class _Through(TypedDict):
+    file: str
+    line: int
+
+
 class _NoteSaid(TypedDict):
     file: str
     line: int
@@ -59,6 +64,10 @@ class ProxyLogNote(_NoteSaid, total=False):
     """Seconds from the first SYN to the handshake's ACK and to the server's first byte, as the capture shows."""
     timings_agree: dict[str, bool]
     """Per measure of `timings` ("connect", "header"), whether the capture agrees (the core's `times_agree`)."""
+    ambiguous_with: list[int]
+    """Ids of other connections the line fits as well: the log cannot tell them from this one."""
+    through: _Through
+    """The access-log line of the same request the error line was tied through (`pairing`)."""
 
 
 @dataclass
@@ -76,11 +85,15 @@ class LogFile:
     zone: Optional[float] = None
     """Log clock minus UTC, seconds, when the file says it (access logs' `+0100`)."""
     resolution: float = 1.0
+    guessed: Optional[Guess] = None
+    """The HAProxy log-format its lines were read with, guessed from their shapes (none given
+    matched them)."""
 
 
 # ---- error.log ----
 
-ERROR_LINE = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d) \[(\w+)\] \d+#\d+: (?:\*\d+ )?(.*)$")
+ERROR_LINE = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d) \[(\w+)\] \d+#\d+: (?:\*(\d+) )?(.*)$")
+REQUEST_FIELD = re.compile(r', request: "((?:[^"\\]|\\.)*)"')
 UPSTREAM_FIELD = re.compile(r'upstream: "(?:[a-z]+://)?([^"]*)"')
 ENDPOINT = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){3}:\d+|\[[0-9a-fA-F:.]+\]:\d+)")
 UNIX = re.compile(r"unix:([^\s\"]+?):?(?:\s|\"|$)")
@@ -127,7 +140,7 @@ def _error_line(number: int, text: str) -> Optional[LogLine] | str:
         datetime(y, mo, d, hh, mm, ss)
     except ValueError:
         return "unreadable"
-    message = m.group(8)
+    message = m.group(9)
     kind = error_kind(message)
     if kind is None:
         return None
@@ -140,7 +153,9 @@ def _error_line(number: int, text: str) -> Optional[LogLine] | str:
     else:
         e = ENDPOINT.match(target)
         upstream = e.group(1) if e else None
-    return LogLine(number, float(when), kind, upstream, STATUS.get(kind), socket)
+    request = REQUEST_FIELD.search(message)
+    return LogLine(number, float(when), kind, upstream, STATUS.get(kind), socket,
+                   request=request.group(1) if request else None, serial=int(m.group(8)) if m.group(8) else None)
 
 
 # ---- access.log ----
@@ -176,6 +191,13 @@ def _split(value: Optional[str]) -> list[str]:
     """The attempts of an upstream variable: "10.0.0.2:9000, 10.0.0.3:9000 : 10.0.0.4:9000"
     (a comma between servers of one group, a colon between groups)."""
     return [p.strip() for p in re.split(r"[,:] (?=\S)", value)] if value else []
+
+
+def _request_of(fields: dict[str, str]) -> tuple[Optional[str], Optional[int]]:
+    """(request line, nginx's connection number) of an access line's fields."""
+    request = fields.get("request")
+    serial = fields.get("connection", "")
+    return (request.strip('"') if request else None), (int(serial) if serial.isdigit() else None)
 
 
 def _seconds(value: Optional[str]) -> Optional[float]:
@@ -225,14 +247,19 @@ def _upstream_endpoint(addr: Optional[str]) -> tuple[Optional[str], Optional[str
     return (e.group(1) if e else None), None
 
 
-def _access_items(number: int, when: float, request_status: int, fields: dict[str, str], fmt_has_upstream: bool) -> list[LogLine]:
+def _access_items(number: int, when: float, request_status: int, fields: dict[str, str], fmt_has_upstream: bool,
+                  resolution: float = 1.0) -> list[LogLine]:
     ustatus = _field(fields, "status")
     knows_connect = any(k in fields for k in KEYS["connect"])
+    request, serial = _request_of(fields)
     if not fmt_has_upstream:
         kind = access_kind(request_status, None, False)
-        return [LogLine(number, when, kind, None, request_status)] if kind else []
+        return [LogLine(number, when, kind, None, request_status, request=request, serial=serial)] if kind else []
     items = []
     attempts = _attempts(fields)
+    took = _seconds(_field(fields, "request"))
+    # The request's only attempt began as the request did (nginx connects once it has the headers).
+    start = when - took if took is not None and len(attempts) == 1 and resolution < 1 else None
     for i, (a, s, c, timings) in enumerate(attempts):
         # Without $upstream_status, the request's status is its last attempt's.
         last = i == len(attempts) - 1 and ustatus is None
@@ -247,7 +274,8 @@ def _access_items(number: int, when: float, request_status: int, fields: dict[st
             kind = "unix_other" if kind != "answered" else "answered"
             if kind == "answered":
                 continue
-        items.append(LogLine(number, when, kind, endpoint, status, socket, timings=timings))
+        items.append(LogLine(number, when, kind, endpoint, status, socket, timings=timings, start=start,
+                             request=request, serial=serial))
     return items
 
 
@@ -283,6 +311,7 @@ def _combined(number: int, text: str) -> Optional[tuple[float, float, int, dict[
             if len(tokens) > 1:
                 fields["upstream_status"] = tokens[1]
     has_upstream = any(k in fields for k in KEYS["addr"])
+    fields.setdefault("request", m.group(4))
     return when, zone, int(m.group(5)), fields, has_upstream
 
 
@@ -313,6 +342,7 @@ def _timed(fields: dict[str, str], status: Optional[str]) -> Optional[tuple[floa
 
 EPOCH = re.compile(r"^(\d{9,10})(?:\.(\d{1,6}))?$")
 ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+ISO_FRACTION = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.(\d{1,6})")
 STATUS_TOKEN = re.compile(r"^[1-5]\d\d$")
 BRACKETED_TIME_LOCAL = re.compile(rf"\[({TIME_LOCAL})\]")
 
@@ -330,7 +360,11 @@ def _when(token: str) -> Optional[tuple[float, Optional[float], float]]:
         except ValueError:
             return None
         off = t.utcoffset()
-        return float(calendar.timegm(t.replace(tzinfo=None).timetuple())), (off.total_seconds() if off is not None else None), 1.0
+        # `$time_iso8601` has whole seconds; configurations add `$msec`'s digits after a point.
+        digits = ISO_FRACTION.match(token)
+        resolution = 10.0 ** -len(digits.group(1)) if digits else 1.0
+        return (calendar.timegm(t.replace(tzinfo=None).timetuple()) + t.microsecond / 1e6,
+                (off.total_seconds() if off is not None else None), resolution)
     return None
 
 
@@ -401,39 +435,18 @@ def _haproxy_item(number: int, session: Session) -> LogLine:
     kind = session.kind or "other"
     # HAProxy's own status (503 for a failed connect, 504 for a server timeout; none in TCP mode).
     return LogLine(number, session.time, kind, session.upstream, session.status,
-                   local_port=session.local_port, timings=session.timings)
+                   local_port=session.local_port, timings=session.timings, start=session.start)
 
 
 # ---- either ----
 
 
-def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Optional[str] = None,
-             servers: Optional[dict[tuple[str, str], str]] = None) -> LogFile:
-    """Reads an nginx error or access log, an Envoy or an HAProxy log; the format is found from
-    its lines, or is the access log's `log_format` string when given. HAProxy's lines are also
-    read in `haproxy_format` (a `log-format`), their servers' addresses taken from `servers`
-    ((backend, server) -> address, haproxy.cfg's).
-
-    Raises:
-        LogError: the file cannot be read, or no line of it is a line of a log pcapq reads.
-    """
-
-    pattern = compile_log_format(log_format) if log_format else None
-    haproxy_pattern = compile_haproxy_format(haproxy_format) if haproxy_format else None
-    envoy_format = log_format is not None and is_envoy_format(log_format)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise LogError(f"{path}: cannot read the log: {e.strerror or e}") from None
-    head = raw[:4096]
-    # A stray control byte is a garbled line; a tenth of them is a binary file.
-    if head and sum(b < 32 and b not in (9, 10, 13) for b in head) > len(head) // 10:
-        raise LogError(f"{path}: not a text file, so not a proxy's log")
-    texts = raw.decode("utf-8", errors="replace").splitlines()
+def _kinds(texts: list[str], pattern: Optional[re.Pattern[str]], haproxy: Optional[Formats],
+           envoy_format: bool) -> dict[str, int]:
+    """How many of `texts` read as each format."""
     kinds = {"error": 0, "combined": 0, "json": 0, "key_value": 0, "log_format": 0, "haproxy": 0, "envoy": 0, "envoy_json": 0}
-    for text in texts[:200]:
-        if pattern is None and haproxy_line(text, haproxy_pattern):
+    for text in texts:
+        if pattern is None and (haproxy_line(text, haproxy) or is_plain(text)):
             kinds["haproxy"] += 1
         elif pattern is not None:
             kinds["log_format"] += bool(envoy_line(0, text, pattern) if envoy_format else _formatted_access(pattern, text))
@@ -449,6 +462,47 @@ def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Option
             kinds["envoy"] += 1
         elif _key_value_access(text):
             kinds["key_value"] += 1
+    return kinds
+
+
+def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Optional[str | Formats] = None,
+             servers: Optional[dict[tuple[str, str], str]] = None) -> LogFile:
+    """Reads an nginx error or access log, an Envoy or an HAProxy log; the format is found from
+    its lines, or is the access log's `log_format` string when given. HAProxy's lines are also
+    read in `haproxy_format` (a `log-format`, or the formats of haproxy.cfg's frontends, each
+    line in its own frontend's), their servers' addresses taken from `servers` ((backend,
+    server) -> address, haproxy.cfg's). HAProxy lines no format given matches are read in the
+    log-format their shapes show (`haproxy.guess_format`), said in `LogFile.guessed`.
+
+    Raises:
+        LogError: the file cannot be read, or no line of it is a line of a log pcapq reads.
+    """
+
+    pattern = compile_log_format(log_format) if log_format else None
+    haproxy_pattern = Formats.of([haproxy_format]) if isinstance(haproxy_format, str) else haproxy_format
+    envoy_format = log_format is not None and is_envoy_format(log_format)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise LogError(f"{path}: cannot read the log: {e.strerror or e}") from None
+    head = raw[:4096]
+    # A stray control byte is a garbled line; a tenth of them is a binary file.
+    if head and sum(b < 32 and b not in (9, 10, 13) for b in head) > len(head) // 10:
+        raise LogError(f"{path}: not a text file, so not a proxy's log")
+    texts = raw.decode("utf-8", errors="replace").splitlines()
+    kinds = _kinds(texts[:200], pattern, haproxy_pattern, envoy_format)
+    guessed = None
+    if pattern is None and not (haproxy_pattern and haproxy_pattern.patterns) and not any(
+            kinds[k] for k in kinds if k != "haproxy"):
+        # No format given matches, or only httplog's or tcplog's loosely (without the fields a
+        # custom format adds, such as the source port).
+        guessed = guess_format(texts)
+        if guessed is not None and (kinds["haproxy"] == 0 or "%bp" in guessed.log_format):
+            haproxy_pattern = Formats.of([guessed.log_format])
+            kinds = _kinds(texts[:200], pattern, haproxy_pattern, envoy_format)
+        else:
+            guessed = None
     fmt = max(kinds, key=lambda k: kinds[k])
     if kinds[fmt] == 0:
         first = next((t for t in texts if t.strip()), "")
@@ -458,7 +512,7 @@ def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Option
             f"{path}: not an nginx, HAProxy or Envoy log pcapq recognises (first line: {first[:80]!r}); "
             "give its format with --log-format (nginx's log_format, HAProxy's log-format or Envoy's format string)"
         )
-    log = LogFile(path, fmt)
+    log = LogFile(path, fmt, guessed=guessed)
     upstream_seen = False
     zones: list[float] = []
     for number, text in enumerate(texts, 1):
@@ -476,6 +530,8 @@ def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Option
                 if session.zone is not None:
                     zones.append(session.zone)
                 items = [_haproxy_item(number, session)] if session.kind else []
+            elif is_plain(text):
+                items = []
         elif fmt == "combined":
             parsed = _combined(number, text)
             if parsed:
@@ -501,7 +557,7 @@ def read_log(path: str, log_format: Optional[str] = None, haproxy_format: Option
                 log.resolution = resolution
                 has_upstream = any(k in fields for k in KEYS["addr"])
                 upstream_seen |= has_upstream
-                items = _access_items(number, when, status, fields, has_upstream)
+                items = _access_items(number, when, status, fields, has_upstream, resolution)
         if items is None:
             log.unreadable += 1
             if len(log.unreadable_examples) < UNREADABLE_KEPT:

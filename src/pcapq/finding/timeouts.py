@@ -29,6 +29,9 @@ class ProxyTimeout:
     # Where a stated timeout was said: "as stated" (--proxy-timeouts), or the configuration's
     # directive ("nginx.conf: fastcgi_read_timeout 3s").
     said_by: str = "as stated"
+    # "ranged": (above, at most) seconds, where every give-up's FIN was held back behind its
+    # unacknowledged request; `seconds` is the lower end.
+    range: Optional[tuple[float, float]] = None
 
     @property
     def sure(self) -> bool:
@@ -44,13 +47,19 @@ class ProxyTimeout:
         if self.source == "bounded":
             return (f"the proxy's {self.kind} timeout, probably {self.seconds:g} s ({self.connections:,} connections "
                     "stopped re-sending their SYN around then)")
+        if self.source == "ranged" and self.range:
+            above, most = self.range
+            return (f"the proxy's {self.kind} timeout, probably {self.seconds:g} s (above {above:.3g} s, at most {most:.3g} s: "
+                    f"{self.connections:,} connections' FINs waited behind their unacknowledged requests)")
         return (f"the proxy's {self.kind} timeout, probably nginx's default {self.seconds:g} s (no connection in the "
                 "capture gave up after one; state it with --proxy-timeouts)")
 
-    def to_json(self) -> dict[str, Union[float, str]]:
-        out: dict[str, Union[float, str]] = {"seconds": self.seconds, "connections": self.connections}
+    def to_json(self) -> dict[str, Union[float, str, list[float]]]:
+        out: dict[str, Union[float, str, list[float]]] = {"seconds": self.seconds, "connections": self.connections}
         if self.source != "measured":
             out["source"] = self.source
+        if self.range:
+            out["range"] = [round(x, 3) for x in self.range]
         return out
 
 
@@ -91,7 +100,8 @@ def resolve(analysis: Analysis, stated: Optional[Mapping[str, float]] = None,
                                      (said_by or {}).get(kind, "as stated"))
         elif kind in inferred:
             t = inferred[kind]
-            out[kind] = ProxyTimeout(kind, t["seconds"], "measured" if t["measured"] else "bounded", t["connections"])
+            source = "ranged" if t.get("range") else "measured" if t["measured"] else "bounded"
+            out[kind] = ProxyTimeout(kind, t["seconds"], source, t["connections"], range=t.get("range"))
     return out
 
 
@@ -112,7 +122,7 @@ def proxy_log_line(key: str, line: str, timeouts: Mapping[TimeoutKind, ProxyTime
     t = or_default(timeouts, kind)
     if t.sure:
         return f"{line} (after {t.phrase()})"
-    if t.source == "bounded":
+    if t.source in ("bounded", "ranged"):
         return f"probably {line} (after {t.phrase()})"
     waited = "a connect()" if kind == "connect" else "a request"
     return f"probably {line}, if {waited} waited past the proxy's {kind} timeout (nginx's default: {t.seconds:g} s)"

@@ -432,6 +432,27 @@ SCENARIOS: dict[str, Scenario] = {
             tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
         ),
         Scenario(
+            "nginx_php_fpm_logs",
+            "nginx in front of php-fpm under more load, access logs to the millisecond beside the error log",
+            "As nginx_php_fpm with 160 requests, 40 at a time: many fail in each second. The access log is also "
+            "written as JSON, key=value after $msec, and with $time_iso8601 to the millisecond; nginx connects "
+            "from its client's port, so `source.access.log` ($connection $remote_port) says which connection "
+            "each request, and each error line (*N), was about.",
+            lambda net, pcap: scenarios.nginx_php_fpm_logs(net, pcap, logs=pcap.with_suffix("")),
+            tools=("ip", "tcpdump", "tc", "nstat", "ss", "nginx", "ab"),
+        ),
+        Scenario(
+            "haproxy_frontends",
+            "HAProxy with two frontends, each its own log: httplog to an overflowing listener, %bi:%bp to a resetting one",
+            "One haproxy.cfg, two frontends: web (option httplog, to stdout) passes 10 connections 10 ms apart to a "
+            "listener whose accept queue overflows (sC, sH); api (a log-format with %bi:%bp, to stderr) passes 5 "
+            "to a server that resets each request (SH). Each log is read in its own frontend's format; web's lines "
+            "also go as RFC 5424 syslog with %bp in their structured data, which says their connections.",
+            lambda net, pcap: scenarios.haproxy_frontends(net, pcap, logs=pcap.with_suffix("")),
+            tools=("ip", "tcpdump", "nstat", "ss", "haproxy"),
+            client_error=("timed out", "reset", "closed"),
+        ),
+        Scenario(
             "nginx_php_fpm_slow",
             "nginx in front of a php-fpm script slower than fastcgi_read_timeout: 504, no overflow",
             "php-fpm has workers and backlog enough for the load, but its script takes 3.5 s and nginx "

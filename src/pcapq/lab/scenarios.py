@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import selectors
 import subprocess
 import sys
@@ -69,12 +70,12 @@ def _read_sysctls(net: NetnsPair) -> dict[str, str]:
     return values
 
 
-def start_server(net: NetnsPair, *options: str, timeout: float = 10) -> subprocess.Popen[Any]:
-    """peers.py server in the server namespace, returned once it listens."""
-    net.say(f"server listening on {net.server_ip}:{PORT} ({' '.join(options)})")
+def start_server(net: NetnsPair, *options: str, timeout: float = 10, port: int = PORT) -> subprocess.Popen[Any]:
+    """peers.py server in the server namespace on `port`, returned once it listens."""
+    net.say(f"server listening on {net.server_ip}:{port} ({' '.join(options)})")
     proc = net.popen(
         net.server_ns,
-        [*PEERS, "server", net.server_ip, str(PORT), *options],
+        [*PEERS, "server", net.server_ip, str(port), *options],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -461,7 +462,7 @@ master_process on;
 worker_processes 1;
 user root;
 pid {tmp}/nginx.pid;
-error_log {error_log} error;
+error_log {error_log} error;{debug_log}
 events {{ worker_connections 256; }}
 http {{
     {log_format}access_log {access_log}{format_name};
@@ -473,7 +474,7 @@ http {{
     {upstream_block}server {{
         listen 127.0.0.1:{port};
         location / {{
-            fastcgi_pass {pass_to};{keep_conn}
+            fastcgi_pass {pass_to};{keep_conn}{bind}
             fastcgi_param SCRIPT_FILENAME {tmp}/www/slow.php;
             fastcgi_param REQUEST_METHOD $request_method;
             fastcgi_connect_timeout {connect_timeout}s;
@@ -526,6 +527,10 @@ def nginx_php_fpm(
     terminate_after: int | None = None,
     keepalive: int = 0,
     max_requests: int = 0,
+    debug_log: bool = False,
+    http_extra: str = "",
+    bind_client_port: bool = False,
+    linger: float = 0.0,
 ) -> Run:
     """php-fpm (`children` workers, each request taking `service_time` s) listening with
     listen.backlog `backlog` in the server namespace; nginx in the client namespace passing every
@@ -541,7 +546,15 @@ def nginx_php_fpm(
     `terminate_after`, php-fpm's request_terminate_timeout: its master kills a worker whose
     request has run that many seconds. With `keepalive`, nginx keeps that many idle connections
     to php-fpm open for the next requests (an upstream block's `keepalive`, `fastcgi_keep_conn
-    on`); with `max_requests`, php-fpm's pm.max_requests: a worker exits after that many."""
+    on`); with `max_requests`, php-fpm's pm.max_requests: a worker exits after that many. With
+    `debug_log`, nginx also writes its debug log (`error_log ... debug`: each request's steps,
+    its upstream connection's among them) to `logs`.debug.log. `http_extra`: more directives in
+    nginx's http block (the `map`s a log_format's own variables are made with). With
+    `bind_client_port`, nginx connects to php-fpm from the port its own client came from
+    (`fastcgi_bind` to `$remote_port`): an access log with `$connection $remote_port` then names
+    each request's upstream connection, and an error line's `*N` its request. The capture goes
+    on `linger` s after the load ends: the FINs nginx's closes queued behind unacknowledged
+    requests leave once the requests are acknowledged."""
     import shutil
     import tempfile
 
@@ -565,9 +578,11 @@ def nginx_php_fpm(
         error_log, access_log = tmp / "error.log", tmp / "access.log"
         (tmp / "nginx.conf").write_text(NGINX_CONF.format(
             tmp=tmp, error_log=error_log, access_log=access_log, port=NGINX_PORT,
+            debug_log=f"\nerror_log {tmp / 'debug.log'} debug;" if debug_log else "",
             upstream_block=f"upstream php {{ server {upstream}; keepalive {keepalive}; }}\n    " if keepalive else "",
             pass_to="php" if keepalive else upstream, keep_conn="\n            fastcgi_keep_conn on;" if keepalive else "",
-            log_format="".join(f"log_format {name} {fmt};\n    access_log {tmp / custom_log(name)} {name};\n    "
+            bind=f"\n            fastcgi_bind {net.client_ip}:$remote_port;" if bind_client_port else "",
+            log_format=http_extra + "".join(f"log_format {name} {fmt};\n    access_log {tmp / custom_log(name)} {name};\n    "
                                for name, fmt in (access_logs or {}).items()) + (UPSTREAM_LOG_FORMAT if upstream_log else ""),
             format_name=" upstream" if upstream_log else "",
             connect_timeout=f"{connect_timeout:g}", read_timeout=f"{read_timeout:g}"))
@@ -592,6 +607,7 @@ def nginx_php_fpm(
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 ss_text = _fullest_listener(net, ab, deadline=time.monotonic() + 120)
                 ab_out, _ = ab.communicate(timeout=10)
+                time.sleep(linger)
         finally:
             net.stop(nginx)
             net.stop(fpm)
@@ -601,6 +617,8 @@ def nginx_php_fpm(
         for name in access_logs or {}:
             shutil.copyfile(tmp / custom_log(name), logs.with_name(custom_log(name)))
         shutil.copyfile(tmp / "nginx.conf", logs.with_name(logs.name + ".nginx.conf"))
+        if debug_log:
+            shutil.copyfile(tmp / "debug.log", logs.with_name(logs.name + ".debug.log"))
         statuses = [line.split('" ', 1)[1].split()[0] for line in access_log.read_text().splitlines() if '" ' in line]
     setup = [
         f"server: php-fpm, listen {upstream}, listen.backlog {backlog}, pm static, {children} workers, "
@@ -609,8 +627,10 @@ def nginx_php_fpm(
         + (f", pm.max_requests {max_requests}" if max_requests else "") + "; namespace defaults otherwise",
         f"client: nginx on 127.0.0.1:{NGINX_PORT}, fastcgi_pass {upstream}, fastcgi_connect_timeout "
         f"{connect_timeout:g}s, fastcgi_read_timeout {read_timeout:g}s"
-        + (f"; upstream keepalive {keepalive}, fastcgi_keep_conn on" if keepalive else ""),
-        f"load: ab -n {requests} -c {concurrency} in the client namespace; tcpdump -s {snaplen} port {PORT}",
+        + (f"; upstream keepalive {keepalive}, fastcgi_keep_conn on" if keepalive else "")
+        + ("; fastcgi_bind to the client's port ($remote_port)" if bind_client_port else ""),
+        f"load: ab -n {requests} -c {concurrency} in the client namespace; tcpdump -s {snaplen} port {PORT}"
+        + (f", {linger:g} s past the load" if linger else ""),
     ]
     run = _run(net, pcap, "", cap, before, started, setup)
     run.extra.update(statuses={s: statuses.count(s) for s in sorted(set(statuses))}, ab=ab_out)
@@ -711,6 +731,130 @@ def haproxy_overflow(
     return run
 
 
+# Two frontends in one configuration, each writing its own log: `web` with option httplog to
+# stdout, in front of a listener whose accept queue overflows; `api` with the log-format that names
+# the backend connection's source (%bi:%bp) to stderr, in front of a server that resets each
+# request. `web` also sends each line as RFC 5424 syslog, its structured data carrying %bp, to a
+# collector: what its httplog lines are checked against.
+HAPROXY_FRONTENDS_CFG = """\
+defaults
+    mode http
+    retries 0
+    timeout connect {connect_timeout}s
+    timeout client 30s
+    timeout server {server_timeout}s
+frontend web
+    bind 127.0.0.1:{web_port}
+    log stdout format raw local0
+    log 127.0.0.1:{collector_port} format rfc5424 local0
+    option httplog
+    log-format-sd "[source@1 bp=\\"%bp\\"]"
+    default_backend overflowing
+frontend api
+    bind 127.0.0.1:{api_port}
+    log stderr format raw local0
+    log-format "{exact_log}"
+    default_backend resetting
+backend overflowing
+    server app1 {upstream}
+backend resetting
+    server app2 {resetting}
+"""
+# Writes each syslog datagram on 127.0.0.1:PORT to FILE, one a line, until stopped.
+COLLECTOR = ("import socket, sys\n"
+             "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             "s.bind(('127.0.0.1', int(sys.argv[1])))\n"
+             "out = open(sys.argv[2], 'wb', buffering=0)\n"
+             "print('ready', flush=True)\n"
+             "while True:\n"
+             "    out.write(s.recv(65535).rstrip(b'\\n') + b'\\n')\n")
+COLLECTOR_PORT = 5514
+API_PORT = 8081
+SOURCE_PORT_SD = re.compile(r'\[source@1 bp="(\d+)"\] (\S+):(\d+) ')
+
+
+def haproxy_frontends(
+    net: NetnsPair,
+    pcap: Path,
+    logs: Path,
+    web_connections: int = 10,
+    api_connections: int = 5,
+    backlog: int = 1,
+    accept_delay: float = 6.0,
+    connect_timeout: float = 2.0,
+    server_timeout: float = 3.0,
+    interval: float = 0.01,
+    snaplen: int = 128,
+) -> Run:
+    """HAProxy (HAPROXY_FRONTENDS_CFG) with two frontends, each with its own log: `web` (option
+    httplog) passes `web_connections`, `interval` s apart, to a listener of `backlog` that calls
+    accept() only after `accept_delay` s (its accept queue overflows: sC, sH); `api` (the log-format with
+    %bi:%bp) passes `api_connections` to a server on port PORT+1 that resets each request (SH).
+    Copied beside `logs`: .web.log, .api.log, .haproxy.cfg, and .web.truth (each web line's
+    client port and the backend source port its RFC 5424 copy said, "client_port source_port")."""
+    import shutil
+    import tempfile
+
+    if shutil.which("haproxy") is None:
+        raise LabError("haproxy is not installed; install with: apt-get install haproxy")
+    upstream, resetting = f"{net.server_ip}:{PORT}", f"{net.server_ip}:{PORT + 1}"
+    with tempfile.TemporaryDirectory(prefix="pcapq-haproxy-") as tmp_name:
+        tmp = Path(tmp_name)
+        cfg = tmp / "haproxy.cfg"
+        cfg.write_text(HAPROXY_FRONTENDS_CFG.format(
+            connect_timeout=f"{connect_timeout:g}", server_timeout=f"{server_timeout:g}", web_port=NGINX_PORT,
+            api_port=API_PORT, collector_port=COLLECTOR_PORT, exact_log=HAPROXY_EXACT_LOG, upstream=upstream,
+            resetting=resetting))
+        web_log, api_log, collected = tmp / "web.log", tmp / "api.log", tmp / "collected.log"
+        started = time.monotonic()
+        before = net.nstat(net.server_ns)
+        overflowing = start_server(net, "--backlog", str(backlog), "--accept-delay", str(accept_delay), "--count",
+                                   str(web_connections), "--response", "1000", "--deadline", "25", "--http")
+        resets = start_server(net, "--backlog", "16", "--count", str(api_connections), "--rst-before-reply", "--threads",
+                              "--deadline", "25", "--http", port=PORT + 1)
+        collector = net.popen(net.client_ns, [sys.executable, "-c", COLLECTOR, str(COLLECTOR_PORT), str(collected)],
+                              stdout=subprocess.PIPE, text=True)
+        assert collector.stdout is not None
+        collector.stdout.readline()
+        with open(web_log, "w") as out, open(api_log, "w") as err:
+            proxy = net.popen(net.client_ns, ["haproxy", "-db", "-f", str(cfg)], stdout=out, stderr=err)
+        try:
+            _wait_listening(net, net.client_ns, NGINX_PORT, proxy, "haproxy")
+            _wait_listening(net, net.client_ns, API_PORT, proxy, "haproxy")
+            bpf = ["tcp", "and", "(", "port", str(PORT), "or", "port", str(PORT + 1), ")"]
+            with net.capture(pcap, bpf=bpf, snaplen=snaplen) as cap:
+                net.say(f"client load: {web_connections} connections at once to web (127.0.0.1:{NGINX_PORT}), "
+                        f"{api_connections} to api (127.0.0.1:{API_PORT})")
+                api = net.popen(net.client_ns, [*PEERS, "client", "127.0.0.1", str(API_PORT), "--concurrent", "--count",
+                                                str(api_connections), "--request", "100", "--deadline", "15", "--http"],
+                                stdout=subprocess.PIPE, text=True)
+                clients = net.run(net.client_ns, [*PEERS, "client", "127.0.0.1", str(NGINX_PORT), "--concurrent", "--count",
+                                                  str(web_connections), "--interval", str(interval), "--request", "100",
+                                                  "--deadline", "15", "--http"], timeout=30).stdout
+                clients += api.communicate(timeout=30)[0]
+        finally:
+            net.stop(proxy)
+            net.stop(collector)
+            net.stop(overflowing)
+            net.stop(resets)
+        # haproxy's own notices on stderr (not log lines) stay out of the api log.
+        api_lines = [line for line in api_log.read_text().splitlines() if re.match(r"[0-9A-Fa-f:.]+:\d+ \[", line)]
+        logs.with_name(logs.name + ".api.log").write_text("".join(f"{line}\n" for line in api_lines))
+        shutil.copyfile(web_log, logs.with_name(logs.name + ".web.log"))
+        shutil.copyfile(cfg, logs.with_name(logs.name + ".haproxy.cfg"))
+        truth = [f"{m.group(3)} {m.group(1)}" for m in map(SOURCE_PORT_SD.search, collected.read_text().splitlines()) if m]
+        logs.with_name(logs.name + ".web.truth").write_text("".join(f"{line}\n" for line in truth))
+    setup = [
+        f"servers: {upstream} listen() backlog {backlog}, first accept() {accept_delay:g} s after listen(); "
+        f"{resetting} resets each request (SO_LINGER 0)",
+        f"client: haproxy 2 (mode http, retries 0, timeout connect {connect_timeout:g}s, timeout server {server_timeout:g}s), "
+        f"frontend web (option httplog, to stdout) -> {upstream}, frontend api (log-format with %bi:%bp, to stderr) -> "
+        f"{resetting}; {web_connections} connections {interval:g} s apart through web, {api_connections} at once through api",
+        f"tcpdump -s {snaplen} port {PORT} or port {PORT + 1}",
+    ]
+    return _run(net, pcap, clients, cap, before, started, setup)
+
+
 def _fullest_listener(net: NetnsPair, load: subprocess.Popen[Any], deadline: float) -> str:
     """`ss -lnt` on the upstream's port every 0.2 s while `load` runs: the snapshot whose Recv-Q
     (connections waiting to be accepted) was highest, with its time in a comment."""
@@ -746,6 +890,45 @@ def nginx_php_fpm_killed(net: NetnsPair, pcap: Path, logs: Path) -> Run:
     return nginx_php_fpm(net, pcap, logs, backlog=128, children=4, service_time=4.0, requests=8,
                          concurrency=4, connect_timeout=2.0, read_timeout=10.0, upstream_log=True,
                          terminate_after=1)
+
+
+# Access logs of one run, each a way nginx is told to write times to the millisecond, and the
+# connection's number with the client's port (the upstream connection's own, `bind_client_port`).
+MS_ACCESS_LOGS = {
+    "json": "escape=json '{\"msec\":\"$msec\",\"status\":\"$status\",\"request\":\"$request\","
+            "\"upstream_addr\":\"$upstream_addr\",\"upstream_status\":\"$upstream_status\","
+            "\"upstream_connect_time\":\"$upstream_connect_time\",\"upstream_header_time\":\"$upstream_header_time\","
+            "\"request_time\":\"$request_time\"}'",
+    "key_value": "'$msec $status rt=$request_time ua=$upstream_addr us=$upstream_status uct=$upstream_connect_time "
+                 "uht=$upstream_header_time urt=$upstream_response_time'",
+    "iso_ms": "'$iso_date.$iso_ms$iso_zone $status request=\"$request\" ua=$upstream_addr us=$upstream_status "
+              "uct=$upstream_connect_time rt=$request_time'",
+    "source": "'$msec $connection $remote_port $status'",
+}
+# `$time_iso8601` with milliseconds, as nginx configurations make it (its own has none).
+ISO_MS_MAPS = ("map $time_iso8601 $iso_date { ~^(?<d>[^+]+) $d; }\n    "
+               "map $time_iso8601 $iso_zone { ~(?<z>[+-]\\d\\d:\\d\\d)$ $z; }\n    "
+               "map $msec $iso_ms { ~\\.(?<m>\\d+)$ $m; }\n    ")
+
+
+def nginx_php_fpm_logs(net: NetnsPair, pcap: Path, logs: Path, requests: int = 160, concurrency: int = 40) -> Run:
+    """nginx_php_fpm under more load, its access log written in each of MS_ACCESS_LOGS's formats
+    (`logs`.NAME.access.log), the capture going on 5 s after the load: many requests fail in each
+    second, so an error line's second alone does not say which connection it was about. nginx connects to php-fpm from its client's port
+    (`bind_client_port`): the `source` log (`$connection $remote_port`) says each request's
+    connection, and the error line's `*N` its request."""
+    return nginx_php_fpm(net, pcap, logs, requests=requests, concurrency=concurrency, upstream_log=True,
+                         access_logs=MS_ACCESS_LOGS, http_extra=ISO_MS_MAPS, bind_client_port=True, linger=5.0)
+
+
+def nginx_php_fpm_read_timeout(net: NetnsPair, pcap: Path, logs: Path, read_timeout: float) -> Run:
+    """nginx_php_fpm with `fastcgi_read_timeout` `read_timeout` (the connect timeout a second
+    longer) under load enough that some requests wait longer: 6 per second of the timeout, and 6
+    more, at a time, twice as many in all; the capture goes on past the load for the FINs nginx's
+    closes queued behind unacknowledged requests."""
+    concurrency = int(6 * read_timeout) + 6
+    return nginx_php_fpm(net, pcap, logs, requests=2 * concurrency, concurrency=concurrency, read_timeout=read_timeout,
+                         connect_timeout=read_timeout + 1, linger=read_timeout + 2)
 
 
 def nginx_php_fpm_max_requests(net: NetnsPair, pcap: Path, logs: Path) -> Run:
