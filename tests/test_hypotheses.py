@@ -69,7 +69,7 @@ def test_defer_accept_of_one_second_at_the_client_is_no_full_queue_and_its_twin_
                for c in weighed), weighed
     # Its twin: a listener that never accepts, its queue full before the capture (ListenOverflows
     # moved): the SYN-ACK re-sent at 1 and 3 s, each request held back.
-    twin = report(RUNS / "accept_queue_overflow_client.pcap")
+    twin = report(RUNS / "accept_queue_full_client.pcap")
     f = finding(twin, "accept_queue_overflow")
     assert f in twin["findings"] and f["connections"]["count"] == 11, f["connections"]
     checks = {c["check"]: (c["held"], c["failed"]) for c in f["checks"]}

@@ -364,7 +364,12 @@ fn embryonic(c: &Connection) -> bool {
 /// capture says a queue was full.
 pub(crate) fn defer_accept_suspected(c: &Connection, after_ack: &[Send]) -> bool {
     let [resend] = after_ack else { return false };
-    c.milestones.client_data_ns.get().is_none_or(|t| t > resend.time_ns)
+    // Data sent again counts: a capture that began mid-connection sees the request's re-sends only.
+    let first_sent = c.milestones.client_data_ns.get().is_some_and(|t| t < resend.time_ns);
+    let sent_again = c.retransmits.as_ref().is_some_and(|log| {
+        log.data.iter().any(|d| d.from == Side::Client && d.sends.first().is_some_and(|s| s.time_ns < resend.time_ns))
+    });
+    !first_sent && !sent_again
 }
 
 /// The RST answers a data segment sent at the time of the client's first data: that segment.

@@ -321,7 +321,7 @@ TWIN_SCENARIOS = (
         shipped_in=KERNEL_RUNS,
     ),
     Scenario(
-        "accept_queue_overflow_client",
+        "accept_queue_full_client",
         "twin of defer_accept_client: a listener that never accepts, its accept queue already full",
         "The same clients and path; the listener has listen(12), no TCP_DEFER_ACCEPT, never calls accept(), and "
         "12 connections wait in its accept queue before the capture. The first client's ACK fills it; the other "
