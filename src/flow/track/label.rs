@@ -186,8 +186,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     }
     // What this side sent before, for a SYN that follows an RST (below).
     let my_last = flow.direction[me].last_packet();
-    let my_last_sent = flow.direction[me].last_sent;
-    if my_last_sent.is_some_and(|last| last.ip_id == sent.ip_id && !last.same_segment(&sent)) {
+    if flow.direction[me].last_sent.as_ref().is_some_and(|last| last.ip_id == sent.ip_id && !last.same_segment(&sent)) {
         flow.direction[me].constant_id = true;
     }
     flow.direction[me].last_sent = Some(sent);
