@@ -29,6 +29,9 @@ CRAFTED_ONLY = {
     # Copies a capture point makes (-i any on a router, segmentation offload) and their twins with a
     # real re-send; a host up and talking whose SYNs on one port are dropped.
     "router_any_copies", "router_any_resend", "offload_seen_twice", "offload_resend", "host_talking_syns_dropped",
+    # One connection's full accept queue whose client's answers are stamped before the SYN-ACK (a
+    # capture's ordering of the two directions), and its twin with loss.
+    "overflow_in_ten_packets", "loss_in_ten_packets",
 }
 # The scenarios whose shipped capture is in captures/ itself.
 IN_CAPTURES = {name for name, s in SCENARIOS.items() if not s.shipped_in}

@@ -54,6 +54,28 @@ def test_one_lost_ack_is_no_full_queue(run: str) -> None:
         assert weighed and all("request_held_back" in c["checks"]["failed"] for c in weighed), weighed
 
 
+def weighed_connections(doc: dict) -> list[dict]:
+    return [c for c in doc["connections"] if c.get("checks")]
+
+
+def test_defer_accept_of_one_second_at_the_client_is_no_full_queue_and_its_twin_is() -> None:
+    # TCP_DEFER_ACCEPT 1 s: TcpExtTCPDeferAcceptDrop +12, ListenOverflows 0; each SYN-ACK re-sent
+    # once, 1 s after the first, each request (1.2 to 2.85 s after connect()) taken at once.
+    doc = report(RUNS / "defer_accept_client.pcap")
+    assert not doc["findings"] and "accept_queue_overflow" not in causes(doc), causes(doc)
+    weighed = weighed_connections(doc)
+    assert len(weighed) == 12
+    assert all("not_defer_accept" in c["checks"]["failed"] and "defer_accept_suspected" in c["symptoms"]
+               for c in weighed), weighed
+    # Its twin: a listener that never accepts, its queue full before the capture (ListenOverflows
+    # moved): the SYN-ACK re-sent at 1 and 3 s, each request held back.
+    twin = report(RUNS / "accept_queue_full_client.pcap")
+    f = finding(twin, "accept_queue_overflow")
+    assert f in twin["findings"] and f["connections"]["count"] == 11, f["connections"]
+    checks = {c["check"]: (c["held"], c["failed"]) for c in f["checks"]}
+    assert checks["not_defer_accept"] == (11, 0) and checks["request_held_back"] == (11, 0), checks
+
+
 # -----------------------------------------------------------------------------------------------
 # A long path: re-sends that crossed the ACK, a SYN re-sent before a slow answer
 

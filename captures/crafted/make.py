@@ -772,6 +772,56 @@ def host_talking_syns_dropped(packets: list[Captured]) -> None:
         exchange(d, t + 0.0003)
 
 
+def _request_and_fin_unacked(c: Conversation) -> float:
+    """Captured at the proxy, 10 ms round trip: the handshake ACK, the request and the FIN
+    stamped 50 us before the SYN-ACK they answer (a capture that timestamps the sender's
+    packets ahead of the ones received at the same moment); the request and the FIN go
+    unacknowledged and are re-sent as one segment on the RTO (200 ms, doubling: Linux v6.6
+    net/ipv4/tcp_output.c: tcp_retrans_try_collapse()). The time of the first SYN-ACK."""
+    c.syn(0.0)
+    synack = 0.0100
+    c.synack(synack)
+    c.ack("client", synack - 0.00005)
+    c.send("client", synack - 0.00004, REQUEST)
+    c.fin("client", synack - 0.00003)
+    request_seq = c.sides["client"].next_seq - REQUEST - 1
+    for r in RTO[:2]:
+        c.segment("client", synack - 0.00004 + r, "FPA", b"x" * REQUEST, seq=request_seq, advance=False)
+    return synack
+
+
+def overflow_in_ten_packets(packets: list[Captured]) -> None:
+    """One connection's accept-queue overflow at a Linux server, captured at the proxy: the
+    handshake ACK, request and FIN (stamped just before the SYN-ACK) are dropped by a listener
+    whose accept queue is full (tcp_check_req(): listen_overflow); the request and FIN, re-sent
+    at 0.2 and 0.6 s, are dropped too; the request socket's timer re-sends the SYN-ACK 1.2 s
+    after the first (1 s, reqsk_timer_handler(), plus the path and the timer's slack), the proxy
+    answers it with an ACK, and re-sends the request once more at 1.4 s: still nothing back."""
+    built: list[Captured] = []
+    c = conversation(built, 40000, 1000, 5000)
+    synack = _request_and_fin_unacked(c)
+    c.synack(synack + 1.2)
+    c.ack("client", synack + 1.2001)
+    request_seq = c.sides["client"].next_seq - REQUEST - 1
+    c.segment("client", synack - 0.00004 + RTO[2], "FPA", b"x" * REQUEST, seq=request_seq, advance=False)
+    packets += numbered(built, {"client": 100, "server": 700})
+
+
+def loss_in_ten_packets(packets: list[Captured]) -> None:
+    """overflow_in_ten_packets' twin: the same request and FIN lost twice on the path and re-sent,
+    then acknowledged 10 ms after the re-send at 0.6 s and answered; the server's SYN-ACK is never
+    sent again (its ACK had arrived: no request socket waited). Loss, not a full queue."""
+    built: list[Captured] = []
+    c = conversation(built, 40000, 1000, 5000)
+    synack = _request_and_fin_unacked(c)
+    t = synack - 0.00004 + RTO[1] + 0.010
+    c.ack("server", t)
+    c.send("server", t + 0.0001, RESPONSE)
+    c.fin("server", t + 0.0002)
+    c.ack("client", t + 0.0003)
+    packets += numbered(built, {"client": 100, "server": 700})
+
+
 SCENARIOS: dict[str, Callable[[list[Captured]], None]] = {
     f.__name__: f
     for f in (healthy, syn_queue_overflow, accept_queue_overflow, abort_on_overflow, client_timeout_rst,
@@ -779,7 +829,8 @@ SCENARIOS: dict[str, Callable[[list[Captured]], None]] = {
               vlan_trunk_copies, duplicate_frames, duplicate_frames_retransmission, windows_syn_after_rst,
               dead_host, answered_then_closed, capture_mid_overflow, windows_syn_after_icmp, icmp_quotes,
               icmpv6_no_route, icmp_in_vlan, pmtu_discovery, mtu_black_hole_icmp_ignored, minor_observations,
-              router_any_copies, router_any_resend, offload_seen_twice, offload_resend, host_talking_syns_dropped)
+              router_any_copies, router_any_resend, offload_seen_twice, offload_resend, host_talking_syns_dropped,
+              overflow_in_ten_packets, loss_in_ten_packets)
 }
 
 

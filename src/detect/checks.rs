@@ -73,12 +73,12 @@ checks! {
         "RFC 791 §3.1 (Time to Live); RFC 8200 §3 (Hop Limit)",
         "the SYN-ACK and the server's later packets came from one host (the same TTL)",
         "the SYN-ACK's TTL differs from the server's later packets': a middlebox (NAT, load balancer, proxy) answered the handshake, and its re-sends say nothing of the server's queue";
-    /// Not TCP_DEFER_ACCEPT: not a single SYN-ACK re-send, late for the timer, with nothing
-    /// from the client before it.
+    /// Not TCP_DEFER_ACCEPT: not a single SYN-ACK re-send with nothing from the client before
+    /// it (`detect::defer_accept_suspected`).
     NotDeferAccept = "not_defer_accept",
-        "Linux v6.6 net/ipv4/inet_connection_sock.c: syn_ack_recalc(); net/ipv4/tcp.c: secs_to_retrans()",
-        "the SYN-ACK was re-sent at the request timer's times, not once at the end of a defer period",
-        "one SYN-ACK re-send, late for the timer, with nothing from the client before it: TCP_DEFER_ACCEPT ignoring a bare ACK";
+        "Linux v6.6 net/ipv4/tcp_minisocks.c: tcp_check_req(); net/ipv4/inet_connection_sock.c: syn_ack_recalc(); net/ipv4/tcp.c: secs_to_retrans()",
+        "the SYN-ACK was re-sent more than once, or after the client's request: not once at the end of a defer period",
+        "one SYN-ACK re-send with nothing from the client before it: TCP_DEFER_ACCEPT ignoring a bare ACK until the end of its period (1 s: the timer's first time), or a queue full for less than a second that held nothing back";
     /// The re-sends after the ACK come on the request timer counted from the first SYN-ACK:
     /// 1, 3, 7, 15, 31 s (TCP_TIMEOUT_INIT, doubling).
     OnRequestTimer = "on_request_timer",
@@ -239,7 +239,7 @@ pub fn of(c: &Connection) -> Checks {
     checks.set(Check::NotCaptureCopy, not_capture_copy(c));
     let Some(log) = &c.retransmits else { return checks };
     let after_ack = super::facts::synacks_after_ack(c);
-    let deferred = super::defer_accept_suspected(c, &log.synack, &after_ack);
+    let deferred = super::defer_accept_suspected(c, &after_ack);
     if let Some(synack) = of_synack_after_ack(c, &after_ack, deferred) {
         checks = checks.with(synack);
     }
@@ -408,13 +408,14 @@ mod tests {
 
     #[test]
     fn test_lost_ack_request_after_the_resend_taken_at_once_fails_request_held_back() {
+        // One re-send with nothing before it: TCP_DEFER_ACCEPT of 1 s looks the same.
         let mut w = Wire::new();
         w.handshake_plain();
         w.send(1_001, S, SYN | ACK, SISN, CISN + 1, 0);
         w.send(1_002, C, ACK, CISN + 1, SISN + 1, 0);
         w.request(2_000, &[]);
         w.send(2_001, S, ACK, SISN + 1, CISN + 1 + 100, 0);
-        assert_eq!(competing(&w), ["request_held_back"]);
+        assert_eq!(competing(&w), ["request_held_back", "not_defer_accept"]);
     }
 
     #[test]

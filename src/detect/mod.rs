@@ -349,22 +349,28 @@ fn embryonic(c: &Connection) -> bool {
     c.milestones.client_data_acked_ns.get().is_none() && c.milestones.server_data_ns.get().is_none()
 }
 
-/// The server held back its SYN-ACK re-sends after the client's bare ACK, then sent one: the
-/// listener has TCP_DEFER_ACCEPT (Apache's default, 30 s). Linux drops a bare ACK while the
-/// request has timed out fewer times than the defer period's retransmissions (Linux v6.6
-/// net/ipv4/tcp_minisocks.c: tcp_check_req()) and re-sends the SYN-ACK only at the end of the
-/// period (net/ipv4/inet_connection_sock.c: syn_ack_recalc()); the client's ACK to that re-send
-/// is taken. A full accept queue drops the ACK too, but re-sends at every timer (1, 2, 4 s
-/// apart): its first re-send is never late. So: exactly one timer re-send after the ACK, later
-/// than the SYN-ACK schedule's next timer, and no client data before it.
-pub(crate) fn defer_accept_suspected(c: &Connection, synacks: &[Send], after_ack: &[Send]) -> bool {
+/// The server re-sent its SYN-ACK once after the client's bare ACK, with nothing from the client
+/// before that re-send: the listener has TCP_DEFER_ACCEPT (Apache's default, 30 s; nginx's
+/// `listen ... deferred`, 1 s). Linux drops a bare ACK while the request has timed out fewer
+/// times than the defer period's retransmissions and notes it (Linux v6.6
+/// net/ipv4/tcp_minisocks.c: tcp_check_req(): `inet_rsk(req)->acked`); the request timer then
+/// re-sends nothing until the period's last retransmission (net/ipv4/inet_connection_sock.c:
+/// syn_ack_recalc(); the period in retransmissions is net/ipv4/tcp.c: secs_to_retrans(), 1 for
+/// 1 s), and the client's ACK to that one re-send is taken. With 1 s the re-send comes at the
+/// timer's first time, 1 s after the SYN-ACK, as a full accept queue's first re-send does. What
+/// tells them apart is the client's data: it completes a deferred handshake at once (there is no
+/// re-send after it), while a full queue drops it too and re-sends the SYN-ACK at every timer
+/// while it stays full. A full queue that drained within the second, for a client that sent
+/// nothing, looks the same as a deferring listener: no request was held back, and nothing in the
+/// capture says a queue was full.
+pub(crate) fn defer_accept_suspected(c: &Connection, after_ack: &[Send]) -> bool {
     let [resend] = after_ack else { return false };
-    let Some(index) = synacks.iter().position(|s| s == resend) else { return false };
-    let Some(previous) = index.checked_sub(1).and_then(|i| synacks.get(i)) else { return false };
-    let timer_retries = synacks.iter().take(index + 1).skip(1).filter(|s| !s.triggered).count() as u32;
-    let late = resend.time_ns - previous.time_ns > Schedule::Synack.interval_ns(timer_retries.max(1)) + SLACK_NS;
-    let no_data_before = c.milestones.client_data_ns.get().is_none_or(|t| t > resend.time_ns);
-    late && no_data_before
+    // Data sent again counts: a capture that began mid-connection sees the request's re-sends only.
+    let first_sent = c.milestones.client_data_ns.get().is_some_and(|t| t < resend.time_ns);
+    let sent_again = c.retransmits.as_ref().is_some_and(|log| {
+        log.data.iter().any(|d| d.from == Side::Client && d.sends.first().is_some_and(|s| s.time_ns < resend.time_ns))
+    });
+    !first_sent && !sent_again
 }
 
 /// The RST answers a data segment sent at the time of the client's first data: that segment.
@@ -1035,12 +1041,21 @@ mod tests {
     }
 
     #[test]
-    fn test_accept_queue_full_without_data_resends_at_the_first_timer_is_final_ack_dropped() {
-        // No client data either, but the SYN-ACK timer re-sends at once (1 s) and every time after.
-        for again in [&[1_001][..], &[1_001, 3_001, 7_001], &[1_001, 3_001]] {
+    fn test_accept_queue_full_without_data_resends_at_every_timer_is_final_ack_dropped() {
+        // No client data either, but the SYN-ACK timer re-sends at 1 s and every time after: the
+        // ACK answering the first re-send was dropped too.
+        for again in [&[1_001, 3_001, 7_001][..], &[1_001, 3_001]] {
             let v = synack_again(again).verdict_at(20_000);
             assert!(has(&v, Symptom::FinalAckDropped) && !has(&v, Symptom::DeferAcceptSuspected), "{again:?}: {:?}", v.symptoms);
         }
+    }
+
+    #[test]
+    fn test_defer_accept_of_one_second_resends_once_at_the_first_timer_without_data() {
+        // TCP_DEFER_ACCEPT 1 (nginx's `deferred`): one re-send 1 s after the SYN-ACK, the ACK
+        // answering it taken, no data before it.
+        let v = synack_again(&[1_001]).verdict_at(20_000);
+        assert!(has(&v, Symptom::DeferAcceptSuspected) && !has(&v, Symptom::FinalAckDropped), "{:?}", v.symptoms);
     }
 
     #[test]

@@ -46,13 +46,17 @@ impl Sent {
     /// The IP ID, TCP header fields and checksum (which covers the options and payload) in one
     /// number, never 0; 0 for a frame without an IP ID, which tells no datagram from another.
     pub(crate) fn fingerprint(&self) -> u32 {
-        use std::hash::{Hash, Hasher};
+        // The fields packed in three words, each mixed by a multiplication (FxHash's constant):
+        // computed for every frame, so kept to a few instructions.
+        const MIX: u64 = 0x517c_c1b7_2722_0a95;
         if self.ip_id == 0 {
             return 0;
         }
-        let mut h = rustc_hash::FxHasher::default();
-        (self.seq, self.ack, self.payload_len, self.window, self.checksum, self.ip_id, self.flags, self.tsval).hash(&mut h);
-        let h = h.finish();
+        let numbers = ((u64::from(self.seq) << 32) | u64::from(self.ack)).wrapping_mul(MIX);
+        let sizes = ((u64::from(self.payload_len) << 32) | (u64::from(self.window) << 16) | u64::from(self.checksum)).wrapping_mul(MIX);
+        let tsval = self.tsval.map_or(1 << 32, u64::from);
+        let ids = (u64::from(self.ip_id) << 48) ^ (u64::from(self.flags) << 40) ^ tsval;
+        let h = (numbers ^ sizes.rotate_left(23) ^ ids).wrapping_mul(MIX);
         ((h >> 32) as u32 ^ h as u32) | 1
     }
 
@@ -162,9 +166,11 @@ impl DirectionState {
 
     pub(crate) fn remember(&mut self, fingerprint: u32) {
         if fingerprint != 0 {
-            let at = usize::from(self.recent_next) % RECENT_SENT;
-            self.recent[at] = fingerprint;
-            self.recent_next = ((at + 1) % RECENT_SENT) as u8;
+            let at = usize::from(self.recent_next);
+            if let Some(slot) = self.recent.get_mut(at) {
+                *slot = fingerprint;
+            }
+            self.recent_next = if at + 1 >= RECENT_SENT { 0 } else { (at + 1) as u8 };
         }
     }
 

@@ -186,8 +186,7 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     }
     // What this side sent before, for a SYN that follows an RST (below).
     let my_last = flow.direction[me].last_packet();
-    let my_last_sent = flow.direction[me].last_sent;
-    if my_last_sent.is_some_and(|last| last.ip_id == sent.ip_id && !last.same_segment(&sent)) {
+    if flow.direction[me].last_sent.as_ref().is_some_and(|last| last.ip_id == sent.ip_id && !last.same_segment(&sent)) {
         flow.direction[me].constant_id = true;
     }
     flow.direction[me].last_sent = Some(sent);
@@ -274,7 +273,12 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
                     // After an RST that answered the SYN, a SYN-ACK all the same: the RST was
                     // forged or stale, and the handshake goes on (RFC 5961 §3).
                     let reset_before = conn.state == ConnState::Reset && conn.handshake_ack_time_ns.get().is_none();
-                    if conn.state == ConnState::SynSent || (conn.partial && conn.syn_count == 0) || reset_before {
+                    if let Some(answered_ns) = answered_before(flow, conn, seg) {
+                        conn.handshake_ack_time_ns.set(Some(answered_ns));
+                        if conn.state == ConnState::SynSent {
+                            conn.set_state(ConnState::Established);
+                        }
+                    } else if conn.state == ConnState::SynSent || (conn.partial && conn.syn_count == 0) || reset_before {
                         conn.set_state(ConnState::SynReceived);
                     }
                 }
@@ -304,6 +308,23 @@ fn label(flow: &mut Flow, conn: &mut Connection, seg: &Segment, side: Side, at: 
     acknowledgement(flow, conn, &pkt, keep_events);
     window(flow, conn, &pkt, keep_events);
     flow.direction[me].labelled(role);
+}
+
+/// The client acknowledged this first SYN-ACK before the capture stamped it: its handshake ACK
+/// (and its request, its FIN) came first in the capture, as where the two directions are
+/// stamped on different queues. A client acknowledges a SYN-ACK only once it has it (RFC 9293
+/// §3.5), so the handshake completed with its first packet after the SYN; that packet's time is
+/// the earliest of the client's first data, its FIN and its last packet. None when the client
+/// sent nothing after its SYN that acknowledged this SYN-ACK.
+fn answered_before(flow: &Flow, conn: &Connection, seg: &Segment) -> Option<i64> {
+    let client = &flow.direction[Side::Client.index()];
+    let syn_ns = conn.syn_time_ns.get()?;
+    if conn.handshake_ack_time_ns.get().is_some() || client.last_ack != Some(seg.seq.wrapping_add(1)) {
+        return None;
+    }
+    let m = &conn.milestones;
+    let last = client.last_packet().map(|(_, _, t)| t);
+    [m.client_data_ns.get(), m.client_closed_ns.get(), last].into_iter().flatten().filter(|&t| t > syn_ns).min()
 }
 
 /// RFC 7413 §4.2: a SYN-ACK that acknowledges only the SYN of a SYN that carried data (TCP Fast
@@ -718,6 +739,27 @@ mod tests {
         assert_eq!(c.handshake_duration_ns(), Some(2 * MS));
         assert_eq!(c.base_seq, [Some(CISN), Some(SISN)]);
         assert_eq!(w.relative(3, HandshakeAck), (1, 1));
+    }
+
+    #[test]
+    fn test_syn_sent_answers_stamped_before_the_synack_complete_the_handshake() {
+        // The client's ACK, request and FIN stamped before the SYN-ACK they answer.
+        let mut w = Wire::new();
+        w.send(0, C, SYN, CISN, 0, 0);
+        w.send(9, C, ACK, CISN + 1, SISN + 1, 0);
+        w.send(9, C, PSH | ACK, CISN + 1, SISN + 1, 100);
+        w.send(9, C, FIN | ACK, CISN + 101, SISN + 1, 0);
+        w.send(10, S, SYN | ACK, SISN, CISN + 1, 0);
+        let c = w.conn();
+        assert_eq!(c.handshake_ack_time_ns.get(), Some(9 * MS));
+        assert_eq!(c.state, ConnState::Closing);
+        // An ACK of another sequence number answers no SYN-ACK of this connection.
+        let mut other = Wire::new();
+        other.send(0, C, SYN, CISN, 0, 0);
+        other.send(9, C, ACK, CISN + 1, SISN + 9, 0);
+        other.send(10, S, SYN | ACK, SISN, CISN + 1, 0);
+        assert_eq!(other.conn().handshake_ack_time_ns.get(), None);
+        assert_eq!(other.conn().state, ConnState::SynReceived);
     }
 
     #[test]

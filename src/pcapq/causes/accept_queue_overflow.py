@@ -291,7 +291,8 @@ CAUSE = EpisodeCause(
         "belong to it (`in_queue_window`)"
     ),
     exclusions=(
-        "TCP_DEFER_ACCEPT: a bare ACK dropped and the SYN-ACK re-sent once, seconds later, with nothing before it",
+        "TCP_DEFER_ACCEPT: a bare ACK dropped and the SYN-ACK re-sent once (at 1 s with nginx's `deferred`), with no "
+        "client data before it",
         "an application reset: the server acknowledged or answered before its RST",
         "VLAN copies of one flow: VLAN tags are part of a connection's identity",
         "duplicate frames: dropped before they count as re-sends",

@@ -329,6 +329,32 @@ TWIN_SCENARIOS = (
         capture_at="client",
         shipped_in=KERNEL_RUNS,
     ),
+    Scenario(
+        "defer_accept_client",
+        "TCP_DEFER_ACCEPT 1 s (nginx's `deferred`) on a 100 ms round trip, captured at the client",
+        "The listener has TCP_DEFER_ACCEPT 1 s and accepts at once; 12 clients connect at once and send their "
+        "requests 1.2 to 2.85 s later. The listener drops each bare handshake ACK, re-sends its SYN-ACK once, 1 s "
+        "after the first, and the client's ACK to it creates the connection: each request is acknowledged at once. "
+        "Nothing overflows. tcpdump on the client's veth.",
+        lambda net, pcap: twin_scenarios.defer_accept_client(net, pcap),
+        tools=("ip", "tcpdump", "nstat"),
+        network=NetnsDelayed,
+        capture_at="client",
+        shipped_in=KERNEL_RUNS,
+    ),
+    Scenario(
+        "accept_queue_full_client",
+        "twin of defer_accept_client: a listener that never accepts, its accept queue already full",
+        "The same clients and path; the listener has listen(12), no TCP_DEFER_ACCEPT, never calls accept(), and "
+        "12 connections wait in its accept queue before the capture. The first client's ACK fills it; the other "
+        "clients' ACKs and requests are dropped, their SYN-ACKs re-sent at 1 and 3 s, and no client is answered.",
+        lambda net, pcap: twin_scenarios.defer_accept_client(net, pcap, overflow=True),
+        tools=("ip", "tcpdump", "nstat", "ss"),
+        client_error="timed out",
+        network=NetnsDelayed,
+        capture_at="client",
+        shipped_in=KERNEL_RUNS,
+    ),
 )
 
 

@@ -407,9 +407,9 @@ def preconnect(args: argparse.Namespace) -> int:
     proxy's preconnect), then each in turn sends its request and reads the answer."""
     request = request_bytes(args.request)
     socks, results = [], []
-    for i in range(args.count):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        result: ClientResult = {"port": None, "sent": 0, "received": 0, "error": None}
+    connected = [0.0] * args.count
+
+    def open_one(i: int, s: socket.socket, result: ClientResult) -> None:
         try:
             if args.source_port and i == 0:
                 # The first connection from a known port (a firewall rule can pick it out).
@@ -418,17 +418,48 @@ def preconnect(args: argparse.Namespace) -> int:
             connect(s, args.host, args.port, args.timeout, result)
         except OSError as e:
             result["error"] = repr(e)
+        connected[i] = time.monotonic()
+
+    openers = []
+    for i in range(args.count):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        result: ClientResult = {"port": None, "sent": 0, "received": 0, "error": None}
         socks.append(s)
         results.append(result)
-    time.sleep(args.idle)
+        if args.idle_step:
+            # Connects all at once, each on its own thread: the SYNs leave together.
+            openers.append(threading.Thread(target=open_one, args=(i, s, result)))
+            openers[-1].start()
+        else:
+            open_one(i, s, result)
+    for opener in openers:
+        opener.join()
+    if args.idle_step:
+        # The i-th connection sends `--idle` + i * `--idle-step` s after its connect() returned,
+        # without waiting for the answers before; the answers are read afterwards.
+        for i, (s, result) in enumerate(zip(socks, results)):
+            time.sleep(max(0.0, connected[i] + args.idle + i * args.idle_step - time.monotonic()))
+            if not result["error"]:
+                try:
+                    s.sendall(request)
+                    result["sent"] = len(request)
+                except OSError as e:
+                    result["error"] = repr(e)
+    else:
+        time.sleep(args.idle)
+    # With --idle-step the answers are awaited together: `--timeout` s in all from the last request.
+    deadline = time.monotonic() + args.timeout
     for s, result in zip(socks, results):
         with s:
             if result["error"]:
                 continue
             received = 0
             try:
-                s.sendall(request)
-                result["sent"] = len(request)
+                if args.idle_step:
+                    s.settimeout(max(0.05, deadline - time.monotonic()))
+                else:
+                    s.sendall(request)
+                    result["sent"] = len(request)
                 while chunk := s.recv(65536):
                     received += len(chunk)
             except OSError as e:
@@ -489,6 +520,8 @@ def main() -> int:
     p.add_argument("--prefill", action="store_true", help="reuseport: see reuseport()")
     p.add_argument("--idle", type=float, default=5.0,
                    help="preconnect: seconds before sending the request; reuse: between the two requests")
+    p.add_argument("--idle-step", type=float, default=0.0,
+                   help="preconnect: the i-th connection sends its request at --idle + i * this, answers read after")
     p.add_argument("--keep-alive", type=float, default=0.0,
                    help="server: answer more requests on a connection until it is idle this long, then close")
     p.add_argument("--also", type=int, nargs="*", default=[], help="listen: more ports")

@@ -22,7 +22,17 @@ from typing import Any
 
 from pcapq.lab.errors import LabError
 from pcapq.lab.namespaces import Capture, NetnsDelayed, NetnsPair
-from pcapq.lab.scenarios import PEERS, PORT, Run, _client, _nft_counters, _run, parse_clients, start_server
+from pcapq.lab.scenarios import (
+    PEERS,
+    PORT,
+    Run,
+    _client,
+    _nft_counters,
+    _run,
+    _wait_accept_queue,
+    parse_clients,
+    start_server,
+)
 
 LOST_ACK_TABLE = "pcapq_lost_ack"
 # A bare ACK from the client: 20 bytes of IP, 20 of TCP and 12 of timestamp option.
@@ -420,4 +430,94 @@ def reordering(
         (len(held) >= 1 and not dropped, f"the delay line held {len(held)} and dropped {len(dropped)} segments"),
         (run.delta("TcpRetransSegs") >= 1, "the server re-sent nothing: the reordering was within RACK's window"),
         (dsacks >= 1, "the client sent no D-SACK (TcpExtTCPDSACKRecv 0 in the server namespace)"),
+    )
+
+
+def defer_accept_client(
+    net: NetnsPair,
+    pcap: Path,
+    overflow: bool = False,
+    one_way: float = 0.05,
+    connections: int = 12,
+    idle: float = 1.2,
+    idle_step: float = 0.15,
+    request: int = 100,
+    response: int = 1000,
+    snaplen: int = 128,
+) -> Run:
+    """`connections` clients connect at once over a path of `one_way` s each way and send their
+    requests `idle`, `idle` + `idle_step`, ... s after connect() returned (up to about 3 s).
+
+    overflow False: the listener has TCP_DEFER_ACCEPT 1 s (nginx's `listen ... deferred`) and
+    accepts at once. It drops each bare handshake ACK and keeps the request socket (Linux v6.6
+    net/ipv4/tcp_minisocks.c: tcp_check_req()); its SYN-ACK timer re-sends once, 1 s after the
+    SYN-ACK (net/ipv4/inet_connection_sock.c: syn_ack_recalc(); a defer of 1 s is one
+    retransmission, net/ipv4/tcp.c: secs_to_retrans()), and the ACK answering that re-send
+    creates the connection; the request is acknowledged at once. Nothing overflows.
+
+    overflow True (the twin): the same clients and path; the listener, listen(`connections`)
+    without TCP_DEFER_ACCEPT, never accepts, and as many connections wait in its accept queue
+    before the capture. The clients' SYNs find room (tcp_conn_request()); the first ACK fills
+    the queue, the others' ACKs and requests are dropped (tcp_check_req(): listen_overflow) and
+    their SYN-ACKs re-sent at 1 and 3 s."""
+    path = _need_path(net)
+    path.start_path(delay_cs=one_way, delay_sc=one_way, deadline=40)
+    started = time.monotonic()
+    before = net.nstat(net.server_ns)
+    if overflow:
+        listener = ("--backlog", str(connections), "--accept-delay", "60", "--deadline", "60")
+        said = f"server listen() backlog {connections}, never accepts, {connections} connections waiting in its queue"
+    else:
+        listener = ("--defer-accept", "1", "--threads", "--deadline", "20")
+        said = "server TCP_DEFER_ACCEPT 1 s, listen() backlog 128, accepts at once, a thread per connection"
+    timeout = 4.0
+    waiting: subprocess.Popen[Any] | None = None
+    try:
+        server = start_server(net, *listener, "--count", str(connections), "--response", str(response))
+        try:
+            if overflow:
+                net.say(f"{connections} connections wait in the accept queue (before the capture)")
+                waiting = net.popen(net.client_ns, [*PEERS, "preconnect", net.server_ip, str(PORT), "--count",
+                                                    str(connections), "--idle", "0", "--request", str(request),
+                                                    "--timeout", "20"], stdout=subprocess.DEVNULL)
+                _wait_accept_queue(net, PORT, connections, waiting)
+            with net.capture(pcap, bpf=["tcp"], snaplen=snaplen) as cap:
+                out = _client(net, "--count", str(connections), "--idle", str(idle), "--idle-step", str(idle_step),
+                              "--request", str(request), "--timeout", str(timeout), role="preconnect")
+                # The last packets still on the path.
+                time.sleep(2 * one_way + 0.2)
+            if not overflow:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    server.wait(3)
+        finally:
+            if waiting is not None:
+                net.stop(waiting)
+            net.stop(server)
+    finally:
+        stats = path.stop_path()
+    last = idle + (connections - 1) * idle_step
+    setup = [
+        f"path: {path.path_settings} (RTT {2 * one_way * 1000:g} ms)",
+        f"{said}; client: {connections} connections opened at once, each sends its {request}-byte request "
+        f"{idle:g} to {last:g} s after connect() ({idle_step:g} s apart), answers awaited {timeout:g} s; "
+        f"{response}-byte response; tcpdump -s {snaplen} on the client's veth",
+    ]
+    run = _run(net, pcap, out, cap, before, started, setup)
+    run.extra.update(path=stats)
+    served = sum(not c.get("error") and c.get("received") == response for c in run.clients)
+    if overflow:
+        return _expect(
+            run,
+            (run.delta("TcpExtListenOverflows") >= 1, "the accept queue never overflowed (TcpExtListenOverflows 0)"),
+            (run.delta("TcpExtTCPSynRetrans") >= 1, "the server re-sent no SYN-ACK (TcpExtTCPSynRetrans 0)"),
+            (run.delta("TcpExtSyncookiesSent") == 0, "the listener answered with SYN cookies"),
+            (served == 0, f"{served} clients were served by a listener that never accepts"),
+        )
+    return _expect(
+        run,
+        (run.delta("TcpExtTCPDeferAcceptDrop") >= connections,
+         f"TcpExtTCPDeferAcceptDrop +{run.delta('TcpExtTCPDeferAcceptDrop')}: not every bare handshake ACK was held"),
+        (run.delta("TcpExtTCPSynRetrans") >= 1, "the server re-sent no SYN-ACK (TcpExtTCPSynRetrans 0)"),
+        (run.delta("TcpExtListenOverflows") == 0, "the accept queue overflowed (TcpExtListenOverflows moved)"),
+        (served == connections, f"{served} of {connections} clients served"),
     )
