@@ -115,16 +115,19 @@ def test_timeline_json_ties_as_analyze_json_does(capture: str, logs: list[str]) 
 
 def test_timeline_markdown_and_html_show_the_line(tmp_path: Path) -> None:
     first = Path(NGINX + ".error.log").read_text().splitlines()[0]
-    md = invoke("timeline", "--conn", "#20", "--format", "markdown", *NGINX_LOGS, NGINX + ".pcap")
+    # The connection the error log's first line is tied to, as analyze ties it.
+    tied = next(i for i, note in analyze_notes(NGINX + ".pcap", NGINX_LOGS).items()
+                if note["file"].endswith(".error.log") and note["line"] == 1)
+    md = invoke("timeline", "--conn", f"#{tied}", "--format", "markdown", *NGINX_LOGS, NGINX + ".pcap")
     assert md.exit_code == ExitCode.OK, md.stderr
     assert "**Proxy log** " in md.stdout and "error.log:1, 504 connect\\_timeout" in md.stdout
     # The log's text is escaped: nothing in it is read as Markdown.
     assert "\\[error\\] 16251#16251: \\*7 upstream timed out" in md.stdout
     out = tmp_path / "t.html"
-    html = invoke("timeline", "--conn", "#20", "--format", "html", "-o", str(out), *NGINX_LOGS, NGINX + ".pcap")
+    html = invoke("timeline", "--conn", f"#{tied}", "--format", "html", "-o", str(out), *NGINX_LOGS, NGINX + ".pcap")
     assert html.exit_code == ExitCode.OK, html.stderr
     page = out.read_text()
-    section = page[page.index('<section class="ladder" id="ladder-20">'):]
+    section = page[page.index(f'<section class="ladder" id="ladder-{tied}">'):]
     assert section.index("<th>proxy log</th>") < section.index("<svg")
     assert f"<code>{first.replace(chr(34), '&quot;')}</code>" in section
 

@@ -235,6 +235,12 @@ fn join_retransmits(conn: &mut Connection, later: &RetransmitLog, last_replayed:
         for send in series.sends.iter().filter(after) {
             log.data(side(series.from), series.seq, None, *send, series.into_half_open);
         }
+        // What the later analysis learnt of the series after the snapshot: the receiver got it
+        // twice (D-SACK), or the original arrived.
+        if let Some(joined) = log.data.iter_mut().find(|d| d.from == side(series.from) && d.seq == series.seq) {
+            joined.dsacked |= series.dsacked;
+            joined.original_arrived |= series.original_arrived;
+        }
     }
 }
 

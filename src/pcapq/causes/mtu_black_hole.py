@@ -13,7 +13,7 @@ from pcapq.finding import Finding
 from pcapq.endpoint import parse
 
 if TYPE_CHECKING:
-    from pcapq._core import Selection, _BlackHole
+    from pcapq._core import Selection, _BlackHole, _Side
 
 # When a finding earns a panel (docs/diagnosis.md, "Materiality").
 MATERIALITY = Always(reason=(
@@ -62,7 +62,7 @@ def rule(ctx: EpisodeContext) -> Finding | None:
     )
 
 
-def _vanished(ctx: EpisodeContext, hit: Selection, holes: list[_BlackHole], sides: Counter[str]) -> Finding:
+def _vanished(ctx: EpisodeContext, hit: Selection, holes: list[_BlackHole], sides: Counter[_Side]) -> Finding:
     """The black hole from the receiver's side: bytes that never arrived before a later, smaller
     segment of the same sender did (its FIN, its RST as it gave up, a small tail)."""
     full = holes[0]["len"]

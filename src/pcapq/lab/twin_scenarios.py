@@ -465,7 +465,7 @@ def defer_accept_client(
     started = time.monotonic()
     before = net.nstat(net.server_ns)
     if overflow:
-        listener = ("--backlog", str(connections), "--accept-delay", "60", "--deadline", "60")
+        listener: tuple[str, ...] = ("--backlog", str(connections), "--accept-delay", "60", "--deadline", "60")
         said = f"server listen() backlog {connections}, never accepts, {connections} connections waiting in its queue"
     else:
         listener = ("--defer-accept", "1", "--threads", "--deadline", "20")
