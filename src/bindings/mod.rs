@@ -212,6 +212,28 @@ impl Analysis {
         Ok(list)
     }
 
+    /// The settings the capture shows, per listener ("ip:port", "[v6]:port") that shows any
+    /// (src/detect/settings): {"listener": ..., then per setting shown, in the order of
+    /// `detect::settings::SETTINGS`, {"value", "low", "high", "confidence", "evidence"}}.
+    fn inferred_settings<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.settle();
+        let end_ns = self.inner.end_ns();
+        let d = PyDict::new(py);
+        for s in self.server_stats() {
+            let inferred = detect::settings::infer(&s.shown, end_ns);
+            if inferred.is_empty() {
+                continue;
+            }
+            let mut one = serde_json::Map::new();
+            one.insert("listener".into(), serde_json::Value::String(s.server.to_string()));
+            for (name, estimate) in inferred {
+                one.insert(name.into(), estimate.to_json());
+            }
+            d.set_item(s.server.to_string(), python_value(py, &serde_json::Value::Object(one))?)?;
+        }
+        Ok(d)
+    }
+
     /// For `server` ("ip:port"): at each of `times` (epoch seconds), how many connections its
     /// clients considered established were still waiting for its first answer.
     fn waiting_at(&mut self, server: &str, times: Vec<f64>) -> PyResult<Vec<usize>> {

@@ -14,6 +14,7 @@ pub mod probes;
 pub mod scans;
 pub mod schedule;
 pub mod servers;
+pub mod settings;
 pub mod timeouts;
 pub mod timings;
 pub mod trimmed;

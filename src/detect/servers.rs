@@ -44,6 +44,9 @@ pub struct ServerStats {
     /// Data segments re-sent in its connections, both ways.
     #[serde(default)]
     pub data_retransmits: u64,
+    /// What its connections show of its settings and its clients' (`settings::infer`).
+    #[serde(default)]
+    pub shown: super::settings::gather::Shown,
 }
 
 impl ServerStats {
@@ -62,6 +65,7 @@ impl ServerStats {
             spoke: 0,
             packets: 0,
             data_retransmits: 0,
+            shown: Default::default(),
         }
     }
 
@@ -268,6 +272,7 @@ impl ServerBook {
         }
         s.packets += c.counts.iter().map(|d| d.packets).sum::<u64>();
         s.data_retransmits += c.counts.iter().map(|d| u64::from(d.data_retransmits)).sum::<u64>();
+        s.shown.add(c, outcome, symptoms);
         if one_syn {
             s.one_syn += 1;
             self.one_syn.add(c);
@@ -344,6 +349,7 @@ impl ServerBook {
             s.spoke += theirs.spoke;
             s.packets += theirs.packets;
             s.data_retransmits += theirs.data_retransmits;
+            s.shown.merge(theirs.shown);
         }
         for ip in other.clients {
             if self.clients.len() >= MAX_CLIENT_ADDRESSES {

@@ -85,6 +85,23 @@ impl GiveUps {
         }
     }
 
+    /// Counts `c` as `add` does, a read give-up's delay taken from the client's first SYN
+    /// instead of its request: a client's timeout over the whole exchange (connect and answer).
+    pub fn add_after_first_syn(&mut self, c: &Connection, outcome: Outcome) {
+        if c.partial {
+            return;
+        }
+        let first_syn = syn_sends(c).first().map_or(c.first_time_ns, |s| s.time_ns);
+        // The client's first FIN or RST: a FIN the server does not acknowledge is sent again.
+        let client_rst = c.milestones.first_rst().filter(|r| r.from == Side::Client).map(|r| r.time_ns);
+        let closed = [c.milestones.client_closed_ns.get(), client_rst].into_iter().flatten().min();
+        if let (Some(_), Some(closed)) = (read_give_up_ns(c), closed) {
+            self.add_read(closed - first_syn);
+        } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
+            self.add_connect(bounds);
+        }
+    }
+
     fn add_read(&mut self, delay: i64) {
         self.read_gave_up += 1;
         self.add_to_bucket(delay / BUCKET_NS, 1, delay);
