@@ -66,7 +66,7 @@ impl Load {
             return Load::default();
         };
         let mut offered = Vec::with_capacity(mine.len());
-        let mut answered = Vec::new();
+        let mut served = Vec::new();
         for (index, c) in mine.iter().enumerate() {
             let syn = c.syn_time_ns.get().unwrap_or(start);
             let synack = c.synack_time_ns.get();
@@ -76,27 +76,32 @@ impl Load {
                 _ => DEFAULT_RTT_NS,
             };
             let answer = c.milestones.server_data_ns.get();
+            // An answer after the client closed (it gave up) is no answer to it.
+            let answered = match (answer, c.milestones.client_closed_ns.get()) {
+                (Some(a), Some(closed)) => a <= closed,
+                (answer, _) => answer.is_some(),
+            };
             let request = c.milestones.client_data_acked_ns.get().or(c.milestones.client_data_ns.get());
             if let (Some(answer_ns), Some(request_ns)) = (answer, request) {
-                answered.push(Answered { index, request_ns: request_ns.min(answer_ns), answer_ns });
+                served.push(Answered { index, request_ns: request_ns.min(answer_ns), answer_ns });
             }
             let syns_unanswered = if synack.is_some() { c.syn_count.saturating_sub(1) } else { c.syn_count };
             let synacks_after_ack = if ack.is_some() { c.synack_count.saturating_sub(1) } else { 0 };
             let seen = Seen {
-                answered: answer.is_some(),
+                answered,
                 got_synack: synack.is_some(),
-                server_reset: c.milestones.first_rst().is_some_and(|r| r.from == Side::Server) && answer.is_none(),
+                server_reset: c.milestones.first_rst().is_some_and(|r| r.from == Side::Server) && !answered,
                 syn_retransmitted: c.syn_count > 1,
                 wait_ns: None,
                 overflows: u64::from(syns_unanswered) + u64::from(synacks_after_ack),
             };
             offered.push(Offered { syn_ns: syn - start, rtt_ns, service_ns: None, seen });
         }
-        answered.sort_by_key(|a| (a.request_ns, a.index));
-        let slots = workers.map_or(answered.len(), |w| w.max(1) as usize);
+        served.sort_by_key(|a| (a.request_ns, a.index));
+        let slots = workers.map_or(served.len(), |w| w.max(1) as usize);
         // Each worker's next free moment, earliest first.
         let mut free: BinaryHeap<Reverse<i64>> = (0..slots).map(|_| Reverse(i64::MIN)).collect();
-        for a in &answered {
+        for a in &served {
             let Reverse(worker_free) = free.pop().unwrap_or(Reverse(i64::MIN));
             let begin = a.request_ns.max(worker_free).min(a.answer_ns);
             free.push(Reverse(a.answer_ns));
