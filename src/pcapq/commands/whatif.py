@@ -144,9 +144,8 @@ def whatif(analysis: _core.Analysis, listener: str, inferred: dict[str, Any], gi
         shown["backlog"] = (4096, "default")
         note = "the capture never shows the accept queue full: its backlog is taken as deep as Linux's somaxconn default (4096)"
     capture_workers = shown["workers"][0] if "workers" in shown else None
-    settings: dict[str, tuple[SettingValue, Source]] = dict(shown)
-    for name, value in given.items():
-        settings[name] = (value, "set")
+    chosen = {**shown, **{name: (value, "set") for name, value in given.items()}}
+    settings = {name: chosen[name] for name in SETTINGS if name in chosen}
     runs = [] if missing else [model_settings(shown), model_settings(settings)]
     result = analysis.whatif(listener, int(capture_workers) if capture_workers is not None else None, runs, SEED)
     if missing:
@@ -181,8 +180,9 @@ def inferred_value(name: str, estimate: Any) -> SettingValue:
     if isinstance(value, (int, float)):
         return value
     low, high = estimate.get("low"), estimate.get("high")
-    if name in RANGE_END and isinstance(estimate.get(RANGE_END[name]), (int, float)):
-        return estimate[RANGE_END[name]]
+    end = estimate.get(RANGE_END[name]) if name in RANGE_END else None
+    if isinstance(end, (int, float)):
+        return end
     default = SETTINGS[name].default
     if default is None:
         return low if isinstance(low, (int, float)) else high if isinstance(high, (int, float)) else None
