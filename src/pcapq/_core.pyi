@@ -486,7 +486,6 @@ class _Annotated(TypedDict):
     records: int
     connections: int
 
-@final
 class _WhatifSettings(TypedDict):
     """One run's settings for `Analysis.whatif` (src/whatif/model.rs `Settings`)."""
 
@@ -515,6 +514,7 @@ class _WhatifResult(TypedDict):
     observed: _WhatifOutcome
     runs: list[_WhatifOutcome]
 
+@final
 class Analysis:
     """The result of one analysis, held in Rust."""
 
