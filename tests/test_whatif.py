@@ -111,3 +111,9 @@ def test_inferred_value_takes_a_range_end_or_the_default() -> None:
     assert inferred_value("synack_retries", {"value": None, "low": 3, "high": None}) is None
     assert inferred_value("synack_retries", {"value": None, "low": 7, "high": None}) == 7
     assert inferred_value("client_timeout_s", {"value": 5.0, "low": 5.0, "high": 5.1}) == 5.0
+
+
+def test_whatif_says_when_clients_never_give_up() -> None:
+    # No client gave up in accept_queue_overflow: the replay cannot count timeouts unless told.
+    assert "no client giving up" in whatif_json("accept_queue_overflow.pcap")["note"]
+    assert "note" not in whatif_json("accept_queue_overflow.pcap", "client_timeout_s=5", "backlog=8")

@@ -137,20 +137,24 @@ def whatif(analysis: _core.Analysis, listener: str, inferred: dict[str, Any], gi
         elif setting.default is not None:
             shown[name] = (setting.default, "default")
     missing = [n for n in ("workers",) if n not in shown]
-    note = None
+    notes: list[str] = []
     if "backlog" not in shown:
         # The accept queue never overflowed: any backlog at least as deep as it ever got gives the
         # same replay; the kernel's somaxconn default stands for it.
         shown["backlog"] = (4096, "default")
-        note = "the capture never shows the accept queue full: its backlog is taken as deep as Linux's somaxconn default (4096)"
+        notes.append("the capture never shows the accept queue full: its backlog is taken as deep as Linux's somaxconn "
+                     "default (4096)")
+    if "client_timeout_s" not in shown and "client_timeout_s" not in given:
+        notes.append("the capture shows no client giving up: the replay's clients wait for ever, so it counts no "
+                     "timeouts (--set client_timeout_s=SECONDS gives them one)")
     capture_workers = shown["workers"][0] if "workers" in shown else None
     chosen = {**shown, **{name: (value, "set") for name, value in given.items()}}
     settings = {name: chosen[name] for name in SETTINGS if name in chosen}
     runs = [] if missing else [model_settings(shown), model_settings(settings)]
     result = analysis.whatif(listener, int(capture_workers) if capture_workers is not None else None, runs, SEED)
     if missing:
-        note = ("the capture shows no queue: no moment when the server's workers were all busy, so the model has no "
-                "service rate to replay; it predicts nothing")
+        notes = ["the capture shows no queue: no moment when the server's workers were all busy, so the model has no "
+                 "service rate to replay; it predicts nothing"]
     replayed = result["runs"][0] if result["runs"] else None
     predicted = result["runs"][1] if result["runs"] else None
     return {
@@ -159,7 +163,7 @@ def whatif(analysis: _core.Analysis, listener: str, inferred: dict[str, Any], gi
         "observed": result["observed"],
         "replayed": replayed,
         "predicted": predicted,
-        "note": note,
+        "note": "; ".join(notes) or None,
     }
 
 
