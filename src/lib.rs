@@ -10,10 +10,11 @@
 //! 6. `census`: every finished connection counted once
 //! 7. `watch`: a capture followed live, per listener
 //! 8. `analysis`: one run over the inputs
-//! 9. `evidence`: a proxy's log lines joined to the connections
-//! 10. `align`: two capture points matched packet for packet
-//! 11. `output`: JSON, Parquet, the annotated pcapng
-//! 12. `bindings`: the only one that knows Python
+//! 9. `whatif`: a listener's offered load replayed with other settings
+//! 10. `evidence`: a proxy's log lines joined to the connections
+//! 11. `align`: two capture points matched packet for packet
+//! 12. `output`: JSON, Parquet, the annotated pcapng
+//! 13. `bindings`: the only one that knows Python
 //!
 //! No unsafe code, with one exception: the cache prefetch hint of the sweep of finished flows
 //! (`flow/store/prefetch.rs`, x86-64 only).
@@ -29,6 +30,7 @@ pub mod flow;
 pub mod output;
 pub mod reader;
 pub mod watch;
+pub mod whatif;
 
 mod slugs;
 

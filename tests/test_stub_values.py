@@ -186,6 +186,16 @@ def test_an_annotated_capture_has_its_stub_type(tmp_path: Path) -> None:
     assert check(written, returns(STUB.Analysis, "write_annotated"), "write_annotated") == []
 
 
+def test_a_whatif_replay_has_its_stub_type() -> None:
+    analysis = pcapq.analyze([str(REPO / "captures" / "accept_queue_overflow.pcap")])
+    run = {"backlog": 1, "workers": 1, "syncookies": 1, "synack_retries": 5, "syn_retries": 6,
+           "syn_linear_timeouts": 4, "client_timeout_s": 5.0, "abort_on_overflow": False}
+    value = analysis.whatif("10.231.1.2:9000", 1, [run])
+    assert check(value, returns(STUB.Analysis, "whatif"), "whatif") == []
+    settings = analysis.inferred_settings()
+    assert check(settings, returns(STUB.Analysis, "inferred_settings"), "inferred_settings") == []
+
+
 def test_two_aligned_points_have_their_stub_type() -> None:
     runs = REPO / "captures" / "kernel_runs"
     first, second = runs / "crossed_synack_client.pcap", runs / "crossed_synack.pcap"

@@ -8,6 +8,7 @@ mod errors;
 mod join;
 mod live;
 mod paths;
+mod whatif;
 
 use std::io::{self, Write};
 use std::panic::{self, AssertUnwindSafe};
@@ -629,6 +630,24 @@ impl Analysis {
             d.set_item(kind, one)?;
         }
         Ok(d)
+    }
+
+    /// The load offered to `listener` ("ip:port"), from an analysis that kept every
+    /// connection: `observed`, what the capture shows, counted as a replay counts; `runs`, the
+    /// load replayed with each of `runs`' settings (src/whatif), service draws seeded with
+    /// `seed`. `capture_workers`, the workers the capture's server had, takes the wait for a
+    /// worker out of the service times it showed. Raises ValueError if the analysis did not
+    /// keep every connection, KeyError if a run lacks a setting.
+    #[pyo3(signature = (listener, capture_workers, runs, seed = 0))]
+    fn whatif<'py>(
+        &mut self,
+        py: Python<'py>,
+        listener: &str,
+        capture_workers: Option<u32>,
+        runs: Vec<Bound<'py, PyDict>>,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        whatif::whatif(py, &self.inner, listener, capture_workers, runs, seed)
     }
 }
 

@@ -494,6 +494,34 @@ class _Annotated(TypedDict):
     records: int
     connections: int
 
+class _WhatifSettings(TypedDict):
+    """One run's settings for `Analysis.whatif` (src/whatif/model.rs `Settings`)."""
+
+    backlog: int
+    workers: int
+    syncookies: int
+    synack_retries: int
+    syn_retries: int
+    syn_linear_timeouts: int
+    client_timeout_s: float | None
+    abort_on_overflow: bool
+
+class _WhatifOutcome(TypedDict):
+    connections: int
+    answered: int
+    failed: int
+    failed_connecting: int
+    failed_waiting: int
+    failed_reset: int
+    syn_retransmitted: int
+    listen_overflows: int
+    wait_p50_s: float | None
+    wait_p99_s: float | None
+
+class _WhatifResult(TypedDict):
+    observed: _WhatifOutcome
+    runs: list[_WhatifOutcome]
+
 @final
 class Analysis:
     """The result of one analysis, held in Rust."""
@@ -544,6 +572,24 @@ class Analysis:
 
         Raises:
             ValueError: `server` is not an endpoint.
+        """
+
+    def inferred_settings(self) -> dict[str, dict[str, Any]]:
+        """The settings the capture shows, per listener ("ip:port") that shows any: {"listener":
+        ..., then per setting shown {value, low, high, confidence, evidence}}."""
+
+    def whatif(
+        self, listener: str, capture_workers: int | None, runs: list[_WhatifSettings], seed: int = 0
+    ) -> _WhatifResult:
+        """The load offered to `listener` ("ip:port"), from an analysis that kept every connection:
+        `observed`, what the capture shows, counted as a replay counts; `runs`, the load replayed
+        with each of `runs`' settings (src/whatif), service draws seeded with `seed`.
+        `capture_workers`, the workers the capture's server had, takes the wait for a worker out
+        of the service times it showed.
+
+        Raises:
+            ValueError: the analysis did not keep every connection, or `listener` is not an endpoint.
+            KeyError: a run lacks a setting.
         """
 
     def servers(self) -> list[_ServerStats]:

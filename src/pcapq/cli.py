@@ -619,6 +619,40 @@ def lab(scenario: str | None, list_: bool, output: str | None) -> None:
     run(scenario, list_, output)
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("file", metavar="FILE")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
+              help="A setting to replay with (repeatable): backlog, workers, syncookies, synack_retries, syn_retries, "
+              "syn_linear_timeouts, client_timeout_s, abort_on_overflow. The others keep what the capture shows.")
+@click.option("--listener", metavar="IP:PORT", help="The listener to replay (default: the one whose connections failed most).")
+@format_option("text: a table, observed | replayed | predicted, and what the change does. json: the same as one document.")
+@output_option
+def whatif(file: str, sets: tuple[str, ...], listener: str | None, fmt: str, output: str) -> None:
+    """What the capture's load would have done with other listen settings.
+
+    Replays every connection of one listener, its first SYN at the time it came and its
+    service time as the capture showed it (drawn from the answered ones' for those never
+    answered), through a model of the kernel's SYN and accept queues, the SYN-ACK and
+    client timers and the server's workers (docs/whatif.md): first with the settings the
+    capture shows (replayed: how closely the model matches what happened), then with those
+    given by --set (predicted).
+
+    \b
+    Examples:
+      $ pcapq whatif --set backlog=128 dump.pcap
+      $ pcapq whatif --set workers=8 --set backlog=64 --format json dump.pcap
+      $ pcapq whatif --listener 10.0.0.2:9000 --set syncookies=0 dump.pcap
+
+    \b
+    Exit codes: 0 replayed; 2 usage error (a bad --set or --listener, or a listener with no
+    connections); 3 the capture could not be read; 4 it is damaged (replayed up to the damage);
+    5 no TCP in it; 70 a bug in pcapq; 74 the report could not be written.
+    """
+    from pcapq.commands.whatif import WhatifFormat, run
+
+    run(file, sets, listener, cast("WhatifFormat", fmt), output)
+
+
 def main() -> None:
     """Console-script entry point: maps every failure to a documented exit code, no tracebacks."""
     exit_on_errors(_run_click)
