@@ -26,6 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "captures" / "whatif_runs"
 # What captures/whatif_runs/ may weigh: its gzipped captures and their truth.
 BUDGET_BYTES = 1_100_000
+# The scoring tests share one scoring of the runs (a module fixture): one xdist worker runs them all.
+SCORED = pytest.mark.xdist_group("whatif_runs")
 
 
 def _evaluate():  # type: ignore[no-untyped-def]
@@ -80,6 +82,7 @@ def test_the_runs_hold_failures_and_runs_without(runs) -> None:  # type: ignore[
     assert min(failed) == 0 and max(failed) > 0.1 * 350, failed
 
 
+@SCORED
 def test_inferred_settings_hold_the_truth(scores) -> None:  # type: ignore[no-untyped-def]
     cases = [c for c in scores.settings if c.must_show or c.inferred is not None]
     wrong = [(c.run, c.setting, c.truth, c.inferred) for c in cases if not c.holds]
@@ -88,11 +91,13 @@ def test_inferred_settings_hold_the_truth(scores) -> None:  # type: ignore[no-un
     assert scores.settings_share >= 0.9, wrong
 
 
+@SCORED
 def test_inferred_settings_show_the_backlog_wherever_the_accept_queue_overflowed(scores) -> None:  # type: ignore[no-untyped-def]
     missed = [c.run for c in scores.settings if c.setting == "backlog" and c.must_show and not c.holds]
     assert missed == []
 
 
+@SCORED
 def test_replayed_reproduces_each_runs_failures(runs, scores) -> None:  # type: ignore[no-untyped-def]
     assert set(scores.replayed) == {run.name for run in runs}
     failed = {name: (c.predicted, c.truth) for name, counts in scores.replayed.items() for c in counts
@@ -101,6 +106,7 @@ def test_replayed_reproduces_each_runs_failures(runs, scores) -> None:  # type: 
     assert scores.replayed_share >= 0.8
 
 
+@SCORED
 def test_whatif_pairs_predict_the_other_runs_counts(runs, scores) -> None:  # type: ignore[no-untyped-def]
     same_load = sum(1 for a in runs for b in runs if a is not b and a.load == b.load)
     assert len(scores.pairs) == same_load
@@ -109,6 +115,7 @@ def test_whatif_pairs_predict_the_other_runs_counts(runs, scores) -> None:  # ty
     assert scores.pairs_share >= 0.8, outside
 
 
+@SCORED
 def test_whatif_pairs_change_in_the_right_direction(scores) -> None:  # type: ignore[no-untyped-def]
     assert scores.pairs, "no pairs scored"
     wrong = [(p.source, p.target, [(c.count, c.baseline_replayed, c.predicted, c.baseline_truth, c.truth)
