@@ -125,8 +125,9 @@ def test_whatif_pairs_change_in_the_right_direction(scores) -> None:  # type: ig
 
 
 def test_tolerance_is_what_evaluate_py_states() -> None:
-    assert evaluate.within(0, 350) == pytest.approx(17.5)
-    assert evaluate.within(100, 350) == pytest.approx(30)
+    assert evaluate.within("failed", 0, 350) == pytest.approx(17.5)
+    assert evaluate.within("failed", 100, 350) == pytest.approx(30)
+    assert evaluate.within("syn_retransmitted", 200, 350) == pytest.approx(40)
     check = evaluate.CountCheck("failed", truth=80, predicted=10, tolerance=24, baseline_truth=0, baseline_replayed=20,
                                 baseline_tolerance=17.5)
     assert not check.within and check.direction_checked and not check.direction_right
@@ -162,5 +163,5 @@ def test_live_prefork_load_makes_what_the_truth_says(tmp_path: Path) -> None:
         # Two runs, each within the tolerance of the kernel's mean, differ by up to both tolerances.
         live, then = truth["outcome"][count], shipped["outcome"][count]
         connections = truth["outcome"]["connections"]
-        assert abs(live - then) <= evaluate.within(then, connections) + evaluate.within(live, connections), \
+        assert abs(live - then) <= evaluate.within(count, then, connections) + evaluate.within(count, live, connections), \
             (count, live, then)
