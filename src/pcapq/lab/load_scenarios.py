@@ -67,6 +67,7 @@ def prefork_load(
     net.say(f"prefork server on {net.server_ip}:{PORT}: listen({backlog}), {workers} workers")
     workers_log = pcap.with_suffix(".workers.jsonl")
     workers_log.unlink(missing_ok=True)
+    # The server stops by itself (--deadline) well after the load's 8 s and the clients' 5 s timeout.
     server = net.popen(
         net.server_ns,
         [sys.executable, *LOAD_PEERS, "prefork", net.server_ip, str(PORT), "--workers", str(workers),
@@ -101,10 +102,10 @@ def prefork_load(
     run = _run(net, pcap, out, cap, before, started, setup)
     client_after = net.nstat(net.client_ns)
     run.extra["workers_log"] = parse_clients(workers_out)
-    run.extra["truth"] = truth(run, client_before, client_after, run.extra["workers_log"], pattern=pattern, seed=seed, backlog=backlog,
-                               workers=workers, somaxconn=somaxconn, syncookies=syncookies,
-                               synack_retries=synack_retries, abort_on_overflow=abort_on_overflow,
-                               timeout=timeout)
+    run.extra["truth"] = truth(
+        run, client_before, client_after, run.extra["workers_log"], pattern=pattern, seed=seed, backlog=backlog,
+        workers=workers, somaxconn=somaxconn, syncookies=syncookies, synack_retries=synack_retries,
+        abort_on_overflow=abort_on_overflow, timeout=timeout)
     return run
 
 
@@ -118,9 +119,8 @@ def _wait_ready(net: NetnsPair, server: subprocess.Popen[Any], timeout: float = 
 
 
 def truth(run: Run, client_before: dict[str, int], client_after: dict[str, int], workers_log: list[dict[str, Any]],
-          *, pattern: str, seed: int,
-          backlog: int, workers: int, somaxconn: int, syncookies: int, synack_retries: int,
-          abort_on_overflow: int, timeout: float) -> dict[str, Any]:
+          *, pattern: str, seed: int, backlog: int, workers: int, somaxconn: int, syncookies: int,
+          synack_retries: int, abort_on_overflow: int, timeout: float) -> dict[str, Any]:
     """What a run did, from its clients, its workers and the kernel: the settings as set, the
     counts of outcomes, the counters that say what the listener did."""
     clients = run.clients
