@@ -137,6 +137,9 @@ def test_tolerance_is_what_evaluate_py_states() -> None:
     assert evaluate.holds(16, {"value": 16, "low": 16, "high": 17})
     assert not evaluate.holds(8, {"value": 16, "low": 16, "high": 17})
     assert not evaluate.holds(8, {"value": None, "low": None, "high": None})
+    assert evaluate.holds(1, {"value": True, "low": None, "high": None})
+    assert not evaluate.holds(0, {"value": True, "low": None, "high": None})
+    assert evaluate.holds(5, {"value": None, "low": 2, "high": None})
 
 
 # -- Kernel: the scenario, live, still makes what the shipped truth says.

@@ -170,11 +170,11 @@ def within(count: str, truth: int, connections: int) -> float:
 
 
 def holds(truth: Any, inferred: dict[str, Any]) -> bool:
-    """The truth lies in the inferred [low, high] (a missing bound is open; a bound-less range holds
-    nothing: it shows nothing)."""
+    """The truth lies in the inferred [low, high] (a missing bound is open). Without either bound
+    the value must be the truth (syncookies: true or false); with neither, nothing is shown."""
     low, high = inferred.get("low"), inferred.get("high")
     if low is None and high is None:
-        return False
+        return inferred.get("value") is not None and float(inferred["value"]) == float(truth)
     value = float(truth)
     return (low is None or float(low) <= value) and (high is None or value <= float(high))
 
@@ -314,6 +314,11 @@ def table(runs: list[Run], scores: Scores) -> str:
     lines.append(f"settings: {sum(c.holds for c in settings_cases)}/{len(settings_cases)} hold the truth "
                  f"({scores.settings_share:.0%}); must be shown and absent: "
                  f"{sum(1 for c in settings_cases if c.must_show and c.inferred is None)}")
+    for setting in INFERRED:
+        these = [c for c in settings_cases if c.setting == setting]
+        if these:
+            lines.append(f"  {setting}: {sum(c.holds for c in these)}/{len(these)} hold, "
+                         f"{sum(1 for c in these if c.inferred is None)} absent where the capture shows it")
     replays = [c for counts in scores.replayed.values() for c in counts]
     lines.append(f"replayed: {sum(c.within for c in replays)}/{len(replays)} counts within tolerance "
                  f"({scores.replayed_share:.0%})")
