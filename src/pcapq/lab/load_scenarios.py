@@ -34,6 +34,8 @@ CLIENT_ERRORS = ("timeout", "ECONNRESET")
 # handshake ACK and first request segment were dropped, a later bare ACK created the connection
 # (tcp_check_req()), and the worker waited for the request (the fastest re-send is about 200 ms).
 LATE_REQUEST_S = 0.5
+# How long the capture goes on after the last client has given up.
+TAIL_S = 4.0
 CLIENT_COUNTERS = ("TcpExtTCPSynRetrans", "TcpActiveOpens", "TcpAttemptFails", "TcpEstabResets")
 
 
@@ -85,8 +87,9 @@ def prefork_load(
                  "--response", str(response)],
                 timeout=60,
             ).stdout
-            # Connections the client gave up on may still hold a worker: let it finish.
-            time.sleep(0.5)
+            # A connection given up on may still hold a worker, and its FIN may wait in the client's
+            # kernel behind its request's re-sends (cwnd 1 after an RTO): capture them too.
+            time.sleep(TAIL_S)
     finally:
         net.stop(server)
     workers_out = workers_log.read_text() if workers_log.exists() else ""
