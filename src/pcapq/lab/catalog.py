@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pcapq.lab import icmp_scenarios, scenarios, twin_scenarios
+from pcapq.lab import icmp_scenarios, load_scenarios, scenarios, twin_scenarios
 from pcapq.lab.namespaces import NetnsDelayed, NetnsPair, NetnsRouted
 from pcapq.lab.scenarios import Run
 
@@ -358,6 +358,35 @@ TWIN_SCENARIOS = (
 )
 
 
+# One seeded offered load against a prefork server under listen settings that change from run to run
+# (src/pcapq/lab/load_scenarios.py); captures/whatif_runs/make.py runs the grid of settings.
+WHATIF_RUNS = "whatif_runs"
+LOAD_SCENARIOS = (
+    Scenario(
+        "prefork_bursts_b16_w2",
+        "a seeded load with bursts against 2 prefork workers on listen(16): more than they can serve",
+        "350 connections in 8 s, 30 a second with three bursts of 40, each asking for 20, 80 or 300 ms of "
+        "work, against 2 worker processes that accept() from one listen(16) socket. The accept queue fills: "
+        "handshake ACKs and SYNs are dropped, SYN-ACKs and SYNs re-sent, and the clients that wait 5 s after "
+        "connect() give up.",
+        lambda net, pcap: load_scenarios.prefork_load(net, pcap, pattern="steady_bursts", backlog=16, workers=2),
+        client_error=load_scenarios.CLIENT_ERRORS,
+        shipped_in=WHATIF_RUNS,
+    ),
+    Scenario(
+        "prefork_waves_b16_w4",
+        "a seeded load in waves (10/s, then 90/s, every 2 s) against 4 prefork workers on listen(16)",
+        "About 420 connections in 8 s whose rate alternates between 10 and 90 a second, each asking for 20, 80 "
+        "or 300 ms of work, against 4 worker "
+        "processes on one listen(16) socket: the fast waves outrun the workers and the accept queue "
+        "overflows until the slow wave drains it.",
+        lambda net, pcap: load_scenarios.prefork_load(net, pcap, pattern="waves", backlog=16, workers=4),
+        client_error=load_scenarios.CLIENT_ERRORS,
+        shipped_in=WHATIF_RUNS,
+    ),
+)
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -592,5 +621,6 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         *ICMP_SCENARIOS,
         *TWIN_SCENARIOS,
+        *LOAD_SCENARIOS,
     )
 }
