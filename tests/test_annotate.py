@@ -16,6 +16,7 @@ from scapy.all import PcapNgReader, PcapReader, RawPcapNgReader, RawPcapReader  
 
 import craft
 from conftest import REPO
+from inprocess import run_main
 from pcapq.exitcodes import ExitCode
 
 CAPTURES = REPO / "captures"
@@ -46,17 +47,17 @@ def comments(path: Path) -> dict[int, str]:
 
 def notes(files: list[Path], *options: str) -> dict[tuple[int, int], list[str]]:
     """(file, frame) -> the notes `pcapq timeline` shows on that packet, over every connection."""
-    proc = pcapq("timeline", "--format", "json", "--since", "0", "--limit", "1000000", *options, *map(str, files))
-    assert proc.returncode == 0, proc.stderr
+    code, text, err = run_main("timeline", "--format", "json", "--since", "0", "--limit", "1000000", *options, *map(str, files))
+    assert code == 0, err
     out: dict[tuple[int, int], list[str]] = defaultdict(list)
-    for conn in json.loads(proc.stdout)["connections"]:
+    for conn in json.loads(text)["connections"]:
         for row in conn["rows"]:
             out[(row["file"], row["frame"])].append(row["note"])
     return out
 
 
 def records(files: list[Path]) -> list[int]:
-    """The number of records (frames) of each file, as capinfos counts them."""
+    """The number of records (frames) of each file, as tshark counts them."""
     return [int(tshark("-r", str(f), "-T", "fields", "-e", "frame.number").split()[-1]) for f in files]
 
 
@@ -69,8 +70,8 @@ def packets(path: Path) -> list[tuple[bytes, object]]:
 
 def annotate(tmp_path: Path, files: list[Path], *options: str) -> Path:
     out = tmp_path / "out.pcapng"
-    proc = pcapq("annotate", "-o", str(out), *options, *map(str, files))
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    code, _, err = run_main("annotate", "-o", str(out), *options, *map(str, files))
+    assert code == 0 and "Traceback" not in err, err
     return out
 
 
@@ -79,7 +80,7 @@ def assert_comments_are_timeline_notes(out: Path, files: list[Path]) -> None:
     comment but a problem connection's first one."""
     expected = notes(files)
     offsets = [0]
-    for n in records(files)[:-1]:
+    for n in records(files[:-1]):
         offsets.append(offsets[-1] + n)
     got = comments(out)
     assert expected, "nothing labelled"

@@ -1,4 +1,7 @@
-"""`pcapq explain`: which connection it picks, what each step says, its formats and refusals."""
+"""`pcapq explain`: which connection it picks, what each step says, its formats and refusals.
+
+Most runs go through the CLI in this process (tests/inprocess.py); the console script itself is
+run for the output file and the refusals."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_pcapq
+from inprocess import run_main
 from pcapq.exitcodes import ExitCode
 from pcapq.teach.glossary import TERMS
 
@@ -16,9 +20,9 @@ CATALOG = sorted((REPO / "captures").glob("*.pcap")) + sorted(CRAFTED.glob("*.pc
 
 
 def explain_json(path: Path, *args: str) -> dict:
-    proc = run_pcapq("explain", "--format", "json", *args, str(path))
-    assert proc.returncode == 0, proc.stderr.decode()
-    return json.loads(proc.stdout)
+    code, out, err = run_main("explain", "--format", "json", *args, str(path))
+    assert code == 0, err
+    return json.loads(out)
 
 
 def step_text(doc: dict) -> list[str]:
@@ -28,7 +32,7 @@ def step_text(doc: dict) -> list[str]:
 @pytest.mark.parametrize("capture", CATALOG, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_catalog_capture_is_explained(capture: Path) -> None:
     doc = explain_json(capture)
-    analysis = json.loads(run_pcapq("analyze", "--format", "json", str(capture)).stdout)
+    analysis = json.loads(run_main("analyze", "--format", "json", str(capture))[1])
     conn = analysis["connections"][doc["connection"]["id"]]
     icmp = {(a["file"], a["frame"]) for a in conn.get("icmp", ())}
     frames = [(e["file"], e["frame"]) for e in conn["events"]]
@@ -46,8 +50,8 @@ def test_every_catalog_capture_is_explained(capture: Path) -> None:
     assert "frame" in doc["steps"][0]["terms"]
     assert doc["ending"][0].startswith("What the applications saw:")
     for fmt in ("text", "markdown", "html", "svg"):
-        proc = run_pcapq("explain", "--format", fmt, str(capture))
-        assert proc.returncode == 0 and proc.stderr == b""
+        code, _, err = run_main("explain", "--format", fmt, str(capture))
+        assert code == 0 and err == ""
 
 
 def test_default_is_the_richest_connection_of_the_most_certain_finding() -> None:

@@ -574,10 +574,6 @@ class Analysis:
             ValueError: `server` is not an endpoint.
         """
 
-    def inferred_settings(self) -> dict[str, dict[str, Any]]:
-        """The settings the capture shows, per listener ("ip:port") that shows any: {"listener":
-        ..., then per setting shown {value, low, high, confidence, evidence}}."""
-
     def whatif(
         self, listener: str, capture_workers: int | None, runs: list[_WhatifSettings], seed: int = 0
     ) -> _WhatifResult:
