@@ -14,6 +14,8 @@ from pcapq import cli
 from pcapq.commands.whatif import COUNTS, SETTINGS, inferred_value
 
 CAPTURES = REPO / "captures"
+# A kernel run of a seeded load against 2 prefork workers on listen(16) (captures/whatif_runs/).
+QUEUED = "whatif_runs/prefork_bursts_b16_w2.pcap.gz"
 
 
 def whatif(*args: str) -> Any:
@@ -31,7 +33,7 @@ def whatif_json(capture: str, *sets: str) -> dict[str, Any]:
 
 
 def test_whatif_json_schema_and_sources() -> None:
-    doc = whatif_json("accept_queue_overflow.pcap", "workers=8", "backlog=64")
+    doc = whatif_json(QUEUED, "workers=8", "backlog=64")
     assert doc["schema"] == "pcapq.whatif"
     assert doc["listener"] == "10.231.1.2:9000"
     assert list(doc["settings"]) == [n for n in SETTINGS if n in doc["settings"]]
@@ -51,7 +53,7 @@ def test_whatif_observed_counts_the_capture() -> None:
 
 
 def test_whatif_more_workers_and_backlog_remove_the_wait() -> None:
-    doc = whatif_json("accept_queue_overflow.pcap", "workers=8", "backlog=64")
+    doc = whatif_json(QUEUED, "workers=8", "backlog=64")
     replayed, predicted = doc["replayed"], doc["predicted"]
     assert predicted["listen_overflows"] == 0
     assert predicted["failed"] == 0
@@ -59,8 +61,26 @@ def test_whatif_more_workers_and_backlog_remove_the_wait() -> None:
 
 
 def test_whatif_same_settings_predict_the_replay() -> None:
-    doc = whatif_json("accept_queue_overflow.pcap")
+    doc = whatif_json(QUEUED)
     assert doc["predicted"] == doc["replayed"]
+
+
+def test_whatif_settings_the_capture_shows_replay_its_failures() -> None:
+    # The capture's clients gave up 5 s after their first SYN (most FINs held behind a re-sent
+    # request): the replay times them out too, and fails about as many as the capture shows.
+    doc = whatif_json(QUEUED)
+    assert doc["settings"]["client_timeout_s"]["source"] == "inferred"
+    assert doc["settings"]["workers"] == {"value": 2, "source": "inferred"}
+    observed, replayed = doc["observed"], doc["replayed"]
+    assert abs(replayed["failed"] - observed["failed"]) <= 0.3 * observed["failed"] + 0.05 * observed["connections"]
+
+
+def test_whatif_a_capture_without_its_workers_predicts_nothing() -> None:
+    # accept_queue_overflow: a listener whose queue overflowed, its server never seen with all
+    # its workers busy: no service rate to replay.
+    doc = whatif_json("accept_queue_overflow.pcap", "backlog=64")
+    assert doc["replayed"] is None and doc["predicted"] is None
+    assert "no queue" in doc["note"]
 
 
 def test_whatif_no_queue_predicts_nothing() -> None:
@@ -71,7 +91,7 @@ def test_whatif_no_queue_predicts_nothing() -> None:
 
 
 def test_whatif_text_table() -> None:
-    result = whatif(str(CAPTURES / "accept_queue_overflow.pcap"), "--set", "workers=8")
+    result = whatif(str(CAPTURES / QUEUED), "--set", "workers=8")
     assert result.exit_code == 0, result.output
     header = next(line for line in result.output.splitlines() if "observed" in line)
     assert header.split() == ["observed", "replayed", "predicted"]
@@ -114,6 +134,7 @@ def test_inferred_value_takes_a_range_end_or_the_default() -> None:
 
 
 def test_whatif_says_when_clients_never_give_up() -> None:
-    # No client gave up in accept_queue_overflow: the replay cannot count timeouts unless told.
-    assert "no client giving up" in whatif_json("accept_queue_overflow.pcap")["note"]
-    assert "note" not in whatif_json("accept_queue_overflow.pcap", "client_timeout_s=5", "backlog=8")
+    # No client gave up with 4 workers: the replay cannot count timeouts unless told.
+    healthy = "whatif_runs/prefork_waves_b16_w4.pcap.gz"
+    assert "no client giving up" in whatif_json(healthy)["note"]
+    assert "note" not in whatif_json(healthy, "client_timeout_s=5", "backlog=8")

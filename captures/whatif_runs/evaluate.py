@@ -47,7 +47,7 @@ RELATIVE_SHARE = {"failed": 0.30, "syn_retransmitted": 0.20}
 # Counts compared: the truth's outcome key -> whatif's key.
 COUNTS = {"failed": "failed", "syn_retransmitted": "syn_retransmitted"}
 # The settings whatif can set, as named in the truth.
-SETTABLE = ("backlog", "workers", "syncookies", "synack_retries")
+SETTABLE = ("backlog", "workers", "syncookies", "synack_retries", "client_timeout_s")
 # Inferred settings checked against the truth, by their name in both.
 INFERRED = ("backlog", "workers", "syncookies", "synack_retries", "syn_retries", "syn_linear_timeouts",
             "client_timeout_s")
@@ -72,6 +72,10 @@ class Run:
 
     def count(self, key: str) -> int:
         return int(self.truth["outcome"][key])
+
+    def replicates(self, key: str) -> tuple[int, ...]:
+        """The same count in other runs of the same load and settings (the kernel's own spread)."""
+        return tuple(int(n) for n in self.truth.get("replicates", {}).get(key, ()))
 
 
 @dataclass
@@ -105,6 +109,14 @@ class CountCheck:
         return abs(self.predicted - self.truth) <= self.tolerance
 
     baseline_tolerance: float = 0.0
+    replicates: tuple[int, ...] = ()
+    """The same count in other kernel runs of the target's load and settings."""
+
+    @property
+    def within_spread(self) -> bool:
+        """Within tolerance of the range the kernel gave over this run and its replicates."""
+        counts = (self.truth, *self.replicates)
+        return min(counts) - self.tolerance <= self.predicted <= max(counts) + self.tolerance
 
     @property
     def direction_checked(self) -> bool:
@@ -128,6 +140,10 @@ class PairCheck:
     @property
     def within(self) -> bool:
         return all(c.within for c in self.counts)
+
+    @property
+    def within_spread(self) -> bool:
+        return all(c.within_spread for c in self.counts)
 
     @property
     def direction_right(self) -> bool:
@@ -154,6 +170,10 @@ class Scores:
     @property
     def pairs_share(self) -> float:
         return sum(p.within for p in self.pairs) / len(self.pairs) if self.pairs else 0.0
+
+    @property
+    def pairs_spread_share(self) -> float:
+        return sum(p.within_spread for p in self.pairs) / len(self.pairs) if self.pairs else 0.0
 
     @property
     def wrong_directions(self) -> list[PairCheck]:
@@ -269,7 +289,8 @@ def score(runs: list[Run], pcapq: Pcapq) -> Scores:
             pair.counts.append(CountCheck(key, target.count(key), int(predicted[wkey]),
                                           within(key, target.count(key), connections), source.count(key),
                                           int(replayed[source.name][wkey]),
-                                          within(key, source.count(key), source.count("connections"))))
+                                          within(key, source.count(key), source.count("connections")),
+                                          target.replicates(key)))
         scores.pairs.append(pair)
     return scores
 
@@ -303,11 +324,12 @@ def table(runs: list[Run], scores: Scores) -> str:
         lines.append(f"{run.name:<36}{_settings_label(run):<22}{cells[0]:>14}{cells[1]:>16}  {shown}")
     lines.append("")
     lines.append("pairs: whatif SOURCE --set TARGET's settings; predicted vs TARGET's truth "
-                 "(x: outside tolerance, !: direction wrong)")
+                 "(~: outside tolerance of this run, within it of the kernel's replicates; x: outside both; "
+                 "!: direction wrong)")
     lines.append(f"{'source':<36}{'target':<36}{'failed':>16}{'SYN re-sent':>16}")
     for pair in scores.pairs:
-        cells = [f"{c.predicted} vs {c.truth}{'' if c.within else ' x'}{'' if c.direction_right else ' !'}"
-                 for c in pair.counts]
+        cells = [f"{c.predicted} vs {c.truth}{'' if c.within else ' ~' if c.within_spread else ' x'}"
+                 f"{'' if c.direction_right else ' !'}" for c in pair.counts]
         lines.append(f"{pair.source:<36}{pair.target:<36}{cells[0]:>16}{cells[1]:>16}")
     lines.append("")
     settings_cases = [c for c in scores.settings if c.must_show or c.inferred is not None]
@@ -323,7 +345,9 @@ def table(runs: list[Run], scores: Scores) -> str:
     lines.append(f"replayed: {sum(c.within for c in replays)}/{len(replays)} counts within tolerance "
                  f"({scores.replayed_share:.0%})")
     lines.append(f"pairs: {sum(p.within for p in scores.pairs)}/{len(scores.pairs)} within tolerance "
-                 f"({scores.pairs_share:.0%}); direction wrong in {len(scores.wrong_directions)}")
+                 f"({scores.pairs_share:.0%}), {sum(p.within_spread for p in scores.pairs)} within tolerance of the "
+                 f"kernel's spread over replicates ({scores.pairs_spread_share:.0%}); direction wrong in "
+                 f"{len(scores.wrong_directions)}")
     shares = ", ".join(f"{share:.0%} for {count}" for count, share in RELATIVE_SHARE.items())
     lines.append(f"tolerance: |predicted - truth| <= max({ABSOLUTE_SHARE:.0%} of the connections, a share of the "
                  f"true count: {shares})")

@@ -58,7 +58,7 @@ pub(super) fn whatif<'py>(
     let (observed, replayed) = py.allow_threads(|| {
         super::catch(|| {
             let load = Load::of(connections, &endpoint, capture_workers);
-            let replayed: Vec<Outcome> = runs.iter().map(|s| whatif::replay(&load, s, seed)).collect();
+            let replayed: Vec<Outcome> = runs.iter().map(|s| whatif::replay_median(&load, s, seed)).collect();
             (load.observed(), replayed)
         })
     })?;

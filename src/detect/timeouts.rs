@@ -88,6 +88,27 @@ pub struct GiveUps {
     /// Index s (1 to `MAX_CONNECT_S`): connect give-ups whose bounds hold the second s.
     connect_at: Vec<u64>,
     connect_gave_up: u64,
+    /// From the first SYN (`add_seen_close` over the whole exchange): the earliest close before
+    /// an answer, its FIN held back or not, and how many closed so.
+    #[serde(default)]
+    exchange_closed_earliest: Option<i64>,
+    #[serde(default)]
+    exchange_closes: u64,
+    /// From the first SYN: the longest a client waited for an answer that came before it closed.
+    #[serde(default)]
+    exchange_answered_longest: i64,
+}
+
+/// The bounds of a timeout over the whole exchange: every client that closed before its answer
+/// did so at its timeout or later (a FIN held behind an unacknowledged request leaves later,
+/// never earlier: tcp_send_fin()), and every client answered had not given up by then.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExchangeBounds {
+    /// The longest exchange answered, in seconds: the timeout is above it.
+    pub above: f64,
+    /// The earliest close before an answer, in seconds: the timeout is at most it.
+    pub at_most: f64,
+    pub closes: u64,
 }
 
 impl GiveUps {
@@ -119,10 +140,22 @@ impl GiveUps {
         let closed = [m.client_closed_ns.get(), client_rst].into_iter().flatten().min();
         let resent = c.retransmits.as_ref().is_some_and(|log| log.data.iter().any(|d| d.from == Side::Client));
         let seen_when_made = |closed: i64| !resent && m.client_data_acked_ns.get().is_some_and(|acked| acked <= closed);
+        let first_syn = syn_sends(c).first().map(|s| s.time_ns);
         if read_give_up_ns(c).is_some() {
-            let from = if since_first_syn { syn_sends(c).first().map(|s| s.time_ns) } else { m.client_data_ns.get() };
-            if let (Some(closed), Some(from)) = (closed.filter(|&t| seen_when_made(t)), from) {
-                self.add_read(closed - from, false);
+            let from = if since_first_syn { first_syn } else { m.client_data_ns.get() };
+            if let (Some(closed), Some(from)) = (closed, from) {
+                if since_first_syn {
+                    let delay = closed - from;
+                    self.exchange_closed_earliest = Some(self.exchange_closed_earliest.map_or(delay, |e| e.min(delay)));
+                    self.exchange_closes += 1;
+                }
+                if seen_when_made(closed) {
+                    self.add_read(closed - from, false);
+                }
+            }
+        } else if let (true, Some(_), Some(first_syn)) = (since_first_syn, answered_after_ns(c), first_syn) {
+            if let Some(answered) = m.server_data_ns.get() {
+                self.exchange_answered_longest = self.exchange_answered_longest.max(answered - first_syn);
             }
         } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
             self.add_connect(bounds);
@@ -192,6 +225,25 @@ impl GiveUps {
             }
         }
         self.connect_gave_up += other.connect_gave_up;
+        self.exchange_closed_earliest = match (self.exchange_closed_earliest, other.exchange_closed_earliest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.exchange_closes += other.exchange_closes;
+        self.exchange_answered_longest = self.exchange_answered_longest.max(other.exchange_answered_longest);
+    }
+
+    /// The bounds of a timeout over the whole exchange, where at least `MIN_CONNECTIONS`
+    /// clients closed before their answer and the longest answered exchange came before the
+    /// earliest such close.
+    pub fn exchange_bounds(&self) -> Option<ExchangeBounds> {
+        let earliest = self.exchange_closed_earliest?;
+        let longest = self.exchange_answered_longest;
+        (self.exchange_closes >= MIN_CONNECTIONS as u64 && longest < earliest).then(|| ExchangeBounds {
+            above: longest as f64 / 1e9,
+            at_most: earliest as f64 / 1e9,
+            closes: self.exchange_closes,
+        })
     }
 
     /// The proxy's timeouts these give-ups point to.
@@ -323,6 +375,27 @@ mod tests {
         let mut give_ups = GiveUps::default();
         delays.iter().for_each(|&d| give_ups.add_read(d, false));
         give_ups.read_timeout()
+    }
+
+    #[test]
+    fn test_exchange_bounds_lie_between_the_longest_answer_and_the_earliest_close() {
+        let mut give_ups = GiveUps {
+            exchange_answered_longest: 4_707 * MS,
+            exchange_closed_earliest: Some(5_010 * MS),
+            exchange_closes: 41,
+            ..GiveUps::default()
+        };
+        assert_eq!(give_ups.exchange_bounds(), Some(ExchangeBounds { above: 4.707, at_most: 5.01, closes: 41 }));
+        // Merged with another part: the earliest close and the longest answer of both.
+        let other = GiveUps { exchange_answered_longest: 4_800 * MS, exchange_closed_earliest: Some(6_000 * MS), exchange_closes: 2, ..GiveUps::default() };
+        give_ups.merge(&other);
+        assert_eq!(give_ups.exchange_bounds(), Some(ExchangeBounds { above: 4.8, at_most: 5.01, closes: 43 }));
+        // An answer after the earliest close: no one timeout fits every client.
+        give_ups.exchange_answered_longest = 5_500 * MS;
+        assert_eq!(give_ups.exchange_bounds(), None);
+        // One close alone says nothing.
+        let one = GiveUps { exchange_closed_earliest: Some(5_010 * MS), exchange_closes: 1, ..GiveUps::default() };
+        assert_eq!(one.exchange_bounds(), None);
     }
 
     fn connects(bounds: &[(i64, i64)]) -> Option<Inferred> {

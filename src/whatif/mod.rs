@@ -32,6 +32,39 @@ pub struct Outcome {
     pub wait_p99_ns: Option<i64>,
 }
 
+/// Replays of a load that draw service times differ by their draws: a prediction is the median,
+/// count by count, of this many replays seeded one after another.
+pub const REPLAYS: u64 = 9;
+
+/// The median outcome, count by count, of `REPLAYS` replays of `load` with `settings`, seeded
+/// from `seed` on.
+pub fn replay_median(load: &Load, settings: &Settings, seed: u64) -> Outcome {
+    let outcomes: Vec<Outcome> = (0..REPLAYS).map(|i| replay(load, settings, seed.wrapping_add(i))).collect();
+    let median = |f: fn(&Outcome) -> u64| {
+        let mut v: Vec<u64> = outcomes.iter().map(f).collect();
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let median_ns = |f: fn(&Outcome) -> Option<i64>| {
+        let mut v: Vec<i64> = outcomes.iter().filter_map(f).collect();
+        quantile(&mut v, 0.5)
+    };
+    let answered = median(|o| o.answered);
+    let connections = outcomes.first().map_or(0, |o| o.connections);
+    Outcome {
+        connections,
+        answered,
+        failed: connections - answered,
+        failed_connecting: median(|o| o.failed_connecting),
+        failed_waiting: median(|o| o.failed_waiting),
+        failed_reset: median(|o| o.failed_reset),
+        syn_retransmitted: median(|o| o.syn_retransmitted),
+        listen_overflows: median(|o| o.listen_overflows),
+        wait_p50_ns: median_ns(|o| o.wait_p50_ns),
+        wait_p99_ns: median_ns(|o| o.wait_p99_ns),
+    }
+}
+
 /// The `q`-quantile (0..=1) of `values` by the nearest rank; None when empty.
 pub fn quantile(values: &mut [i64], q: f64) -> Option<i64> {
     if values.is_empty() {
@@ -45,6 +78,25 @@ pub fn quantile(values: &mut [i64], q: f64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_replay_median_is_one_of_the_seeded_replays_count_by_count() {
+        const MS: i64 = 1_000_000;
+        // Ten connections at once on one worker and backlog 2, half with a service time the
+        // capture showed, half drawn: the median lies within the replays' own range.
+        let connections = (0..10)
+            .map(|i| Offered { syn_ns: 0, rtt_ns: MS, service_ns: (i % 2 == 0).then_some(50 * MS * (i + 1)), seen: load::Seen::default() })
+            .collect();
+        let load = Load { connections };
+        let settings = Settings { backlog: 2, workers: 1, client_timeout_ns: Some(400 * MS), ..Settings::default() };
+        let each: Vec<Outcome> = (0..REPLAYS).map(|i| replay(&load, &settings, 7 + i)).collect();
+        let median = replay_median(&load, &settings, 7);
+        let failed: Vec<u64> = each.iter().map(|o| o.failed).collect();
+        assert!(failed.iter().min() <= Some(&median.failed) && Some(&median.failed) <= failed.iter().max());
+        assert_eq!(median.connections, 10);
+        assert_eq!(median.answered + median.failed, 10);
+        assert_eq!(replay_median(&load, &settings, 7), median);
+    }
 
     #[test]
     fn test_quantile_nearest_rank() {

@@ -103,8 +103,10 @@ struct Conn {
     young: bool,
     /// The child has the request.
     request_in: bool,
-    /// The client's data RTO, doubled on each re-send.
+    /// The client's data RTO, doubled on each re-send after the loss probe.
     rto_ns: i64,
+    /// The first re-send of the request was the tail loss probe.
+    probed: bool,
     gave_up: bool,
     answered: bool,
     reset: bool,
@@ -149,6 +151,7 @@ fn simulate<'a>(load: &'a Load, settings: &Settings, seed: u64) -> Sim<'a> {
                 young: false,
                 request_in: false,
                 rto_ns: o.rtt_ns + RTO_MIN_NS,
+                probed: false,
                 gave_up: false,
                 answered: false,
                 reset: false,
@@ -329,8 +332,11 @@ impl Sim<'_> {
         }
     }
 
-    /// The client's data retransmission timer (tcp_retransmit_timer(): the RTO doubles each
-    /// time, up to TCP_RTO_MAX); it stops once the server has the request.
+    /// The client's re-sends of its request, until the server has it: first the tail loss
+    /// probe (net/ipv4/tcp_output.c: tcp_schedule_loss_probe(), with one segment in flight two
+    /// round trips plus TCP_RTO_MIN, at most the RTO), which re-arms the RTO
+    /// (tcp_send_loss_probe()); then each retransmission timeout doubles it
+    /// (tcp_retransmit_timer()), up to TCP_RTO_MAX.
     fn request_resend(&mut self, now: i64, c: usize) {
         if self.conns[c].request_in {
             return;
@@ -340,7 +346,10 @@ impl Sim<'_> {
         if conn.stage == Stage::Over || conn.request_in {
             return;
         }
-        conn.rto_ns = (conn.rto_ns * 2).min(RTO_MAX_NS);
+        if conn.probed {
+            conn.rto_ns = (conn.rto_ns * 2).min(RTO_MAX_NS);
+        }
+        conn.probed = true;
         let rto = conn.rto_ns;
         self.at(now + rto, c, Event::RequestResend);
     }
@@ -525,9 +534,9 @@ mod tests {
     fn test_accept_queue_burst_larger_than_backlog_drops_exactly_the_rest() {
         // 20 handshakes at once, one worker, backlog 4: the worker takes one, backlog + 1 = 5
         // wait in the queue, the other 14 ACKs (with their requests) are dropped, and their
-        // first re-send comes after the clients' 100 ms timeout: 6 answered, 14 failed. The
-        // re-sends still come: at 202 ms 6 of 14 get in (8 dropped), at 604 ms 6 of 8 (2
-        // dropped), and the last 2 by the bare ACKs their re-sent SYN-ACKs draw at 1.001 s.
+        // first re-send (the loss probe) comes after the clients' 100 ms timeout: 6 answered, 14
+        // failed. The re-sends still come: at 202 ms 6 of 14 get in (8 dropped), at the RTO,
+        // 403 ms, 6 of 8 (2 dropped), and the last 2 at the doubled RTO, 805 ms.
         let load = Load { connections: (0..20).map(|_| offered(0, MS)).collect() };
         let s = Settings { client_timeout_ns: Some(100 * MS), ..settings(4, 1) };
         let out = replay(&load, &s, 1);
@@ -594,10 +603,10 @@ mod tests {
     #[test]
     fn test_synack_timer_bare_ack_creates_child_worker_waits_for_request() {
         // backlog 1, one worker. A is served until 0.901 s; B and C fill the queue; D's SYN
-        // (20.5 ms) is answered, its ACK and request (21.5 ms) and the request's re-sends
-        // (222.5 and 624.5 ms) are dropped. The SYN-ACK re-sent at 1.0205 s draws a bare ACK
-        // that creates D's child; the worker accepts it at 1.031 s (C done) and waits for
-        // the request's next re-send, at 1.4285 s.
+        // (20.5 ms) is answered, its ACK and request (21.5 ms) and the request's re-sends (the
+        // loss probe at 222.5 ms, the RTOs at 423.5 and 825.5 ms) are dropped. The SYN-ACK
+        // re-sent at 1.0205 s draws a bare ACK that creates D's child; the worker accepts it at
+        // 1.031 s (C done) and waits for the request's next re-send, at 1.6295 s.
         let load = Load {
             connections: vec![
                 offered(0, 900 * MS),
@@ -608,10 +617,10 @@ mod tests {
         };
         let sim = simulate(&load, &settings(1, 1), 1);
         let d = &sim.conns[3];
-        assert_eq!(d.served_from_ns, Some(1428 * MS + MS / 2));
+        assert_eq!(d.served_from_ns, Some(1629 * MS + MS / 2));
         assert_eq!(d.num_timeout, 1);
         assert!(d.answered);
-        assert_eq!(sim.listen_overflows, 3);
+        assert_eq!(sim.listen_overflows, 4);
     }
 
     #[test]

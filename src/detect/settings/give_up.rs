@@ -4,7 +4,7 @@
 
 use super::estimate::{plural, Bound, Estimate, Value};
 use super::gather::Shown;
-use crate::detect::timeouts::Inferred;
+use crate::detect::timeouts::{ExchangeBounds, Inferred};
 
 fn measured(t: Inferred, from: &str) -> Estimate {
     let evidence = vec![format!(
@@ -57,4 +57,26 @@ pub fn client_timeout(shown: &Shown) -> Option<Estimate> {
         .filter_map(|(t, from)| t.map(|t| (t, from)))
         .max_by_key(|(t, _)| t.connections)
         .map(|(t, from)| measured(t, from))
+        .or_else(|| shown.give_ups_after_syn.exchange_bounds().map(bounded))
+}
+
+/// Without a cluster of closes seen when made (most FINs held behind a re-sent request): the
+/// timeout over the whole exchange lies above the longest exchange answered and at most the
+/// earliest close before an answer; said as that close, to the tenth below.
+fn bounded(b: ExchangeBounds) -> Estimate {
+    Estimate {
+        value: Value::Seconds((b.at_most * 10.0).floor() / 10.0),
+        low: Some(Bound::Seconds(b.above)),
+        high: Some(Bound::Seconds(b.at_most)),
+        confidence: 0.5,
+        evidence: vec![
+            format!(
+                "{} closed before an answer, the earliest {:.2} s after its first SYN: a client closes at its timeout or \
+                 later (a FIN held behind an unacknowledged request leaves later)",
+                plural(b.closes, "client", "clients"),
+                b.at_most
+            ),
+            format!("a client was answered {:.2} s after its first SYN: it had not given up by then", b.above),
+        ],
+    }
 }
