@@ -1,7 +1,7 @@
 //! The offered load of one listener, taken from a capture: per connection its first SYN, the
 //! round trip, and, for the connections the server answered, how long a worker took over it.
 
-use super::{quantile, Outcome};
+use super::Outcome;
 use crate::flow::{Connection, Endpoint, Side};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -126,22 +126,14 @@ impl Load {
         let mut waits = Vec::new();
         for c in &self.connections {
             let seen = &c.seen;
+            out.tally(seen.answered, seen.server_reset, seen.got_synack);
             if seen.answered {
-                out.answered += 1;
                 waits.extend(seen.wait_ns);
-            } else if seen.server_reset {
-                out.failed_reset += 1;
-            } else if seen.got_synack {
-                out.failed_waiting += 1;
-            } else {
-                out.failed_connecting += 1;
             }
             out.syn_retransmitted += u64::from(seen.syn_retransmitted);
             out.listen_overflows += seen.overflows;
         }
-        out.failed = out.connections - out.answered;
-        out.wait_p50_ns = quantile(&mut waits, 0.5);
-        out.wait_p99_ns = quantile(&mut waits, 0.99);
+        out.finish(&mut waits);
         out
     }
 }

@@ -32,6 +32,29 @@ pub struct Outcome {
     pub wait_p99_ns: Option<i64>,
 }
 
+impl Outcome {
+    /// Counts one connection: answered, or failed by how (an RST from the server, after a
+    /// SYN-ACK waiting for an answer, or never connected).
+    fn tally(&mut self, answered: bool, reset: bool, got_synack: bool) {
+        if answered {
+            self.answered += 1;
+        } else if reset {
+            self.failed_reset += 1;
+        } else if got_synack {
+            self.failed_waiting += 1;
+        } else {
+            self.failed_connecting += 1;
+        }
+    }
+
+    /// Once every connection is counted: the failed ones, and the answered ones' waits.
+    fn finish(&mut self, waits: &mut [i64]) {
+        self.failed = self.connections - self.answered;
+        self.wait_p50_ns = quantile(waits, 0.5);
+        self.wait_p99_ns = quantile(waits, 0.99);
+    }
+}
+
 /// Replays of a load that draw service times differ by their draws: a prediction is the median,
 /// count by count, of this many replays seeded one after another.
 pub const REPLAYS: u64 = 9;

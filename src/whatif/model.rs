@@ -7,7 +7,7 @@
 //! (`tcp_conn_request()`, without syncookies), a client's FIN reaching a request sock.
 
 use super::load::Load;
-use super::{quantile, Outcome};
+use super::Outcome;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -456,20 +456,12 @@ impl Sim<'_> {
         let mut waits = Vec::new();
         for (conn, offered) in self.conns.iter().zip(&self.load.connections) {
             out.syn_retransmitted += u64::from(conn.syn_sends > 1);
+            out.tally(conn.answered, conn.reset, conn.got_synack);
             if conn.answered {
-                out.answered += 1;
                 waits.extend(conn.served_from_ns.map(|t| t - offered.syn_ns));
-            } else if conn.reset {
-                out.failed_reset += 1;
-            } else if conn.got_synack {
-                out.failed_waiting += 1;
-            } else {
-                out.failed_connecting += 1;
             }
         }
-        out.failed = out.connections - out.answered;
-        out.wait_p50_ns = quantile(&mut waits, 0.5);
-        out.wait_p99_ns = quantile(&mut waits, 0.99);
+        out.finish(&mut waits);
         out
     }
 }

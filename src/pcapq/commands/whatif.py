@@ -8,7 +8,7 @@ import json
 import math
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, TextIO, Union
+from typing import Any, Callable, Literal, Mapping, TextIO, Union
 
 from pcapq import _core
 from pcapq.endpoint import parse as parse_endpoint
@@ -103,7 +103,7 @@ def run(file: str, sets: tuple[str, ...], listener: str | None, fmt: WhatifForma
     chosen = listener or default_listener(analysis, inferred_all)
     if chosen is None or chosen not in {s["server"] for s in analysis.servers()}:
         fail(f"no connections to {listener} in {file}" if listener else f"no listener in {file}", ExitCode.USAGE)
-    report = whatif(analysis, chosen, inferred_all.get(chosen, {}), given)
+    report = whatif(analysis, chosen, inferred_all.get(chosen), given)
     render = render_json if fmt == "json" else render_text
     text = render(report)
     deliver(output, True, lambda out, _colourless: write(out, text))
@@ -116,7 +116,7 @@ def write(out: TextIO, text: str) -> None:
     out.flush()
 
 
-def default_listener(analysis: _core.Analysis, inferred_all: dict[str, Any]) -> str | None:
+def default_listener(analysis: _core.Analysis, inferred_all: Mapping[str, _core._InferredSettings]) -> str | None:
     """The listener whose connections failed most (the one the findings are about), else the
     busiest."""
     servers = analysis.servers()
@@ -125,13 +125,15 @@ def default_listener(analysis: _core.Analysis, inferred_all: dict[str, Any]) -> 
     return max(servers, key=lambda s: (s["connections"] - s["answered"], s["server"] in inferred_all, s["connections"]))["server"]
 
 
-def whatif(analysis: _core.Analysis, listener: str, inferred: dict[str, Any], given: dict[str, SettingValue]) -> dict[str, Any]:
+def whatif(analysis: _core.Analysis, listener: str, inferred: Mapping[str, object] | None,
+           given: dict[str, SettingValue]) -> dict[str, Any]:
     """The report: the settings used and where each came from, the observed outcome, the replay
     with the capture's settings and the prediction with the given ones (None where the capture
-    cannot support one, with `note` saying why)."""
+    cannot support one, with `note` saying why). `inferred`: the listener's inferred settings,
+    None where the capture shows none."""
     shown: dict[str, tuple[SettingValue, Source]] = {}
     for name, setting in SETTINGS.items():
-        value = inferred_value(name, inferred.get(name))
+        value = inferred_value(name, (inferred or {}).get(name))
         if value is not None:
             shown[name] = (value, "inferred")
         elif setting.default is not None:
