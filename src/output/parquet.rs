@@ -7,6 +7,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as PhysicalType};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, DoubleType, Int32Type, Int64Type};
 use parquet::errors::ParquetError;
@@ -270,28 +271,46 @@ fn write_column(column: &mut SerializedColumnWriter<'_>, values: &Values<'_>, nu
     // Parquet keeps unsigned integers in the signed physical type of their width, bit for bit
     // (the INTEGER logical type says they are unsigned); 8- and 16-bit ones in INT32.
     match values {
-        Values::Strings(v) => write_values::<ByteArrayType, _>(column, v, nullable, |s| ByteArray::from(*s)),
-        Values::U64(v) => write_values::<Int64Type, _>(column, v, nullable, |&x| x as i64),
-        Values::U32(v) => write_values::<Int32Type, _>(column, v, nullable, |&x| x as i32),
-        Values::U16(v) => write_values::<Int32Type, _>(column, v, nullable, |&x| i32::from(x)),
-        Values::U8(v) => write_values::<Int32Type, _>(column, v, nullable, |&x| i32::from(x)),
-        Values::Bools(v) => write_values::<BoolType, _>(column, v, nullable, |&x| x),
-        Values::F64(v) => write_values::<DoubleType, _>(column, v, nullable, |&x| x),
-        Values::Times(v) => write_values::<Int64Type, _>(column, v, nullable, |&x| x),
-        Values::StringLists(v) => write_lists::<ByteArrayType, _>(column, v, |s| ByteArray::from(*s)),
-        Values::U64Lists(v) => write_lists::<Int64Type, _>(column, v, |&x| x as i64),
+        Values::Strings(v) => write_values::<ByteArrayType, _>(column, byte_arrays(v.iter().flatten()), v, nullable),
+        Values::U64(v) => write_values::<Int64Type, _>(column, v.iter().flatten().map(|&x| x as i64).collect(), v, nullable),
+        Values::U32(v) => write_values::<Int32Type, _>(column, v.iter().flatten().map(|&x| x as i32).collect(), v, nullable),
+        Values::U16(v) => write_values::<Int32Type, _>(column, v.iter().flatten().map(|&x| i32::from(x)).collect(), v, nullable),
+        Values::U8(v) => write_values::<Int32Type, _>(column, v.iter().flatten().map(|&x| i32::from(x)).collect(), v, nullable),
+        Values::Bools(v) => write_values::<BoolType, _>(column, v.iter().flatten().copied().collect(), v, nullable),
+        Values::F64(v) => write_values::<DoubleType, _>(column, v.iter().flatten().copied().collect(), v, nullable),
+        Values::Times(v) => write_values::<Int64Type, _>(column, v.iter().flatten().copied().collect(), v, nullable),
+        Values::StringLists(v) => write_lists::<ByteArrayType, _>(column, byte_arrays(v.iter().copied().flatten()), v),
+        Values::U64Lists(v) => write_lists::<Int64Type, _>(column, v.iter().copied().flatten().map(|&x| x as i64).collect(), v),
     }
 }
 
-/// Writes a column of single values: the non-null values, and for a column that may hold nulls
-/// a definition level per row (1 for a value, 0 for a null).
+/// The strings as Parquet byte arrays, each a slice of one buffer: an allocation per column,
+/// not per value.
+fn byte_arrays<'a>(strings: impl Iterator<Item = &'a &'a str>) -> Vec<ByteArray> {
+    let (mut buffer, mut ends) = (Vec::new(), Vec::new());
+    for s in strings {
+        buffer.extend_from_slice(s.as_bytes());
+        ends.push(buffer.len());
+    }
+    let buffer = Bytes::from(buffer);
+    let mut start = 0;
+    ends.into_iter()
+        .map(|end| {
+            let slice = buffer.slice(start..end);
+            start = end;
+            ByteArray::from(slice)
+        })
+        .collect()
+}
+
+/// Writes a column of single values: `present`, the non-null ones of `values` in order, and for
+/// a column that may hold nulls a definition level per row (1 for a value, 0 for a null).
 fn write_values<T: DataType, V>(
     column: &mut SerializedColumnWriter<'_>,
+    present: Vec<T::T>,
     values: &[Option<V>],
     nullable: bool,
-    physical: impl Fn(&V) -> T::T,
 ) -> parquet::errors::Result<()> {
-    let present: Vec<T::T> = values.iter().flatten().map(physical).collect();
     let levels: Option<Vec<i16>> = nullable.then(|| values.iter().map(|v| i16::from(v.is_some())).collect());
     if levels.is_none() && present.len() != values.len() {
         return Err(ParquetError::General("a null in a column that holds none".to_string()));
@@ -300,31 +319,27 @@ fn write_values<T: DataType, V>(
     Ok(())
 }
 
-/// Writes a column of lists whose items are never null. Each item has the list's full
-/// definition level and repetition level 0 if it starts its row's list, 1 if not; an empty
-/// list is one level pair with no value, defined up to the list but not into it.
-fn write_lists<T: DataType, V>(
-    column: &mut SerializedColumnWriter<'_>,
-    lists: &[&[V]],
-    physical: impl Fn(&V) -> T::T,
-) -> parquet::errors::Result<()> {
+/// Writes a column of lists whose items are never null: `items`, every list's items in order.
+/// Each item has the list's full definition level and repetition level 0 if it starts its
+/// row's list, 1 if not; an empty list is one level pair with no value, defined up to the list
+/// but not into it.
+fn write_lists<T: DataType, V>(column: &mut SerializedColumnWriter<'_>, items: Vec<T::T>, lists: &[&[V]]) -> parquet::errors::Result<()> {
     let writer = column.typed::<T>();
     let item_level = writer.get_descriptor().max_def_level();
     // The item level less the repeated group and the optional item.
     let empty_level = item_level - 2;
-    let (mut values, mut definition, mut repetition) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut definition, mut repetition) = (Vec::with_capacity(items.len()), Vec::with_capacity(items.len()));
     for list in lists {
         if list.is_empty() {
             definition.push(empty_level);
             repetition.push(0);
         }
-        for (i, item) in list.iter().enumerate() {
-            values.push(physical(item));
+        for i in 0..list.len() {
             definition.push(item_level);
             repetition.push(i16::from(i > 0));
         }
     }
-    writer.write_batch(&values, Some(&definition), Some(&repetition))?;
+    writer.write_batch(&items, Some(&definition), Some(&repetition))?;
     Ok(())
 }
 
