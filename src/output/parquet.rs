@@ -7,14 +7,14 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::builder::{ListBuilder, StringBuilder, UInt64Builder};
-use arrow_array::{
-    ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, TimestampMicrosecondArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
-};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
+use bytes::Bytes;
+use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as PhysicalType};
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, DoubleType, Int32Type, Int64Type};
+use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
+use parquet::file::writer::{SerializedColumnWriter, SerializedFileWriter};
 use parquet::format::KeyValue;
+use parquet::schema::types::Type;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::Analysis;
@@ -139,24 +139,40 @@ fn claims(findings: &[Finding]) -> FxHashMap<u64, &str> {
     by_id
 }
 
-/// A Parquet file being written: rows gathered into batches of `ROWS_PER_GROUP`, each
-/// written as a row group.
+/// A Parquet file being written: rows gathered into groups of `ROWS_PER_GROUP`, each written
+/// as a row group.
 struct Table<R> {
     rows: Vec<R>,
-    writer: ArrowWriter<File>,
-    columns: fn(&[R]) -> Vec<Column>,
+    writer: SerializedFileWriter<File>,
+    columns: Columns<R>,
 }
 
-/// A column: its name, its values, and whether it may hold nulls.
-type Column = (&'static str, ArrayRef, bool);
+/// A table's columns made from its rows, in the table's order.
+type Columns<R> = for<'a> fn(&'a [R]) -> Vec<Column<'a>>;
 
-fn batch(columns: Vec<Column>) -> io::Result<RecordBatch> {
-    RecordBatch::try_from_iter_with_nullable(columns).map_err(io::Error::other)
+/// A column: its name, its values, and whether it may hold nulls.
+type Column<'a> = (&'static str, Values<'a>, bool);
+
+/// A column's values in one row group, by the type readers see. `None` is a null, which only a
+/// column that may hold nulls has.
+enum Values<'a> {
+    Strings(Vec<Option<&'a str>>),
+    U64(Vec<Option<u64>>),
+    U32(Vec<Option<u32>>),
+    U16(Vec<Option<u16>>),
+    U8(Vec<Option<u8>>),
+    Bools(Vec<Option<bool>>),
+    F64(Vec<Option<f64>>),
+    /// Epoch microseconds, UTC.
+    Times(Vec<Option<i64>>),
+    /// A list per row, never null (a row with none has an empty list).
+    StringLists(Vec<&'a [&'a str]>),
+    U64Lists(Vec<&'a [u64]>),
 }
 
 impl<R> Table<R> {
-    fn create(path: &Path, table: &str, columns: fn(&[R]) -> Vec<Column>) -> io::Result<Table<R>> {
-        let schema = batch(columns(&[]))?.schema();
+    fn create(path: &Path, table: &str, columns: Columns<R>) -> io::Result<Table<R>> {
+        let schema = Arc::new(schema(&columns(&[])).map_err(io::Error::other)?);
         let metadata = vec![
             KeyValue::new("pcapq.schema".to_string(), format!("pcapq.{table}")),
             KeyValue::new("pcapq.schema_version".to_string(), SCHEMA_VERSION.to_string()),
@@ -164,11 +180,10 @@ impl<R> Table<R> {
         ];
         let properties = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
-            .set_max_row_group_size(ROWS_PER_GROUP)
             .set_key_value_metadata(Some(metadata))
             .build();
         let file = File::create(path)?;
-        let writer = ArrowWriter::try_new(file, schema, Some(properties)).map_err(io::Error::other)?;
+        let writer = SerializedFileWriter::new(file, schema, Arc::new(properties)).map_err(io::Error::other)?;
         Ok(Table { rows: Vec::with_capacity(ROWS_PER_GROUP), writer, columns })
     }
 
@@ -180,14 +195,14 @@ impl<R> Table<R> {
         Ok(())
     }
 
+    /// Writes the rows held as one row group.
     fn flush(&mut self) -> io::Result<()> {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let batch = batch((self.columns)(&self.rows))?;
+        write_group(&mut self.writer, &(self.columns)(&self.rows)).map_err(io::Error::other)?;
         self.rows.clear();
-        self.writer.write(&batch).map_err(io::Error::other)?;
-        self.writer.flush().map_err(io::Error::other)
+        Ok(())
     }
 
     fn close(mut self) -> io::Result<()> {
@@ -197,32 +212,167 @@ impl<R> Table<R> {
     }
 }
 
-fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
-    Arc::new(StringArray::from_iter_values(values))
+/// The file's schema: a field per column, in order.
+fn schema(columns: &[Column<'_>]) -> parquet::errors::Result<Type> {
+    let fields = columns.iter().map(|(name, values, nullable)| field(name, values, *nullable).map(Arc::new)).collect::<Result<_, _>>()?;
+    Type::group_type_builder("schema").with_fields(fields).build()
 }
 
-fn optional_strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
-    Arc::new(values.collect::<StringArray>())
+fn field(name: &str, values: &Values<'_>, nullable: bool) -> parquet::errors::Result<Type> {
+    let repetition = if nullable { Repetition::OPTIONAL } else { Repetition::REQUIRED };
+    let string = Some(LogicalType::String);
+    let unsigned = |bit_width| Some(LogicalType::Integer { bit_width, is_signed: false });
+    match values {
+        Values::Strings(_) => leaf(name, repetition, PhysicalType::BYTE_ARRAY, string),
+        Values::U64(_) => leaf(name, repetition, PhysicalType::INT64, unsigned(64)),
+        Values::U32(_) => leaf(name, repetition, PhysicalType::INT32, unsigned(32)),
+        Values::U16(_) => leaf(name, repetition, PhysicalType::INT32, unsigned(16)),
+        Values::U8(_) => leaf(name, repetition, PhysicalType::INT32, unsigned(8)),
+        Values::Bools(_) => leaf(name, repetition, PhysicalType::BOOLEAN, None),
+        Values::F64(_) => leaf(name, repetition, PhysicalType::DOUBLE, None),
+        Values::Times(_) => {
+            let timestamp = LogicalType::Timestamp { is_adjusted_to_u_t_c: true, unit: TimeUnit::MICROS(Default::default()) };
+            leaf(name, repetition, PhysicalType::INT64, Some(timestamp))
+        }
+        // A list's items are optional in the schema, though none is ever null: Arrow readers see
+        // `list<item: string>`, Arrow's own list type.
+        Values::StringLists(_) => list(name, repetition, leaf("item", Repetition::OPTIONAL, PhysicalType::BYTE_ARRAY, string)?),
+        Values::U64Lists(_) => list(name, repetition, leaf("item", Repetition::OPTIONAL, PhysicalType::INT64, unsigned(64))?),
+    }
 }
 
-fn times(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
-    Arc::new(values.map(|ns| ns.map(micros)).collect::<TimestampMicrosecondArray>().with_timezone("UTC"))
+fn leaf(name: &str, repetition: Repetition, physical: PhysicalType, logical: Option<LogicalType>) -> parquet::errors::Result<Type> {
+    Type::primitive_type_builder(name, physical).with_repetition(repetition).with_logical_type(logical).build()
 }
 
-fn u64s(values: impl Iterator<Item = u64>) -> ArrayRef {
-    Arc::new(UInt64Array::from_iter_values(values))
+/// The standard three-level list: `<repetition> group <name> (LIST) { repeated group list { <item> } }`.
+fn list(name: &str, repetition: Repetition, item: Type) -> parquet::errors::Result<Type> {
+    let entries = Type::group_type_builder("list").with_repetition(Repetition::REPEATED).with_fields(vec![Arc::new(item)]).build()?;
+    Type::group_type_builder(name)
+        .with_repetition(repetition)
+        .with_logical_type(Some(LogicalType::List))
+        .with_fields(vec![Arc::new(entries)])
+        .build()
 }
 
-fn u32s(values: impl Iterator<Item = u32>) -> ArrayRef {
-    Arc::new(UInt32Array::from_iter_values(values))
+/// Writes one row group, a column chunk per column in the schema's order.
+fn write_group(writer: &mut SerializedFileWriter<File>, columns: &[Column<'_>]) -> parquet::errors::Result<()> {
+    let mut group = writer.next_row_group()?;
+    for (name, values, nullable) in columns {
+        let mut column = group.next_column()?.ok_or_else(|| ParquetError::General(format!("no column {name} in the schema")))?;
+        write_column(&mut column, values, *nullable)?;
+        column.close()?;
+    }
+    group.close()?;
+    Ok(())
 }
 
-fn f64s(values: impl Iterator<Item = f64>) -> ArrayRef {
-    Arc::new(Float64Array::from_iter_values(values))
+fn write_column(column: &mut SerializedColumnWriter<'_>, values: &Values<'_>, nullable: bool) -> parquet::errors::Result<()> {
+    // Parquet keeps unsigned integers in the signed physical type of their width, bit for bit
+    // (the INTEGER logical type says they are unsigned); 8- and 16-bit ones in INT32.
+    match values {
+        Values::Strings(v) => write_values::<ByteArrayType, _>(column, byte_arrays(v.iter().flatten()), v, nullable),
+        Values::U64(v) => write_values::<Int64Type, _>(column, v.iter().flatten().map(|&x| x as i64).collect(), v, nullable),
+        Values::U32(v) => write_values::<Int32Type, _>(column, v.iter().flatten().map(|&x| x as i32).collect(), v, nullable),
+        Values::U16(v) => write_values::<Int32Type, _>(column, v.iter().flatten().map(|&x| i32::from(x)).collect(), v, nullable),
+        Values::U8(v) => write_values::<Int32Type, _>(column, v.iter().flatten().map(|&x| i32::from(x)).collect(), v, nullable),
+        Values::Bools(v) => write_values::<BoolType, _>(column, v.iter().flatten().copied().collect(), v, nullable),
+        Values::F64(v) => write_values::<DoubleType, _>(column, v.iter().flatten().copied().collect(), v, nullable),
+        Values::Times(v) => write_values::<Int64Type, _>(column, v.iter().flatten().copied().collect(), v, nullable),
+        Values::StringLists(v) => write_lists::<ByteArrayType, _>(column, byte_arrays(v.iter().copied().flatten()), v),
+        Values::U64Lists(v) => write_lists::<Int64Type, _>(column, v.iter().copied().flatten().map(|&x| x as i64).collect(), v),
+    }
 }
 
-fn bools(values: impl Iterator<Item = bool>) -> ArrayRef {
-    Arc::new(values.map(Some).collect::<BooleanArray>())
+/// The strings as Parquet byte arrays, each a slice of one buffer: an allocation per column,
+/// not per value.
+fn byte_arrays<'a>(strings: impl Iterator<Item = &'a &'a str>) -> Vec<ByteArray> {
+    let (mut buffer, mut ends) = (Vec::new(), Vec::new());
+    for s in strings {
+        buffer.extend_from_slice(s.as_bytes());
+        ends.push(buffer.len());
+    }
+    let buffer = Bytes::from(buffer);
+    let mut start = 0;
+    ends.into_iter()
+        .map(|end| {
+            let slice = buffer.slice(start..end);
+            start = end;
+            ByteArray::from(slice)
+        })
+        .collect()
+}
+
+/// Writes a column of single values: `present`, the non-null ones of `values` in order, and for
+/// a column that may hold nulls a definition level per row (1 for a value, 0 for a null).
+fn write_values<T: DataType, V>(
+    column: &mut SerializedColumnWriter<'_>,
+    present: Vec<T::T>,
+    values: &[Option<V>],
+    nullable: bool,
+) -> parquet::errors::Result<()> {
+    let levels: Option<Vec<i16>> = nullable.then(|| values.iter().map(|v| i16::from(v.is_some())).collect());
+    if levels.is_none() && present.len() != values.len() {
+        return Err(ParquetError::General("a null in a column that holds none".to_string()));
+    }
+    column.typed::<T>().write_batch(&present, levels.as_deref(), None)?;
+    Ok(())
+}
+
+/// Writes a column of lists whose items are never null: `items`, every list's items in order.
+/// Each item has the list's full definition level and repetition level 0 if it starts its
+/// row's list, 1 if not; an empty list is one level pair with no value, defined up to the list
+/// but not into it.
+fn write_lists<T: DataType, V>(column: &mut SerializedColumnWriter<'_>, items: Vec<T::T>, lists: &[&[V]]) -> parquet::errors::Result<()> {
+    let writer = column.typed::<T>();
+    let item_level = writer.get_descriptor().max_def_level();
+    // The item level less the repeated group and the optional item.
+    let empty_level = item_level - 2;
+    let (mut definition, mut repetition) = (Vec::with_capacity(items.len()), Vec::with_capacity(items.len()));
+    for list in lists {
+        if list.is_empty() {
+            definition.push(empty_level);
+            repetition.push(0);
+        }
+        for i in 0..list.len() {
+            definition.push(item_level);
+            repetition.push(i16::from(i > 0));
+        }
+    }
+    writer.write_batch(&items, Some(&definition), Some(&repetition))?;
+    Ok(())
+}
+
+fn strings<'a>(values: impl Iterator<Item = &'a str>) -> Values<'a> {
+    Values::Strings(values.map(Some).collect())
+}
+
+fn optional_strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> Values<'a> {
+    Values::Strings(values.collect())
+}
+
+fn times<'a>(values: impl Iterator<Item = Option<i64>>) -> Values<'a> {
+    Values::Times(values.map(|ns| ns.map(micros)).collect())
+}
+
+fn u64s<'a>(values: impl Iterator<Item = u64>) -> Values<'a> {
+    Values::U64(values.map(Some).collect())
+}
+
+fn u32s<'a>(values: impl Iterator<Item = u32>) -> Values<'a> {
+    Values::U32(values.map(Some).collect())
+}
+
+fn u16s<'a>(values: impl Iterator<Item = u16>) -> Values<'a> {
+    Values::U16(values.map(Some).collect())
+}
+
+fn f64s<'a>(values: impl Iterator<Item = f64>) -> Values<'a> {
+    Values::F64(values.map(Some).collect())
+}
+
+fn bools<'a>(values: impl Iterator<Item = bool>) -> Values<'a> {
+    Values::Bools(values.map(Some).collect())
 }
 
 // --- connections ---
@@ -300,26 +450,19 @@ fn connection_row(capture_point: &Arc<str>, c: &Connection, end_ns: i64, cause: 
     }
 }
 
-fn connection_columns(rows: &[ConnectionRow]) -> Vec<Column> {
+fn connection_columns(rows: &[ConnectionRow]) -> Vec<Column<'_>> {
     let (client, server) = (Side::Client.index(), Side::Server.index());
-    let mut symptoms = ListBuilder::new(StringBuilder::new());
-    for r in rows {
-        for s in &r.symptoms {
-            symptoms.values().append_value(s);
-        }
-        symptoms.append(true);
-    }
     vec![
         ("capture_point", strings(rows.iter().map(|r| &*r.capture_point)), false),
         ("id", u64s(rows.iter().map(|r| r.id)), false),
         ("client_ip", strings(rows.iter().map(|r| r.client_ip.as_str())), false),
-        ("client_port", Arc::new(UInt16Array::from_iter_values(rows.iter().map(|r| r.client_port))), false),
+        ("client_port", u16s(rows.iter().map(|r| r.client_port)), false),
         ("server_ip", strings(rows.iter().map(|r| r.server_ip.as_str())), false),
-        ("server_port", Arc::new(UInt16Array::from_iter_values(rows.iter().map(|r| r.server_port))), false),
+        ("server_port", u16s(rows.iter().map(|r| r.server_port)), false),
         ("server", strings(rows.iter().map(|r| r.server.as_str())), false),
-        ("ip_version", Arc::new(UInt8Array::from_iter_values(rows.iter().map(|r| r.ip_version))), false),
+        ("ip_version", Values::U8(rows.iter().map(|r| Some(r.ip_version)).collect()), false),
         ("partial", bools(rows.iter().map(|r| r.partial)), false),
-        ("follows", Arc::new(rows.iter().map(|r| r.follows).collect::<UInt64Array>()), true),
+        ("follows", Values::U64(rows.iter().map(|r| r.follows).collect()), true),
         ("state", strings(rows.iter().map(|r| r.state)), false),
         ("first_file", u32s(rows.iter().map(|r| r.first_file)), false),
         ("first_frame", u64s(rows.iter().map(|r| r.first_frame)), false),
@@ -332,13 +475,13 @@ fn connection_columns(rows: &[ConnectionRow]) -> Vec<Column> {
         ("syn_time", times(rows.iter().map(|r| r.syn_time_ns)), true),
         ("synack_time", times(rows.iter().map(|r| r.synack_time_ns)), true),
         ("ack_time", times(rows.iter().map(|r| r.ack_time_ns)), true),
-        ("handshake_duration", Arc::new(rows.iter().map(|r| r.handshake_duration_ns.map(seconds)).collect::<Float64Array>()), true),
+        ("handshake_duration", Values::F64(rows.iter().map(|r| r.handshake_duration_ns.map(seconds)).collect()), true),
         ("request_sent", times(rows.iter().map(|r| r.request_sent_ns)), true),
         ("request_acked", times(rows.iter().map(|r| r.request_acked_ns)), true),
         ("response_first", times(rows.iter().map(|r| r.response_ns)), true),
         ("reset_from", optional_strings(rows.iter().map(|r| r.reset_from)), true),
         ("outcome", strings(rows.iter().map(|r| r.outcome)), false),
-        ("symptoms", Arc::new(symptoms.finish()), false),
+        ("symptoms", Values::StringLists(rows.iter().map(|r| r.symptoms.as_slice()).collect()), false),
         ("client_packets", u64s(rows.iter().map(|r| r.sides[client].packets)), false),
         ("server_packets", u64s(rows.iter().map(|r| r.sides[server].packets)), false),
         ("client_bytes", u64s(rows.iter().map(|r| r.sides[client].payload_bytes)), false),
@@ -356,10 +499,10 @@ fn connection_columns(rows: &[ConnectionRow]) -> Vec<Column> {
         ("added_latency", f64s(rows.iter().map(|r| seconds(r.added_latency_ns))), false),
         ("cause", optional_strings(rows.iter().map(|r| r.cause.as_deref())), true),
         ("proxy_log_file", optional_strings(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.file.as_str()))), true),
-        ("proxy_log_line", Arc::new(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.line)).collect::<UInt32Array>()), true),
+        ("proxy_log_line", Values::U32(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.line)).collect()), true),
         ("proxy_log_kind", optional_strings(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.kind.as_str()))), true),
-        ("proxy_log_status", Arc::new(rows.iter().map(|r| r.proxy_log.as_ref().and_then(|p| p.status)).collect::<UInt16Array>()), true),
-        ("proxy_log_exact", Arc::new(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.exact)).collect::<BooleanArray>()), true),
+        ("proxy_log_status", Values::U16(rows.iter().map(|r| r.proxy_log.as_ref().and_then(|p| p.status)).collect()), true),
+        ("proxy_log_exact", Values::Bools(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.exact)).collect()), true),
         ("proxy_log_text", optional_strings(rows.iter().map(|r| r.proxy_log.as_ref().map(|p| p.text.as_str()))), true),
     ]
 }
@@ -406,7 +549,7 @@ fn event_row(capture_point: &Arc<str>, c: &Connection, e: &crate::flow::Event) -
     }
 }
 
-fn event_columns(rows: &[EventRow]) -> Vec<Column> {
+fn event_columns(rows: &[EventRow]) -> Vec<Column<'_>> {
     vec![
         ("capture_point", strings(rows.iter().map(|r| &*r.capture_point)), false),
         ("connection", u64s(rows.iter().map(|r| r.connection)), false),
@@ -417,11 +560,11 @@ fn event_columns(rows: &[EventRow]) -> Vec<Column> {
         ("kind", strings(rows.iter().map(|r| r.kind)), false),
         ("from", strings(rows.iter().map(|r| r.from)), false),
         ("flags", strings(rows.iter().map(|r| r.flags.as_str())), false),
-        ("seq", Arc::new(rows.iter().map(|r| r.seq).collect::<UInt32Array>()), true),
-        ("ack", Arc::new(rows.iter().map(|r| r.ack).collect::<UInt32Array>()), true),
+        ("seq", Values::U32(rows.iter().map(|r| r.seq).collect()), true),
+        ("ack", Values::U32(rows.iter().map(|r| r.ack).collect()), true),
         ("len", u32s(rows.iter().map(|r| r.len)), false),
-        ("win", Arc::new(UInt16Array::from_iter_values(rows.iter().map(|r| r.win))), false),
-        ("attempt", Arc::new(rows.iter().map(|r| r.attempt).collect::<UInt32Array>()), true),
+        ("win", u16s(rows.iter().map(|r| r.win)), false),
+        ("attempt", Values::U32(rows.iter().map(|r| r.attempt).collect()), true),
     ]
 }
 
@@ -432,16 +575,11 @@ struct FindingRow<'a> {
     finding: &'a Finding,
 }
 
-fn finding_columns(rows: &[FindingRow<'_>]) -> Vec<Column> {
+fn finding_columns<'a>(rows: &'a [FindingRow<'_>]) -> Vec<Column<'a>> {
     fn f<'a>(r: &FindingRow<'a>) -> &'a Finding {
         r.finding
     }
     let epoch_ns = |s: f64| (s * 1e9).round() as i64;
-    let mut ids = ListBuilder::new(UInt64Builder::new());
-    for r in rows {
-        ids.values().append_slice(&f(r).connections.ids);
-        ids.append(true);
-    }
     vec![
         ("capture_point", strings(rows.iter().map(|r| &*r.capture_point)), false),
         ("cause", strings(rows.iter().map(|r| f(r).cause.as_str())), false),
@@ -451,7 +589,7 @@ fn finding_columns(rows: &[FindingRow<'_>]) -> Vec<Column> {
         ("first", times(rows.iter().map(|r| Some(epoch_ns(f(r).first)))), false),
         ("last", times(rows.iter().map(|r| Some(epoch_ns(f(r).last)))), false),
         ("connections", u64s(rows.iter().map(|r| f(r).connections.count)), false),
-        ("connection_ids", Arc::new(ids.finish()), false),
+        ("connection_ids", Values::U64Lists(rows.iter().map(|r| f(r).connections.ids.as_slice()).collect()), false),
     ]
 }
 
