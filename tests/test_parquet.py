@@ -328,6 +328,17 @@ def test_parquet_proxy_log_columns_are_the_json_proxy_log(tmp_path: Path) -> Non
     assert all(r["proxy_log_kind"] is None for r in table if r["id"] not in expected)
 
 
+def test_parquet_directory_with_logs_is_made_as_without(tmp_path: Path) -> None:
+    # With --log every connection is kept in memory (nothing waits beside the output), and the
+    # directory is still made.
+    base = CAPTURES / "nginx_php_fpm"
+    out = tmp_path / "new" / "tables"
+    proc = pcapq("analyze", "--log", f"{base}.error.log", "--format", "parquet", "-o", f"{out}/", f"{base}.pcap")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["connections.parquet", "events.parquet", "findings.parquet"]
+    assert any(r["proxy_log_file"] is not None for r in pq.read_table(out / "connections.parquet").to_pylist())
+
+
 def test_parquet_without_logs_has_null_proxy_log_columns(tmp_path: Path) -> None:
     out = tmp_path / "c.parquet"
     assert pcapq("analyze", "--format", "parquet", "-o", str(out), str(CAPTURES / "healthy.pcap")).returncode == 0

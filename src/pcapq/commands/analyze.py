@@ -96,6 +96,12 @@ def read(request: AnalyzeRequest) -> Captures:
     except InputError as e:
         fail(str(e), ExitCode.UNREADABLE)
     refuse_overwriting_inputs(tuple(paths), request.output)
+    if request.parquet_dir:
+        # -o DIR/: the directory the three tables go to, made before anything is read.
+        try:
+            os.makedirs(request.output, exist_ok=True)
+        except OSError as e:
+            fail(f"cannot make the directory {request.output}: {reason(e)}", ExitCode.CANT_WRITE)
     evidence = _read_evidence(request, timeouts) if request.wants_evidence else None
     if request.scheduler and "-" in paths:
         fail("standard input cannot be sent to a Dask cluster; give files", ExitCode.USAGE)
@@ -310,10 +316,7 @@ def _spill_dir(output: str, directory: bool) -> str:
         # Standard output, or a device such as /dev/null: nothing to write beside.
         return tempfile.gettempdir()
     if directory:
-        try:
-            os.makedirs(output, exist_ok=True)
-        except OSError as e:
-            fail(f"cannot make the directory {output}: {reason(e)}", ExitCode.CANT_WRITE)
+        # Made by read().
         return output
     return os.path.dirname(os.path.abspath(output))
 
