@@ -507,6 +507,26 @@ mod tests {
         v.symptoms.contains(s)
     }
 
+    /// The data re-sent was spurious, and no loss is counted.
+    fn assert_spurious_not_lost(v: &Verdict) {
+        assert!(has(v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
+        assert!(!has(v, Symptom::DataRetransmitted), "{:?}", v.symptoms);
+    }
+
+    /// Captured at the server, a 100 ms round trip to the client: the request answered, the
+    /// answer re-sent at 330 ms, before the client's ACK of it.
+    fn answer_resent_over_100ms_round_trip() -> Wire {
+        let mut w = Wire::new();
+        w.send_opts(0, C, SYN, CISN, 0, 0, plain());
+        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, plain());
+        w.send(101, C, ACK, CISN + 1, SISN + 1, 0);
+        w.send(102, C, PA, CISN + 1, SISN + 1, 100);
+        w.send(103, S, ACK, SISN + 1, CISN + 101, 0);
+        w.send(104, S, PA, SISN + 1, CISN + 101, 100);
+        w.send(330, S, PA, SISN + 1, CISN + 101, 100);
+        w
+    }
+
     fn expected_ms(series: &Series) -> Vec<Option<i64>> {
         series.sends.iter().map(|t| t.expected_ns.map(|e| e / MS)).collect()
     }
@@ -578,9 +598,7 @@ mod tests {
         w.send_opts(211, S, ACK, SISN + 1, CISN + 201, 0, dsack);
         w.send(212, S, PA, SISN + 1, CISN + 201, 50);
         assert!(checks::of(w.conn()).failed(checks::Check::ResendNotDsacked));
-        let v = w.verdict();
-        assert!(has(&v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
-        assert!(!has(&v, Symptom::DataRetransmitted), "{:?}", v.symptoms);
+        assert_spurious_not_lost(&w.verdict());
     }
 
     #[test]
@@ -597,36 +615,18 @@ mod tests {
                                  ..TcpOptions::default() };
         w.send_opts(211, S, ACK, SISN + 1, CISN + 101, 0, dsack);
         w.send(212, S, ACK, SISN + 1, CISN + 301, 0);
-        let v = w.verdict();
-        assert!(has(&v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
-        assert!(!has(&v, Symptom::DataRetransmitted), "{:?}", v.symptoms);
+        assert_spurious_not_lost(&w.verdict());
     }
 
     #[test]
     fn test_data_resent_and_acked_sooner_than_a_round_trip_is_spurious_not_lost() {
         // Captured at the server, a 100 ms round trip to the client: an ACK 5 ms after the re-send
         // answered the original.
-        let mut w = Wire::new();
-        w.send_opts(0, C, SYN, CISN, 0, 0, plain());
-        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, plain());
-        w.send(101, C, ACK, CISN + 1, SISN + 1, 0);
-        w.send(102, C, PA, CISN + 1, SISN + 1, 100);
-        w.send(103, S, ACK, SISN + 1, CISN + 101, 0);
-        w.send(104, S, PA, SISN + 1, CISN + 101, 100);
-        w.send(330, S, PA, SISN + 1, CISN + 101, 100);
+        let mut w = answer_resent_over_100ms_round_trip();
         w.send(335, C, ACK, CISN + 101, SISN + 101, 0);
-        let v = w.verdict();
-        assert!(has(&v, Symptom::SpuriousRetransmission), "{:?}", v.symptoms);
-        assert!(!has(&v, Symptom::DataRetransmitted), "{:?}", v.symptoms);
+        assert_spurious_not_lost(&w.verdict());
         // The same ACK a round trip after the re-send: the re-send repaired a loss.
-        let mut w = Wire::new();
-        w.send_opts(0, C, SYN, CISN, 0, 0, plain());
-        w.send_opts(1, S, SYN | ACK, SISN, CISN + 1, 0, plain());
-        w.send(101, C, ACK, CISN + 1, SISN + 1, 0);
-        w.send(102, C, PA, CISN + 1, SISN + 1, 100);
-        w.send(103, S, ACK, SISN + 1, CISN + 101, 0);
-        w.send(104, S, PA, SISN + 1, CISN + 101, 100);
-        w.send(330, S, PA, SISN + 1, CISN + 101, 100);
+        let mut w = answer_resent_over_100ms_round_trip();
         w.send(431, C, ACK, CISN + 101, SISN + 101, 0);
         assert!(has(&w.verdict(), Symptom::DataRetransmitted));
     }
