@@ -1,6 +1,6 @@
 """docs/architecture.md's worked example of adding a cause that needs a new fact, followed in a
 copy of the tree: the core built from the copy (the test run's `ci` profile, reusing target/'s
-compiled dependencies), the stub and the docs written by their tools, the golden reports
+compiled dependencies; the copy's own crate unoptimised), the stub and the docs written by their tools, the golden reports
 written again by the copy's own golden test, then the files changed are exactly those the page
 names, the copy's golden test passes, and the new cause is found."""
 
