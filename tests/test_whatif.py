@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import REPO
 
 from pcapq import cli
-from pcapq.commands.whatif import COUNTS, SETTINGS, inferred_value
+from pcapq.commands.whatif import COUNTS, RANGES, SETTINGS, inferred_value
 
 CAPTURES = REPO / "captures"
 # A kernel run of a seeded load against 2 prefork workers on listen(16) (captures/whatif_runs/).
@@ -40,8 +40,13 @@ def test_whatif_json_schema_and_sources() -> None:
     assert doc["settings"]["workers"] == {"value": 8, "source": "set"}
     assert doc["settings"]["backlog"] == {"value": 64, "source": "set"}
     assert doc["settings"]["syncookies"]["source"] == "inferred"
-    for key in ("observed", "replayed", "predicted"):
-        assert list(doc[key]) == list(COUNTS)
+    assert list(doc["observed"]) == list(COUNTS)
+    for key in ("replayed", "predicted"):
+        # A replay's counts, then the ranges of the middle 80 % of its seeded replays.
+        assert list(doc[key]) == [*COUNTS, *RANGES.values()]
+        for count, span in RANGES.items():
+            low, high = doc[key][span]
+            assert low <= doc[key][count] <= high
 
 
 def test_whatif_observed_counts_the_capture() -> None:

@@ -37,6 +37,8 @@ fn outcome<'py>(py: Python<'py>, o: &Outcome) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("listen_overflows", o.listen_overflows)?;
     d.set_item("wait_p50_s", o.wait_p50_ns.map(super::seconds))?;
     d.set_item("wait_p99_s", o.wait_p99_ns.map(super::seconds))?;
+    d.set_item("failed_range", o.spread.map(|s| s.failed))?;
+    d.set_item("syn_retransmitted_range", o.spread.map(|s| s.syn_retransmitted))?;
     Ok(d)
 }
 

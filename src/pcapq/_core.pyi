@@ -517,6 +517,9 @@ class _WhatifOutcome(TypedDict):
     listen_overflows: int
     wait_p50_s: float | None
     wait_p99_s: float | None
+    failed_range: tuple[int, int] | None
+    """Replays (not the capture): the failed count of the middle 80 % of them."""
+    syn_retransmitted_range: tuple[int, int] | None
 
 class _WhatifResult(TypedDict):
     observed: _WhatifOutcome

@@ -3,8 +3,7 @@
 
 use super::Outcome;
 use crate::flow::{Connection, Endpoint, Side};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
 /// The round trip assumed for a connection whose handshake does not show one.
 const DEFAULT_RTT_NS: i64 = 1_000_000;
@@ -48,6 +47,57 @@ struct Answered {
     /// When the request reached the server: the server's first ACK of it.
     request_ns: i64,
     answer_ns: i64,
+}
+
+/// When each of `served` began its service, by replaying `slots` workers over the capture's own
+/// times: a worker takes the connections in the order their requests arrived (the accept queue is
+/// a FIFO, and a request comes with or just after the ACK that made its child), starting one when
+/// it is free and the request is in; it is free again at its connection's answer. An answer seen
+/// from a connection still queued in that order means the kernel took it earlier than its place:
+/// it takes the place of the connection started last, which goes back to the head of the queue.
+fn service_begins(served: &[Answered], slots: usize) -> Vec<i64> {
+    let mut by_request: Vec<usize> = (0..served.len()).collect();
+    by_request.sort_by_key(|&i| (served[i].request_ns, served[i].index));
+    let mut by_answer: Vec<usize> = (0..served.len()).collect();
+    by_answer.sort_by_key(|&i| (served[i].answer_ns, served[i].index));
+    let mut begin: Vec<Option<i64>> = vec![None; served.len()];
+    // The connections in service, in the order they began.
+    let mut busy: Vec<usize> = Vec::with_capacity(slots);
+    let mut queue: VecDeque<usize> = VecDeque::new();
+    let mut arrivals = by_request.into_iter().peekable();
+    for x in by_answer {
+        let now = served[x].answer_ns;
+        // Requests that arrived by this answer join the queue and start on free workers.
+        while let Some(j) = arrivals.next_if(|&j| served[j].request_ns <= now) {
+            queue.push_back(j);
+            start_free(served, &mut busy, &mut queue, &mut begin, slots, served[j].request_ns);
+        }
+        if let Some(at) = busy.iter().position(|&b| b == x) {
+            busy.remove(at);
+        } else if let Some(at) = queue.iter().position(|&q| q == x) {
+            queue.remove(at);
+            // Served out of the order assumed: in the place of the connection begun last.
+            match busy.pop() {
+                Some(last) => {
+                    begin[x] = begin[last].map(|b| b.max(served[x].request_ns));
+                    begin[last] = None;
+                    queue.push_front(last);
+                }
+                None => begin[x] = Some(served[x].request_ns),
+            }
+        }
+        start_free(served, &mut busy, &mut queue, &mut begin, slots, now);
+    }
+    served.iter().zip(begin).map(|(a, b)| b.unwrap_or(a.request_ns).clamp(a.request_ns, a.answer_ns)).collect()
+}
+
+/// Free workers take the head of the queue at `now` (or when its request arrives, if later).
+fn start_free(served: &[Answered], busy: &mut Vec<usize>, queue: &mut VecDeque<usize>, begin: &mut [Option<i64>], slots: usize, now: i64) {
+    while busy.len() < slots {
+        let Some(j) = queue.pop_front() else { return };
+        begin[j] = Some(now.max(served[j].request_ns));
+        busy.push(j);
+    }
 }
 
 impl Load {
@@ -97,14 +147,8 @@ impl Load {
             };
             offered.push(Offered { syn_ns: syn - start, rtt_ns, service_ns: None, seen });
         }
-        served.sort_by_key(|a| (a.request_ns, a.index));
         let slots = workers.map_or(served.len(), |w| w.max(1) as usize);
-        // Each worker's next free moment, earliest first.
-        let mut free: BinaryHeap<Reverse<i64>> = (0..slots).map(|_| Reverse(i64::MIN)).collect();
-        for a in &served {
-            let Reverse(worker_free) = free.pop().unwrap_or(Reverse(i64::MIN));
-            let begin = a.request_ns.max(worker_free).min(a.answer_ns);
-            free.push(Reverse(a.answer_ns));
+        for (a, begin) in served.iter().zip(service_begins(&served, slots)) {
             if let Some(o) = offered.get_mut(a.index) {
                 o.service_ns = Some(a.answer_ns - begin);
                 o.seen.wait_ns = Some(begin - start - o.syn_ns);
@@ -135,5 +179,45 @@ impl Load {
         }
         out.finish(&mut waits);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    fn answered(times_ms: &[(i64, i64)]) -> Vec<Answered> {
+        times_ms.iter().enumerate().map(|(index, &(r, a))| Answered { index, request_ns: r * MS, answer_ns: a * MS }).collect()
+    }
+
+    #[test]
+    fn test_service_begins_one_worker_in_request_order() {
+        // Requests at 0, 10 and 20 ms, answers at 50, 100, 150: each begins at the answer before.
+        let served = answered(&[(0, 50), (10, 100), (20, 150)]);
+        assert_eq!(service_begins(&served, 1), vec![0, 50 * MS, 100 * MS]);
+    }
+
+    #[test]
+    fn test_service_begins_two_workers_take_the_first_free() {
+        // Four requests at once; two workers; answers at 20, 80, 100, 110: the third begins at 20,
+        // the fourth at 80.
+        let served = answered(&[(0, 20), (0, 80), (0, 100), (0, 110)]);
+        assert_eq!(service_begins(&served, 2), vec![0, 0, 20 * MS, 80 * MS]);
+    }
+
+    #[test]
+    fn test_service_begins_answer_out_of_request_order_takes_the_place_of_the_last_begun() {
+        // One worker: A's request at 0, B's at 1 ms, but B answered first (at 30) and A at 60: the
+        // worker served B from 1 ms, then A from 30 ms. Never more services at once than workers.
+        let served = answered(&[(0, 60), (1, 30)]);
+        assert_eq!(service_begins(&served, 1), vec![30 * MS, MS]);
+    }
+
+    #[test]
+    fn test_service_begins_without_workers_known_each_begins_at_its_request() {
+        let served = answered(&[(0, 50), (10, 100), (20, 150)]);
+        assert_eq!(service_begins(&served, served.len()), vec![0, 10 * MS, 20 * MS]);
     }
 }

@@ -30,6 +30,16 @@ pub struct Outcome {
     /// The answered connections' waits from their first SYN until a worker had their request.
     pub wait_p50_ns: Option<i64>,
     pub wait_p99_ns: Option<i64>,
+    /// Over a prediction's replays (`replay_median`): the failed and SYN-retransmitted counts
+    /// that the middle 80 % of them gave; None for one replay and for the capture.
+    pub spread: Option<Spread>,
+}
+
+/// How far a prediction's replays spread: each count's 10th and 90th percentiles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Spread {
+    pub failed: (u64, u64),
+    pub syn_retransmitted: (u64, u64),
 }
 
 impl Outcome {
@@ -55,19 +65,22 @@ impl Outcome {
     }
 }
 
-/// Replays of a load that draw service times differ by their draws: a prediction is the median,
-/// count by count, of this many replays seeded one after another.
-pub const REPLAYS: u64 = 9;
+/// Replays of a load differ by their draws of service times, and a queue on the edge of
+/// overflowing turns a small difference into a large one (as the kernel's runs of one load do):
+/// a prediction is the median, count by count, of this many replays seeded one after another,
+/// with the spread of their counts.
+pub const REPLAYS: u64 = 31;
 
 /// The median outcome, count by count, of `REPLAYS` replays of `load` with `settings`, seeded
 /// from `seed` on.
 pub fn replay_median(load: &Load, settings: &Settings, seed: u64) -> Outcome {
     let outcomes: Vec<Outcome> = (0..REPLAYS).map(|i| replay(load, settings, seed.wrapping_add(i))).collect();
-    let median = |f: fn(&Outcome) -> u64| {
-        let mut v: Vec<u64> = outcomes.iter().map(f).collect();
-        v.sort_unstable();
-        v[v.len() / 2]
+    let percentile = |f: fn(&Outcome) -> u64, q: f64| {
+        let mut v: Vec<i64> = outcomes.iter().map(|o| f(o) as i64).collect();
+        quantile(&mut v, q).map_or(0, |x| x as u64)
     };
+    let median = |f: fn(&Outcome) -> u64| percentile(f, 0.5);
+    let spread = |f: fn(&Outcome) -> u64| (percentile(f, 0.1), percentile(f, 0.9));
     let median_ns = |f: fn(&Outcome) -> Option<i64>| {
         let mut v: Vec<i64> = outcomes.iter().filter_map(f).collect();
         quantile(&mut v, 0.5)
@@ -85,6 +98,7 @@ pub fn replay_median(load: &Load, settings: &Settings, seed: u64) -> Outcome {
         listen_overflows: median(|o| o.listen_overflows),
         wait_p50_ns: median_ns(|o| o.wait_p50_ns),
         wait_p99_ns: median_ns(|o| o.wait_p99_ns),
+        spread: Some(Spread { failed: spread(|o| o.failed), syn_retransmitted: spread(|o| o.syn_retransmitted) }),
     }
 }
 
@@ -116,6 +130,9 @@ mod tests {
         let median = replay_median(&load, &settings, 7);
         let failed: Vec<u64> = each.iter().map(|o| o.failed).collect();
         assert!(failed.iter().min() <= Some(&median.failed) && Some(&median.failed) <= failed.iter().max());
+        let spread = median.spread.unwrap();
+        assert!(failed.iter().min() <= Some(&spread.failed.0) && spread.failed.0 <= median.failed);
+        assert!(median.failed <= spread.failed.1 && Some(&spread.failed.1) <= failed.iter().max());
         assert_eq!(median.connections, 10);
         assert_eq!(median.answered + median.failed, 10);
         assert_eq!(replay_median(&load, &settings, 7), median);

@@ -217,10 +217,19 @@ def model_settings(settings: dict[str, tuple[SettingValue, Source]]) -> _core._W
     }
 
 
+# A replay's counts that come with the range of the middle 80 % of its replays.
+RANGES = {"failed": "failed_range", "syn_retransmitted": "syn_retransmitted_range"}
+
+
 def _outcome_json(outcome: _core._WhatifOutcome | None) -> dict[str, Any] | None:
     if outcome is None:
         return None
-    return {k: outcome[k] for k in COUNTS}  # type: ignore[literal-required]
+    doc: dict[str, Any] = {k: outcome[k] for k in COUNTS}  # type: ignore[literal-required]
+    for key in RANGES.values():
+        span = outcome[key]  # type: ignore[literal-required]
+        if span is not None:
+            doc[key] = list(span)
+    return doc
 
 
 def render_json(report: dict[str, Any]) -> str:
@@ -257,7 +266,12 @@ def _cell(outcome: _core._WhatifOutcome | None, key: str) -> str:
     value = outcome[key]  # type: ignore[literal-required]
     if value is None:
         return "-"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    span = outcome[RANGES[key]] if key in RANGES else None  # type: ignore[literal-required]
+    if span is not None and span[0] != span[1]:
+        return f"{value} ({span[0]}–{span[1]})"
+    return str(value)
 
 
 def render_text(report: dict[str, Any]) -> str:
@@ -277,8 +291,10 @@ def render_text(report: dict[str, Any]) -> str:
     if replayed is not None and predicted is not None:
         lines.append(replay_sentence(observed, replayed))
         lines.append(change_sentence(settings, replayed, predicted))
-    lines.append("Observed listen overflows are an estimate (SYNs never answered, SYN-ACKs re-sent after the client's ACK); "
-                 "waits run from the first SYN until a worker has the request.")
+    lines.append("A replay's count is the median of its seeded replays, (low–high) the middle 80 % of them: the kernel's "
+                 "own runs of one load spread as widely where a queue is on the edge of overflowing. Observed listen "
+                 "overflows are an estimate (SYNs never answered, SYN-ACKs re-sent after the client's ACK); waits run "
+                 "from the first SYN until a worker has the request.")
     return "\n".join(lines) + "\n"
 
 
