@@ -14,7 +14,8 @@ this directory, to keep it small: pcapq reads it as it is), NAME.nstat.txt (the 
 and NAME.truth.json (the settings as set, the clients' outcomes counted, both namespaces' counters;
 see load_scenarios.truth()); with --connections also NAME.clients.jsonl (each connection as its
 client saw it) and NAME.workers.jsonl (each connection a worker took). Runs of the same load share
-its pattern and seed; _r2, _r3 are replicates of the same settings.
+its pattern and seed; NAME_r2, _r3, _r4 are replicates of a shipped run's settings, whose counts
+go into its truth file (fold()).
 """
 
 from __future__ import annotations

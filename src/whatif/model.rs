@@ -19,6 +19,12 @@ const RTO_MAX_NS: i64 = 120 * SECOND_NS;
 /// include/net/tcp.h: TCP_RTO_MIN; a data RTO is the round trip plus this when the round trip
 /// varies little (`tcp_set_rto()`: srtt + 4·rttvar, rttvar at least tcp_rto_min).
 const RTO_MIN_NS: i64 = SECOND_NS / 5;
+/// A jiffy at CONFIG_HZ=250, the tick the kernel's timers count in.
+const JIFFY_NS: i64 = SECOND_NS / 250;
+/// kernel/time/timer.c: the timer wheel's levels of 64 buckets, each level's 8 times as wide.
+const LVL_CLK_SHIFT: u32 = 3;
+const LVL_SIZE: i64 = 64;
+const LVL_DEPTH: u32 = 9;
 
 /// The settings of the listener, the server and its clients that the model takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +134,8 @@ struct Sim<'a> {
     accept_queue: VecDeque<usize>,
     idle_workers: u32,
     listen_overflows: u64,
+    /// Where the load's first SYN fell within a jiffy.
+    jiffy_phase_ns: i64,
 }
 
 /// Replays `load` with `settings`: every connection's first SYN at its time, its service time
@@ -172,6 +180,7 @@ fn simulate<'a>(load: &'a Load, settings: &Settings, seed: u64) -> Sim<'a> {
         accept_queue: VecDeque::new(),
         idle_workers: settings.workers.max(1),
         listen_overflows: 0,
+        jiffy_phase_ns: (rng.next() % JIFFY_NS as u64) as i64,
     };
     for (c, o) in load.connections.iter().enumerate() {
         sim.at(o.syn_ns, c, Event::Syn);
@@ -189,6 +198,22 @@ impl Sim<'_> {
     fn at(&mut self, time_ns: i64, c: usize, event: Event) {
         self.sequence += 1;
         self.events.push(Reverse((time_ns, self.sequence, c, event)));
+    }
+
+    /// When a kernel timer armed at `armed_ns` for `delay_ns` fires: on the timer wheel
+    /// (kernel/time/timer.c: calc_wheel_index(), calc_index()), a timer due `delta` jiffies ahead
+    /// goes to the level whose buckets are 8^level jiffies wide (level 0 below 63 jiffies, 1 below
+    /// 504, ...), and fires at the end of its bucket, rounded up, never early. So timers armed
+    /// a few milliseconds apart for a second fire together: the SYNs a burst had dropped are re-sent
+    /// at one moment.
+    fn timer(&self, armed_ns: i64, delay_ns: i64) -> i64 {
+        let now = (armed_ns - self.jiffy_phase_ns).div_euclid(JIFFY_NS);
+        let delta = (delay_ns + JIFFY_NS - 1) / JIFFY_NS;
+        let expires = now + delta;
+        let level = (1..LVL_DEPTH).find(|&l| delta < (LVL_SIZE - 1) << (LVL_CLK_SHIFT * (l - 1))).map_or(LVL_DEPTH - 1, |l| l - 1);
+        let shift = LVL_CLK_SHIFT * level;
+        let bucket = ((expires + (1 << shift)) >> shift) << shift;
+        bucket * JIFFY_NS + self.jiffy_phase_ns
     }
 
     fn conn(&mut self, c: usize) -> &mut Conn {
@@ -260,7 +285,8 @@ impl Sim<'_> {
             conn.num_timeout = 0;
             // net/ipv4/inet_connection_sock.c: reqsk_queue_hash_req() arms the SYN-ACK timer
             // at TCP_TIMEOUT_INIT.
-            self.at(now + TIMEOUT_INIT_NS, c, Event::SynAckTimer);
+            let fires = self.timer(now, TIMEOUT_INIT_NS);
+            self.at(fires, c, Event::SynAckTimer);
         }
         // The client, established on the SYN-ACK, sends its ACK and its request at once, and
         // arms its data retransmission timer.
@@ -268,7 +294,8 @@ impl Sim<'_> {
         conn.got_synack = true;
         let rto = conn.rto_ns;
         self.at(now + rtt, c, Event::Ack { with_request: true });
-        self.at(now + rtt + rto, c, Event::RequestResend);
+        let fires = self.timer(now + rtt, rto);
+        self.at(fires, c, Event::RequestResend);
     }
 
     /// The client's SYN timer (net/ipv4/tcp_timer.c: tcp_retransmit_timer()): the first
@@ -281,7 +308,8 @@ impl Sim<'_> {
             return;
         }
         let wait = syn_wait(sends, self.settings.syn_linear_timeouts);
-        self.at(now + wait, c, Event::Syn);
+        let fires = self.timer(now, wait);
+        self.at(fires, c, Event::Syn);
     }
 
     /// net/ipv4/tcp_minisocks.c: tcp_check_req(), the segment that completes the handshake,
@@ -351,7 +379,8 @@ impl Sim<'_> {
         }
         conn.probed = true;
         let rto = conn.rto_ns;
-        self.at(now + rto, c, Event::RequestResend);
+        let fires = self.timer(now, rto);
+        self.at(fires, c, Event::RequestResend);
     }
 
     /// net/ipv4/inet_connection_sock.c: reqsk_timer_handler() and syn_ack_recalc().
@@ -392,7 +421,8 @@ impl Sim<'_> {
         conn.num_timeout += 1;
         // reqsk_timeout(): TCP_TIMEOUT_INIT << num_timeout, at most TCP_RTO_MAX.
         let wait = doubled(TIMEOUT_INIT_NS, conn.num_timeout);
-        self.at(now + wait, c, Event::SynAckTimer);
+        let fires = self.timer(now, wait);
+        self.at(fires, c, Event::SynAckTimer);
     }
 
     /// inet_csk_reqsk_queue_removed(): the request sock leaves the SYN queue.
@@ -558,16 +588,37 @@ mod tests {
     #[test]
     fn test_accept_queue_full_drops_syn_then_client_resends_after_a_second() {
         // backlog 1: A is served, B and C queue (2 fit); D's SYN at 30 ms finds the queue full,
-        // is dropped, and D's re-sent SYN at 1.030 s gets in once A and B are done.
+        // is dropped, and D's re-sent SYN, a second later on the timer wheel, gets in once A and
+        // B are done.
         let load = Load {
             connections: vec![offered(0, 500 * MS), offered(10 * MS, 100 * MS), offered(20 * MS, 100 * MS), offered(30 * MS, 100 * MS)],
         };
         let sim = simulate(&load, &settings(1, 1), 1);
         let d = &sim.conns[3];
         assert_eq!(d.syn_sends, 2);
-        assert_eq!(d.served_from_ns, Some(1030 * MS + MS));
+        let resent = sim.timer(30 * MS, SECOND_NS);
+        assert!((1030 * MS..1070 * MS).contains(&resent), "{resent}");
+        assert_eq!(d.served_from_ns, Some(resent + MS));
         assert_eq!(sim.listen_overflows, 1);
         assert_eq!(sim.outcome().answered, 4);
+    }
+
+    #[test]
+    fn test_timer_wheel_rounds_up_to_its_level_bucket() {
+        let load = Load { connections: vec![offered(0, MS)] };
+        let mut sim = simulate(&load, &settings(1, 1), 1);
+        sim.jiffy_phase_ns = 0;
+        // 1 s is 250 jiffies: level 1, buckets of 8 jiffies (32 ms), rounded up past the expiry.
+        assert_eq!(sim.timer(0, SECOND_NS), 1024 * MS);
+        assert_eq!(sim.timer(10 * MS, SECOND_NS), 1024 * MS);
+        assert_eq!(sim.timer(40 * MS, SECOND_NS), 1056 * MS);
+        // 200 ms is 50 jiffies: level 0, one jiffy later.
+        assert_eq!(sim.timer(0, 200 * MS), 204 * MS);
+        // 4 s is 1000 jiffies: level 2, buckets of 64 jiffies (256 ms).
+        assert_eq!(sim.timer(0, 4 * SECOND_NS), 4096 * MS);
+        // A phase shifts the ticks.
+        sim.jiffy_phase_ns = MS;
+        assert_eq!(sim.timer(MS, SECOND_NS), 1025 * MS);
     }
 
     // ---- the SYN queue ----
@@ -596,9 +647,10 @@ mod tests {
     fn test_synack_timer_bare_ack_creates_child_worker_waits_for_request() {
         // backlog 1, one worker. A is served until 0.901 s; B and C fill the queue; D's SYN
         // (20.5 ms) is answered, its ACK and request (21.5 ms) and the request's re-sends (the
-        // loss probe at 222.5 ms, the RTOs at 423.5 and 825.5 ms) are dropped. The SYN-ACK
-        // re-sent at 1.0205 s draws a bare ACK that creates D's child; the worker accepts it at
-        // 1.031 s (C done) and waits for the request's next re-send, at 1.6295 s.
+        // loss probe about 0.2 s later, then RTOs of about 0.2 and 0.4 s) are dropped. The
+        // SYN-ACK re-sent about a second later draws a bare ACK that creates D's child; the
+        // worker accepts it once C is done and waits for the request's next re-send, about
+        // 0.8 s after the last.
         let load = Load {
             connections: vec![
                 offered(0, 900 * MS),
@@ -608,8 +660,12 @@ mod tests {
             ],
         };
         let sim = simulate(&load, &settings(1, 1), 1);
-        let d = &sim.conns[3];
-        assert_eq!(d.served_from_ns, Some(1629 * MS + MS / 2));
+        let (c, d) = (&sim.conns[2], &sim.conns[3]);
+        let c_done = c.served_from_ns.unwrap() + c.service_ns;
+        let synack_resent = sim.timer(20 * MS + MS / 2, SECOND_NS);
+        assert!(synack_resent < c_done, "the bare ACK came before the worker was free");
+        let served = d.served_from_ns.unwrap();
+        assert!(served - c_done > 500 * MS, "the worker waited for the request: {c_done} → {served}");
         assert_eq!(d.num_timeout, 1);
         assert!(d.answered);
         assert_eq!(sim.listen_overflows, 4);
