@@ -60,43 +60,81 @@ fn service_begins(served: &[Answered], slots: usize) -> Vec<i64> {
     by_request.sort_by_key(|&i| (served[i].request_ns, served[i].index));
     let mut by_answer: Vec<usize> = (0..served.len()).collect();
     by_answer.sort_by_key(|&i| (served[i].answer_ns, served[i].index));
-    let mut begin: Vec<Option<i64>> = vec![None; served.len()];
-    // The connections in service, in the order they began.
-    let mut busy: Vec<usize> = Vec::with_capacity(slots);
-    let mut queue: VecDeque<usize> = VecDeque::new();
+    let mut workers = Workers { begin: vec![None; served.len()], state: vec![State::Unseen; served.len()], ..Workers::default() };
     let mut arrivals = by_request.into_iter().peekable();
     for x in by_answer {
         let now = served[x].answer_ns;
         // Requests that arrived by this answer join the queue and start on free workers.
         while let Some(j) = arrivals.next_if(|&j| served[j].request_ns <= now) {
-            queue.push_back(j);
-            start_free(served, &mut busy, &mut queue, &mut begin, slots, served[j].request_ns);
+            workers.state[j] = State::Queued;
+            workers.queue.push_back(j);
+            workers.start_free(served, slots, served[j].request_ns);
         }
-        if let Some(at) = busy.iter().position(|&b| b == x) {
-            busy.remove(at);
-        } else if let Some(at) = queue.iter().position(|&q| q == x) {
-            queue.remove(at);
+        if workers.state[x] == State::Queued {
             // Served out of the order assumed: in the place of the connection begun last.
-            match busy.pop() {
+            match workers.last_begun() {
                 Some(last) => {
-                    begin[x] = begin[last].map(|b| b.max(served[x].request_ns));
-                    begin[last] = None;
-                    queue.push_front(last);
+                    workers.begin[x] = workers.begin[last].map(|b| b.max(served[x].request_ns));
+                    workers.begin[last] = None;
+                    workers.state[last] = State::Queued;
+                    workers.queue.push_front(last);
+                    workers.busy -= 1;
                 }
-                None => begin[x] = Some(served[x].request_ns),
+                None => workers.begin[x] = Some(served[x].request_ns),
             }
+        } else if workers.state[x] == State::Busy {
+            workers.busy -= 1;
         }
-        start_free(served, &mut busy, &mut queue, &mut begin, slots, now);
+        workers.state[x] = State::Done;
+        workers.start_free(served, slots, now);
     }
-    served.iter().zip(begin).map(|(a, b)| b.unwrap_or(a.request_ns).clamp(a.request_ns, a.answer_ns)).collect()
+    served.iter().zip(workers.begin).map(|(a, b)| b.unwrap_or(a.request_ns).clamp(a.request_ns, a.answer_ns)).collect()
 }
 
-/// Free workers take the head of the queue at `now` (or when its request arrives, if later).
-fn start_free(served: &[Answered], busy: &mut Vec<usize>, queue: &mut VecDeque<usize>, begin: &mut [Option<i64>], slots: usize, now: i64) {
-    while busy.len() < slots {
-        let Some(j) = queue.pop_front() else { return };
-        begin[j] = Some(now.max(served[j].request_ns));
-        busy.push(j);
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum State {
+    #[default]
+    Unseen,
+    Queued,
+    Busy,
+    Done,
+}
+
+/// `service_begins()`'s workers: the queue and the services begun, both with entries of
+/// connections since done left in place and skipped.
+#[derive(Default)]
+struct Workers {
+    begin: Vec<Option<i64>>,
+    state: Vec<State>,
+    queue: VecDeque<usize>,
+    /// The connections begun, in order.
+    begun: Vec<usize>,
+    busy: usize,
+}
+
+impl Workers {
+    /// Free workers take the head of the queue at `now` (or when its request arrives, if later).
+    fn start_free(&mut self, served: &[Answered], slots: usize, now: i64) {
+        while self.busy < slots {
+            let Some(j) = self.queue.pop_front() else { return };
+            if self.state[j] != State::Queued {
+                continue;
+            }
+            self.begin[j] = Some(now.max(served[j].request_ns));
+            self.state[j] = State::Busy;
+            self.begun.push(j);
+            self.busy += 1;
+        }
+    }
+
+    /// The connection in service that began last.
+    fn last_begun(&mut self) -> Option<usize> {
+        while let Some(j) = self.begun.pop() {
+            if self.state[j] == State::Busy {
+                return Some(j);
+            }
+        }
+        None
     }
 }
 
