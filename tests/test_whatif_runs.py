@@ -95,8 +95,7 @@ def test_inferred_settings_hold_the_truth(scores) -> None:  # type: ignore[no-un
 @SCORED
 def test_inferred_settings_show_the_backlog_wherever_the_accept_queue_overflowed(scores) -> None:  # type: ignore[no-untyped-def]
     missed = [(c.run, c.inferred) for c in scores.settings if c.setting == "backlog" and c.must_show and not c.holds]
-    # Known miss: without syncookies, one run reads a backlog one above the truth (17 for 16).
-    assert len(missed) <= 1, missed
+    assert missed == []
 
 
 @SCORED

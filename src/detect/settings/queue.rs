@@ -234,11 +234,21 @@ pub fn held_at_drops(spans: &[Span], drops: &[ListenDrop]) -> (bool, Vec<Held>) 
 /// queue holds steady while it drops, the path's losses come at any count.
 const MIN_AT_FULLEST: usize = 3;
 
-/// The effective backlog: the most connections held at a drop, less one, less the workers when
-/// they were serving then.
+/// The most connections held at drops: the highest count seen at two drops or more. A count
+/// seen once above it is a race, not the queue's size: the listener checks sk_acceptq_is_full()
+/// before it queues the child, without a lock (net/ipv4/tcp_ipv4.c: tcp_v4_syn_recv_sock()), so
+/// two handshakes completing at once on two CPUs can both pass the check.
+fn fullest(held: &[Held]) -> u64 {
+    let repeated = held.windows(2).filter(|w| w[0].connections == w[1].connections).map(|w| w[0].connections).max();
+    repeated.or_else(|| held.last().map(|h| h.connections)).unwrap_or(0)
+}
+
+/// The effective backlog: the most connections held at drops (`fullest()`), less one, less the
+/// workers when they were serving then.
 pub fn backlog(spans: &[Span], drops: &[ListenDrop], workers: Option<&Workers>) -> Option<Estimate> {
     let (acks, held) = held_at_drops(spans, drops);
-    let most = held.last()?.connections;
+    let highest = held.last()?.connections;
+    let most = fullest(&held);
     let at_most = held.iter().filter(|h| h.connections == most).count();
     if most == 0 || (!acks && (at_most < MIN_AT_FULLEST || 2 * at_most < held.len())) {
         return None;
@@ -250,6 +260,12 @@ pub fn backlog(spans: &[Span], drops: &[ListenDrop], workers: Option<&Workers>) 
          unanswered: backlog + 1 in the accept queue (sk_acceptq_is_full()) and one with each busy worker",
         held.len()
     )];
+    if highest > most {
+        evidence.push(format!(
+            "{highest} once: two handshakes completed at the same moment on two CPUs both pass sk_acceptq_is_full() \
+             before either child is queued (tcp_v4_syn_recv_sock(), a lockless listener)"
+        ));
+    }
     let (w_low, w_high, w_value) = match (workers, busy) {
         (Some(w), true) => (w.at_least, w.at_most, w.number()),
         _ => (0, None, None),
@@ -352,6 +368,17 @@ mod tests {
     }
 
     #[test]
+    fn test_fullest_sets_aside_a_count_seen_once_above_the_others() {
+        let held = |counts: &[u64]| counts.iter().map(|&connections| Held { connections, answering: true }).collect::<Vec<_>>();
+        // A queue of 17 with 2 busy workers holds 19 at most; 20 once is two ACKs admitted at once.
+        assert_eq!(fullest(&held(&[17, 18, 19, 19, 19, 20])), 19);
+        assert_eq!(fullest(&held(&[19, 19, 20, 20])), 20);
+        // Nothing repeats: the highest is all there is.
+        assert_eq!(fullest(&held(&[5, 7])), 7);
+        assert_eq!(fullest(&[]), 0);
+    }
+
+    #[test]
     fn test_backlog_without_drops_is_not_shown() {
         let spans = served(2, &quiet_then_burst(), &MIX);
         assert!(backlog(&spans, &[], workers(&spans).as_ref()).is_none());
@@ -366,3 +393,4 @@ mod tests {
         assert_eq!((count(5), count(20), count(60)), (vec![0], vec![1], vec![0]));
     }
 }
+
