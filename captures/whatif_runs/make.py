@@ -121,7 +121,7 @@ def make(name: str, out: Path, connections: bool, attempts: int = 2) -> int:
         (out / f"{name}.clients.jsonl").write_text("".join(json.dumps(c) + "\n" for c in run.clients))
         (out / f"{name}.workers.jsonl").write_text(
             "".join(json.dumps(w) + "\n" for w in run.extra["workers_log"]))
-    replicate_of = fold(name, truth)
+    replicate_of = fold(name, truth) if out == HERE else None
     if replicate_of:
         print(f"== {name}: {truth['outcome']['failed']} failed, {truth['outcome']['syn_retransmitted']} with a "
               f"SYN re-sent; counted in {replicate_of}.truth.json's replicates", flush=True)
@@ -143,7 +143,8 @@ def make(name: str, out: Path, connections: bool, attempts: int = 2) -> int:
 
 def fold(name: str, truth: dict[str, Any]) -> str | None:
     """A replicate's counts go into its shipped run's truth, under "replicates" (each count's list, in
-    the order of "names"); returns the shipped run's name, or None for a run that is no replicate."""
+    the order of "names"); returns the shipped run's name, or None for a run that is no replicate.
+    Only for runs made in this directory: a grid made elsewhere (--out) leaves the shipped truth as it is."""
     base = next((name[: -len(r)] for r in REPLICATES if name.endswith(r) and name[: -len(r)] in SHIPPED), None)
     if base is None:
         return None

@@ -153,10 +153,10 @@ impl GiveUps {
                     self.add_read(closed - from, false);
                 }
             }
-        } else if let (true, Some(_), Some(first_syn)) = (since_first_syn, answered_after_ns(c), first_syn) {
-            if let Some(answered) = m.server_data_ns.get() {
-                self.exchange_answered_longest = self.exchange_answered_longest.max(answered - first_syn);
-            }
+        } else if let (true, Some(_), Some(first_syn), Some(answered)) =
+            (since_first_syn, answered_after_ns(c), first_syn, m.server_data_ns.get())
+        {
+            self.exchange_answered_longest = self.exchange_answered_longest.max(answered - first_syn);
         } else if let Some(bounds) = connect_give_up_ns(c, outcome) {
             self.add_connect(bounds);
         }

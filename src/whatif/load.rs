@@ -140,10 +140,9 @@ impl Workers {
 
 impl Load {
     /// The load offered to `listener`: each connection whose first SYN the capture shows.
-    /// With `workers` known, a service time excludes the wait for a worker: the answered
-    /// connections are given, in the order their requests arrived, to the worker free first
-    /// (a worker is free again at its answer); without it, a service time runs from the
-    /// request's arrival.
+    /// With `workers` known, a service time excludes the wait for a worker: it begins where
+    /// `service_begins()`'s replay of those workers starts it; without it, a service time runs
+    /// from the request's arrival.
     pub fn of(connections: &[Connection], listener: &Endpoint, workers: Option<u32>) -> Load {
         let mut mine: Vec<&Connection> = connections
             .iter()

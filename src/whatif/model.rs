@@ -557,8 +557,9 @@ mod tests {
         // 20 handshakes at once, one worker, backlog 4: the worker takes one, backlog + 1 = 5
         // wait in the queue, the other 14 ACKs (with their requests) are dropped, and their
         // first re-send (the loss probe) comes after the clients' 100 ms timeout: 6 answered, 14
-        // failed. The re-sends still come: at 202 ms 6 of 14 get in (8 dropped), at the RTO,
-        // 403 ms, 6 of 8 (2 dropped), and the last 2 at the doubled RTO, 805 ms.
+        // failed. The re-sends still come (on the timer wheel, a few ms late): at about 0.21 s 6
+        // of 14 get in (8 dropped), at the RTO, about 0.42 s, 6 of 8 (2 dropped), and the last 2
+        // at the doubled RTO, about 0.83 s.
         let load = Load { connections: (0..20).map(|_| offered(0, MS)).collect() };
         let s = Settings { client_timeout_ns: Some(100 * MS), ..settings(4, 1) };
         let out = replay(&load, &s, 1);

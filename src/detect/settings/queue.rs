@@ -260,12 +260,6 @@ pub fn backlog(spans: &[Span], drops: &[ListenDrop], workers: Option<&Workers>) 
          unanswered: backlog + 1 in the accept queue (sk_acceptq_is_full()) and one with each busy worker",
         held.len()
     )];
-    if highest > most {
-        evidence.push(format!(
-            "{highest} once: two handshakes completed at the same moment on two CPUs both pass sk_acceptq_is_full() \
-             before either child is queued (tcp_v4_syn_recv_sock(), a lockless listener)"
-        ));
-    }
     let (w_low, w_high, w_value) = match (workers, busy) {
         (Some(w), true) => (w.at_least, w.at_most, w.number()),
         _ => (0, None, None),
@@ -278,6 +272,14 @@ pub fn backlog(spans: &[Span], drops: &[ListenDrop], workers: Option<&Workers>) 
         (true, Some(w), _) => evidence.push(format!("less {}", plural(w, "worker", "workers"))),
         (true, None, Some(hi)) => evidence.push(format!("less {w_low} to {hi} workers")),
         (true, None, None) => evidence.push(format!("less at least {}: an upper bound", plural(w_low, "worker", "workers"))),
+    }
+    if highest > most {
+        let above = held.iter().filter(|h| h.connections > most).count();
+        evidence.push(format!(
+            "{} held more, up to {highest}, each count once: two handshakes completed at the same moment on two CPUs \
+             both pass sk_acceptq_is_full() before either child is queued (tcp_v4_syn_recv_sock(), a lockless listener)",
+            plural(above as u64, "drop", "drops")
+        ));
     }
     if !acks {
         evidence.push(format!(

@@ -292,7 +292,7 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(replay_sentence(observed, replayed))
         lines.append(change_sentence(settings, replayed, predicted))
     lines.append("A replay's count is the median of its seeded replays, (low–high) the middle 80 % of them: the kernel's "
-                 "own runs of one load spread as widely where a queue is on the edge of overflowing. Observed listen "
+                 "own runs of one load spread widely too where a queue is on the edge of overflowing. Observed listen "
                  "overflows are an estimate (SYNs never answered, SYN-ACKs re-sent after the client's ACK); waits run "
                  "from the first SYN until a worker has the request.")
     return "\n".join(lines) + "\n"
